@@ -1,0 +1,164 @@
+package fsys
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"golang.org/x/sys/unix"
+)
+
+// OS is the real file system: package os for the calls it does well, and
+// golang.org/x/sys/unix for fdatasync, directory fsync and fadvise.
+type OS struct{}
+
+var _ FS = OS{}
+
+// OpenFile implements FS. A create is tried exclusively first, so that the
+// mode is forced (past the umask) only on a file this call created: an
+// existing file keeps the mode it was created with.
+func (OS) OpenFile(name string, flag int) (File, error) {
+	if flag&os.O_CREATE == 0 {
+		f, err := os.OpenFile(name, flag, 0)
+		if err != nil {
+			return nil, err
+		}
+		return &osFile{f}, nil
+	}
+	f, err := os.OpenFile(name, flag|os.O_EXCL, FileMode)
+	if err == nil {
+		if err := f.Chmod(FileMode); err != nil {
+			f.Close()
+			return nil, err
+		}
+		return &osFile{f}, nil
+	}
+	if flag&os.O_EXCL != 0 || !errors.Is(err, fs.ErrExist) {
+		return nil, err
+	}
+	f, err = os.OpenFile(name, flag&^os.O_CREATE, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &osFile{f}, nil
+}
+
+// Mkdir implements FS.
+func (OS) Mkdir(name string) error {
+	if err := os.Mkdir(name, DirMode); err != nil {
+		return err
+	}
+	return os.Chmod(name, DirMode)
+}
+
+// MkdirAll implements FS. Unlike os.MkdirAll it forces DirMode on every
+// directory it creates, and only on those.
+func (o OS) MkdirAll(name string) error {
+	fi, err := os.Stat(name)
+	if err == nil {
+		if !fi.IsDir() {
+			return &fs.PathError{Op: "mkdir", Path: name, Err: unix.ENOTDIR}
+		}
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if parent := filepath.Dir(name); parent != name {
+		if err := o.MkdirAll(parent); err != nil {
+			return err
+		}
+	}
+	err = o.Mkdir(name)
+	if errors.Is(err, fs.ErrExist) {
+		return nil // made by someone else meanwhile
+	}
+	return err
+}
+
+// Remove implements FS.
+func (OS) Remove(name string) error { return os.Remove(name) }
+
+// RemoveAll implements FS.
+func (OS) RemoveAll(name string) error { return os.RemoveAll(name) }
+
+// Rename implements FS.
+func (OS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
+
+// ReadDir implements FS.
+func (OS) ReadDir(name string) ([]DirEntry, error) {
+	entries, err := os.ReadDir(name) // sorted by name
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DirEntry, len(entries))
+	for i, e := range entries {
+		out[i] = DirEntry{Name: e.Name(), IsDir: e.IsDir()}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Stat implements FS.
+func (OS) Stat(name string) (FileInfo, error) {
+	fi, err := os.Stat(name)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	return fileInfoOf(fi), nil
+}
+
+// SyncDir implements FS.
+func (OS) SyncDir(name string) error {
+	d, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	err = unix.Fsync(int(d.Fd()))
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return &fs.PathError{Op: "fsync", Path: name, Err: err}
+	}
+	return nil
+}
+
+func fileInfoOf(fi fs.FileInfo) FileInfo {
+	return FileInfo{Name: fi.Name(), Size: fi.Size(), Mode: fi.Mode(), ModTime: fi.ModTime()}
+}
+
+// osFile is an open *os.File; the Sync it offers is fdatasync.
+type osFile struct{ f *os.File }
+
+func (o *osFile) Read(p []byte) (int, error)               { return o.f.Read(p) }
+func (o *osFile) ReadAt(p []byte, off int64) (int, error)  { return o.f.ReadAt(p, off) }
+func (o *osFile) Write(p []byte) (int, error)              { return o.f.Write(p) }
+func (o *osFile) WriteAt(p []byte, off int64) (int, error) { return o.f.WriteAt(p, off) }
+func (o *osFile) Close() error                             { return o.f.Close() }
+func (o *osFile) Name() string                             { return o.f.Name() }
+func (o *osFile) Truncate(size int64) error                { return o.f.Truncate(size) }
+
+func (o *osFile) Sync() error {
+	if err := unix.Fdatasync(int(o.f.Fd())); err != nil {
+		return &fs.PathError{Op: "fdatasync", Path: o.f.Name(), Err: err}
+	}
+	return nil
+}
+
+func (o *osFile) Stat() (FileInfo, error) {
+	fi, err := o.f.Stat()
+	if err != nil {
+		return FileInfo{}, err
+	}
+	return fileInfoOf(fi), nil
+}
+
+func (o *osFile) DropCache() error {
+	if err := unix.Fadvise(int(o.f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		return &fs.PathError{Op: "fadvise", Path: o.f.Name(), Err: err}
+	}
+	return nil
+}

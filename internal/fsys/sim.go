@@ -1,0 +1,460 @@
+package fsys
+
+import (
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// SectorSize is the unit a simulated crash tears writes at.
+const SectorSize = 512
+
+// Disk is a simulated disk for tests. It keeps, for every file, what the
+// running process reads (the page cache), what reached the media, and the
+// changes made since the last sync; for the namespace, the names the process
+// sees and the names a power loss would leave. From these it builds the
+// state after a crash (Crash) in every mode the tests need, and it fails or
+// lies on chosen calls (Inject, SetHook). It is safe for concurrent use and
+// deterministic from its seed.
+//
+// Invariants, under mu:
+//   - names holds every path that exists now, each parent directory
+//     included; "/" and "." always exist and are in neither map.
+//   - durableNames is the namespace a power loss leaves before the
+//     pendingNames are replayed: a name is in it only once a SyncDir of its
+//     directory (or Crash keeping the op) made it durable.
+//   - for a file node, apply(durable, pending) is what a crash that keeps
+//     every unsynced change leaves; cache equals it except after a failed
+//     sync, where cache still holds the bytes the kernel marked clean.
+type Disk struct {
+	mu           sync.Mutex
+	seed         uint64
+	now          func() time.Time
+	names        map[string]*node
+	durableNames map[string]*node
+	pendingNames []nameOp
+	faults       []*Injection
+	hook         func(Call) error
+	openFiles    int
+	maxOpenFiles int // 0: no limit
+}
+
+// node is a file or a directory.
+type node struct {
+	dir     bool
+	mode    os.FileMode
+	mtime   time.Time
+	cache   []byte   // what reads see
+	durable []byte   // what reached the media
+	pending []dataOp // changes since the last sync, in order
+}
+
+// dataOp is one write or size change not yet synced.
+type dataOp struct {
+	truncate bool
+	off      int64 // write offset, or the new size of a truncate
+	data     []byte
+}
+
+// nameOp is one namespace change not yet made durable by a SyncDir.
+type nameOp struct {
+	kind    string // "create", "remove", "rename"
+	from    string // the path removed or renamed; "" for create
+	to      string // the path created or renamed to; "" for remove
+	node    *node
+	parents []string // the directories whose SyncDir makes it durable
+}
+
+// NewDisk returns an empty simulated disk whose random choices (torn
+// sectors, garbage) derive from seed.
+func NewDisk(seed uint64) *Disk {
+	return &Disk{
+		seed:         seed,
+		now:          time.Now,
+		names:        map[string]*node{},
+		durableNames: map[string]*node{},
+	}
+}
+
+var _ FS = (*Disk)(nil)
+
+// SetClock sets the clock that stamps modification times.
+func (d *Disk) SetClock(now func() time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.now = now
+}
+
+// SetMaxOpenFiles makes opens past n open files fail with EMFILE; 0 lifts
+// the limit.
+func (d *Disk) SetMaxOpenFiles(n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.maxOpenFiles = n
+}
+
+// OpenFiles is the number of files open now (a descriptor-leak check).
+func (d *Disk) OpenFiles() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.openFiles
+}
+
+func clean(name string) string { return path.Clean(strings.ReplaceAll(name, "\\", "/")) }
+
+func isRoot(p string) bool { return p == "/" || p == "." }
+
+func pathError(op, name string, err error) error {
+	return &fs.PathError{Op: op, Path: name, Err: err}
+}
+
+// lookup returns the node at p; the roots are directories with no node.
+func (d *Disk) lookup(p string) (n *node, root bool) {
+	if isRoot(p) {
+		return nil, true
+	}
+	return d.names[p], false
+}
+
+// parentIsDir reports whether p's parent exists and is a directory.
+func (d *Disk) parentIsDir(p string) error {
+	parent := path.Dir(p)
+	if isRoot(parent) {
+		return nil
+	}
+	n := d.names[parent]
+	if n == nil {
+		return syscall.ENOENT
+	}
+	if !n.dir {
+		return syscall.ENOTDIR
+	}
+	return nil
+}
+
+func (d *Disk) recordName(op nameOp) {
+	d.pendingNames = append(d.pendingNames, op)
+}
+
+// OpenFile implements FS.
+func (d *Disk) OpenFile(name string, flag int) (File, error) {
+	p := clean(name)
+	if err := d.enter(Call{Op: OpOpen, Path: p}); err != nil {
+		return nil, pathError("open", name, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.maxOpenFiles > 0 && d.openFiles >= d.maxOpenFiles {
+		return nil, pathError("open", name, syscall.EMFILE)
+	}
+	n, root := d.lookup(p)
+	if root || (n != nil && n.dir) {
+		return nil, pathError("open", name, syscall.EISDIR)
+	}
+	switch {
+	case n != nil && flag&os.O_CREATE != 0 && flag&os.O_EXCL != 0:
+		return nil, pathError("open", name, syscall.EEXIST)
+	case n == nil && flag&os.O_CREATE == 0:
+		return nil, pathError("open", name, syscall.ENOENT)
+	case n == nil:
+		if err := d.parentIsDir(p); err != nil {
+			return nil, pathError("open", name, err)
+		}
+		n = &node{mode: FileMode, mtime: d.now()}
+		d.names[p] = n
+		d.recordName(nameOp{kind: "create", to: p, node: n, parents: []string{path.Dir(p)}})
+	}
+	writable := flag&(os.O_WRONLY|os.O_RDWR) != 0
+	if flag&os.O_TRUNC != 0 && writable && len(n.cache) > 0 {
+		n.truncate(0, d.now())
+	}
+	d.openFiles++
+	return &simFile{disk: d, node: n, name: name, path: p,
+		readable: flag&os.O_WRONLY == 0, writable: writable}, nil
+}
+
+// Mkdir implements FS.
+func (d *Disk) Mkdir(name string) error {
+	p := clean(name)
+	if err := d.enter(Call{Op: OpMkdir, Path: p}); err != nil {
+		return pathError("mkdir", name, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mkdirLocked(name, p)
+}
+
+func (d *Disk) mkdirLocked(name, p string) error {
+	if n, root := d.lookup(p); root || n != nil {
+		return pathError("mkdir", name, syscall.EEXIST)
+	}
+	if err := d.parentIsDir(p); err != nil {
+		return pathError("mkdir", name, err)
+	}
+	n := &node{dir: true, mode: DirMode | os.ModeDir, mtime: d.now()}
+	d.names[p] = n
+	d.recordName(nameOp{kind: "create", to: p, node: n, parents: []string{path.Dir(p)}})
+	return nil
+}
+
+// MkdirAll implements FS.
+func (d *Disk) MkdirAll(name string) error {
+	p := clean(name)
+	if err := d.enter(Call{Op: OpMkdir, Path: p}); err != nil {
+		return pathError("mkdir", name, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var missing []string
+	for q := p; !isRoot(q); q = path.Dir(q) {
+		n := d.names[q]
+		if n != nil {
+			if !n.dir {
+				return pathError("mkdir", q, syscall.ENOTDIR)
+			}
+			break
+		}
+		missing = append(missing, q)
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := d.mkdirLocked(missing[i], missing[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Remove implements FS.
+func (d *Disk) Remove(name string) error {
+	p := clean(name)
+	if err := d.enter(Call{Op: OpRemove, Path: p}); err != nil {
+		return pathError("remove", name, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n, root := d.lookup(p)
+	if root {
+		return pathError("remove", name, syscall.EBUSY)
+	}
+	if n == nil {
+		return pathError("remove", name, syscall.ENOENT)
+	}
+	if n.dir && len(d.childrenLocked(p)) > 0 {
+		return pathError("remove", name, syscall.ENOTEMPTY)
+	}
+	d.removeLocked(p, n)
+	return nil
+}
+
+func (d *Disk) removeLocked(p string, n *node) {
+	delete(d.names, p)
+	d.recordName(nameOp{kind: "remove", from: p, node: n, parents: []string{path.Dir(p)}})
+}
+
+// RemoveAll implements FS. It removes children before their directory, one
+// unlink at a time, as the real call does.
+func (d *Disk) RemoveAll(name string) error {
+	p := clean(name)
+	if err := d.enter(Call{Op: OpRemove, Path: p}); err != nil {
+		return pathError("remove", name, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if isRoot(p) {
+		return pathError("remove", name, syscall.EBUSY)
+	}
+	var doomed []string
+	prefix := p + "/"
+	for q := range d.names {
+		if q == p || strings.HasPrefix(q, prefix) {
+			doomed = append(doomed, q)
+		}
+	}
+	// Deepest first, so every directory is empty when it goes.
+	sort.Slice(doomed, func(i, j int) bool { return doomed[i] > doomed[j] })
+	for _, q := range doomed {
+		d.removeLocked(q, d.names[q])
+	}
+	return nil
+}
+
+// Rename implements FS.
+func (d *Disk) Rename(oldname, newname string) error {
+	from, to := clean(oldname), clean(newname)
+	if err := d.enter(Call{Op: OpRename, Path: from, Path2: to}); err != nil {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n, root := d.lookup(from)
+	if root || n == nil {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: syscall.ENOENT}
+	}
+	if err := d.parentIsDir(to); err != nil {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
+	}
+	if from == to {
+		return nil
+	}
+	if target, root := d.lookup(to); root || target != nil {
+		if root || target.dir != n.dir {
+			return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: syscall.EISDIR}
+		}
+		if target.dir && len(d.childrenLocked(to)) > 0 {
+			return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: syscall.ENOTEMPTY}
+		}
+	}
+	moved := []string{from}
+	if n.dir {
+		for _, c := range d.descendantsLocked(from) {
+			moved = append(moved, c)
+		}
+	}
+	for _, q := range moved {
+		nq := to + strings.TrimPrefix(q, from)
+		d.names[nq] = d.names[q]
+		delete(d.names, q)
+	}
+	d.recordName(nameOp{kind: "rename", from: from, to: to, node: n,
+		parents: []string{path.Dir(from), path.Dir(to)}})
+	return nil
+}
+
+func (d *Disk) childrenLocked(dir string) []string {
+	var out []string
+	for q := range d.names {
+		if path.Dir(q) == dir {
+			out = append(out, q)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (d *Disk) descendantsLocked(dir string) []string {
+	var out []string
+	prefix := dir + "/"
+	if isRoot(dir) {
+		prefix = ""
+	}
+	for q := range d.names {
+		if strings.HasPrefix(q, prefix) && q != dir {
+			out = append(out, q)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ReadDir implements FS.
+func (d *Disk) ReadDir(name string) ([]DirEntry, error) {
+	p := clean(name)
+	if err := d.enter(Call{Op: OpReadDir, Path: p}); err != nil {
+		return nil, pathError("readdir", name, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n, root := d.lookup(p)
+	if !root && n == nil {
+		return nil, pathError("readdir", name, syscall.ENOENT)
+	}
+	if !root && !n.dir {
+		return nil, pathError("readdir", name, syscall.ENOTDIR)
+	}
+	var out []DirEntry
+	for _, q := range d.childrenLocked(p) {
+		out = append(out, DirEntry{Name: path.Base(q), IsDir: d.names[q].dir})
+	}
+	return out, nil
+}
+
+// Stat implements FS.
+func (d *Disk) Stat(name string) (FileInfo, error) {
+	p := clean(name)
+	if err := d.enter(Call{Op: OpStat, Path: p}); err != nil {
+		return FileInfo{}, pathError("stat", name, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n, root := d.lookup(p)
+	if root {
+		return FileInfo{Name: path.Base(p), Mode: DirMode | os.ModeDir}, nil
+	}
+	if n == nil {
+		return FileInfo{}, pathError("stat", name, syscall.ENOENT)
+	}
+	return n.info(path.Base(p)), nil
+}
+
+func (n *node) info(base string) FileInfo {
+	return FileInfo{Name: base, Size: int64(len(n.cache)), Mode: n.mode, ModTime: n.mtime}
+}
+
+// SyncDir implements FS: every pending namespace change in the directory,
+// and the earlier changes of the same nodes, become durable.
+func (d *Disk) SyncDir(name string) error {
+	p := clean(name)
+	err := d.enter(Call{Op: OpSyncDir, Path: p})
+	lie := err == errLie
+	if err != nil && !lie {
+		return pathError("fsync", name, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n, root := d.lookup(p); !root && (n == nil || !n.dir) {
+		return pathError("fsync", name, syscall.ENOTDIR)
+	}
+	if lie {
+		return nil
+	}
+	// The nodes whose changes this sync carries: those named in p, and,
+	// so a node's history stays in order, their earlier changes elsewhere.
+	carried := map[*node]bool{}
+	for _, op := range d.pendingNames {
+		for _, parent := range op.parents {
+			if parent == p {
+				carried[op.node] = true
+			}
+		}
+	}
+	var rest []nameOp
+	for _, op := range d.pendingNames {
+		if carried[op.node] {
+			op.applyTo(d.durableNames)
+		} else {
+			rest = append(rest, op)
+		}
+	}
+	d.pendingNames = rest
+	return nil
+}
+
+// applyTo replays a namespace change onto a namespace map.
+func (op nameOp) applyTo(names map[string]*node) {
+	switch op.kind {
+	case "create":
+		names[op.to] = op.node
+	case "remove":
+		if names[op.from] == op.node {
+			delete(names, op.from)
+		}
+	case "rename":
+		if names[op.from] != op.node {
+			// The create of the source never became durable; neither
+			// does the name it was renamed to.
+			return
+		}
+		prefix := op.from + "/"
+		for q, n := range names {
+			if q == op.from || strings.HasPrefix(q, prefix) {
+				delete(names, q)
+				names[op.to+strings.TrimPrefix(q, op.from)] = n
+			}
+		}
+	}
+}

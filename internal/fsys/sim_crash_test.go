@@ -1,0 +1,302 @@
+package fsys
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"testing"
+)
+
+// newSynced returns a disk holding /d/f with content synced, its name
+// durable, and f open for more writes.
+func newSynced(t *testing.T, content []byte) (*Disk, File) {
+	t.Helper()
+	d := NewDisk(7)
+	if err := d.MkdirAll("/d"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SyncDir("/"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := d.OpenFile("/d/f", os.O_RDWR|os.O_CREATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if _, err := f.WriteAt(content, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SyncDir("/d"); err != nil {
+		t.Fatal(err)
+	}
+	return d, f
+}
+
+func contents(t *testing.T, d *Disk, name string) []byte {
+	t.Helper()
+	b, err := d.Contents(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func sectors(n int, fill byte) []byte { return bytes.Repeat([]byte{fill}, n*SectorSize) }
+
+func TestCrash_DropUnsyncedKeepsOnlySyncedData(t *testing.T) {
+	d, f := newSynced(t, sectors(1, 'a'))
+	if _, err := f.WriteAt(sectors(2, 'b'), SectorSize); err != nil {
+		t.Fatal(err)
+	}
+	if !d.Pending("/d/f") {
+		t.Fatal("an unsynced write is not pending")
+	}
+	got := contents(t, d.Crash(CrashPlan{Data: DropUnsynced}), "/d/f")
+	if !bytes.Equal(got, sectors(1, 'a')) {
+		t.Fatalf("after the crash: %d bytes, want the synced sector alone", len(got))
+	}
+	// The disk that crashed is unchanged: one history, many crashes.
+	if got := contents(t, d, "/d/f"); len(got) != 3*SectorSize {
+		t.Fatalf("original disk changed: %d bytes", len(got))
+	}
+}
+
+func TestCrash_KeepUnsyncedAppliesEveryChange(t *testing.T) {
+	d, f := newSynced(t, sectors(2, 'a'))
+	f.WriteAt(sectors(1, 'b'), 2*SectorSize)
+	f.Truncate(SectorSize + 10)
+	f.WriteAt([]byte("zz"), 0)
+	want := append([]byte("zz"), sectors(2, 'a')[2:SectorSize+10]...)
+	if got := contents(t, d.Crash(CrashPlan{Data: KeepUnsynced}), "/d/f"); !bytes.Equal(got, want) {
+		t.Fatalf("after the crash: %q..., %d bytes; want %d bytes", got[:4], len(got), len(want))
+	}
+}
+
+// TestCrash_TearChosenSectors: the chosen subset of the unsynced sectors
+// reaches the media, the rest keep their old content.
+func TestCrash_TearChosenSectors(t *testing.T) {
+	d, f := newSynced(t, sectors(4, 'a'))
+	f.WriteAt(sectors(4, 'b'), 0)
+	img := contents(t, d.Crash(CrashPlan{
+		Data:        TearUnsynced,
+		KeepSector:  func(_ string, s int64) bool { return s == 1 || s == 3 },
+		KeepNewSize: func(string) bool { return true },
+	}), "/d/f")
+	want := append(append(append(sectors(1, 'a'), sectors(1, 'b')...), sectors(1, 'a')...), sectors(1, 'b')...)
+	if !bytes.Equal(img, want) {
+		t.Fatal("torn image is not sectors a b a b")
+	}
+}
+
+// TestCrash_NewSizeWithoutData: the size reached the media, the data did
+// not: a zero-filled tail (storage-engine.txt, "Recovery"; fault-model
+// row 5).
+func TestCrash_NewSizeWithoutData(t *testing.T) {
+	d, f := newSynced(t, sectors(1, 'a'))
+	f.WriteAt(sectors(2, 'b'), SectorSize)
+	img := contents(t, d.Crash(CrashPlan{
+		Data:        TearUnsynced,
+		KeepSector:  func(_ string, s int64) bool { return s == 1 },
+		KeepNewSize: func(string) bool { return true },
+	}), "/d/f")
+	want := append(append(sectors(1, 'a'), sectors(1, 'b')...), make([]byte, SectorSize)...)
+	if !bytes.Equal(img, want) {
+		t.Fatal("image is not a, b, then a zero-filled sector")
+	}
+	// The old size with the data kept: what lay past it is gone.
+	img = contents(t, d.Crash(CrashPlan{
+		Data:        TearUnsynced,
+		KeepSector:  func(string, int64) bool { return true },
+		KeepNewSize: func(string) bool { return false },
+	}), "/d/f")
+	if !bytes.Equal(img, sectors(1, 'a')) {
+		t.Fatalf("old size kept: %d bytes, want %d", len(img), SectorSize)
+	}
+}
+
+func TestCrash_TearIsPartialWithinASector(t *testing.T) {
+	d, f := newSynced(t, sectors(1, 'a'))
+	f.WriteAt([]byte("bb"), 100) // dirties sector 0 only
+	img := contents(t, d.Crash(CrashPlan{
+		Data:       TearUnsynced,
+		KeepSector: func(_ string, s int64) bool { return s != 0 },
+	}), "/d/f")
+	if !bytes.Equal(img, sectors(1, 'a')) {
+		t.Fatal("a dropped sector changed")
+	}
+}
+
+func TestCrash_GarbageFillsDroppedSectors(t *testing.T) {
+	d, f := newSynced(t, sectors(1, 'a'))
+	f.WriteAt(sectors(2, 'b'), SectorSize)
+	img := contents(t, d.Crash(CrashPlan{
+		Data:        TearUnsynced,
+		Garbage:     true,
+		KeepSector:  func(string, int64) bool { return false },
+		KeepNewSize: func(string) bool { return true },
+	}), "/d/f")
+	if len(img) != 3*SectorSize || !bytes.Equal(img[:SectorSize], sectors(1, 'a')) {
+		t.Fatal("synced sector damaged or size wrong")
+	}
+	tail := img[SectorSize:]
+	if bytes.Equal(tail, make([]byte, len(tail))) || bytes.Contains(tail, []byte("bbbbbbbb")) {
+		t.Fatal("dropped sectors are zeros or the written data, not garbage")
+	}
+}
+
+// TestCrash_RandomTearIsDeterministic: the same seeds give the same image;
+// other seeds give other images (deterministic from a seed).
+func TestCrash_RandomTearIsDeterministic(t *testing.T) {
+	d, f := newSynced(t, nil)
+	f.WriteAt(sectors(16, 'b'), 0)
+	plan := CrashPlan{Data: TearUnsynced, Seed: 42}
+	first := d.Crash(plan).Hash()
+	if again := d.Crash(plan).Hash(); again != first {
+		t.Fatal("same seed, different images")
+	}
+	distinct := map[uint64]bool{}
+	for seed := range uint64(20) {
+		distinct[d.Crash(CrashPlan{Data: TearUnsynced, Seed: seed}).Hash()] = true
+	}
+	if len(distinct) < 10 {
+		t.Fatalf("20 seeds gave %d distinct images", len(distinct))
+	}
+}
+
+// TestCrash_DirectoryEntriesNeedSyncDir: a create, rename or unlink is
+// lost at a power loss unless its directory was synced (fault-model R7).
+func TestCrash_DirectoryEntriesNeedSyncDir(t *testing.T) {
+	d, _ := newSynced(t, []byte("old"))
+	g, err := d.OpenFile("/d/new", os.O_RDWR|os.O_CREATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Write([]byte("new"))
+	g.Sync() // data synced, but the name is not
+	g.Close()
+	if err := d.Rename("/d/f", "/d/renamed"); err != nil {
+		t.Fatal(err)
+	}
+
+	lost := d.Crash(CrashPlan{})
+	if ok, _ := Exists(lost, "/d/new"); ok {
+		t.Fatal("a create survived without a directory sync")
+	}
+	if got := contents(t, lost, "/d/f"); string(got) != "old" {
+		t.Fatalf("rename without a directory sync: /d/f = %q", got)
+	}
+	if ok, _ := Exists(lost, "/d/renamed"); ok {
+		t.Fatal("a rename survived without a directory sync")
+	}
+
+	// A prefix of the changes, oldest first.
+	prefix := d.Crash(CrashPlan{KeepNameOps: 1})
+	if got := contents(t, prefix, "/d/new"); string(got) != "new" {
+		t.Fatalf("first change kept: /d/new = %q", got)
+	}
+	if ok, _ := Exists(prefix, "/d/renamed"); ok {
+		t.Fatal("second change kept with KeepNameOps 1")
+	}
+
+	if err := d.SyncDir("/d"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Remove("/d/new"); err != nil {
+		t.Fatal(err)
+	}
+	synced := d.Crash(CrashPlan{})
+	if got := contents(t, synced, "/d/renamed"); string(got) != "old" {
+		t.Fatalf("synced rename: %q", got)
+	}
+	if ok, _ := Exists(synced, "/d/f"); ok {
+		t.Fatal("the old name of a synced rename is back")
+	}
+	if got := contents(t, synced, "/d/new"); string(got) != "new" {
+		t.Fatalf("an unlink survived without a directory sync: %q", got)
+	}
+	if err := d.SyncDir("/d"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := Exists(d.Crash(CrashPlan{}), "/d/new"); ok {
+		t.Fatal("a synced unlink did not survive")
+	}
+}
+
+// TestCrash_OrphanedNamesVanish: a name made durable in a directory whose
+// own entry never was is lost with it.
+func TestCrash_OrphanedNamesVanish(t *testing.T) {
+	d := NewDisk(1)
+	if err := d.MkdirAll("/a/b"); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, d, "/a/b/f", []byte("x"))
+	if err := d.SyncDir("/a/b"); err != nil {
+		t.Fatal(err)
+	}
+	c := d.Crash(CrashPlan{})
+	if ok, _ := Exists(c, "/a/b/f"); ok {
+		t.Fatal("file survived in a directory whose entry was lost")
+	}
+	entries, err := c.ReadDir("/")
+	if err != nil || len(entries) != 0 {
+		t.Fatalf("root after crash: %v %v", entries, err)
+	}
+}
+
+func TestCrash_DirectoryRenameMovesChildren(t *testing.T) {
+	d := NewDisk(1)
+	d.MkdirAll("/t/orders/p00000")
+	mustWriteSynced(t, d, "/t/orders/p00000/seg", []byte("s"))
+	d.SyncDir("/")
+	d.SyncDir("/t")
+	d.SyncDir("/t/orders")
+	d.SyncDir("/t/orders/p00000")
+	if err := d.Rename("/t/orders", "/t/orders.stale-x"); err != nil {
+		t.Fatal(err)
+	}
+	d.SyncDir("/t")
+	c := d.Crash(CrashPlan{})
+	if got := contents(t, c, "/t/orders.stale-x/p00000/seg"); string(got) != "s" {
+		t.Fatalf("child of a renamed directory: %q", got)
+	}
+	if ok, _ := Exists(c, "/t/orders"); ok {
+		t.Fatal("old directory name survived a synced rename")
+	}
+}
+
+func TestProcessCrash_KeepsPageCacheAndPendingState(t *testing.T) {
+	d, f := newSynced(t, sectors(1, 'a'))
+	f.WriteAt(sectors(1, 'b'), SectorSize)
+	p := d.ProcessCrash()
+	if got := contents(t, p, "/d/f"); len(got) != 2*SectorSize {
+		t.Fatalf("page cache after a process crash: %d bytes", len(got))
+	}
+	// Still unsynced: a power loss after the process crash drops it.
+	if got := contents(t, p.Crash(CrashPlan{}), "/d/f"); len(got) != SectorSize {
+		t.Fatalf("power loss after process crash: %d bytes, want %d", len(got), SectorSize)
+	}
+	// Writes through the old process's file do not reach the new disk.
+	f.WriteAt([]byte("late"), 0)
+	if got := contents(t, p, "/d/f"); bytes.HasPrefix(got, []byte("late")) {
+		t.Fatal("a dead process's descriptor wrote into the new disk")
+	}
+}
+
+func TestCrash_ResultHasNoPendingStateAndReadsAsWritten(t *testing.T) {
+	d, f := newSynced(t, sectors(1, 'a'))
+	f.WriteAt(sectors(1, 'b'), SectorSize)
+	c := d.Crash(CrashPlan{Data: KeepUnsynced})
+	if c.Pending("/d/f") {
+		t.Fatal("crash image has pending changes")
+	}
+	if got := contents(t, c.Crash(CrashPlan{}), "/d/f"); len(got) != 2*SectorSize {
+		t.Fatal("a kept change is not on the media of the new disk")
+	}
+	if _, err := c.Stat("/d/missing"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("stat of a missing file: %v", err)
+	}
+}

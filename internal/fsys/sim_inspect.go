@@ -1,0 +1,40 @@
+package fsys
+
+import "syscall"
+
+// Contents returns what a read of name sees now (the page cache), for tests
+// that check a file byte for byte.
+func (d *Disk) Contents(name string) ([]byte, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := d.names[clean(name)]
+	if n == nil || n.dir {
+		return nil, pathError("contents", name, syscall.ENOENT)
+	}
+	return append([]byte(nil), n.cache...), nil
+}
+
+// Damage overwrites bytes of name on the media and in the cache alike, as a
+// bit rot or a misdirected write would, without going through a File: no
+// fault, hook or modification time applies. Writing past the end extends
+// the file.
+func (d *Disk) Damage(name string, off int64, data []byte) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := d.names[clean(name)]
+	if n == nil || n.dir {
+		return pathError("damage", name, syscall.ENOENT)
+	}
+	n.durable = writeInto(append([]byte(nil), n.durable...), off, data)
+	n.cache = writeInto(n.cache, off, data)
+	return nil
+}
+
+// Pending reports whether name has changes no sync has carried to the
+// media yet.
+func (d *Disk) Pending(name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := d.names[clean(name)]
+	return n != nil && len(n.pending) > 0
+}

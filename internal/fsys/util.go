@@ -1,0 +1,97 @@
+package fsys
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// TempSuffix ends the name of a file that WriteFileAtomic is still writing.
+// A crash can leave one behind; it never holds the truth, and a reader that
+// lists a directory skips it.
+const TempSuffix = ".tmp"
+
+// WriteFileAtomic replaces name with data so that a crash at any point
+// leaves either the old content or the new, never a mix or a short file:
+// write a temporary file, fdatasync it, rename it over name, fsync the
+// directory (STYLE habit 5; fault-model R1 and R7).
+func WriteFileAtomic(fsys FS, name string, data []byte) error {
+	tmp := name + TempSuffix
+	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	if err != nil {
+		return fmt.Errorf("write %s: create temporary: %w", name, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: write temporary: %w", name, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: sync temporary: %w", name, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: close temporary: %w", name, err)
+	}
+	if err := fsys.Rename(tmp, name); err != nil {
+		return fmt.Errorf("write %s: rename: %w", name, err)
+	}
+	if err := fsys.SyncDir(filepath.Dir(name)); err != nil {
+		return fmt.Errorf("write %s: sync directory: %w", name, err)
+	}
+	return nil
+}
+
+// ErrFileTooLarge is ReadFile's error for a file over its limit.
+var ErrFileTooLarge = errors.New("file larger than expected")
+
+// ReadFile reads a whole file of at most limit bytes. A larger file is an
+// error before anything is allocated for it, so a damaged or hostile file
+// cannot make a reader allocate beyond what it expects.
+func ReadFile(fsys FS, name string, limit int64) ([]byte, error) {
+	f, err := fsys.OpenFile(name, os.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size > limit {
+		return nil, fmt.Errorf("read %s: %w: %d bytes, at most %d", name, ErrFileTooLarge, fi.Size, limit)
+	}
+	buf := make([]byte, fi.Size)
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	return buf[:n], nil
+}
+
+// RemoveDurable unlinks name and fsyncs its directory, so the removal
+// survives a crash.
+func RemoveDurable(fsys FS, name string) error {
+	if err := fsys.Remove(name); err != nil {
+		return err
+	}
+	if err := fsys.SyncDir(filepath.Dir(name)); err != nil {
+		return fmt.Errorf("remove %s: sync directory: %w", name, err)
+	}
+	return nil
+}
+
+// Exists reports whether name exists. Any error other than "does not exist"
+// is returned, never taken for absence.
+func Exists(fsys FS, name string) (bool, error) {
+	_, err := fsys.Stat(name)
+	if err == nil {
+		return true, nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return false, err
+}

@@ -1,0 +1,135 @@
+// Package wire owns every byte layout the storage engine puts on disk: the
+// frame header and its payload framing, the keyed envelope, the names of
+// segment files and directories, the 8-byte hwm and consumer.offset files,
+// the consumer.ahead slots and the incarnation marker.
+//
+// Everything here is a pure function over byte slices: no I/O, no state, no
+// dependency outside the standard library. Every length read from disk is
+// bounded by the bytes actually present before it is used, and every
+// decoder is fuzzed. The layouts and the exported constants below are part
+// of the on-disk format: changing one makes existing data unreadable.
+//
+// Errors wrap one of the sentinels in errors.go: ErrTruncated (bytes
+// missing: a torn or short write), ErrCorrupt (bytes present but wrong),
+// ErrTooLarge and ErrInvalidInput (an encoder refusing its input),
+// ErrBadName (not a name of the format) and ErrForeignIncarnation.
+//
+// # Frame
+//
+// A segment is a run of frames. All integers are big-endian.
+//
+//	offset  size  field         rule
+//	0       2     magic         0xCA 0xFE (FrameMagic)
+//	2       1     flags         bits 0-2 codec id (0 none, 1 zstd); bits 3-7 zero
+//	3       4     recordCount   int32, >= 1, <= uncompressed/4
+//	7       8     baseOffset    int64, >= 0, offset of the first record;
+//	                            baseOffset+recordCount does not overflow
+//	15      4     uncompressed  payload size before the codec, <= MaxFrameBytes
+//	19      4     compressed    stored payload size, >= 1, 27+compressed <= MaxFrameBytes;
+//	                            equal to uncompressed for codec none
+//	23      4     crc32c        Castagnoli over header[2:23] + stored payload
+//	27      n     payload       the stored (codec-encoded) payload, n = compressed
+//
+// The CRC leaves out the magic so a recovery scanner can search for 0xCAFE
+// cheaply when it resyncs. ParseFrameHeader validates the header alone, so a
+// reader checks FrameLen against the bytes left in the file before it
+// allocates anything (MaxFrameBytes bounds it either way). CheckFrame then
+// tells a short or torn frame (ErrTruncated) from a corrupt one
+// (ErrCorrupt) and a valid one.
+//
+// A valid frame can still be in the wrong place (a misdirected or stale
+// write passes its CRC). The caller checks position: the first frame of a
+// segment must have the segment's name as its baseOffset, and each next
+// frame must start at the previous frame's EndOffset.
+//
+// # Payload
+//
+// The uncompressed payload is recordCount records, each a length prefix and
+// the record's bytes, and nothing else:
+//
+//	offset  size  field
+//	0       4     len     uint32, <= bytes left in the payload
+//	4       len   record  a keyed envelope
+//	...           repeated recordCount times; the last record ends the payload
+//
+// # Keyed envelope
+//
+// Every record is a keyed envelope:
+//
+//	offset  size  field              rule
+//	0       1     version            0x02 (EnvelopeVersion)
+//	1       k     keyLen             uvarint, minimal encoding, <= MaxKeyBytes
+//	1+k     n     key                keyLen bytes; empty means no key
+//	1+k+n   8     committedAtUnixMs  int64, raised in place at append
+//	9+k+n   rest  payload            the rest of the record
+//
+// An envelope only ever sits inside a CRC-checked frame, so a short one is
+// corruption (ErrCorrupt), not a torn write. A non-minimal uvarint (a
+// trailing 0x00 group) is rejected: no writer produces one, and rejecting it
+// gives every envelope exactly one encoding.
+//
+// # Names
+//
+//	topics/                                  TopicsDirName
+//	topics/<topic>/incarnation               IncarnationFileName
+//	topics/<topic>/pNNNNN/                   PartitionDirName: "p" + 5 digits, 0..99999
+//	topics/<topic>/pNNNNN/<20 digits>.log    SegmentFileName: first offset, zero-padded
+//	topics/<topic>/pNNNNN/hwm                HWMFileName
+//	topics/<topic>/pNNNNN/consumer.offset    ConsumerOffsetFileName
+//	topics/<topic>/pNNNNN/consumer.ahead     ConsumerAheadFileName
+//	topics/<topic>.stale-<id>/               StaleDirName: a quarantined incarnation
+//
+// A topic name is 1 to 200 characters of [A-Za-z0-9._-], not "." or "..",
+// and never contains ".stale-", so a quarantined directory can never be
+// taken for a topic.
+//
+// # hwm and consumer.offset
+//
+//	offset  size  field
+//	0       8     value  int64, >= 0
+//
+// An empty file holds no value. Any other length, or a negative value, is
+// corrupt. The format has no checksum (it is the format older releases
+// read), so callers clamp the value before trusting it.
+//
+// # consumer.ahead
+//
+// Two slots of 4096 bytes; slot i starts at byte i*4096. A writer overwrites
+// one slot at a time, so a torn write damages at most one of them.
+//
+//	offset  size  field        rule
+//	0       4     magic        "NRCA" (AheadMagic)
+//	4       1     version      1 (AheadVersion)
+//	5       1     flags        bit 0: truncated, the acked-ahead set did not fit
+//	                           and only its lowest offsets are stored; bits 1-7 zero
+//	6       2     reserved     zero
+//	8       8     sequence     uint64 write sequence; the larger valid one wins
+//	16      8     incarnation  the topic incarnation id's 8 bytes; zeros when none
+//	24      8     frontier     int64 >= 0, the lowest offset not yet acked
+//	32      4     count        number of acked-ahead offsets stored, <= listLen
+//	36      4     listLen      bytes of the list, <= 4052
+//	40      L     list         count minimal uvarints: o0-frontier-1, then oi-o(i-1)-1
+//	                           (offsets strictly increasing, all above frontier)
+//	40+L    ...   padding      zero up to byte 4092
+//	4092    4     crc32c       Castagnoli over bytes [0:4092]
+//
+// The frontier is stored exactly as given, so a recovered frontier never
+// passes an unacked offset. When the set does not fit, the offsets nearest
+// the frontier are kept and the rest forgotten: after a crash those records
+// are delivered again (at least once), never skipped.
+//
+// Decoding a file: an empty file holds no record; a file of one slot, or of
+// one slot and a torn second one, is read for what it holds (the writer
+// fills slot 0 first); a slot is usable when its checks pass and it belongs
+// to the expected incarnation; the usable slot with the larger sequence
+// wins (on a tie, the lower frontier). With no usable slot the caller falls
+// back to consumer.offset.
+//
+// # Incarnation marker
+//
+//	offset  size  field
+//	0       16    id       16 lower-case hex characters, not all zeros
+//	16      1     newline  "\n" (optional on read)
+//
+// The all-zero id is reserved: its 8 bytes mean "no id" in consumer.ahead.
+package wire

@@ -1,0 +1,148 @@
+package wire
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Names of files and directories. Part of the on-disk format.
+const (
+	// TopicsDirName is the directory under the data directory that holds
+	// one directory per topic.
+	TopicsDirName = "topics"
+	// IncarnationFileName is the incarnation marker in a topic directory.
+	IncarnationFileName = "incarnation"
+	// HWMFileName is the 8-byte high watermark file in a partition directory.
+	HWMFileName = "hwm"
+	// ConsumerOffsetFileName is the 8-byte committed consumer frontier.
+	ConsumerOffsetFileName = "consumer.offset"
+	// ConsumerAheadFileName is the two-slot consumer frontier and acked-ahead set.
+	ConsumerAheadFileName = "consumer.ahead"
+	// SegmentFileSuffix ends every segment file name.
+	SegmentFileSuffix = ".log"
+	// StaleDirInfix separates a topic name and an incarnation id in the name
+	// of a quarantined topic directory.
+	StaleDirInfix = ".stale-"
+
+	// MaxTopicNameLen bounds a topic name.
+	MaxTopicNameLen = 200
+	// MaxPartitions bounds partition numbers: 0 to MaxPartitions-1, five
+	// digits in a directory name.
+	MaxPartitions = 100000
+
+	segmentDigits   = 20
+	partitionPrefix = "p"
+	partitionDigits = 5
+)
+
+// SegmentFileName is the name of the segment whose first record has offset
+// firstOffset: 20 zero-padded decimal digits and ".log". A negative offset
+// is ErrInvalidInput.
+func SegmentFileName(firstOffset int64) (string, error) {
+	if firstOffset < 0 {
+		return "", fmt.Errorf("%w: segment file name: negative first offset %d", ErrInvalidInput, firstOffset)
+	}
+	return fmt.Sprintf("%020d%s", firstOffset, SegmentFileSuffix), nil
+}
+
+// ParseSegmentFileName returns the first offset a segment file name
+// carries. It accepts exactly 20 ASCII digits and ".log", with a value up to
+// math.MaxInt64; anything else is ErrBadName.
+func ParseSegmentFileName(name string) (int64, error) {
+	digits, ok := strings.CutSuffix(name, SegmentFileSuffix)
+	if !ok || len(digits) != segmentDigits || !allDigits(digits) {
+		return 0, fmt.Errorf("%w: segment file name %.64q: want %d digits and %q", ErrBadName, name, segmentDigits, SegmentFileSuffix)
+	}
+	value, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || value > math.MaxInt64 {
+		return 0, fmt.Errorf("%w: segment file name %q: offset over int64", ErrBadName, name)
+	}
+	return int64(value), nil
+}
+
+// PartitionDirName is the directory name of partition p: "p" and five
+// zero-padded digits. p outside 0..MaxPartitions-1 is ErrInvalidInput.
+func PartitionDirName(p int) (string, error) {
+	if p < 0 || p >= MaxPartitions {
+		return "", fmt.Errorf("%w: partition directory name: partition %d outside 0..%d", ErrInvalidInput, p, MaxPartitions-1)
+	}
+	return fmt.Sprintf("%s%05d", partitionPrefix, p), nil
+}
+
+// ParsePartitionDirName returns the partition a directory name carries:
+// exactly "p" and five ASCII digits. Anything else is ErrBadName.
+func ParsePartitionDirName(name string) (int, error) {
+	digits, ok := strings.CutPrefix(name, partitionPrefix)
+	if !ok || len(digits) != partitionDigits || !allDigits(digits) {
+		return 0, fmt.Errorf("%w: partition directory name %.64q: want %q and %d digits", ErrBadName, name, partitionPrefix, partitionDigits)
+	}
+	p := 0
+	for i := range len(digits) {
+		p = p*10 + int(digits[i]-'0')
+	}
+	return p, nil
+}
+
+// ValidateTopicName checks the topic name rule: 1 to 200 characters of
+// [A-Za-z0-9._-], not "." or "..", not containing ".stale-" (reserved for
+// quarantined directories). ErrBadName otherwise.
+func ValidateTopicName(name string) error {
+	if len(name) == 0 || len(name) > MaxTopicNameLen {
+		return fmt.Errorf("%w: topic name %.64q: %d characters, want 1 to %d", ErrBadName, name, len(name), MaxTopicNameLen)
+	}
+	for i := range len(name) {
+		if !isTopicChar(name[i]) {
+			return fmt.Errorf("%w: topic name %.64q: byte %d (0x%02x) is not one of [A-Za-z0-9._-]", ErrBadName, name, i, name[i])
+		}
+	}
+	if name == "." || name == ".." {
+		return fmt.Errorf("%w: topic name %q", ErrBadName, name)
+	}
+	if strings.Contains(name, StaleDirInfix) {
+		return fmt.Errorf("%w: topic name %q contains %q, reserved for quarantined directories", ErrBadName, name, StaleDirInfix)
+	}
+	return nil
+}
+
+// StaleDirName is the name a topic directory is renamed to when it is
+// quarantined as the leftover of incarnation id: topic + ".stale-" + id.
+// Both must be valid (ErrInvalidInput otherwise), so the name parses back.
+func StaleDirName(topic string, id IncarnationID) (string, error) {
+	if err := ValidateTopicName(topic); err != nil {
+		return "", fmt.Errorf("%w: stale directory name: %s", ErrInvalidInput, err)
+	}
+	if _, err := ParseIncarnationID(string(id)); err != nil {
+		return "", fmt.Errorf("%w: stale directory name: %s", ErrInvalidInput, err)
+	}
+	return topic + StaleDirInfix + string(id), nil
+}
+
+// ParseStaleDirName splits a quarantined directory name into its topic and
+// incarnation id. ok is false for any name StaleDirName cannot produce,
+// which includes every valid topic name.
+func ParseStaleDirName(name string) (topic string, id IncarnationID, ok bool) {
+	topic, idText, found := strings.Cut(name, StaleDirInfix)
+	if !found || ValidateTopicName(topic) != nil {
+		return "", "", false
+	}
+	id, err := ParseIncarnationID(idText)
+	if err != nil {
+		return "", "", false
+	}
+	return topic, id, true
+}
+
+func allDigits(s string) bool {
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func isTopicChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+}
