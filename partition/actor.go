@@ -1,0 +1,154 @@
+package partition
+
+import (
+	"time"
+
+	"github.com/narad-io/storage/internal/fsys"
+)
+
+// message is what the actor takes from its mailbox. Every message carries
+// a one-buffered reply channel, so the actor never blocks answering.
+type message interface {
+	replyChan() chan any
+}
+
+type request struct{ reply chan any }
+
+func newRequest() request             { return request{reply: make(chan any, 1)} }
+func (r request) replyChan() chan any { return r.reply }
+
+type appendReply struct {
+	base int64
+	err  error
+}
+
+type appendMsg struct {
+	request
+	envs [][]byte
+}
+
+type produceMsg struct {
+	request
+	envs [][]byte
+}
+
+type commitMsg struct{ request }
+
+type closeMsg struct{ request }
+
+type setRetentionMsg struct {
+	request
+	maxAge time.Duration
+}
+
+type sweepMsg struct{ request }
+
+// state is everything the actor owns. Only the actor goroutine touches it.
+//
+// Invariants, between messages:
+//   - active.base <= hwm <= written <= nextOffset; hwmPos <= syncedPos <=
+//     writePos == active.size. The high watermark is always inside the
+//     active segment: a segment is sealed only when fully committed.
+//   - Offsets [hwm, written) are frames written above the boundary, never
+//     visible; [written, nextOffset) are in unwritten (if set) then buffer.
+//   - At most one frame of the active segment is unsynced: a frame is
+//     written only after everything before it was synced (partition/doc.go,
+//     R2). So writePos > syncedPos means exactly the last frame is
+//     unsynced.
+//   - poison, once set, stays set until the log is reopened.
+type state struct {
+	log *Log
+
+	sealed []*segment // oldest first; replaced, never changed in place
+	active *segment
+	file   fsys.File // the active segment, open read-write
+
+	nextOffset int64 // offset the next appended record gets
+	written    int64 // offset after the last frame written to the file
+	hwm        int64 // high watermark
+	writePos   int64 // bytes of written frames in the active segment
+	syncedPos  int64 // bytes of the active segment known durable
+	hwmPos     int64 // byte position of the high watermark
+
+	buffer        [][]byte // envelopes appended, not yet drained
+	bufferBytes   int
+	bufferSince   time.Time     // first append into an empty buffer
+	appended      int           // records in the buffer that came from Append
+	unwritten     *pendingFrame // a drained frame whose write failed, retried next
+	unsyncedSince time.Time     // write of the unsynced frame; zero if none
+	appendLost    error         // Append-ed records another commit's failure discarded
+	payload       []byte        // reused payload buffer of drains
+
+	poison        error
+	hwmReleased   bool // the hwm file was emptied since open (or needs no emptying)
+	hwmFileExists bool
+	hwmFileValue  int64 // what the hwm file holds, when not released
+	commitFloor   int64 // newest commit time seen, in ms
+
+	retention     time.Duration
+	maxSegmentAge time.Duration
+
+	timer   *time.Timer
+	timerOn bool
+	closed  bool
+}
+
+func newState(l *Log, rec *recovered) *state {
+	return &state{
+		log:           l,
+		sealed:        rec.sealed,
+		active:        rec.active,
+		file:          rec.file,
+		nextOffset:    rec.tail,
+		written:       rec.tail,
+		hwm:           rec.hwm,
+		writePos:      rec.active.size,
+		syncedPos:     rec.active.size,
+		hwmPos:        rec.active.size,
+		hwmReleased:   !rec.hwmFile.present,
+		hwmFileExists: rec.hwmFile.exists,
+		hwmFileValue:  rec.hwmFile.value,
+		retention:     l.opts.RetentionMaxAge,
+		maxSegmentAge: l.opts.MaxSegmentAge,
+	}
+}
+
+// run is the actor's loop: one message (or timer pass) at a time, each
+// handled to the end before the next.
+func (s *state) run() {
+	defer close(s.log.stopped)
+	for !s.closed {
+		var timerC <-chan time.Time
+		if s.timerOn {
+			timerC = s.timer.C
+		}
+		select {
+		case m := <-s.log.mailbox:
+			s.handle(m)
+		case <-timerC:
+			s.timerOn = false
+			s.flushPass()
+		}
+		if !s.closed {
+			s.rearm()
+		}
+	}
+}
+
+func (s *state) handle(m message) {
+	switch m := m.(type) {
+	case *appendMsg:
+		m.reply <- s.handleAppend(m)
+	case *produceMsg:
+		s.handleProduce(m)
+	case *commitMsg:
+		m.reply <- s.handleCommitDurable()
+	case *setRetentionMsg:
+		s.retention = m.maxAge
+		m.reply <- nil
+	case *sweepMsg:
+		m.reply <- s.sweep()
+	case *closeMsg:
+		m.reply <- s.close()
+	}
+}

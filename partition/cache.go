@@ -1,0 +1,214 @@
+package partition
+
+import (
+	"sync"
+
+	"github.com/narad-io/storage/wire"
+)
+
+const (
+	// frameCacheMaxFrame: a frame of up to this size goes into the cache
+	// as it is written, when something read since the previous write.
+	frameCacheMaxFrame = 1 << 20
+	// frameCacheBytes and frameCacheFrames bound one log's decoded frames,
+	// so ten thousand logs with a tail reader each stay affordable.
+	frameCacheBytes  = 2 << 20
+	frameCacheFrames = 8
+	// navEntries bounds the frame-position cache.
+	navEntries = 16
+)
+
+// cachedFrame is a decoded frame. Its records point into buffers nobody
+// writes again; readers share them and must not modify them.
+type cachedFrame struct {
+	base, end int64
+	records   []ReadRecord
+	bytes     int
+}
+
+// navEntry says where a frame sits, so a reader at its base, or at the
+// offset right after it, finds the frame without the index or a scan.
+type navEntry struct {
+	seg        *segment
+	base, end  int64
+	pos, bytes int64
+}
+
+// frameCache holds a log's decoded frames (storage-engine.txt, "Flusher
+// pipeline": frameCache) and frame positions (navCache), shared by readers
+// and the actor. Both are invalidated on a failed commit's truncate
+// (forgetFrom) and a retention detach (forgetBelow).
+//
+// Invariants, under mu: frames and nav hold no entry for an offset that is
+// not in the log, or whose bytes differ from what is in the log.
+type frameCache struct {
+	mu     sync.Mutex
+	frames []*cachedFrame // oldest first
+	bytes  int
+	nav    []navEntry // oldest first
+}
+
+// get returns the cached frame holding offset.
+func (c *frameCache) get(offset int64) *cachedFrame {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := len(c.frames) - 1; i >= 0; i-- {
+		if f := c.frames[i]; offset >= f.base && offset < f.end {
+			return f
+		}
+	}
+	return nil
+}
+
+func (c *frameCache) put(f *cachedFrame) {
+	if f.bytes > frameCacheMaxFrame {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, g := range c.frames {
+		if g.base == f.base {
+			return
+		}
+	}
+	c.frames = append(c.frames, f)
+	c.bytes += f.bytes
+	for len(c.frames) > frameCacheFrames || c.bytes > frameCacheBytes {
+		c.bytes -= c.frames[0].bytes
+		c.frames[0] = nil
+		c.frames = c.frames[1:]
+	}
+}
+
+// putEnvelopes caches a frame being written from its envelopes, so a tail
+// reader is served without a disk read or a decode.
+func (c *frameCache) putEnvelopes(base int64, envs [][]byte, frameBytes int) {
+	records := make([]ReadRecord, len(envs))
+	for i, env := range envs {
+		e, err := wire.ParseEnvelope(env)
+		if err != nil {
+			return // never cache what a read would reject
+		}
+		records[i] = ReadRecord{Offset: base + int64(i), Key: e.Key, Value: e.Payload, CommittedAtUnixMs: e.CommittedAtUnixMs}
+	}
+	c.put(&cachedFrame{base: base, end: base + int64(len(envs)), records: records, bytes: frameBytes})
+}
+
+// remember records a frame's position.
+func (c *frameCache) remember(seg *segment, base, end, pos, bytes int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.nav {
+		if e.seg == seg && e.base == base {
+			return
+		}
+	}
+	if len(c.nav) == navEntries {
+		copy(c.nav, c.nav[1:])
+		c.nav = c.nav[:navEntries-1]
+	}
+	c.nav = append(c.nav, navEntry{seg: seg, base: base, end: end, pos: pos, bytes: bytes})
+}
+
+// position returns where in seg the frame starting at offset begins, if a
+// remembered frame starts there or ends there.
+func (c *frameCache) position(seg *segment, offset int64) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := len(c.nav) - 1; i >= 0; i-- {
+		e := c.nav[i]
+		if e.seg != seg {
+			continue
+		}
+		if e.base == offset {
+			return e.pos, true
+		}
+		if e.end == offset {
+			return e.pos + e.bytes, true
+		}
+	}
+	return 0, false
+}
+
+// forgetFrom drops every frame and position reaching offset or beyond.
+func (c *frameCache) forgetFrom(offset int64) {
+	c.forget(func(base, end int64) bool { return end > offset })
+}
+
+// forgetBelow drops every frame and position below offset.
+func (c *frameCache) forgetBelow(offset int64) {
+	c.forget(func(base, end int64) bool { return base < offset })
+}
+
+func (c *frameCache) forget(drop func(base, end int64) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	frames := c.frames[:0]
+	c.bytes = 0
+	for _, f := range c.frames {
+		if !drop(f.base, f.end) {
+			frames = append(frames, f)
+			c.bytes += f.bytes
+		}
+	}
+	clear(c.frames[len(frames):])
+	c.frames = frames
+	nav := c.nav[:0]
+	for _, e := range c.nav {
+		if !drop(e.base, e.end) {
+			nav = append(nav, e)
+		}
+	}
+	c.nav = nav
+}
+
+// hotSetSize is how many sealed segments keep their handle and index.
+const hotSetSize = 2
+
+// hotSet is the two sealed segments read most recently: only they keep a
+// file handle and a sparse index, so a log with thousands of sealed
+// segments holds a handful of descriptors (storage-engine.txt, "Sealed
+// segments do not pin a file descriptor").
+type hotSet struct {
+	mu   sync.Mutex
+	segs []*segment // most recent last
+}
+
+// touch makes seg the most recent; the one it pushes out drops its handle.
+func (h *hotSet) touch(seg *segment) {
+	h.mu.Lock()
+	var evicted *segment
+	for i, s := range h.segs {
+		if s == seg {
+			h.segs = append(h.segs[:i], h.segs[i+1:]...)
+			break
+		}
+	}
+	h.segs = append(h.segs, seg)
+	if len(h.segs) > hotSetSize {
+		evicted = h.segs[0]
+		h.segs = h.segs[1:]
+	}
+	h.mu.Unlock()
+	if evicted != nil {
+		evicted.file.drop()
+	}
+}
+
+// remove takes seg out of the set (retention detached it).
+func (h *hotSet) remove(seg *segment) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, s := range h.segs {
+		if s == seg {
+			h.segs = append(h.segs[:i], h.segs[i+1:]...)
+			return
+		}
+	}
+}
+
+func (h *hotSet) clear() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.segs = nil
+}

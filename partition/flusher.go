@@ -1,0 +1,225 @@
+package partition
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/narad-io/storage/wire"
+	"go.uber.org/zap"
+)
+
+// pendingFrame is a drained frame not yet in the file.
+type pendingFrame struct {
+	base  int64
+	count int
+	bytes []byte   // the whole frame, header included
+	envs  [][]byte // its records, for the frame cache
+}
+
+func (f *pendingFrame) end() int64 { return f.base + int64(f.count) }
+
+// appendEnvelopes puts envelopes in the buffer at the next offsets, raising
+// each commit time to the partition's newest so it never decreases along
+// the partition (storage-engine.txt, "Segments, frames and records").
+func (s *state) appendEnvelopes(envs [][]byte) (base int64) {
+	base = s.nextOffset
+	if len(s.buffer) == 0 {
+		s.bufferSince = time.Now()
+	}
+	for _, env := range envs {
+		e, err := wire.ParseEnvelope(env)
+		if err == nil && e.CommittedAtUnixMs < s.commitFloor {
+			_ = wire.SetEnvelopeCommitTime(env, s.commitFloor)
+		} else if err == nil {
+			s.commitFloor = e.CommittedAtUnixMs
+		}
+		s.buffer = append(s.buffer, env)
+		s.bufferBytes += len(env)
+	}
+	s.nextOffset += int64(len(envs))
+	return base
+}
+
+func (s *state) handleAppend(m *appendMsg) appendReply {
+	if s.poison != nil {
+		return appendReply{err: s.poison}
+	}
+	base := s.appendEnvelopes(m.envs)
+	s.appended += len(m.envs)
+	if s.bufferBytes >= s.log.opts.flush.drainBytes || len(s.buffer) >= s.log.opts.flush.drainRecords {
+		s.backgroundDrain()
+	}
+	return appendReply{base: base}
+}
+
+// drain turns the whole buffer into one frame, codec applied.
+func (s *state) drain() (*pendingFrame, error) {
+	s.payload = s.payload[:0]
+	for _, env := range s.buffer {
+		var err error
+		if s.payload, err = wire.AppendRecordFrame(s.payload, env); err != nil {
+			return nil, err
+		}
+	}
+	c := s.log.opts.Codec
+	frame, err := c.Encode(make([]byte, wire.FrameHeaderSize, wire.FrameHeaderSize+len(s.payload)), s.payload)
+	if err != nil {
+		return nil, fmt.Errorf("encode frame: %w", err)
+	}
+	base := s.nextOffset - int64(len(s.buffer))
+	if _, err := wire.PutFrameHeader(frame, uint8(c.ID()), base, len(s.buffer), len(s.payload)); err != nil {
+		return nil, fmt.Errorf("frame header: %w", err)
+	}
+	f := &pendingFrame{base: base, count: len(s.buffer), bytes: frame, envs: s.buffer}
+	s.buffer, s.bufferBytes = nil, 0
+	return f, nil
+}
+
+// writeFrame writes a drained frame at the end of the active segment. It
+// first rolls the segment if it is due and fully committed, and syncs an
+// earlier unsynced frame, so the file never holds two unsynced frames. On a
+// write error the frame stays unwritten, to be retried or discarded.
+func (s *state) writeFrame(f *pendingFrame) error {
+	now := time.Now()
+	if s.rollDue(now) {
+		if err := s.roll(); err != nil {
+			s.unwritten = f
+			return err
+		}
+	}
+	if err := s.sync(); err != nil {
+		s.unwritten = f
+		return err
+	}
+	if _, err := s.file.WriteAt(f.bytes, s.writePos); err != nil {
+		s.unwritten = f
+		s.log.metrics.countError(kindWriteFailed)
+		return fmt.Errorf("write frame at %s byte %d: %w", s.active.path, s.writePos, err)
+	}
+	s.unwritten = nil
+	s.active.file.addIndex(f.base, s.writePos)
+	s.log.cache.remember(s.active, f.base, f.end(), s.writePos, int64(len(f.bytes)))
+	if s.log.readSinceWrite.Swap(false) && len(f.bytes) <= frameCacheMaxFrame {
+		s.log.cache.putEnvelopes(f.base, f.envs, len(f.bytes))
+	}
+	s.writePos += int64(len(f.bytes))
+	s.active.size = s.writePos
+	s.written = f.end()
+	if s.active.firstWrite.IsZero() {
+		s.active.firstWrite = now
+	}
+	s.active.lastWrite = now
+	if s.unsyncedSince.IsZero() {
+		s.unsyncedSince = now
+	}
+	if s.active.size >= s.log.opts.SegmentMaxBytes {
+		s.active.full = true
+	}
+	s.log.metrics.bytesWritten.Add(float64(len(f.bytes)))
+	s.log.metrics.recordsWritten.Add(float64(f.count))
+	return nil
+}
+
+// sync makes the written frames durable. A failure poisons the log.
+func (s *state) sync() error {
+	if s.writePos == s.syncedPos {
+		return nil
+	}
+	started := time.Now()
+	err := s.file.Sync()
+	s.log.metrics.fsyncSeconds.Observe(time.Since(started).Seconds())
+	if err != nil {
+		s.poisonWith(fmt.Errorf("fdatasync %s: %w", s.active.path, err))
+		return s.poison
+	}
+	s.syncedPos = s.writePos
+	s.unsyncedSince = time.Time{}
+	return nil
+}
+
+// backgroundDrain writes what nobody was promised yet: the unwritten frame
+// of a failed write first, then the buffer. A failure is kept for the next
+// pass (or discarded by the next commit); it fails no caller.
+func (s *state) backgroundDrain() {
+	if s.poison != nil {
+		return
+	}
+	if s.unwritten != nil {
+		if err := s.writeFrame(s.unwritten); err != nil {
+			s.log.logger.Warn("background frame write failed; retrying later", zap.Error(err))
+			return
+		}
+	}
+	if len(s.buffer) == 0 {
+		return
+	}
+	f, err := s.drain()
+	if err != nil {
+		s.log.logger.Error("drain failed", zap.Error(err))
+		return
+	}
+	if err := s.writeFrame(f); err != nil {
+		s.log.logger.Warn("background frame write failed; retrying later", zap.Error(err))
+	}
+}
+
+// flushPass is the timer's work: drain what has waited long enough, sync
+// what has been unsynced long enough, retry a failed write.
+func (s *state) flushPass() {
+	p := s.log.opts.flush
+	now := time.Now()
+	if s.unwritten != nil || (len(s.buffer) > 0 && now.Sub(s.bufferSince) >= p.drainInterval) {
+		s.backgroundDrain()
+	}
+	if s.writePos > s.syncedPos && (now.Sub(s.unsyncedSince) >= p.syncInterval || s.writePos-s.syncedPos >= p.syncBytes) {
+		if err := s.sync(); err != nil {
+			s.log.logger.Error("background fsync failed; log poisoned", zap.Error(err))
+		}
+	}
+}
+
+// needsTimer reports whether a flush pass is owed, and when: buffered
+// records, written bytes not yet synced, or a failed write to retry. A
+// high-watermark advance owes nothing. An idle log holds no timer
+// (storage-engine.txt, "Flusher pipeline"): any new "the timer will pick it
+// up" path needs its condition here.
+func (s *state) needsTimer() (due time.Time, ok bool) {
+	if s.poison != nil {
+		return time.Time{}, false
+	}
+	p := s.log.opts.flush
+	consider := func(t time.Time) {
+		if !ok || t.Before(due) {
+			due, ok = t, true
+		}
+	}
+	if len(s.buffer) > 0 {
+		consider(s.bufferSince.Add(p.drainInterval))
+	}
+	if s.unwritten != nil {
+		consider(time.Now().Add(p.drainInterval))
+	}
+	if s.writePos > s.syncedPos {
+		consider(s.unsyncedSince.Add(p.syncInterval))
+	}
+	return due, ok
+}
+
+// rearm arms the timer for the next owed pass, or stops it.
+func (s *state) rearm() {
+	due, ok := s.needsTimer()
+	if !ok {
+		if s.timerOn {
+			s.timer.Stop()
+			s.timerOn = false
+		}
+		return
+	}
+	d := max(time.Until(due), 0)
+	if s.timer == nil {
+		s.timer = time.NewTimer(d)
+	} else {
+		s.timer.Reset(d)
+	}
+	s.timerOn = true
+}

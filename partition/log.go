@@ -1,0 +1,234 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/pprof"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/narad-io/storage/wire"
+	"go.uber.org/zap"
+)
+
+// mailboxSize bounds a log's mailbox; senders wait (or give up with their
+// context) when it is full.
+const mailboxSize = 256
+
+// maxBatchBytes bounds one Append or Produce call's envelopes, so one call
+// always fits in a frame with room to spare.
+const maxBatchBytes = 64 << 20
+
+// Record is what a producer hands the log: an optional key and a value.
+type Record struct {
+	Key   []byte
+	Value []byte
+}
+
+// Log is one partition's log: a directory of segments owned by one
+// goroutine, the actor. Every state change is a message on its mailbox;
+// readers load the published view and read without waiting for the actor.
+// All methods are safe for concurrent use.
+type Log struct {
+	dir     string
+	opts    Options
+	logger  *zap.Logger
+	metrics *Metrics
+
+	mailbox chan message
+	stopped chan struct{} // closed when the actor has exited
+
+	view           atomic.Pointer[view]
+	notify         notifier
+	cache          frameCache
+	hot            hotSet
+	readSinceWrite atomic.Bool // a read happened since the last frame write
+
+	unlinkMu       sync.Mutex
+	pendingUnlinks []detached // retention unlinks that failed, retried by the next sweep
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open recovers the log in dir (creating an empty one if dir holds no
+// segment) and starts its actor.
+func Open(dir string, opts Options) (*Log, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	started := time.Now()
+	rec, err := recoverLog(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	l := &Log{
+		dir:     dir,
+		opts:    opts,
+		logger:  opts.Logger.With(zap.String("partition_dir", dir)),
+		metrics: opts.Metrics,
+		mailbox: make(chan message, mailboxSize),
+		stopped: make(chan struct{}),
+	}
+	st := newState(l, rec)
+	st.publish()
+	l.metrics.openLogs.Inc()
+	l.metrics.recoverySeconds.Observe(time.Since(started).Seconds())
+	l.metrics.tornTails.Add(float64(rec.tornTails))
+	l.metrics.gapsRecorded.Add(float64(len(rec.active.gaps)))
+	go pprof.Do(context.Background(), pprof.Labels("partition", dir), func(context.Context) { st.run() })
+	return l, nil
+}
+
+// Dir is the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// HighWatermark is the exclusive bound of what readers may see.
+func (l *Log) HighWatermark() int64 { return l.view.Load().hwm }
+
+// StartOffset is the lowest offset still held (retention moves it).
+func (l *Log) StartOffset() int64 { return l.view.Load().start }
+
+// Append buffers records and returns the offset of the first. Nothing is
+// visible or durable until a CommitDurable returns nil; a failed commit of
+// another batch may discard them, and the next CommitDurable then says so.
+func (l *Log) Append(ctx context.Context, records []Record) (base int64, err error) {
+	envs, err := buildEnvelopes(records)
+	if err != nil {
+		return 0, err
+	}
+	r, err := l.call(ctx, &appendMsg{request: newRequest(), envs: envs})
+	if err != nil {
+		return 0, err
+	}
+	rep := r.(appendReply)
+	return rep.base, rep.err
+}
+
+// CommitDurable makes everything appended so far durable and visible:
+// drain, write one frame, fdatasync, read back and CRC-check, then advance
+// the high watermark. On error nothing of the batch is left behind and the
+// caller may append the same records again; after ErrLogPoisoned only a
+// reopen helps. ctx bounds the wait for mailbox room only: once the actor
+// has the commit, the call waits for its outcome, since returning early
+// would leave the caller unsure whether it happened.
+func (l *Log) CommitDurable(ctx context.Context) error {
+	r, err := l.call(ctx, &commitMsg{newRequest()})
+	if err != nil {
+		return err
+	}
+	err, _ = r.(error)
+	return err
+}
+
+// Produce appends records and commits them as one message. Produce calls
+// waiting in the mailbox together are committed as one frame, one write and
+// one fdatasync (group commit), each caller getting its own consecutive
+// offsets; if that commit fails, every caller of the group gets the error
+// and nothing of any of them stays behind.
+func (l *Log) Produce(ctx context.Context, records []Record) (base int64, err error) {
+	envs, err := buildEnvelopes(records)
+	if err != nil {
+		return 0, err
+	}
+	r, err := l.call(ctx, &produceMsg{request: newRequest(), envs: envs})
+	if err != nil {
+		return 0, err
+	}
+	rep := r.(appendReply)
+	return rep.base, rep.err
+}
+
+// SetRetentionMaxAge applies a topic's new retention bound in place; the
+// active segment's roll age follows it unless MaxSegmentAge was set.
+func (l *Log) SetRetentionMaxAge(ctx context.Context, maxAge time.Duration) error {
+	_, err := l.call(ctx, &setRetentionMsg{request: newRequest(), maxAge: maxAge})
+	return err
+}
+
+// Wake announces that records may have become deliverable for a reason
+// other than a commit (a lease expiry, a nack, a freed cap slot).
+func (l *Log) Wake() { l.notify.broadcast() }
+
+// NotifyC returns the broadcast channel, closed at the next high-watermark
+// advance, Wake or close. A waiter fetches it before its last check for
+// data, and fetches it again after every wake-up.
+func (l *Log) NotifyC() <-chan struct{} { return l.notify.C() }
+
+// SetWakeNotifier installs a function called at every announcement (nil
+// removes it). It must not block.
+func (l *Log) SetWakeNotifier(f func()) { l.notify.setWakeNotifier(f) }
+
+// Close stops the actor after a final settle: anything written above the
+// high watermark is cut, and the exact high watermark is written to the hwm
+// file. Buffered records nobody committed are dropped (they were never
+// promised). Reads afterwards answer ErrLogClosed. Close returns the same
+// error every time it is called.
+func (l *Log) Close() error {
+	l.closeOnce.Do(func() {
+		m := &closeMsg{newRequest()}
+		select {
+		case l.mailbox <- m:
+			l.closeErr, _ = (<-m.reply).(error)
+		case <-l.stopped:
+		}
+		<-l.stopped
+	})
+	return l.closeErr
+}
+
+// call sends a message and waits for its reply.
+func (l *Log) call(ctx context.Context, m message) (any, error) {
+	select {
+	case l.mailbox <- m:
+	case <-l.stopped:
+		return nil, ErrLogClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case r := <-m.replyChan():
+		return r, nil
+	case <-l.stopped:
+		// The actor may have answered just before it stopped.
+		select {
+		case r := <-m.replyChan():
+			return r, nil
+		default:
+			return nil, ErrLogClosed
+		}
+	}
+}
+
+// buildEnvelopes stamps each record's commit time and lays it out as the
+// keyed envelope, all in one buffer.
+func buildEnvelopes(records []Record) ([][]byte, error) {
+	if len(records) == 0 {
+		return nil, errors.New("partition: no records")
+	}
+	size := 0
+	for _, r := range records {
+		if len(r.Key) > wire.MaxKeyBytes {
+			return nil, fmt.Errorf("%w: key of %d bytes, at most %d", ErrTooLarge, len(r.Key), wire.MaxKeyBytes)
+		}
+		size += wire.EnvelopeSize(len(r.Key), len(r.Value))
+		if size > maxBatchBytes {
+			return nil, fmt.Errorf("%w: batch over %d bytes", ErrTooLarge, maxBatchBytes)
+		}
+	}
+	now := time.Now().UnixMilli()
+	buf := make([]byte, 0, size)
+	envs := make([][]byte, len(records))
+	for i, r := range records {
+		start := len(buf)
+		var err error
+		if buf, err = wire.AppendEnvelope(buf, r.Key, now, r.Value); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrTooLarge, err)
+		}
+		envs[i] = buf[start:len(buf):len(buf)]
+	}
+	return envs, nil
+}

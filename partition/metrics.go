@@ -1,0 +1,108 @@
+package partition
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the counters and histograms every log of a process shares
+// (architecture.md, "Metrics").
+type Metrics struct {
+	// Errors is errors_total{component,kind}; other components count into
+	// it too.
+	Errors *prometheus.CounterVec
+
+	commitSeconds    prometheus.Histogram
+	fsyncSeconds     prometheus.Histogram
+	commitGroupSize  prometheus.Histogram
+	bytesWritten     prometheus.Counter
+	recordsWritten   prometheus.Counter
+	bytesRead        prometheus.Counter
+	recordsRead      prometheus.Counter
+	openLogs         prometheus.Gauge
+	frameCacheHits   prometheus.Counter
+	frameCacheMisses prometheus.Counter
+	recoverySeconds  prometheus.Histogram
+	tornTails        prometheus.Counter
+	gapsRecorded     prometheus.Counter
+	retentionBytes   *prometheus.CounterVec
+	retentionRecords *prometheus.CounterVec
+	segmentsRolled   prometheus.Counter
+}
+
+// NewMetrics creates the metrics and registers them with reg; a nil reg
+// registers nothing (a library never uses the global registry).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	latency := prometheus.ExponentialBuckets(50e-6, 2, 18) // 50µs .. ~6.5s
+	m := &Metrics{
+		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "errors_total", Help: "Errors by component and kind.",
+		}, []string{"component", "kind"}),
+		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "narad_storage_commit_seconds", Help: "Durable commit latency: drain, write, fdatasync, read back.", Buckets: latency,
+		}),
+		fsyncSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "narad_storage_fsync_seconds", Help: "fdatasync latency of segment files.", Buckets: latency,
+		}),
+		commitGroupSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "narad_storage_commit_group_size", Help: "Produce calls coalesced into one commit.", Buckets: prometheus.ExponentialBuckets(1, 2, 10),
+		}),
+		bytesWritten: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "narad_storage_written_bytes_total", Help: "Frame bytes written to segments.",
+		}),
+		recordsWritten: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "narad_storage_written_records_total", Help: "Records written to segments.",
+		}),
+		bytesRead: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "narad_storage_read_bytes_total", Help: "Record bytes served by reads.",
+		}),
+		recordsRead: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "narad_storage_read_records_total", Help: "Records served by reads.",
+		}),
+		openLogs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "narad_storage_open_logs", Help: "Partition logs open now.",
+		}),
+		frameCacheHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "narad_storage_frame_cache_hits_total", Help: "Reads served from the decoded frame cache.",
+		}),
+		frameCacheMisses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "narad_storage_frame_cache_misses_total", Help: "Reads that had to read and decode a frame.",
+		}),
+		recoverySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "narad_storage_recovery_seconds", Help: "Time to open (recover) a log.", Buckets: latency,
+		}),
+		tornTails: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "narad_storage_torn_tails_truncated_total", Help: "Torn tails recovery truncated.",
+		}),
+		gapsRecorded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "narad_storage_gaps_recorded_total", Help: "Damaged frames under valid later frames, recorded as permanent gaps.",
+		}),
+		retentionBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "narad_storage_retention_deleted_bytes_total", Help: "Segment bytes deleted by retention.",
+		}, []string{"reason"}),
+		retentionRecords: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "narad_storage_retention_deleted_records_total", Help: "Records deleted by retention.",
+		}, []string{"reason"}),
+		segmentsRolled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "narad_storage_segments_rolled_total", Help: "Segments sealed by a roll.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Errors, m.commitSeconds, m.fsyncSeconds, m.commitGroupSize,
+			m.bytesWritten, m.recordsWritten, m.bytesRead, m.recordsRead, m.openLogs,
+			m.frameCacheHits, m.frameCacheMisses, m.recoverySeconds, m.tornTails,
+			m.gapsRecorded, m.retentionBytes, m.retentionRecords, m.segmentsRolled)
+	}
+	return m
+}
+
+// Error kinds counted in errors_total{component="storage"}.
+const (
+	kindFsyncPoisoned   = "fsync_poisoned"
+	kindRetentionUnlink = "retention_unlink"
+	kindCommitFailed    = "commit_failed"
+	kindWriteFailed     = "write_failed"
+	kindReadCorrupt     = "read_corrupt"
+	kindHWMFile         = "hwm_file"
+)
+
+func (m *Metrics) countError(kind string) {
+	m.Errors.WithLabelValues("storage", kind).Inc()
+}

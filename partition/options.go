@@ -1,0 +1,94 @@
+package partition
+
+import (
+	"errors"
+	"time"
+
+	"github.com/narad-io/storage/codec"
+	"github.com/narad-io/storage/internal/fsys"
+	"go.uber.org/zap"
+)
+
+// DefaultSegmentMaxBytes caps a segment (storage-engine.txt, "Segments,
+// frames and records").
+const DefaultSegmentMaxBytes = 64 << 20
+
+// Options configure a Log. FS is required; everything else has a default.
+type Options struct {
+	// FS is the file system every file operation goes through.
+	FS fsys.FS
+	// Codec encodes each new frame's payload (storage.codec); frames are
+	// read with the codec their flags name. Default: none.
+	Codec codec.Codec
+	// Logger receives the log's warnings and errors. Default: zap.NewNop().
+	Logger *zap.Logger
+	// Metrics are shared by every log of a process (NewMetrics). Default:
+	// a set registered nowhere.
+	Metrics *Metrics
+	// SegmentMaxBytes caps a segment: the frame that passes it marks the
+	// segment full. Default DefaultSegmentMaxBytes.
+	SegmentMaxBytes int64
+	// RetentionMaxAge is the topic's retention_ms: a sweep deletes sealed
+	// segments whose last write is older. 0 keeps everything.
+	RetentionMaxAge time.Duration
+	// MaxSegmentAge is the roll age: the active segment rolls before the
+	// first write that finds its oldest record older. 0 follows
+	// RetentionMaxAge (and with no retention, never rolls on age).
+	MaxSegmentAge time.Duration
+
+	// flush holds the flusher's internal thresholds (storage-engine.txt,
+	// "Flusher pipeline"); not a setting a config file can change, so only
+	// this package's tests lower them.
+	flush flushPolicy
+}
+
+// flushPolicy: when buffered records are drained into a frame and when
+// written frames are synced in the background.
+type flushPolicy struct {
+	drainBytes    int           // drain once this many record bytes are buffered
+	drainRecords  int           // or this many records
+	drainInterval time.Duration // or this long after the first buffered append
+	syncInterval  time.Duration // sync written frames this long after the first unsynced write
+	syncBytes     int64         // or once this many bytes are unsynced
+	produceBytes  int           // a group commit stops taking produce messages past this many bytes
+}
+
+var defaultFlushPolicy = flushPolicy{
+	drainBytes:    1 << 20,
+	drainRecords:  1000,
+	drainInterval: 100 * time.Millisecond,
+	syncInterval:  time.Second,
+	syncBytes:     8 << 20,
+	produceBytes:  8 << 20,
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.FS == nil {
+		return o, errors.New("partition: Options.FS is required")
+	}
+	if o.Codec == nil {
+		o.Codec, _ = codec.ByID(codec.None)
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics(nil)
+	}
+	if o.SegmentMaxBytes <= 0 {
+		o.SegmentMaxBytes = DefaultSegmentMaxBytes
+	}
+	if o.flush == (flushPolicy{}) {
+		o.flush = defaultFlushPolicy
+	}
+	return o, nil
+}
+
+// rollAge is the age of a segment's oldest record past which the next
+// write rolls it; 0 never.
+func rollAge(maxSegmentAge, retention time.Duration) time.Duration {
+	if maxSegmentAge > 0 {
+		return maxSegmentAge
+	}
+	return retention
+}

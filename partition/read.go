@@ -1,0 +1,199 @@
+package partition
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/narad-io/storage/codec"
+	"github.com/narad-io/storage/wire"
+)
+
+// readWindow is how much of a segment a read pulls in per file read.
+const readWindow = 64 << 10
+
+// ReadRecord is a record as a read returns it. Key and Value point into
+// buffers the log may share between readers: do not modify them.
+type ReadRecord struct {
+	Offset            int64
+	CommittedAtUnixMs int64
+	Key               []byte
+	Value             []byte
+}
+
+// ReadResult is what Read returns.
+type ReadResult struct {
+	Records       []ReadRecord
+	Next          int64 // the offset to read next
+	HighWatermark int64 // the high watermark the read saw
+}
+
+// Read returns records from offset on, below the high watermark only, each
+// from a frame whose CRC was checked on this read (or that this log wrote
+// and cached). It returns at most maxRecords records and stops before
+// maxBytes of keys and values, but returns at least one record when one is
+// available. A read at the high watermark returns no records. A read whose
+// range reaches a damaged frame returns the records before it, Next at the
+// gap; a read that starts in one fails with an *UnreadableError.
+//
+// Errors: ErrOffsetDeleted, ErrUnreadable, ErrBeyondHighWatermark, an I/O
+// error of the segment, and on a closed log ErrLogClosed and nothing else.
+func (l *Log) Read(offset int64, maxRecords, maxBytes int) (ReadResult, error) {
+	v := l.view.Load()
+	switch {
+	case v.closed:
+		return ReadResult{}, ErrLogClosed
+	case offset < v.start:
+		return ReadResult{}, fmt.Errorf("%w: offset %d is below the start offset %d", ErrOffsetDeleted, offset, v.start)
+	case offset > v.hwm:
+		return ReadResult{}, fmt.Errorf("%w: offset %d, high watermark %d", ErrBeyondHighWatermark, offset, v.hwm)
+	}
+	res := ReadResult{Next: offset, HighWatermark: v.hwm}
+	l.readSinceWrite.Store(true) // a tail reader: cache the next frame written
+	if offset == v.hwm {
+		return res, nil
+	}
+	bytes := 0
+	for res.Next < v.hwm && len(res.Records) < maxRecords {
+		f, err := l.frameAt(v, res.Next)
+		if err != nil {
+			if len(res.Records) > 0 && !errors.Is(err, ErrLogClosed) {
+				break // serve what came before; the next read meets the error
+			}
+			return ReadResult{}, err
+		}
+		for _, r := range f.records[res.Next-f.base:] {
+			size := len(r.Key) + len(r.Value)
+			if len(res.Records) == maxRecords || (len(res.Records) > 0 && bytes+size > maxBytes) {
+				l.countRead(res.Records, bytes)
+				return res, nil
+			}
+			res.Records = append(res.Records, r)
+			bytes += size
+			res.Next = r.Offset + 1
+		}
+	}
+	l.countRead(res.Records, bytes)
+	return res, nil
+}
+
+func (l *Log) countRead(records []ReadRecord, bytes int) {
+	l.metrics.recordsRead.Add(float64(len(records)))
+	l.metrics.bytesRead.Add(float64(bytes))
+}
+
+// frameAt returns the decoded frame holding offset, which the view says is
+// in the log and below the high watermark.
+func (l *Log) frameAt(v *view, offset int64) (*cachedFrame, error) {
+	if f := l.cache.get(offset); f != nil {
+		l.metrics.frameCacheHits.Inc()
+		return f, nil
+	}
+	l.metrics.frameCacheMisses.Inc()
+	seg, endOffset, limit := v.segmentFor(offset)
+	if g, ok := seg.gapAt(offset); ok {
+		return nil, &UnreadableError{Offset: offset, Next: g.to, Cause: errors.New("recorded gap: damaged frame found by recovery")}
+	}
+	file, err := seg.file.acquire()
+	if err != nil {
+		return nil, l.explainReadFailure(offset, err)
+	}
+	defer seg.file.release()
+	if seg != v.active {
+		l.hot.touch(seg)
+	}
+
+	pos, expect := int64(0), seg.base
+	if p, ok := l.cache.position(seg, offset); ok {
+		pos, expect = p, offset
+	} else if e, ok := seg.file.lookup(offset); ok {
+		pos, expect = e.pos, e.offset
+	}
+	sc := &scanner{file: file, limit: limit, buf: make([]byte, min(readWindow, max(limit-pos, wire.FrameHeaderSize)))}
+	for pos < limit {
+		h, frame, status, err := sc.frameAt(pos)
+		if err != nil && isIOError(err) {
+			return nil, l.explainReadFailure(offset, err)
+		}
+		if status != frameValid || h.BaseOffset != expect {
+			at, next, found, rerr := sc.resync(pos, expect)
+			if rerr != nil {
+				return nil, l.explainReadFailure(offset, rerr)
+			}
+			if found && next.BaseOffset <= offset {
+				seg.file.addIndex(next.BaseOffset, at)
+				pos, expect = at, next.BaseOffset
+				continue
+			}
+			nextOffset := endOffset
+			if found && next.BaseOffset < endOffset {
+				nextOffset = next.BaseOffset
+			}
+			if err == nil {
+				err = fmt.Errorf("%w: frame at byte %d has base offset %d, want %d", wire.ErrCorrupt, pos, h.BaseOffset, expect)
+			}
+			l.metrics.countError(kindReadCorrupt)
+			return nil, &UnreadableError{Offset: offset, Next: nextOffset, Cause: fmt.Errorf("%s byte %d: %w", seg.path, pos, err)}
+		}
+		if offset < h.EndOffset() {
+			f, err := decodeFrame(h, frame)
+			if err != nil {
+				l.metrics.countError(kindReadCorrupt)
+				return nil, &UnreadableError{Offset: offset, Next: h.EndOffset(), Cause: fmt.Errorf("%s byte %d: %w", seg.path, pos, err)}
+			}
+			l.cache.remember(seg, h.BaseOffset, h.EndOffset(), pos, h.FrameLen())
+			l.cache.put(f)
+			return f, nil
+		}
+		seg.file.addIndex(h.BaseOffset, pos)
+		pos += h.FrameLen()
+		expect = h.EndOffset()
+	}
+	// The segment ends before the offsets its successor's name promises
+	// (a sealed segment whose last sync lied): recorded loss.
+	l.metrics.countError(kindReadCorrupt)
+	return nil, &UnreadableError{Offset: offset, Next: endOffset, Cause: fmt.Errorf("%s ends at offset %d, before %d", seg.path, expect, endOffset)}
+}
+
+// explainReadFailure turns a failure to reach a segment into what the
+// caller branches on: a closed log is ErrLogClosed and nothing else; a
+// segment retention took is ErrOffsetDeleted; anything else is the I/O
+// error itself.
+func (l *Log) explainReadFailure(offset int64, err error) error {
+	now := l.view.Load()
+	switch {
+	case now.closed:
+		return ErrLogClosed
+	case offset < now.start:
+		return fmt.Errorf("%w: offset %d is below the start offset %d", ErrOffsetDeleted, offset, now.start)
+	}
+	return fmt.Errorf("read offset %d: %w", offset, err)
+}
+
+// decodeFrame decodes a CRC-checked frame's payload into records. A frame
+// whose payload does not decode is damaged, CRC or not.
+func decodeFrame(h wire.FrameHeader, frame []byte) (*cachedFrame, error) {
+	c, err := codec.ByID(codec.ID(h.Codec))
+	if err != nil {
+		return nil, err
+	}
+	payload, err := c.Decode(nil, h.Stored(frame), int(h.UncompressedSize))
+	if err != nil {
+		return nil, err
+	}
+	var rr wire.RecordReader
+	if err := rr.Reset(payload, int(h.RecordCount)); err != nil {
+		return nil, err
+	}
+	f := &cachedFrame{base: h.BaseOffset, end: h.EndOffset(), records: make([]ReadRecord, 0, h.RecordCount), bytes: int(h.FrameLen())}
+	for offset := h.BaseOffset; ; offset++ {
+		rec, ok := rr.Next()
+		if !ok {
+			return f, nil
+		}
+		e, err := wire.ParseEnvelope(rec)
+		if err != nil {
+			return nil, fmt.Errorf("record %d: %w", offset, err)
+		}
+		f.records = append(f.records, ReadRecord{Offset: offset, CommittedAtUnixMs: e.CommittedAtUnixMs, Key: e.Key, Value: e.Payload})
+	}
+}

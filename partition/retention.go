@@ -1,0 +1,132 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// reasonAge labels deletions by retention age.
+const reasonAge = "age"
+
+// detached is a sealed segment a sweep took out of the log, to be unlinked
+// outside the actor.
+type detached struct {
+	seg     *segment
+	bytes   int64
+	records int64
+}
+
+type sweepReply struct {
+	detached []detached
+	rotated  bool
+}
+
+// SweepResult says what one sweep did.
+type SweepResult struct {
+	Rotated         bool  // the idle active segment was sealed for deletion
+	DeletedSegments int   // segment files unlinked (this sweep's and retried ones)
+	DeletedBytes    int64 // their bytes
+	DeletedRecords  int64 // the offsets they held
+	FailedUnlinks   int   // unlinks that failed, kept for the next sweep
+}
+
+// Sweep applies retention once (storage-engine.txt, "Retention"): the
+// actor seals an idle, fully committed active segment whose last write is
+// older than the retention bound, and detaches every sealed segment whose
+// last write is older, oldest first; the files are unlinked here, after the
+// actor has moved on, so a backlog of expired segments never stalls the
+// log's readers and flusher. An unlink that fails is logged, counted
+// (errors_total{component="storage",kind="retention_unlink"}) and retried
+// by the next sweep, before anything newer is unlinked.
+func (l *Log) Sweep(ctx context.Context) (SweepResult, error) {
+	r, err := l.call(ctx, &sweepMsg{newRequest()})
+	if err != nil {
+		return SweepResult{}, err
+	}
+	rep := r.(sweepReply)
+	res := SweepResult{Rotated: rep.rotated}
+
+	l.unlinkMu.Lock()
+	defer l.unlinkMu.Unlock()
+	todo := append(l.pendingUnlinks, rep.detached...)
+	l.pendingUnlinks = nil
+	files := l.opts.FS
+	var unlinkErr error
+	for i, d := range todo {
+		if err := files.Remove(d.seg.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			unlinkErr = err
+			// Oldest first, always: unlinking a newer segment past a
+			// failed one would leave a hole inside the retained range.
+			l.pendingUnlinks = todo[i:]
+			res.FailedUnlinks = len(todo) - i
+			l.metrics.countError(kindRetentionUnlink)
+			l.logger.Error("retention unlink failed; retrying at the next sweep",
+				zap.String("segment", d.seg.path), zap.Error(err))
+			break
+		}
+		res.DeletedSegments++
+		res.DeletedBytes += d.bytes
+		res.DeletedRecords += d.records
+		l.metrics.retentionBytes.WithLabelValues(reasonAge).Add(float64(d.bytes))
+		l.metrics.retentionRecords.WithLabelValues(reasonAge).Add(float64(d.records))
+	}
+	if res.DeletedSegments > 0 {
+		if err := files.SyncDir(l.dir); err != nil {
+			// The files may come back after a crash; the next sweep
+			// deletes them again.
+			l.logger.Warn("sync directory after retention unlinks", zap.Error(err))
+		}
+	}
+	if res.FailedUnlinks > 0 {
+		return res, fmt.Errorf("retention: %d segment unlinks left for the next sweep: %w", res.FailedUnlinks, unlinkErr)
+	}
+	return res, nil
+}
+
+// sweep is the actor's half of Sweep.
+func (s *state) sweep() sweepReply {
+	var rep sweepReply
+	if s.retention <= 0 {
+		return rep
+	}
+	cutoff := time.Now().Add(-s.retention)
+	// Rotation of an idle active segment: only a fully committed one, so
+	// the failed-commit discard always finds its tail in the active
+	// segment.
+	if s.poison == nil && s.active.size > 0 && s.fullyCommitted() && s.active.lastWrite.Before(cutoff) {
+		if err := s.roll(); err != nil {
+			s.log.logger.Warn("rotation of the idle active segment failed", zap.Error(err))
+		} else {
+			rep.rotated = true
+		}
+	}
+	n := 0
+	for n < len(s.sealed) && s.sealed[n].lastWrite.Before(cutoff) {
+		n++
+	}
+	if n == 0 {
+		return rep
+	}
+	for i, seg := range s.sealed[:n] {
+		end := s.active.base
+		if i+1 < len(s.sealed) {
+			end = s.sealed[i+1].base
+		}
+		rep.detached = append(rep.detached, detached{seg: seg, bytes: seg.sealedSize, records: end - seg.base})
+	}
+	s.sealed = append([]*segment(nil), s.sealed[n:]...)
+	// Publish first: a reader that then finds a detached segment retired
+	// sees the new start offset and answers ErrOffsetDeleted.
+	s.publish()
+	s.log.cache.forgetBelow(s.log.view.Load().start)
+	for _, d := range rep.detached {
+		s.log.hot.remove(d.seg)
+		d.seg.file.retire()
+	}
+	return rep
+}

@@ -1,0 +1,169 @@
+package partition
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/wire"
+)
+
+// scanBufferSize is the size of the buffers recovery and the commit
+// read-back stream frames through.
+const scanBufferSize = 1 << 20
+
+// scanBuffers is the process-wide free list of scan buffers: sync.Pool
+// keeps at most about one per P alive between uses, rather than one pinned
+// per partition (storage-engine.txt, "Flusher pipeline").
+var scanBuffers = sync.Pool{New: func() any {
+	b := make([]byte, scanBufferSize)
+	return &b
+}}
+
+// frameStatus is what the scanner found at a position.
+type frameStatus int
+
+const (
+	frameValid   frameStatus = iota // a whole frame that checks out
+	frameTorn                       // the bytes end before the frame does
+	frameCorrupt                    // bytes present, but not a valid frame
+)
+
+// scanner reads the frames of one file between two byte positions through
+// one buffer, refilled with large reads. A frame is never read past limit,
+// so a corrupt length can make it allocate at most limit - pos bytes, and
+// never more than wire.MaxFrameBytes (fault-model R6).
+//
+// Invariants: buf[:n] holds the file's bytes [at, at+n); at+n <= limit.
+type scanner struct {
+	file  fsys.File
+	limit int64 // bytes of the file the scan may read
+	buf   []byte
+	at    int64
+	n     int
+	pool  *[]byte // the pooled buffer, returned by release
+}
+
+// newScanner starts a scan of file up to limit with a pooled buffer.
+func newScanner(file fsys.File, limit int64) *scanner {
+	p := scanBuffers.Get().(*[]byte)
+	return &scanner{file: file, limit: limit, buf: *p, pool: p}
+}
+
+// release returns the pooled buffer (a grown one is dropped).
+func (s *scanner) release() {
+	if s.pool != nil {
+		scanBuffers.Put(s.pool)
+		s.pool = nil
+	}
+	s.buf = nil
+}
+
+// window returns the file's bytes [pos, pos+want), or fewer when limit
+// comes first; it reads from the file only what the buffer lacks.
+func (s *scanner) window(pos int64, want int) ([]byte, error) {
+	if left := s.limit - pos; int64(want) > left {
+		want = int(max(left, 0))
+	}
+	if pos >= s.at && pos+int64(want) <= s.at+int64(s.n) {
+		return s.buf[pos-s.at : pos-s.at+int64(want)], nil
+	}
+	if want > len(s.buf) {
+		// A frame larger than the pooled buffer: a buffer of its own,
+		// bounded by limit above.
+		s.buf = make([]byte, want)
+	}
+	n := min(int64(len(s.buf)), s.limit-pos)
+	got, err := s.file.ReadAt(s.buf[:n], pos)
+	if err != nil && !(errors.Is(err, io.EOF) && int64(got) >= int64(want)) {
+		if errors.Is(err, io.EOF) {
+			// The file is shorter than the caller believed: what is
+			// missing reads as torn.
+			s.at, s.n = pos, got
+			return s.buf[:min(got, want)], nil
+		}
+		s.at, s.n = 0, 0
+		return nil, fmt.Errorf("read %s at %d: %w", s.file.Name(), pos, err)
+	}
+	s.at, s.n = pos, got
+	return s.buf[:want], nil
+}
+
+// frameAt checks the frame starting at pos. For a valid frame it returns
+// its header and bytes (valid until the next call); otherwise the status
+// says why and err describes it. err is also set, with frameCorrupt, for an
+// I/O error; isIOError tells that case apart.
+func (s *scanner) frameAt(pos int64) (wire.FrameHeader, []byte, frameStatus, error) {
+	head, err := s.window(pos, wire.FrameHeaderSize)
+	if err != nil {
+		return wire.FrameHeader{}, nil, frameCorrupt, ioError{err}
+	}
+	h, err := wire.ParseFrameHeader(head)
+	if err != nil {
+		if errors.Is(err, wire.ErrTruncated) {
+			return h, nil, frameTorn, err
+		}
+		return h, nil, frameCorrupt, err
+	}
+	if pos+h.FrameLen() > s.limit {
+		return h, nil, frameTorn, fmt.Errorf("%w: frame at byte %d claims %d bytes, %d left", wire.ErrTruncated, pos, h.FrameLen(), s.limit-pos)
+	}
+	frame, err := s.window(pos, int(h.FrameLen()))
+	if err != nil {
+		return h, nil, frameCorrupt, ioError{err}
+	}
+	h, err = wire.CheckFrame(frame)
+	switch {
+	case errors.Is(err, wire.ErrTruncated):
+		return h, nil, frameTorn, err
+	case err != nil:
+		return h, nil, frameCorrupt, err
+	}
+	return h, frame, frameValid, nil
+}
+
+// resync looks for the first valid frame starting after pos whose base
+// offset is at least minBase, as recovery does past damage. It returns its
+// position and header, or found=false when no valid frame follows.
+func (s *scanner) resync(pos, minBase int64) (at int64, h wire.FrameHeader, found bool, err error) {
+	magic := []byte{wire.FrameMagic >> 8, wire.FrameMagic & 0xff}
+	for at = pos + 1; at+wire.FrameHeaderSize <= s.limit; {
+		chunk, err := s.window(at, len(s.buf))
+		if err != nil {
+			return 0, h, false, err
+		}
+		i := bytes.Index(chunk, magic)
+		if i < 0 {
+			if len(chunk) < 2 {
+				return 0, h, false, nil
+			}
+			at += int64(len(chunk) - 1) // the magic may straddle the chunk end
+			continue
+		}
+		at += int64(i)
+		h, _, status, err := s.frameAt(at)
+		if err != nil && isIOError(err) {
+			return 0, h, false, err
+		}
+		if status == frameValid && h.BaseOffset >= minBase {
+			return at, h, true, nil
+		}
+		at++
+	}
+	return 0, h, false, nil
+}
+
+// ioError marks a scan failure that is the file system's, not the data's:
+// a read that failed is never taken for damage.
+type ioError struct{ err error }
+
+func (e ioError) Error() string { return e.err.Error() }
+func (e ioError) Unwrap() error { return e.err }
+
+func isIOError(err error) bool {
+	var e ioError
+	return errors.As(err, &e)
+}
