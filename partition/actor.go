@@ -43,6 +43,8 @@ type setRetentionMsg struct {
 
 type sweepMsg struct{ request }
 
+type expiredMsg struct{ request }
+
 // state is everything the actor owns. Only the actor goroutine touches it.
 //
 // Invariants, between messages:
@@ -148,6 +150,8 @@ func (s *state) handle(m message) {
 		m.reply <- nil
 	case *sweepMsg:
 		m.reply <- s.sweep()
+	case *expiredMsg:
+		m.reply <- s.expired()
 	case *closeMsg:
 		m.reply <- s.close()
 	}

@@ -88,6 +88,26 @@ func (l *Log) Sweep(ctx context.Context) (SweepResult, error) {
 	return res, nil
 }
 
+// Expired reports whether a sweep now would rotate or delete anything: the
+// runtime closes an idle log with the cold walk off only once it is false,
+// since nothing sweeps a closed log then.
+func (l *Log) Expired(ctx context.Context) (bool, error) {
+	r, err := l.call(ctx, &expiredMsg{newRequest()})
+	if err != nil {
+		return false, err
+	}
+	return r.(bool), nil
+}
+
+func (s *state) expired() bool {
+	if s.retention <= 0 {
+		return false
+	}
+	cutoff := time.Now().Add(-s.retention)
+	rotatable := s.active.size > 0 && s.fullyCommitted() && s.active.lastWrite.Before(cutoff)
+	return rotatable || (len(s.sealed) > 0 && s.sealed[0].lastWrite.Before(cutoff))
+}
+
 // sweep is the actor's half of Sweep.
 func (s *state) sweep() sweepReply {
 	var rep sweepReply
@@ -105,7 +125,7 @@ func (s *state) sweep() sweepReply {
 			rep.rotated = true
 		}
 	}
-	n := 0
+	n := 0 // oldest first: the deleted segments are always a prefix
 	for n < len(s.sealed) && s.sealed[n].lastWrite.Before(cutoff) {
 		n++
 	}

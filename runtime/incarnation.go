@@ -1,0 +1,184 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"time"
+
+	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/supervisor"
+	"github.com/narad-io/storage/wire"
+	"go.uber.org/zap"
+)
+
+// openUnderGuard opens a partition's log; the registry calls it under the
+// topic's guard. It looks the topic up, checks the directory's incarnation
+// marker against the record, and only then opens the log.
+func (n *Node) openUnderGuard(ctx context.Context, t *supervisor.GuardedTopic, key supervisor.Key) (*partition.Log, error) {
+	rec, ok, err := n.ms.Topic(ctx, key.Topic)
+	if err != nil {
+		return nil, fmt.Errorf("open %s/%d: metastore: %w", key.Topic, key.Partition, err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrTopicNotFound, key.Topic)
+	}
+	if key.Partition >= rec.Partitions {
+		return nil, fmt.Errorf("%w: %s/%d (the topic has %d)", ErrPartitionNotFound, key.Topic, key.Partition, rec.Partitions)
+	}
+	if assigned, err := n.ms.Assigned(ctx, key.Topic, key.Partition); err != nil || !assigned {
+		return nil, errors.Join(fmt.Errorf("%w: %s/%d", ErrNotAssigned, key.Topic, key.Partition), err)
+	}
+	if err := n.checkIncarnation(t, rec); err != nil {
+		return nil, err
+	}
+	dir, _ := wire.PartitionDirName(key.Partition)
+	return partition.Open(filepath.Join(n.topicsDir, key.Topic, dir), partition.Options{
+		FS:              n.cfg.FS,
+		Codec:           n.cfg.Codec,
+		Logger:          n.logger.With(zap.String("topic", key.Topic), zap.Int("partition", key.Partition)),
+		Metrics:         n.metrics,
+		SegmentMaxBytes: n.cfg.SegmentMaxBytes,
+		RetentionMaxAge: time.Duration(rec.RetentionMs) * time.Millisecond,
+	})
+}
+
+// checkIncarnation compares the topic directory's marker with the record
+// (storage-engine.txt, "The incarnation marker"): a match is served; no
+// marker is adopted (stamped, unless the record has no id); a different
+// marker is a deleted incarnation's leftover, quarantined. It runs under
+// the topic's guard.
+func (n *Node) checkIncarnation(t *supervisor.GuardedTopic, rec TopicRecord) error {
+	dir := filepath.Join(n.topicsDir, rec.Name)
+	if rec.Incarnation == "" {
+		// A record without an id keeps name-based bookkeeping: nothing
+		// to compare, nothing to stamp.
+		return n.cfg.FS.MkdirAll(dir)
+	}
+	marker, err := n.readMarker(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		exists, err := fsys.Exists(n.cfg.FS, dir)
+		if err != nil {
+			return err
+		}
+		if !exists {
+			return n.createTopicDir(dir, rec)
+		}
+		n.logger.Info("adopting a topic directory without an incarnation marker",
+			zap.String("topic", rec.Name), zap.String("incarnation", string(rec.Incarnation)))
+		return n.writeMarker(dir, rec.Incarnation)
+	case err != nil && !errors.Is(err, wire.ErrCorrupt):
+		return fmt.Errorf("incarnation marker of %s: %w", rec.Name, err)
+	case err == nil && marker == rec.Incarnation:
+		return nil
+	}
+	// A different (or unreadable) marker: a deleted incarnation's leftover.
+	if err := n.quarantine(t, rec, marker); err != nil {
+		return err
+	}
+	return n.createTopicDir(dir, rec)
+}
+
+func (n *Node) readMarker(dir string) (wire.IncarnationID, error) {
+	b, err := fsys.ReadFile(n.cfg.FS, filepath.Join(dir, wire.IncarnationFileName), 64)
+	if err != nil {
+		if errors.Is(err, fsys.ErrFileTooLarge) {
+			return "", fmt.Errorf("%w: %w", wire.ErrCorrupt, err)
+		}
+		return "", err
+	}
+	return wire.DecodeIncarnationMarker(b)
+}
+
+func (n *Node) writeMarker(dir string, id wire.IncarnationID) error {
+	b, err := wire.EncodeIncarnationMarker(id)
+	if err != nil {
+		return err
+	}
+	return fsys.WriteFileAtomic(n.cfg.FS, filepath.Join(dir, wire.IncarnationFileName), b)
+}
+
+// createTopicDir makes a topic's directory durable and stamps it.
+func (n *Node) createTopicDir(dir string, rec TopicRecord) error {
+	if err := n.cfg.FS.MkdirAll(dir); err != nil {
+		return fmt.Errorf("create topic directory %s: %w", dir, err)
+	}
+	if err := n.cfg.FS.SyncDir(n.topicsDir); err != nil {
+		return fmt.Errorf("create topic directory %s: sync topics: %w", dir, err)
+	}
+	return n.writeMarker(dir, rec.Incarnation)
+}
+
+// quarantine retires a deleted incarnation's directory: the topic's open
+// logs are closed (no produce gate: nothing valid is left to protect), the
+// directory is renamed to <name>.stale-<oldid> and the rename made
+// durable, the old incarnation's consumer state is dropped before any
+// fresh directory exists, and both ids are logged at error.
+func (n *Node) quarantine(t *supervisor.GuardedTopic, rec TopicRecord, old wire.IncarnationID) error {
+	if old == "" { // an unreadable marker: name the leftover with a fresh id
+		var err error
+		if old, err = wire.NewIncarnationID(rand.Reader); err != nil {
+			return err
+		}
+	}
+	if err := t.CloseAll(); err != nil {
+		n.logger.Warn("closing a stale incarnation's logs", zap.String("topic", rec.Name), zap.Error(err))
+	}
+	staleName, err := wire.StaleDirName(rec.Name, old)
+	if err != nil {
+		return err
+	}
+	stale := filepath.Join(n.topicsDir, staleName)
+	if err := n.cfg.FS.RemoveAll(stale); err != nil { // an earlier leftover of the same incarnation
+		return fmt.Errorf("quarantine %s: %w", rec.Name, err)
+	}
+	if err := n.cfg.FS.Rename(filepath.Join(n.topicsDir, rec.Name), stale); err != nil {
+		return fmt.Errorf("quarantine %s: %w", rec.Name, err)
+	}
+	if err := n.cfg.FS.SyncDir(n.topicsDir); err != nil {
+		return fmt.Errorf("quarantine %s: sync topics: %w", rec.Name, err)
+	}
+	n.dropConsumerState(rec.Name, old)
+	n.logger.Error("topic directory belongs to a deleted incarnation: quarantined, never served",
+		zap.String("topic", rec.Name), zap.String("stale_incarnation", string(old)),
+		zap.String("current_incarnation", string(rec.Incarnation)), zap.String("moved_to", stale))
+	return nil
+}
+
+// recheck runs when a topic's metadata version moves: an open log whose
+// incarnation was deleted (or replaced) is retired rather than left
+// serving the old data; a retention change reaches the open logs in place.
+func (n *Node) recheck(topic string) {
+	ctx := context.Background()
+	rec, ok, err := n.ms.Topic(ctx, topic)
+	if err != nil {
+		n.logger.Warn("metadata recheck", zap.String("topic", topic), zap.Error(err))
+		return
+	}
+	err = n.reg.WithTopic(topic, func(t *supervisor.GuardedTopic) error {
+		if len(t.Open()) == 0 {
+			return nil
+		}
+		marker, err := n.readMarker(filepath.Join(n.topicsDir, topic))
+		if !ok || (rec.Incarnation != "" && (err != nil || marker != rec.Incarnation)) {
+			n.logger.Warn("retiring the open logs of a deleted or replaced incarnation", zap.String("topic", topic))
+			return t.CloseAll()
+		}
+		for _, p := range t.Open() {
+			if l, ok := t.Lookup(p); ok {
+				if err := l.SetRetentionMaxAge(ctx, time.Duration(rec.RetentionMs)*time.Millisecond); err != nil && !errors.Is(err, partition.ErrLogClosed) {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		n.logger.Warn("metadata recheck", zap.String("topic", topic), zap.Error(err))
+	}
+}

@@ -1,0 +1,498 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/supervisor"
+	"github.com/narad-io/storage/wire"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var bg = context.Background()
+
+const dataDir = "/data"
+
+type testNode struct {
+	*Node
+	disk *fsys.Disk
+	ms   *LocalMetastore
+}
+
+// startNode starts a node over a simulated disk with the lock-order
+// checker on; the test fails if any lock was taken out of order.
+func startNode(t *testing.T, d *fsys.Disk, cfg Config) *testNode {
+	t.Helper()
+	if d == nil {
+		d = fsys.NewDisk(1)
+		if err := d.MkdirAll(dataDir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.DataDir, cfg.FS, cfg.CheckLockOrder = dataDir, d, true
+	if cfg.SegmentMaxBytes == 0 {
+		cfg.SegmentMaxBytes = 4 << 10
+	}
+	ms, err := OpenLocalMetastore(d, dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(cfg, ms, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	tn := &testNode{Node: n, disk: d, ms: ms}
+	t.Cleanup(func() {
+		if err := n.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		if v := n.LockOrderViolations(); len(v) > 0 {
+			t.Errorf("lock-order violations: %v", v)
+		}
+	})
+	return tn
+}
+
+func recs(topic string, p int, from, n int) []partition.Record {
+	out := make([]partition.Record, n)
+	for i := range out {
+		out[i] = partition.Record{Key: []byte(topic), Value: []byte(fmt.Sprintf("%s/%d/%d", topic, p, from+i))}
+	}
+	return out
+}
+
+func readValues(t *testing.T, n *testNode, topic string, p int) []string {
+	t.Helper()
+	var out []string
+	for offset := int64(0); ; {
+		res, err := n.Read(bg, topic, p, offset, 1000, 1<<20)
+		if err != nil {
+			t.Fatalf("read %s/%d at %d: %v", topic, p, offset, err)
+		}
+		for _, r := range res.Records {
+			out = append(out, string(r.Value))
+		}
+		if res.Next == res.HighWatermark {
+			return out
+		}
+		offset = res.Next
+	}
+}
+
+// TestNode_ConcurrentTopicsAgainstAModel: many goroutines produce (both
+// paths), read, evict and reopen partitions of several topics at once;
+// every partition ends holding exactly what its producers were told, in
+// the order of their offsets, with the lock-order checker on.
+func TestNode_ConcurrentTopicsAgainstAModel(t *testing.T) {
+	n := startNode(t, nil, Config{IdleEvictAfter: time.Nanosecond, ColdWalk: true})
+	topics := []string{"orders", "payments", "audit.log"}
+	for _, topic := range topics {
+		if _, _, err := n.CreateTopic(bg, topic, 3, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type produced struct {
+		topic string
+		p     int
+		base  int64
+		vals  []string
+	}
+	results := make(chan produced, 1000)
+	var wg sync.WaitGroup
+	for w := range 9 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			topic, p := topics[w%3], w/3
+			for i := range 20 {
+				rs := recs(topic, p, w*1000+i*10, 1+i%3)
+				var base int64
+				var err error
+				if i%4 == 0 {
+					base, err = n.AppendCommit(bg, topic, p, rs)
+				} else {
+					base, err = n.Produce(bg, topic, p, rs)
+				}
+				if err != nil {
+					t.Errorf("produce %s/%d: %v", topic, p, err)
+					return
+				}
+				vals := make([]string, len(rs))
+				for j, r := range rs {
+					vals[j] = string(r.Value)
+				}
+				results <- produced{topic, p, base, vals}
+			}
+		}()
+	}
+	stop := make(chan struct{})
+	var side sync.WaitGroup
+	side.Add(2)
+	go func() { // eviction racing the producers
+		defer side.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				n.EvictIdle(time.Now())
+			}
+		}
+	}()
+	go func() { // readers racing both
+		defer side.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				for _, topic := range topics {
+					if _, err := n.Read(bg, topic, 0, 0, 10, 1<<20); err != nil {
+						t.Errorf("read: %v", err)
+						return
+					}
+				}
+			}
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	side.Wait()
+	close(results)
+	model := map[string]map[int64]string{}
+	for r := range results {
+		k := fmt.Sprint(r.topic, "/", r.p)
+		if model[k] == nil {
+			model[k] = map[int64]string{}
+		}
+		for j, v := range r.vals {
+			model[k][r.base+int64(j)] = v
+		}
+	}
+	for _, topic := range topics {
+		for p := range 3 {
+			got := readValues(t, n, topic, p)
+			want := model[fmt.Sprint(topic, "/", p)]
+			if len(got) != len(want) {
+				t.Fatalf("%s/%d: %d records, want %d", topic, p, len(got), len(want))
+			}
+			for off, v := range got {
+				if want[int64(off)] != v {
+					t.Fatalf("%s/%d offset %d: %q, want %q", topic, p, off, v, want[int64(off)])
+				}
+			}
+		}
+	}
+}
+
+// TestIncarnation_MatchAdoptAndQuarantine: a matching marker is served; a
+// directory without one is adopted (stamped with the record's id); a
+// different one is quarantined as <name>.stale-<oldid>, never served, the
+// old consumer state dropped before the fresh directory exists, and a
+// fresh log starts at offset 0 (storage-engine.txt, "The incarnation
+// marker"). A later sweep reclaims the quarantined directory once the
+// metastore confirms its incarnation is gone.
+func TestIncarnation_MatchAdoptAndQuarantine(t *testing.T) {
+	d := fsys.NewDisk(1)
+	d.MkdirAll(dataDir)
+	n := startNode(t, d, Config{})
+	rec, _, err := n.CreateTopic(bg, "orders", 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 3)); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(dataDir, "topics", "orders", wire.IncarnationFileName)
+	if b, _ := d.Contents(marker); string(b) != string(rec.Incarnation)+"\n" {
+		t.Fatalf("marker %q, want %q", b, rec.Incarnation)
+	}
+
+	// Adopt: a directory from before markers.
+	if err := n.reg.CloseLive(key("orders", 0)); err != nil {
+		t.Fatal(err)
+	}
+	d.Remove(marker)
+	if got := readValues(t, n, "orders", 0); len(got) != 3 {
+		t.Fatalf("adopted directory served %d records, want 3", len(got))
+	}
+	if b, _ := d.Contents(marker); string(b) != string(rec.Incarnation)+"\n" {
+		t.Fatalf("adopted directory not stamped: %q", b)
+	}
+
+	// The node missed the purge: the record is deleted and recreated
+	// behind its back (a metastore change only), the old directory stays.
+	var dropped []wire.IncarnationID
+	n.dropConsumerState = func(topic string, id wire.IncarnationID) {
+		if ok, _ := fsys.Exists(d, filepath.Join(dataDir, "topics", "orders")); ok {
+			t.Errorf("consumer state dropped after the fresh directory exists")
+		}
+		dropped = append(dropped, id)
+	}
+	if err := n.reg.CloseLive(key("orders", 0)); err != nil {
+		t.Fatal(err)
+	}
+	n.ms.DeleteTopic(bg, "orders")
+	fresh, _, _ := n.ms.CreateTopic(bg, "orders", 1, 0)
+	n.background.Wait()
+	if got := readValues(t, n, "orders", 0); len(got) != 0 {
+		t.Fatalf("recreated topic served the deleted incarnation's records: %v", got)
+	}
+	stale := filepath.Join(dataDir, "topics", "orders.stale-"+string(rec.Incarnation))
+	if ok, _ := fsys.Exists(d, stale); !ok {
+		t.Fatal("the old directory was not quarantined")
+	}
+	if len(dropped) != 1 || dropped[0] != rec.Incarnation {
+		t.Fatalf("consumer state dropped for %v, want the old id %s", dropped, rec.Incarnation)
+	}
+	if base, err := n.Produce(bg, "orders", 0, recs("orders", 0, 100, 1)); err != nil || base != 0 {
+		t.Fatalf("first produce into the new incarnation = %d, %v; want offset 0", base, err)
+	}
+	if b, _ := d.Contents(marker); string(b) != string(fresh.Incarnation)+"\n" {
+		t.Fatalf("fresh directory marker %q, want %q", b, fresh.Incarnation)
+	}
+	if removed := n.SweepQuarantine(bg); removed != 1 {
+		t.Fatalf("quarantine sweep reclaimed %d, want 1", removed)
+	}
+	if ok, _ := fsys.Exists(d, stale); ok {
+		t.Fatal("quarantined directory still there after the sweep")
+	}
+}
+
+func key(topic string, p int) supervisor.Key { return supervisor.Key{Topic: topic, Partition: p} }
+
+// TestIncarnation_DeleteRecreateWhileOpenRetiresTheLog: a delete and
+// recreate applied while a log is open retire it when the version moves,
+// rather than serving the old data.
+func TestIncarnation_DeleteRecreateWhileOpenRetiresTheLog(t *testing.T) {
+	n := startNode(t, nil, Config{})
+	n.CreateTopic(bg, "orders", 1, 0)
+	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 5)); err != nil {
+		t.Fatal(err)
+	}
+	old, err := n.Log(bg, "orders", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.ms.DeleteTopic(bg, "orders") // the purge never reaches this node
+	n.ms.CreateTopic(bg, "orders", 1, 0)
+	n.background.Wait()
+	if _, err := old.Read(0, 10, 1<<20); !errors.Is(err, partition.ErrLogClosed) {
+		t.Fatalf("the deleted incarnation's log still serves: %v", err)
+	}
+	if got := readValues(t, n, "orders", 0); len(got) != 0 {
+		t.Fatalf("recreated topic serves %d old records", len(got))
+	}
+}
+
+// TestIncarnation_PurgeLosingTheRaceKeepsTheNewDirectory: a purge of the
+// deleted incarnation that arrives after the recreate opened the new one
+// leaves the new directory alone.
+func TestIncarnation_PurgeLosingTheRaceKeepsTheNewDirectory(t *testing.T) {
+	n := startNode(t, nil, Config{})
+	old, _, _ := n.CreateTopic(bg, "orders", 1, 0)
+	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 2))
+	n.ms.DeleteTopic(bg, "orders")
+	n.ms.CreateTopic(bg, "orders", 1, 0)
+	n.background.Wait()
+	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 10, 3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.purge(old); err != nil {
+		t.Fatal(err)
+	}
+	if got := readValues(t, n, "orders", 0); len(got) != 3 {
+		t.Fatalf("the late purge took the new incarnation's data: %d records", len(got))
+	}
+}
+
+// TestIncarnation_DeletedTopicNeverServedWhenItsDirectoryReappears: after a
+// delete (purged) and recreate, restoring the old directory (a backup, a
+// node that was down) is quarantined, never served.
+func TestIncarnation_DeletedTopicNeverServedWhenItsDirectoryReappears(t *testing.T) {
+	d := fsys.NewDisk(1)
+	d.MkdirAll(dataDir)
+	n := startNode(t, d, Config{})
+	n.CreateTopic(bg, "orders", 1, 0)
+	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 4))
+	n.reg.CloseLive(key("orders", 0))
+	snapshot := d.ProcessCrash()
+	if err := n.DeleteTopic(bg, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	n.ms.CreateTopic(bg, "orders", 1, 0)
+	n.background.Wait()
+	// Put the old incarnation's files back.
+	for _, name := range []string{"incarnation", "p00000/00000000000000000000.log", "p00000/hwm"} {
+		b, err := snapshot.Contents(filepath.Join(dataDir, "topics", "orders", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.MkdirAll(filepath.Join(dataDir, "topics", "orders", "p00000"))
+		if err := fsys.WriteFileAtomic(d, filepath.Join(dataDir, "topics", "orders", name), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := readValues(t, n, "orders", 0); len(got) != 0 {
+		t.Fatalf("served %d records of the deleted incarnation", len(got))
+	}
+}
+
+// TestNode_SlowOpenOfOneTopicDoesNotBlockAnother: while one topic's open
+// is held inside the file system (a blocking hook, not a timer), produce
+// and read on another topic complete.
+func TestNode_SlowOpenOfOneTopicDoesNotBlockAnother(t *testing.T) {
+	d := fsys.NewDisk(1)
+	d.MkdirAll(dataDir)
+	n := startNode(t, d, Config{})
+	n.CreateTopic(bg, "slow", 1, 0)
+	n.CreateTopic(bg, "fast", 1, 0)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	d.SetHook(func(c fsys.Call) error {
+		if c.Op == fsys.OpReadDir && c.Path == filepath.Join(dataDir, "topics", "slow", "p00000") {
+			once.Do(func() { close(entered) })
+			<-release
+		}
+		return nil
+	})
+	defer d.SetHook(nil)
+	done := make(chan error, 1)
+	go func() { _, err := n.Produce(bg, "slow", 0, recs("slow", 0, 0, 1)); done <- err }()
+	<-entered
+	if _, err := n.Produce(bg, "fast", 0, recs("fast", 0, 0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if got := readValues(t, n, "fast", 0); len(got) != 2 {
+		t.Fatalf("fast topic: %d records", len(got))
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStartup_SkipsFailuresThenReady: startup opens every owned partition,
+// skipping (with a warning) one whose open fails, and reports ready after.
+func TestStartup_SkipsFailuresThenReady(t *testing.T) {
+	d := fsys.NewDisk(1)
+	d.MkdirAll(dataDir)
+	first := startNode(t, d, Config{})
+	first.CreateTopic(bg, "a", 2, 0)
+	first.CreateTopic(bg, "b", 1, 0)
+	for _, k := range [][2]any{{"a", 0}, {"a", 1}, {"b", 0}} {
+		first.Produce(bg, k[0].(string), k[1].(int), recs("x", 0, 0, 1))
+	}
+	first.Close()
+
+	bad := filepath.Join(dataDir, "topics", "a", "p00001")
+	d.Inject(fsys.Fault{Op: fsys.OpReadDir, Path: bad, Err: syscall.EIO})
+	ms, _ := OpenLocalMetastore(d, dataDir)
+	n, err := New(Config{DataDir: dataDir, FS: d, CheckLockOrder: true}, ms, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if n.Ready() {
+		t.Fatal("ready before startup")
+	}
+	if err := n.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	if !n.Ready() {
+		t.Fatal("not ready after startup")
+	}
+	if got := n.reg.Len(); got != 2 {
+		t.Fatalf("%d partitions open after startup, want the 2 that could open", got)
+	}
+}
+
+// TestPeek_AnswersWithoutOpening: a closed partition's boundary comes from
+// its hwm file; after a crash (empty file, records present) it is unknown,
+// never 0; with no record bytes it is the newest segment's base.
+func TestPeek_AnswersWithoutOpening(t *testing.T) {
+	d := fsys.NewDisk(1)
+	d.MkdirAll(dataDir)
+	n := startNode(t, d, Config{})
+	n.CreateTopic(bg, "orders", 2, 0)
+	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 7))
+	n.reg.CloseLive(key("orders", 0))
+	hwm, known, err := n.PeekHighWatermark("orders", 0)
+	if err != nil || !known || hwm != 7 {
+		t.Fatalf("peek of a cleanly closed log = %d %v %v; want 7", hwm, known, err)
+	}
+	if _, ok := n.reg.Lookup(key("orders", 0)); ok {
+		t.Fatal("peek opened the log")
+	}
+	hwmFile := filepath.Join(dataDir, "topics", "orders", "p00000", "hwm")
+	fsys.WriteFileAtomic(d, hwmFile, nil) // as a crash leaves it
+	if _, known, _ := n.PeekHighWatermark("orders", 0); known {
+		t.Fatal("an empty hwm file with records was taken as a boundary")
+	}
+	if _, known, _ := n.PeekHighWatermark("orders", 1); !known {
+		t.Fatal("a partition with no record bytes has a known boundary")
+	}
+}
+
+// TestEviction_KeepsLogsRetentionStillWorksOn: with the cold walk off, an
+// idle log is closed (its hwm file written) only once retention has
+// nothing left to delete in it.
+func TestEviction_KeepsLogsRetentionStillWorksOn(t *testing.T) {
+	d := fsys.NewDisk(1)
+	d.MkdirAll(dataDir)
+	clock := time.Now()
+	d.SetClock(func() time.Time { return clock })
+	n := startNode(t, d, Config{IdleEvictAfter: time.Minute})
+	n.CreateTopic(bg, "kept", 1, 0)
+	n.CreateTopic(bg, "expiring", 1, 1) // 1 ms retention: expired at once
+	n.Produce(bg, "kept", 0, recs("kept", 0, 0, 1))
+	n.Produce(bg, "expiring", 0, recs("expiring", 0, 0, 1))
+	expiring, _ := n.Log(bg, "expiring", 0)
+	for {
+		if ok, _ := expiring.Expired(bg); ok {
+			break
+		}
+	}
+	if closed := n.EvictIdle(time.Now().Add(time.Hour)); closed != 1 {
+		t.Fatalf("evicted %d logs, want only the one retention is done with", closed)
+	}
+	if _, ok := n.reg.Lookup(key("expiring", 0)); !ok {
+		t.Fatal("a log with expired segments was evicted with the cold walk off")
+	}
+	if _, known, _ := n.PeekHighWatermark("kept", 0); !known {
+		t.Fatal("evicted log's boundary not written")
+	}
+}
+
+// TestNode_BadNamesCreateNothing: invalid topic names are refused before
+// any path is built from them.
+func TestNode_BadNamesCreateNothing(t *testing.T) {
+	d := fsys.NewDisk(1)
+	d.MkdirAll(dataDir)
+	n := startNode(t, d, Config{})
+	for _, name := range []string{"", ".", "..", "../etc", "a/b", "x.stale-0123456789abcdef", string(make([]byte, 201))} {
+		if _, _, err := n.CreateTopic(bg, name, 1, 0); err == nil {
+			t.Fatalf("CreateTopic(%q) succeeded", name)
+		}
+		if _, err := n.Produce(bg, name, 0, recs("x", 0, 0, 1)); err == nil {
+			t.Fatalf("Produce(%q) succeeded", name)
+		}
+	}
+	entries, _ := d.ReadDir(filepath.Join(dataDir, "topics"))
+	if len(entries) != 0 {
+		t.Fatalf("bad names created %v", entries)
+	}
+}

@@ -1,0 +1,156 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	goruntime "runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/narad-io/storage/supervisor"
+	"github.com/narad-io/storage/wire"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+)
+
+// Start opens every partition this node owns before it reports ready
+// (storage-engine.txt, "High watermark and hidden tail"): up to min(8,
+// GOMAXPROCS) topics at once, each topic's partitions one after another,
+// skipping with a warning one whose assignment lookup or open fails, and
+// logging progress so a node with thousands of partitions does not look
+// hung. Before that it reclaims quarantined directories whose incarnation
+// the metastore confirms gone (the startup orphan sweep), and it follows
+// the metastore's change feed from then on.
+func (n *Node) Start(ctx context.Context) error {
+	n.unsubscribe = n.ms.Subscribe(func(topic string) {
+		if n.closed.Load() {
+			return
+		}
+		n.background.Add(1)
+		go func() {
+			defer n.background.Done()
+			n.recheck(topic)
+		}()
+	})
+	n.SweepQuarantine(ctx)
+	topics, err := n.ms.Topics(ctx)
+	if err != nil {
+		return fmt.Errorf("runtime: startup: list topics: %w", err)
+	}
+	total := 0
+	for _, t := range topics {
+		total += t.Partitions
+	}
+	started := time.Now()
+	var opened, skipped atomic.Int64
+	progress := func() {
+		n.logger.Info("startup: opening partitions",
+			zap.Int64("opened", opened.Load()), zap.Int64("skipped", skipped.Load()),
+			zap.Int("total", total), zap.Duration("elapsed", time.Since(started)))
+	}
+	var g errgroup.Group
+	g.SetLimit(min(8, goruntime.GOMAXPROCS(0)))
+	lastLog := atomic.Int64{}
+	for _, t := range topics {
+		g.Go(func() error {
+			for p := range t.Partitions {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if _, err := n.Log(ctx, t.Name, p); err != nil {
+					skipped.Add(1)
+					n.logger.Warn("startup: skipping a partition that failed to open",
+						zap.String("topic", t.Name), zap.Int("partition", p), zap.Error(err))
+					continue
+				}
+				opened.Add(1)
+				if now := time.Now().UnixNano(); now-lastLog.Load() > int64(5*time.Second) {
+					lastLog.Store(now)
+					progress()
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	progress()
+	n.startLoops()
+	n.ready.Store(true)
+	return nil
+}
+
+// startLoops starts the node's own supervised loops: idle eviction and the
+// periodic quarantine sweep.
+func (n *Node) startLoops() {
+	n.loops = append(n.loops,
+		supervisor.StartLoop(supervisor.LoopConfig{
+			Name: "idle_eviction", Interval: n.cfg.EvictInterval, StallAfter: 10 * n.cfg.EvictInterval,
+			MaxRestarts: 10, Logger: n.logger, Registerer: n.promReg,
+		}, func(context.Context, *supervisor.PassContext) { n.EvictIdle(time.Now()) }),
+		supervisor.StartLoop(supervisor.LoopConfig{
+			Name: "quarantine_sweep", Interval: n.cfg.QuarantineSweepInterval, StallAfter: 10 * n.cfg.QuarantineSweepInterval,
+			MaxRestarts: 10, Logger: n.logger, Registerer: n.promReg,
+		}, func(ctx context.Context, _ *supervisor.PassContext) { n.SweepQuarantine(ctx) }),
+	)
+}
+
+// SweepQuarantine reclaims quarantined directories (topics/<name>.stale-<id>)
+// once the metastore confirms their incarnation is gone. It returns how
+// many it removed.
+func (n *Node) SweepQuarantine(ctx context.Context) int {
+	entries, err := n.cfg.FS.ReadDir(n.topicsDir)
+	if err != nil {
+		n.logger.Warn("quarantine sweep: list topics", zap.Error(err))
+		return 0
+	}
+	removed := 0
+	for _, e := range entries {
+		name, id, ok := wire.ParseStaleDirName(e.Name)
+		if !ok || !e.IsDir {
+			continue
+		}
+		gone, err := n.ms.IncarnationGone(ctx, name, id)
+		if err != nil || !gone {
+			continue
+		}
+		err = n.reg.WithTopic(name, func(*supervisor.GuardedTopic) error {
+			if err := n.cfg.FS.RemoveAll(filepath.Join(n.topicsDir, e.Name)); err != nil {
+				return err
+			}
+			return n.cfg.FS.SyncDir(n.topicsDir)
+		})
+		if err != nil {
+			n.logger.Warn("quarantine sweep: reclaim", zap.String("dir", e.Name), zap.Error(err))
+			continue
+		}
+		removed++
+		n.logger.Info("reclaimed a quarantined directory", zap.String("dir", e.Name))
+	}
+	return removed
+}
+
+// EvictIdle closes every log nobody used since now - IdleEvictAfter, each
+// between two commits, writing its exact boundary to its hwm file. With
+// the cold walk off, a log retention still has work in stays open: the
+// reaper sweeps only open logs. It returns how many it closed.
+func (n *Node) EvictIdle(now time.Time) int {
+	closed := 0
+	for _, key := range n.reg.IdleSince(now.Add(-n.cfg.IdleEvictAfter)) {
+		if !n.cfg.ColdWalk {
+			if l, ok := n.reg.Lookup(key); ok {
+				if expired, err := l.Expired(context.Background()); err != nil || expired {
+					continue
+				}
+			}
+		}
+		if err := n.reg.CloseLive(key); err != nil {
+			n.logger.Warn("idle eviction: close", zap.String("topic", key.Topic), zap.Int("partition", key.Partition), zap.Error(err))
+			continue
+		}
+		closed++
+	}
+	return closed
+}

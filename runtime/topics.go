@@ -1,0 +1,199 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+
+	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/supervisor"
+	"github.com/narad-io/storage/wire"
+)
+
+// ErrTopicExists: a topic of that name exists with other settings.
+var ErrTopicExists = errors.New("runtime: topic exists")
+
+// CreateTopic creates a topic; an identical existing one is returned with
+// created false, a different one is ErrTopicExists. Its partitions are
+// opened lazily, on first use.
+func (n *Node) CreateTopic(ctx context.Context, name string, partitions int, retentionMs int64) (rec TopicRecord, created bool, err error) {
+	if err := wire.ValidateTopicName(name); err != nil {
+		return rec, false, err
+	}
+	if partitions < 1 || partitions > wire.MaxPartitions+1 || retentionMs < 0 {
+		return rec, false, fmt.Errorf("runtime: topic %s: %d partitions, retention %d ms: out of range", name, partitions, retentionMs)
+	}
+	rec, created, err = n.ms.CreateTopic(ctx, name, partitions, retentionMs)
+	if err != nil {
+		return rec, false, err
+	}
+	if !created && (rec.Partitions != partitions || rec.RetentionMs != retentionMs) {
+		return rec, false, fmt.Errorf("%w: %s", ErrTopicExists, name)
+	}
+	return rec, created, nil
+}
+
+// DeleteTopic deletes a topic and purges its data: under the topic's
+// guard its open logs are closed (no produce gate: a deleted topic has no
+// valid commit left to protect), its consumer state dropped and its
+// directory removed, durably.
+func (n *Node) DeleteTopic(ctx context.Context, name string) error {
+	if err := wire.ValidateTopicName(name); err != nil {
+		return err
+	}
+	rec, ok, err := n.ms.Topic(ctx, name)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrTopicNotFound, name)
+	}
+	if err := n.ms.DeleteTopic(ctx, name); err != nil {
+		return err
+	}
+	return n.purge(rec)
+}
+
+// purge removes a deleted incarnation's directory, unless the name now
+// belongs to a newer incarnation (a recreate won the race): then the
+// directory is the new one's, and the open path quarantines any leftover.
+func (n *Node) purge(deleted TopicRecord) error {
+	return n.reg.WithTopic(deleted.Name, func(t *supervisor.GuardedTopic) error {
+		dir := filepath.Join(n.topicsDir, deleted.Name)
+		marker, err := n.readMarker(dir)
+		if err == nil && deleted.Incarnation != "" && marker != deleted.Incarnation {
+			return nil // the directory is a newer incarnation's
+		}
+		if err := t.CloseAll(); err != nil {
+			n.logger.Warn("closing a deleted topic's logs: " + err.Error())
+		}
+		n.dropConsumerState(deleted.Name, deleted.Incarnation)
+		if err := n.cfg.FS.RemoveAll(dir); err != nil {
+			return fmt.Errorf("purge %s: %w", deleted.Name, err)
+		}
+		return n.cfg.FS.SyncDir(n.topicsDir)
+	})
+}
+
+// SetRetention changes a topic's retention. This node, the one that runs
+// the change, closes its own logs for the topic (each between two
+// commits), so they reopen under the new bound.
+func (n *Node) SetRetention(ctx context.Context, name string, retentionMs int64) (TopicRecord, error) {
+	if err := wire.ValidateTopicName(name); err != nil {
+		return TopicRecord{}, err
+	}
+	if retentionMs < 0 {
+		return TopicRecord{}, fmt.Errorf("runtime: retention %d ms out of range", retentionMs)
+	}
+	rec, err := n.ms.SetRetention(ctx, name, retentionMs)
+	if err != nil {
+		return rec, err
+	}
+	var errs []error
+	for _, key := range n.reg.Keys() {
+		if key.Topic == name {
+			errs = append(errs, n.reg.CloseLive(key))
+		}
+	}
+	return rec, errors.Join(errs...)
+}
+
+// PartitionInfo describes one partition.
+type PartitionInfo struct {
+	Partition     int
+	StartOffset   int64
+	HighWatermark int64
+	Known         bool // false: closed after a crash, no boundary on disk
+	Segments      int
+	Bytes         int64
+}
+
+// Describe describes a topic's partitions without opening any: an open
+// log answers from memory, a closed one from its directory and hwm file.
+func (n *Node) Describe(ctx context.Context, name string) (TopicRecord, []PartitionInfo, error) {
+	if err := wire.ValidateTopicName(name); err != nil {
+		return TopicRecord{}, nil, err
+	}
+	rec, ok, err := n.ms.Topic(ctx, name)
+	if err != nil {
+		return rec, nil, err
+	}
+	if !ok {
+		return rec, nil, fmt.Errorf("%w: %s", ErrTopicNotFound, name)
+	}
+	infos := make([]PartitionInfo, 0, rec.Partitions)
+	for p := range rec.Partitions {
+		info, err := n.peek(supervisor.Key{Topic: name, Partition: p})
+		if err != nil {
+			return rec, nil, err
+		}
+		infos = append(infos, info)
+	}
+	return rec, infos, nil
+}
+
+// PeekHighWatermark answers a partition's boundary without opening it,
+// after waiting for a close in progress. known is false when the boundary
+// is not on disk (an empty hwm file after a crash, with records present):
+// never taken as 0.
+func (n *Node) PeekHighWatermark(topic string, p int) (hwm int64, known bool, err error) {
+	key, err := n.key(topic, p)
+	if err != nil {
+		return 0, false, err
+	}
+	info, err := n.peek(key)
+	return info.HighWatermark, info.Known, err
+}
+
+// peek reads a partition's state under its topic's guard, so a close in
+// progress has finished (and written the hwm file) first.
+func (n *Node) peek(key supervisor.Key) (info PartitionInfo, err error) {
+	info.Partition = key.Partition
+	err = n.reg.WithTopic(key.Topic, func(t *supervisor.GuardedTopic) error {
+		dirName, _ := wire.PartitionDirName(key.Partition)
+		dir := filepath.Join(n.topicsDir, key.Topic, dirName)
+		entries, err := n.cfg.FS.ReadDir(dir)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		newest := int64(0)
+		for _, e := range entries {
+			base, err := wire.ParseSegmentFileName(e.Name)
+			if err != nil {
+				continue
+			}
+			fi, err := n.cfg.FS.Stat(filepath.Join(dir, e.Name))
+			if err != nil {
+				return err
+			}
+			if info.Segments == 0 {
+				info.StartOffset = base
+			}
+			info.Segments++
+			info.Bytes += fi.Size
+			newest = base
+		}
+		if l, ok := t.Lookup(key.Partition); ok {
+			info.StartOffset, info.HighWatermark, info.Known = l.StartOffset(), l.HighWatermark(), true
+			return nil
+		}
+		b, err := fsys.ReadFile(n.cfg.FS, filepath.Join(dir, wire.HWMFileName), 64)
+		if err == nil {
+			if v, present, err := wire.DecodeOffsetFile(b); err == nil && present {
+				info.HighWatermark, info.Known = v, true
+				return nil
+			}
+		}
+		if info.Bytes == 0 {
+			// No record bytes: the boundary is the newest segment's name.
+			info.HighWatermark, info.Known = newest, true
+			if info.Segments == 0 {
+				info.StartOffset = 0
+			}
+		}
+		return nil
+	})
+	return info, err
+}

@@ -1,0 +1,281 @@
+package supervisor
+
+import (
+	"errors"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/narad-io/storage/partition"
+)
+
+// Key names one partition.
+type Key struct {
+	Topic     string
+	Partition int
+}
+
+// RegistryOptions configure a Registry.
+type RegistryOptions struct {
+	// CheckLockOrder turns on the lock-order checker: every out-of-order
+	// acquisition is recorded and listed by LockOrderViolations. Tests
+	// turn it on; it costs a stack read per lock.
+	CheckLockOrder bool
+}
+
+// Registry is a node's map of open partition logs (the design's
+// runtime.Logs). It keeps the design's lock order:
+//
+//	partition produce gate  ->  topic guard  ->  map lock
+//
+// The map lock is held only to look up, claim, install or drop an entry;
+// opens, closes, metastore lookups, incarnation checks and purges run under
+// the per-topic guard, so one topic's I/O never stalls another topic.
+//
+// Invariants:
+//   - mu (the map lock) guards gates, guards and logs; nothing else is
+//     ever taken while it is held.
+//   - A log is in logs only between a successful open under its topic's
+//     guard and the drop, under the same guard, that precedes its close.
+//   - Gates and guards are never removed: a caller holding one never finds
+//     it replaced.
+type Registry struct {
+	order *lockOrder
+
+	mu     sync.Mutex
+	gates  map[Key]*Gate
+	guards map[string]*TopicGuard
+	logs   map[Key]*entry
+}
+
+type entry struct {
+	log      *partition.Log
+	lastUsed atomic.Int64 // unix nanoseconds of the last Open that returned it
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry(opts RegistryOptions) *Registry {
+	r := &Registry{gates: map[Key]*Gate{}, guards: map[string]*TopicGuard{}, logs: map[Key]*entry{}}
+	if opts.CheckLockOrder {
+		r.order = newLockOrder()
+	}
+	return r
+}
+
+// LockOrderViolations lists the out-of-order acquisitions seen, when the
+// checker is on.
+func (r *Registry) LockOrderViolations() []string { return r.order.Violations() }
+
+func (r *Registry) lockMap() {
+	r.order.acquire(levelMapLock, "")
+	r.mu.Lock()
+}
+
+func (r *Registry) unlockMap() {
+	r.mu.Unlock()
+	r.order.release(levelMapLock)
+}
+
+// Gate is a partition's produce gate: Produce calls hold it shared, so
+// they can be coalesced; the Append+CommitDurable pair and every close of a
+// live log hold it exclusive, so a close lands between two commits.
+type Gate struct {
+	rw    sync.RWMutex
+	order *lockOrder
+	key   Key
+}
+
+func (g *Gate) LockShared()   { g.order.acquire(levelProduceGate, g.key.Topic); g.rw.RLock() }
+func (g *Gate) UnlockShared() { g.rw.RUnlock(); g.order.release(levelProduceGate) }
+func (g *Gate) Lock()         { g.order.acquire(levelProduceGate, g.key.Topic); g.rw.Lock() }
+func (g *Gate) Unlock()       { g.rw.Unlock(); g.order.release(levelProduceGate) }
+
+// TopicGuard serializes the I/O of one topic's log lifecycle: opens,
+// closes, incarnation checks, purges.
+type TopicGuard struct {
+	mu    sync.Mutex
+	order *lockOrder
+	topic string
+}
+
+func (g *TopicGuard) Lock()   { g.order.acquire(levelTopicGuard, g.topic); g.mu.Lock() }
+func (g *TopicGuard) Unlock() { g.mu.Unlock(); g.order.release(levelTopicGuard) }
+
+// Gate returns the produce gate of key, creating it on first use.
+func (r *Registry) Gate(key Key) *Gate {
+	r.lockMap()
+	defer r.unlockMap()
+	g := r.gates[key]
+	if g == nil {
+		g = &Gate{order: r.order, key: key}
+		r.gates[key] = g
+	}
+	return g
+}
+
+// Guard returns the guard of topic, creating it on first use.
+func (r *Registry) Guard(topic string) *TopicGuard {
+	r.lockMap()
+	defer r.unlockMap()
+	g := r.guards[topic]
+	if g == nil {
+		g = &TopicGuard{order: r.order, topic: topic}
+		r.guards[topic] = g
+	}
+	return g
+}
+
+// Lookup returns key's open log, if any, without opening it.
+func (r *Registry) Lookup(key Key) (*partition.Log, bool) {
+	r.lockMap()
+	defer r.unlockMap()
+	if e := r.logs[key]; e != nil {
+		return e.log, true
+	}
+	return nil, false
+}
+
+// Open returns key's open log, opening it with open under the topic guard
+// when it is not open yet (lazy open on first use). open gets the guarded
+// topic, so an incarnation check can retire the topic's other logs. The
+// caller may hold key's gate; it must hold no guard and not the map lock.
+func (r *Registry) Open(key Key, open func(t *GuardedTopic) (*partition.Log, error)) (*partition.Log, error) {
+	if l, ok := r.lookupTouch(key); ok {
+		return l, nil
+	}
+	g := r.Guard(key.Topic)
+	g.Lock()
+	defer g.Unlock()
+	if l, ok := r.lookupTouch(key); ok {
+		return l, nil
+	}
+	l, err := open(&GuardedTopic{r: r, topic: key.Topic})
+	if err != nil {
+		return nil, err
+	}
+	r.lockMap()
+	e := &entry{log: l}
+	e.lastUsed.Store(time.Now().UnixNano())
+	r.logs[key] = e
+	r.unlockMap()
+	return l, nil
+}
+
+func (r *Registry) lookupTouch(key Key) (*partition.Log, bool) {
+	r.lockMap()
+	defer r.unlockMap()
+	if e := r.logs[key]; e != nil {
+		e.lastUsed.Store(time.Now().UnixNano())
+		return e.log, true
+	}
+	return nil, false
+}
+
+// CloseLive closes key's open log the way every close of a live log must:
+// the gate exclusive first, so it lands between two commits, then the
+// topic guard, the drop from the map, and the close under the guard. A log
+// not open is nothing to do.
+func (r *Registry) CloseLive(key Key) error {
+	gate := r.Gate(key)
+	gate.Lock()
+	defer gate.Unlock()
+	g := r.Guard(key.Topic)
+	g.Lock()
+	defer g.Unlock()
+	return r.dropAndClose(key)
+}
+
+func (r *Registry) dropAndClose(key Key) error {
+	r.lockMap()
+	e := r.logs[key]
+	delete(r.logs, key)
+	r.unlockMap()
+	if e == nil {
+		return nil
+	}
+	return e.log.Close()
+}
+
+// WithTopic runs fn under topic's guard. fn gets the topic's open
+// partitions and may close them with t.Close, which skips the produce
+// gate: only a purge and the retirement of a stale incarnation may, since
+// the topic they close has no valid commit left to protect.
+func (r *Registry) WithTopic(topic string, fn func(t *GuardedTopic) error) error {
+	g := r.Guard(topic)
+	g.Lock()
+	defer g.Unlock()
+	return fn(&GuardedTopic{r: r, topic: topic})
+}
+
+// GuardedTopic is a topic whose guard the caller holds.
+type GuardedTopic struct {
+	r     *Registry
+	topic string
+}
+
+// Open lists the topic's open partitions, in order.
+func (t *GuardedTopic) Open() []int {
+	t.r.lockMap()
+	defer t.r.unlockMap()
+	var out []int
+	for k := range t.r.logs {
+		if k.Topic == t.topic {
+			out = append(out, k.Partition)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+// Lookup returns an open partition's log.
+func (t *GuardedTopic) Lookup(p int) (*partition.Log, bool) {
+	return t.r.Lookup(Key{t.topic, p})
+}
+
+// CloseAll drops and closes every open log of the topic, without taking
+// the produce gates (purge and stale-incarnation retirement only).
+func (t *GuardedTopic) CloseAll() error {
+	var errs []error
+	for _, p := range t.Open() {
+		errs = append(errs, t.r.dropAndClose(Key{t.topic, p}))
+	}
+	return errors.Join(errs...)
+}
+
+// Keys lists every open partition.
+func (r *Registry) Keys() []Key {
+	r.lockMap()
+	defer r.unlockMap()
+	out := make([]Key, 0, len(r.logs))
+	for k := range r.logs {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out
+}
+
+// IdleSince lists the open partitions not returned by Open since cutoff.
+func (r *Registry) IdleSince(cutoff time.Time) []Key {
+	r.lockMap()
+	defer r.unlockMap()
+	var out []Key
+	for k, e := range r.logs {
+		if e.lastUsed.Load() < cutoff.UnixNano() {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Len is the number of open logs.
+func (r *Registry) Len() int {
+	r.lockMap()
+	defer r.unlockMap()
+	return len(r.logs)
+}
