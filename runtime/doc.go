@@ -22,6 +22,10 @@
 //   - Idle eviction (a supervised loop) closes logs unused for
 //     IdleEvictAfter; with the cold walk off, only once retention has
 //     nothing left to delete in them.
+//   - TransferListing and InstallPartition are the storage side of a
+//     partition move: the listing reads the directory without opening the
+//     log and refuses a stale incarnation; the install writes the files
+//     into a staging directory, stamps the marker and renames it in place.
 //   - Peeks and describes answer a closed partition from its directory and
 //     hwm file without opening it, after waiting for a close in progress;
 //     an empty hwm file with records present is an unknown boundary, never

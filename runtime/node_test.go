@@ -93,7 +93,8 @@ func readValues(t *testing.T, n *testNode, topic string, p int) []string {
 }
 
 // TestNode_ConcurrentTopicsAgainstAModel: many goroutines produce (both
-// paths), read, evict and reopen partitions of several topics at once;
+// paths), read, evict, change retention, purge and reopen partitions of
+// several topics at once;
 // every partition ends holding exactly what its producers were told, in
 // the order of their offsets, with the lock-order checker on.
 func TestNode_ConcurrentTopicsAgainstAModel(t *testing.T) {
@@ -140,7 +141,37 @@ func TestNode_ConcurrentTopicsAgainstAModel(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	var side sync.WaitGroup
-	side.Add(2)
+	side.Add(4)
+	go func() { // retention changes: this node closes its own logs
+		defer side.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				if _, err := n.SetRetention(bg, "audit.log", 0); err != nil {
+					t.Errorf("retention change: %v", err)
+					return
+				}
+			}
+		}
+	}()
+	go func() { // create, use and purge another topic
+		defer side.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				n.CreateTopic(bg, "scratch", 2, 0)
+				n.Produce(bg, "scratch", 1, recs("scratch", 1, 0, 1))
+				if err := n.DeleteTopic(bg, "scratch"); err != nil {
+					t.Errorf("delete: %v", err)
+					return
+				}
+			}
+		}
+	}()
 	go func() { // eviction racing the producers
 		defer side.Done()
 		for {

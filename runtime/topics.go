@@ -150,50 +150,55 @@ func (n *Node) PeekHighWatermark(topic string, p int) (hwm int64, known bool, er
 // peek reads a partition's state under its topic's guard, so a close in
 // progress has finished (and written the hwm file) first.
 func (n *Node) peek(key supervisor.Key) (info PartitionInfo, err error) {
-	info.Partition = key.Partition
 	err = n.reg.WithTopic(key.Topic, func(t *supervisor.GuardedTopic) error {
-		dirName, _ := wire.PartitionDirName(key.Partition)
-		dir := filepath.Join(n.topicsDir, key.Topic, dirName)
-		entries, err := n.cfg.FS.ReadDir(dir)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-		newest := int64(0)
-		for _, e := range entries {
-			base, err := wire.ParseSegmentFileName(e.Name)
-			if err != nil {
-				continue
-			}
-			fi, err := n.cfg.FS.Stat(filepath.Join(dir, e.Name))
-			if err != nil {
-				return err
-			}
-			if info.Segments == 0 {
-				info.StartOffset = base
-			}
-			info.Segments++
-			info.Bytes += fi.Size
-			newest = base
-		}
-		if l, ok := t.Lookup(key.Partition); ok {
-			info.StartOffset, info.HighWatermark, info.Known = l.StartOffset(), l.HighWatermark(), true
-			return nil
-		}
-		b, err := fsys.ReadFile(n.cfg.FS, filepath.Join(dir, wire.HWMFileName), 64)
-		if err == nil {
-			if v, present, err := wire.DecodeOffsetFile(b); err == nil && present {
-				info.HighWatermark, info.Known = v, true
-				return nil
-			}
-		}
-		if info.Bytes == 0 {
-			// No record bytes: the boundary is the newest segment's name.
-			info.HighWatermark, info.Known = newest, true
-			if info.Segments == 0 {
-				info.StartOffset = 0
-			}
-		}
-		return nil
+		info, _, err = n.peekLocked(t, key)
+		return err
 	})
 	return info, err
+}
+
+// peekLocked reads a partition's directory and boundary; the caller holds
+// the topic's guard.
+func (n *Node) peekLocked(t *supervisor.GuardedTopic, key supervisor.Key) (info PartitionInfo, segments []SegmentFile, err error) {
+	info.Partition = key.Partition
+	dirName, _ := wire.PartitionDirName(key.Partition)
+	dir := filepath.Join(n.topicsDir, key.Topic, dirName)
+	entries, err := n.cfg.FS.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return info, nil, err
+	}
+	newest := int64(0)
+	for _, e := range entries {
+		base, err := wire.ParseSegmentFileName(e.Name)
+		if err != nil {
+			continue
+		}
+		fi, err := n.cfg.FS.Stat(filepath.Join(dir, e.Name))
+		if err != nil {
+			return info, nil, err
+		}
+		if len(segments) == 0 {
+			info.StartOffset = base
+		}
+		segments = append(segments, SegmentFile{Name: e.Name, Base: base, Size: fi.Size})
+		info.Bytes += fi.Size
+		newest = base
+	}
+	info.Segments = len(segments)
+	if l, ok := t.Lookup(key.Partition); ok {
+		info.StartOffset, info.HighWatermark, info.Known = l.StartOffset(), l.HighWatermark(), true
+		return info, segments, nil
+	}
+	b, err := fsys.ReadFile(n.cfg.FS, filepath.Join(dir, wire.HWMFileName), 64)
+	if err == nil {
+		if v, present, err := wire.DecodeOffsetFile(b); err == nil && present {
+			info.HighWatermark, info.Known = v, true
+			return info, segments, nil
+		}
+	}
+	if info.Bytes == 0 {
+		// No record bytes: the boundary is the newest segment's name.
+		info.HighWatermark, info.Known = newest, true
+	}
+	return info, segments, nil
 }
