@@ -185,6 +185,7 @@ func (h *hotSet) touch(seg *segment) {
 		}
 	}
 	h.segs = append(h.segs, seg)
+	seg.file.keep()
 	if len(h.segs) > hotSetSize {
 		evicted = h.segs[0]
 		h.segs = h.segs[1:]

@@ -17,7 +17,7 @@ func (s *state) close() error {
 	var errs []error
 	s.buffer, s.bufferBytes, s.unwritten, s.appended = nil, 0, nil, 0
 	s.nextOffset, s.written = s.hwm, s.hwm
-	if s.writePos > s.hwmPos {
+	if s.writePos > s.hwmPos || s.tailDirty {
 		s.discard(errors.New("log closed"))
 	}
 	if s.active.full && s.poison == nil {

@@ -20,9 +20,9 @@ func (s *state) handleCommitDurable() error {
 		return lost
 	}
 	err := s.commit()
-	if err == nil {
-		s.appended = 0
-	}
+	// This caller gets the outcome itself: a failure's discard must not
+	// also be held against its next commit.
+	s.appended, s.appendLost = 0, nil
 	return err
 }
 
@@ -188,7 +188,7 @@ func (s *state) discard(cause error) {
 	}
 	s.buffer, s.bufferBytes, s.unwritten = nil, 0, nil
 	s.nextOffset, s.written = s.hwm, s.hwm
-	if s.writePos == s.hwmPos {
+	if s.writePos == s.hwmPos && !s.tailDirty {
 		return
 	}
 	s.log.cache.forgetFrom(s.hwm)
@@ -197,7 +197,7 @@ func (s *state) discard(cause error) {
 		s.poisonWith(fmt.Errorf("truncate %s to byte %d after a failed commit: %w", s.active.path, s.hwmPos, err))
 		return
 	}
-	s.writePos, s.active.size = s.hwmPos, s.hwmPos
+	s.writePos, s.active.size, s.tailDirty = s.hwmPos, s.hwmPos, false
 	s.syncedPos = min(s.syncedPos, s.writePos)
 	s.active.full = s.active.size >= s.log.opts.SegmentMaxBytes
 	if s.poison != nil {

@@ -1,12 +1,15 @@
 package partition
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/narad-io/storage/wire"
 	"go.uber.org/zap"
 )
+
+var errWritesFailing = errors.New("frame writes are failing; the buffer is full")
 
 // pendingFrame is a drained frame not yet in the file.
 type pendingFrame struct {
@@ -43,6 +46,10 @@ func (s *state) appendEnvelopes(envs [][]byte) (base int64) {
 func (s *state) handleAppend(m *appendMsg) appendReply {
 	if s.poison != nil {
 		return appendReply{err: s.poison}
+	}
+	if s.unwritten != nil && s.bufferBytes >= maxBatchBytes {
+		// Writes keep failing: refuse to buffer without bound.
+		return appendReply{err: commitError("append while frame writes fail", errWritesFailing)}
 	}
 	base := s.appendEnvelopes(m.envs)
 	s.appended += len(m.envs)
@@ -93,6 +100,7 @@ func (s *state) writeFrame(f *pendingFrame) error {
 	}
 	if _, err := s.file.WriteAt(f.bytes, s.writePos); err != nil {
 		s.unwritten = f
+		s.writeFailedAt, s.tailDirty = now, true
 		s.log.metrics.countError(kindWriteFailed)
 		return fmt.Errorf("write frame at %s byte %d: %w", s.active.path, s.writePos, err)
 	}
@@ -168,7 +176,12 @@ func (s *state) backgroundDrain() {
 func (s *state) flushPass() {
 	p := s.log.opts.flush
 	now := time.Now()
-	if s.unwritten != nil || (len(s.buffer) > 0 && now.Sub(s.bufferSince) >= p.drainInterval) {
+	switch {
+	case s.unwritten != nil:
+		if now.Sub(s.writeFailedAt) >= p.drainInterval {
+			s.backgroundDrain()
+		}
+	case len(s.buffer) > 0 && now.Sub(s.bufferSince) >= p.drainInterval:
 		s.backgroundDrain()
 	}
 	if s.writePos > s.syncedPos && (now.Sub(s.unsyncedSince) >= p.syncInterval || s.writePos-s.syncedPos >= p.syncBytes) {
@@ -193,11 +206,13 @@ func (s *state) needsTimer() (due time.Time, ok bool) {
 			due, ok = t, true
 		}
 	}
-	if len(s.buffer) > 0 {
+	switch {
+	case s.unwritten != nil:
+		// A failed write is retried a drain interval after it failed;
+		// the buffer behind it waits for that retry.
+		consider(s.writeFailedAt.Add(p.drainInterval))
+	case len(s.buffer) > 0:
 		consider(s.bufferSince.Add(p.drainInterval))
-	}
-	if s.unwritten != nil {
-		consider(time.Now().Add(p.drainInterval))
 	}
 	if s.writePos > s.syncedPos {
 		consider(s.unsyncedSince.Add(p.syncInterval))

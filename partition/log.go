@@ -95,6 +95,9 @@ func (l *Log) StartOffset() int64 { return l.view.Load().start }
 // Append buffers records and returns the offset of the first. Nothing is
 // visible or durable until a CommitDurable returns nil; a failed commit of
 // another batch may discard them, and the next CommitDurable then says so.
+// An Append and the CommitDurable that follows are one caller's pair:
+// callers serialize their pairs (the runtime's exclusive produce gate
+// does), or one caller's failure report may reach another.
 func (l *Log) Append(ctx context.Context, records []Record) (base int64, err error) {
 	envs, err := buildEnvelopes(records)
 	if err != nil {

@@ -115,7 +115,7 @@ func (l *Log) frameAt(v *view, offset int64) (*cachedFrame, error) {
 			return nil, l.explainReadFailure(offset, err)
 		}
 		if status != frameValid || h.BaseOffset != expect {
-			at, next, found, rerr := sc.resync(pos, expect)
+			at, next, found, rerr := sc.resync(pos, expect, h)
 			if rerr != nil {
 				return nil, l.explainReadFailure(offset, rerr)
 			}

@@ -203,10 +203,7 @@ func walkActive(f fsys.File, base int64) (walkResult, error) {
 		if err != nil && isIOError(err) {
 			return w, fmt.Errorf("open %s: %w", f.Name(), err)
 		}
-		if status == frameValid && h.BaseOffset >= w.tail {
-			if h.BaseOffset > w.tail { // valid, but offsets before it are missing (R5)
-				w.gaps = append(w.gaps, gap{from: w.tail, to: h.BaseOffset})
-			}
+		if status == frameValid && h.BaseOffset == w.tail {
 			if pos-lastIndexed >= indexSpacing {
 				w.index = append(w.index, indexEntry{offset: h.BaseOffset, pos: pos})
 				lastIndexed = pos
@@ -215,7 +212,8 @@ func walkActive(f fsys.File, base int64) (walkResult, error) {
 			w.tail, w.tailPos, w.lastHeader = h.EndOffset(), pos, h
 			continue
 		}
-		at, next, found, err := sc.resync(pos, w.tail)
+		// Damaged, or valid but out of place (fault-model R5).
+		at, next, found, err := sc.resync(pos, w.tail, h)
 		if err != nil {
 			return w, fmt.Errorf("open %s: %w", f.Name(), err)
 		}
@@ -223,9 +221,8 @@ func walkActive(f fsys.File, base int64) (walkResult, error) {
 			w.tornAt = pos
 			break
 		}
-		if next.BaseOffset > w.tail {
-			w.gaps = append(w.gaps, gap{from: w.tail, to: next.BaseOffset})
-		}
+		w.gaps = append(w.gaps, gap{from: w.tail, to: next.BaseOffset})
+		w.tail = next.BaseOffset // the frame at 'at' is next in sequence
 		pos = at
 		lastIndexed = pos - indexSpacing // index the frame after the damage
 	}

@@ -381,3 +381,37 @@ func TestRecovery_ReadErrorFailsOpenThenRecovers(t *testing.T) {
 	checkExactlyOnce(t, "after the fault cleared", l, 1, 10)
 	closeLog(t, l)
 }
+
+// TestRecovery_FrameInsideATornRecordIsNeverServed: a record value may
+// hold bytes that form a valid frame; when the frame holding it is torn,
+// recovery never takes those bytes for a later frame (I1).
+func TestRecovery_FrameInsideATornRecordIsNeverServed(t *testing.T) {
+	for _, claim := range []int64{1, 2, 1000} {
+		d := newDisk(t, 1)
+		l := openLog(t, Options{FS: d, SegmentMaxBytes: 64 << 10})
+		if _, err := l.Produce(bg, []Record{{Value: []byte("honest")}}); err != nil {
+			t.Fatal(err)
+		}
+		env, _ := wire.AppendEnvelope(nil, []byte("evil"), 1, []byte("fabricated"))
+		payload, _ := wire.AppendRecordFrame(nil, env)
+		inner, _ := wire.AppendFrame(nil, wire.CodecNone, claim, 1, len(payload), payload)
+		value := append(append([]byte("prefix"), inner...), make([]byte, 100)...)
+		if _, err := l.Produce(bg, []Record{{Value: value}}); err != nil {
+			t.Fatal(err)
+		}
+		closeLog(t, l)
+		b := contentsOf(t, d, activeSeg)
+		img := d.ProcessCrash()
+		f, _ := img.OpenFile(activeSeg, 2)
+		f.Truncate(int64(len(b)) - 50) // tear the last frame inside its trailing bytes
+		f.Sync()
+		f.Close()
+		emptyHWM(t, img)
+		r := openLog(t, Options{FS: img, SegmentMaxBytes: 64 << 10})
+		recs, gaps := readAll(t, r)
+		if r.HighWatermark() != 1 || len(recs) != 1 || len(gaps) != 0 || string(recs[0].Value) != "honest" {
+			t.Fatalf("claim %d: high watermark %d, records %d, gaps %v: a frame inside a torn record was served", claim, r.HighWatermark(), len(recs), gaps)
+		}
+		closeLog(t, r)
+	}
+}

@@ -44,15 +44,16 @@ type SweepResult struct {
 // (errors_total{component="storage",kind="retention_unlink"}) and retried
 // by the next sweep, before anything newer is unlinked.
 func (l *Log) Sweep(ctx context.Context) (SweepResult, error) {
+	// One sweep at a time, detach to unlink, so two sweeps never unlink
+	// out of order.
+	l.unlinkMu.Lock()
+	defer l.unlinkMu.Unlock()
 	r, err := l.call(ctx, &sweepMsg{newRequest()})
 	if err != nil {
 		return SweepResult{}, err
 	}
 	rep := r.(sweepReply)
 	res := SweepResult{Rotated: rep.rotated}
-
-	l.unlinkMu.Lock()
-	defer l.unlinkMu.Unlock()
 	todo := append(l.pendingUnlinks, rep.detached...)
 	l.pendingUnlinks = nil
 	files := l.opts.FS

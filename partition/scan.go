@@ -94,8 +94,9 @@ func (s *scanner) window(pos int64, want int) ([]byte, error) {
 
 // frameAt checks the frame starting at pos. For a valid frame it returns
 // its header and bytes (valid until the next call); otherwise the status
-// says why and err describes it. err is also set, with frameCorrupt, for an
-// I/O error; isIOError tells that case apart.
+// says why, err describes it, and the header is returned when it parsed
+// (RecordCount >= 1), CRC unchecked. err is also set, with frameCorrupt,
+// for an I/O error; isIOError tells that case apart.
 func (s *scanner) frameAt(pos int64) (wire.FrameHeader, []byte, frameStatus, error) {
 	head, err := s.window(pos, wire.FrameHeaderSize)
 	if err != nil {
@@ -115,22 +116,40 @@ func (s *scanner) frameAt(pos int64) (wire.FrameHeader, []byte, frameStatus, err
 	if err != nil {
 		return h, nil, frameCorrupt, ioError{err}
 	}
-	h, err = wire.CheckFrame(frame)
-	switch {
-	case errors.Is(err, wire.ErrTruncated):
+	if _, err = wire.CheckFrame(frame); errors.Is(err, wire.ErrTruncated) {
 		return h, nil, frameTorn, err
-	case err != nil:
+	} else if err != nil {
 		return h, nil, frameCorrupt, err
 	}
 	return h, frame, frameValid, nil
 }
 
-// resync looks for the first valid frame starting after pos whose base
-// offset is at least minBase, as recovery does past damage. It returns its
-// position and header, or found=false when no valid frame follows.
-func (s *scanner) resync(pos, minBase int64) (at int64, h wire.FrameHeader, found bool, err error) {
+// resync looks for where valid frames resume after damage at pos, in a
+// log whose next offset was expect. The candidate must claim offsets past
+// expect: the damaged frame held at least one record. And when the damaged
+// frame's header is plausible (it parsed, claims base expect) and its
+// claimed extent lies within the bytes scanned, the search starts past that
+// extent: a frame-shaped run of bytes inside a damaged frame's payload is
+// record bytes (a value may hold anything), never a frame. Only a header
+// that is itself damaged, or claims bytes past the end, is searched from
+// pos+1, byte by byte; except that a plausible uncompressed frame claiming
+// bytes past the end is a torn tail outright: its two size fields must
+// agree, so a bit flip in either makes the header implausible, and what
+// follows the start of a torn last frame was all part of its one write
+// (partition/doc.go, R2). It returns the candidate's position and header,
+// or found=false.
+func (s *scanner) resync(pos, expect int64, damaged wire.FrameHeader) (at int64, h wire.FrameHeader, found bool, err error) {
+	at = pos + 1
+	if damaged.RecordCount >= 1 && damaged.BaseOffset == expect {
+		switch {
+		case pos+damaged.FrameLen() <= s.limit:
+			at = pos + damaged.FrameLen()
+		case damaged.Codec == wire.CodecNone:
+			return 0, h, false, nil
+		}
+	}
 	magic := []byte{wire.FrameMagic >> 8, wire.FrameMagic & 0xff}
-	for at = pos + 1; at+wire.FrameHeaderSize <= s.limit; {
+	for at+wire.FrameHeaderSize <= s.limit {
 		chunk, err := s.window(at, len(s.buf))
 		if err != nil {
 			return 0, h, false, err
@@ -148,7 +167,7 @@ func (s *scanner) resync(pos, minBase int64) (at int64, h wire.FrameHeader, foun
 		if err != nil && isIOError(err) {
 			return 0, h, false, err
 		}
-		if status == frameValid && h.BaseOffset >= minBase {
+		if status == frameValid && h.BaseOffset > expect {
 			return at, h, true, nil
 		}
 		at++

@@ -96,7 +96,6 @@ func (sf *segFile) acquire() (fsys.File, error) {
 	if sf.retired {
 		return nil, errSegmentRetired
 	}
-	sf.dropping = false // in use again; the hot set takes it back
 	if sf.file == nil {
 		f, err := sf.fs.OpenFile(sf.path, os.O_RDONLY)
 		if err != nil {
@@ -115,6 +114,13 @@ func (sf *segFile) adopt(f fsys.File) {
 	defer sf.mu.Unlock()
 	sf.file = f
 	sf.refs++
+}
+
+// keep cancels a pending drop: the segment is back in the hot set.
+func (sf *segFile) keep() {
+	sf.mu.Lock()
+	defer sf.mu.Unlock()
+	sf.dropping = false
 }
 
 func (sf *segFile) release() {

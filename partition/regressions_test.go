@@ -1,0 +1,104 @@
+package partition
+
+import (
+	"errors"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/narad-io/storage/internal/fsys"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// Regressions found in review; each named for what it pins.
+
+// A background write that keeps failing is retried once per drain
+// interval, not in a spin, and appends behind it are refused past a bound.
+func TestRegression_FailedBackgroundWriteDoesNotSpin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newDisk(t, 1)
+		opts := testOptions(d)
+		opts.flush = defaultFlushPolicy
+		opts.flush.drainRecords = 1
+		l := openLog(t, opts)
+		defer l.Close()
+		in := d.Inject(fsys.Fault{Op: fsys.OpWrite, Sticky: true, Nth: 1, Err: syscall.ENOSPC})
+		if _, err := l.Append(bg, records(1, 0, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Append(bg, records(1, 1, 1)); err != nil {
+			t.Fatal(err)
+		}
+		<-time.After(time.Second)
+		synctest.Wait()
+		if n := in.Fired(); n > 15 {
+			t.Fatalf("%d failed writes in one second: the flusher spins", n)
+		}
+		in.Remove()
+		if err := l.CommitDurable(bg); err != nil {
+			t.Fatal(err)
+		}
+		if l.HighWatermark() != 2 {
+			t.Fatalf("high watermark %d, want 2", l.HighWatermark())
+		}
+	})
+}
+
+// A CommitDurable that failed reports its failure once: the caller's retry
+// of the same records is not failed again by its own discard.
+func TestRegression_FailedCommitDoesNotFailItsRetry(t *testing.T) {
+	d := newDisk(t, 1)
+	l := openLog(t, testOptions(d))
+	defer closeLog(t, l)
+	l.Append(bg, records(1, 0, 2))
+	d.Inject(fsys.Fault{Op: fsys.OpWrite, Nth: 1, Err: syscall.EIO})
+	if err := l.CommitDurable(bg); !errors.Is(err, ErrCommitFailed) {
+		t.Fatalf("commit with a failing write: %v", err)
+	}
+	if base, err := l.Append(bg, records(1, 0, 2)); err != nil || base != 0 {
+		t.Fatalf("re-append = %d, %v", base, err)
+	}
+	if err := l.CommitDurable(bg); err != nil {
+		t.Fatalf("the retry failed: %v", err)
+	}
+	checkExactlyOnce(t, "after retry", l, 1, 2)
+}
+
+// A short write leaves no bytes past the boundary: close cuts them, so the
+// next open trusts the hwm file and finds no torn tail.
+func TestRegression_ShortWriteIsCut(t *testing.T) {
+	d := newDisk(t, 1)
+	metrics := NewMetrics(prometheus.NewRegistry())
+	opts := testOptions(d)
+	opts.Metrics = metrics
+	l := openLog(t, opts)
+	l.Produce(bg, records(1, 0, 1))
+	d.Inject(fsys.Fault{Op: fsys.OpWrite, Nth: 1, Short: 20, Err: syscall.ENOSPC})
+	if _, err := l.Produce(bg, records(1, 1, 1)); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("short write: %v", err)
+	}
+	closeLog(t, l)
+	r := openLog(t, opts)
+	defer closeLog(t, r)
+	if got := testutil.ToFloat64(metrics.tornTails); got != 0 {
+		t.Fatalf("a torn tail after a clean close: the short write's bytes were left behind")
+	}
+	checkExactlyOnce(t, "after reopen", r, 1, 1)
+}
+
+// A damaged frame under valid ones is one gap, counted once.
+func TestRegression_GapCountedOnce(t *testing.T) {
+	d, pos := committedLog(t, 5)
+	img := d.ProcessCrash()
+	b := contentsOf(t, img, activeSeg)
+	img.Damage(activeSeg, pos[2]+30, []byte{b[pos[2]+30] ^ 1})
+	emptyHWM(t, img)
+	metrics := NewMetrics(prometheus.NewRegistry())
+	l := openLog(t, Options{FS: img, SegmentMaxBytes: 64 << 10, Metrics: metrics})
+	defer closeLog(t, l)
+	if got := testutil.ToFloat64(metrics.gapsRecorded); got != 1 {
+		t.Fatalf("gaps recorded %v, want 1", got)
+	}
+}
