@@ -13,6 +13,9 @@ import (
 // reasonAge labels deletions by retention age.
 const reasonAge = "age"
 
+// ErrSweepInProgress: another sweep of the log is still unlinking.
+var ErrSweepInProgress = errors.New("partition: a sweep of this log is in progress")
+
 // detached is a sealed segment a sweep took out of the log, to be unlinked
 // outside the actor.
 type detached struct {
@@ -45,8 +48,11 @@ type SweepResult struct {
 // by the next sweep, before anything newer is unlinked.
 func (l *Log) Sweep(ctx context.Context) (SweepResult, error) {
 	// One sweep at a time, detach to unlink, so two sweeps never unlink
-	// out of order.
-	l.unlinkMu.Lock()
+	// out of order; a sweep that finds another still unlinking (stuck in a
+	// slow unlink, say) leaves the log to it rather than stalling too.
+	if !l.unlinkMu.TryLock() {
+		return SweepResult{}, ErrSweepInProgress
+	}
 	defer l.unlinkMu.Unlock()
 	r, err := l.call(ctx, &sweepMsg{newRequest()})
 	if err != nil {
@@ -55,7 +61,7 @@ func (l *Log) Sweep(ctx context.Context) (SweepResult, error) {
 	rep := r.(sweepReply)
 	res := SweepResult{Rotated: rep.rotated}
 	todo := append(l.pendingUnlinks, rep.detached...)
-	l.pendingUnlinks = nil
+	l.pendingUnlinks = todo // kept current as files go, so even a panic loses none
 	files := l.opts.FS
 	var unlinkErr error
 	for i, d := range todo {
@@ -70,6 +76,7 @@ func (l *Log) Sweep(ctx context.Context) (SweepResult, error) {
 				zap.String("segment", d.seg.path), zap.Error(err))
 			break
 		}
+		l.pendingUnlinks = todo[i+1:]
 		res.DeletedSegments++
 		res.DeletedBytes += d.bytes
 		res.DeletedRecords += d.records

@@ -22,6 +22,25 @@
 //   - Idle eviction (a supervised loop) closes logs unused for
 //     IdleEvictAfter; with the cold walk off, only once retention has
 //     nothing left to delete in them.
+//   - Retention (retention.go): the reaper (reaper/) sweeps every open log
+//     each ReaperInterval; the cold walk (coldwalk/), every
+//     ColdWalkInterval, sweeps a closed partition holding an expired
+//     segment by opening it under its topic's guard (only if its directory
+//     still exists), sweeping once and closing it, never installing it. A
+//     retention change made elsewhere reaches open logs in place through
+//     the change feed's recheck.
+//   - Consumer progress (consumer.go, consumer_commit.go): Ack and
+//     ConsumerState per partition; the frontier and acked-ahead set are
+//     written into consumer.ahead's window slot every 100 ms by a
+//     supervised committer and written out (fdatasync, then the window
+//     becomes the anchor) once per ConsumerOffsetCommitInterval; a
+//     consumer.offset levelled at most every 30 s and at close, only ever
+//     from a durable frontier, so one above consumer.ahead's is damage and
+//     is rejected (fault-model R4). Recovery is lazy, on first touch, from
+//     both files; a frontier above the high watermark is rejected and
+//     counted. A set too large for a slot keeps its lowest offsets: the
+//     frontier is never moved, the rest are redelivered after a crash.
+//     Closing a log writes both files out and closes the held descriptor.
 //   - TransferListing and InstallPartition are the storage side of a
 //     partition move: the listing reads the directory without opening the
 //     log and refuses a stale incarnation; the install writes the files

@@ -20,22 +20,36 @@ import (
 // topic's guard. It looks the topic up, checks the directory's incarnation
 // marker against the record, and only then opens the log.
 func (n *Node) openUnderGuard(ctx context.Context, t *supervisor.GuardedTopic, key supervisor.Key) (*partition.Log, error) {
-	rec, ok, err := n.ms.Topic(ctx, key.Topic)
+	rec, err := n.admit(ctx, t, key)
 	if err != nil {
-		return nil, fmt.Errorf("open %s/%d: metastore: %w", key.Topic, key.Partition, err)
-	}
-	if !ok {
-		return nil, fmt.Errorf("%w: %s", ErrTopicNotFound, key.Topic)
-	}
-	if key.Partition >= rec.Partitions {
-		return nil, fmt.Errorf("%w: %s/%d (the topic has %d)", ErrPartitionNotFound, key.Topic, key.Partition, rec.Partitions)
-	}
-	if assigned, err := n.ms.Assigned(ctx, key.Topic, key.Partition); err != nil || !assigned {
-		return nil, errors.Join(fmt.Errorf("%w: %s/%d", ErrNotAssigned, key.Topic, key.Partition), err)
-	}
-	if err := n.checkIncarnation(t, rec); err != nil {
 		return nil, err
 	}
+	return n.openAdmitted(key, rec)
+}
+
+// admit is the open path's checks, under the topic's guard: the metastore
+// lookup, the assignment, and the incarnation check (which may quarantine
+// the topic's directory). It returns the record to open under.
+func (n *Node) admit(ctx context.Context, t *supervisor.GuardedTopic, key supervisor.Key) (TopicRecord, error) {
+	rec, ok, err := n.ms.Topic(ctx, key.Topic)
+	if err != nil {
+		return rec, fmt.Errorf("open %s/%d: metastore: %w", key.Topic, key.Partition, err)
+	}
+	if !ok {
+		return rec, fmt.Errorf("%w: %s", ErrTopicNotFound, key.Topic)
+	}
+	if key.Partition >= rec.Partitions {
+		return rec, fmt.Errorf("%w: %s/%d (the topic has %d)", ErrPartitionNotFound, key.Topic, key.Partition, rec.Partitions)
+	}
+	if assigned, err := n.ms.Assigned(ctx, key.Topic, key.Partition); err != nil || !assigned {
+		return rec, errors.Join(fmt.Errorf("%w: %s/%d", ErrNotAssigned, key.Topic, key.Partition), err)
+	}
+	return rec, n.checkIncarnation(t, rec)
+}
+
+// openAdmitted opens a partition's log that admit let through, under the
+// topic's guard; partition.Open creates the directory if it is missing.
+func (n *Node) openAdmitted(key supervisor.Key, rec TopicRecord) (*partition.Log, error) {
 	dir, _ := wire.PartitionDirName(key.Partition)
 	return partition.Open(filepath.Join(n.topicsDir, key.Topic, dir), partition.Options{
 		FS:              n.cfg.FS,

@@ -40,12 +40,22 @@ type Config struct {
 	// QuarantineSweepInterval is how often quarantined directories are
 	// checked for reclaim; default 5m.
 	QuarantineSweepInterval time.Duration
-	// ColdWalk says the cold retention walk sweeps closed logs. Without
-	// it, idle eviction closes a log only once retention has nothing left
-	// to delete in it, since nothing would sweep it closed.
-	ColdWalk bool
+	// ReaperInterval is how often the reaper sweeps every open log;
+	// default 1m (storage-engine.txt, "Retention").
+	ReaperInterval time.Duration
+	// ColdWalkInterval is how often the cold retention walk sweeps closed
+	// logs (storage.cold_retention_walk_ms); 0 turns it off, and the daemon
+	// sets coldwalk.DefaultInterval (5m) unless told 0. With it off, idle
+	// eviction closes a log only once retention has nothing left to delete
+	// in it, since nothing would sweep it closed.
+	ColdWalkInterval time.Duration
 	// SegmentMaxBytes caps segments; default partition.DefaultSegmentMaxBytes.
 	SegmentMaxBytes int64
+	// ConsumerOffsetCommitInterval is how often acked consumer progress is
+	// written out (storage.consumer_offset_commit_interval_ms); default 1s.
+	// Acks are written into the page cache every 100 ms, or this often if
+	// shorter.
+	ConsumerOffsetCommitInterval time.Duration
 	// CheckLockOrder turns on the registry's lock-order checker (tests).
 	CheckLockOrder bool
 }
@@ -60,8 +70,14 @@ func (c Config) withDefaults() Config {
 	if c.IdleEvictAfter <= 0 {
 		c.IdleEvictAfter = 30 * time.Minute
 	}
+	if c.ConsumerOffsetCommitInterval <= 0 {
+		c.ConsumerOffsetCommitInterval = time.Second
+	}
 	if c.EvictInterval <= 0 {
 		c.EvictInterval = time.Minute
+	}
+	if c.ReaperInterval <= 0 {
+		c.ReaperInterval = time.Minute
 	}
 	if c.QuarantineSweepInterval <= 0 {
 		c.QuarantineSweepInterval = 5 * time.Minute
@@ -92,9 +108,14 @@ type Node struct {
 	loops       []*supervisor.Loop
 	promReg     prometheus.Registerer
 
+	consumers       *consumers
+	committer       *committer
+	consumerMetrics consumerMetrics
+
 	// dropConsumerState forgets a deleted incarnation's in-memory consumer
-	// state; it runs right after the quarantine rename, before the fresh
-	// directory exists. Consumer progress installs it.
+	// state; it runs right after the quarantine rename (and in a purge),
+	// before the fresh directory exists, so no ack of the deleted
+	// incarnation is ever written into the new one.
 	dropConsumerState func(topic string, id wire.IncarnationID)
 }
 
@@ -108,15 +129,19 @@ func New(cfg Config, ms Metastore, logger *zap.Logger, reg prometheus.Registerer
 		logger = zap.NewNop()
 	}
 	n := &Node{
-		cfg:               cfg,
-		ms:                ms,
-		logger:            logger,
-		metrics:           partition.NewMetrics(reg),
-		reg:               supervisor.NewRegistry(supervisor.RegistryOptions{CheckLockOrder: cfg.CheckLockOrder}),
-		topicsDir:         filepath.Join(cfg.DataDir, wire.TopicsDirName),
-		promReg:           reg,
-		dropConsumerState: func(string, wire.IncarnationID) {},
+		cfg:             cfg,
+		ms:              ms,
+		logger:          logger,
+		metrics:         partition.NewMetrics(reg),
+		consumerMetrics: newConsumerMetrics(reg),
+		topicsDir:       filepath.Join(cfg.DataDir, wire.TopicsDirName),
+		promReg:         reg,
 	}
+	n.consumers = &consumers{n: n, by: map[supervisor.Key]*consumer{}}
+	n.committer = &committer{n: n, commitInterval: cfg.ConsumerOffsetCommitInterval,
+		dirtySet: map[*consumer]struct{}{}, unsyncedSet: map[*consumer]struct{}{}}
+	n.dropConsumerState = n.consumers.drop
+	n.reg = supervisor.NewRegistry(supervisor.RegistryOptions{CheckLockOrder: cfg.CheckLockOrder, OnClose: n.consumers.settle})
 	if err := cfg.FS.MkdirAll(n.topicsDir); err != nil {
 		return nil, fmt.Errorf("runtime: data directory: %w", err)
 	}

@@ -23,6 +23,20 @@ var bg = context.Background()
 
 const dataDir = "/data"
 
+// newTestDisk returns a simulated disk holding the data directory,
+// durably, as an installer leaves it.
+func newTestDisk(t *testing.T, seed uint64) *fsys.Disk {
+	t.Helper()
+	d := fsys.NewDisk(seed)
+	if err := d.MkdirAll(dataDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SyncDir("/"); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 type testNode struct {
 	*Node
 	disk *fsys.Disk
@@ -34,10 +48,7 @@ type testNode struct {
 func startNode(t *testing.T, d *fsys.Disk, cfg Config) *testNode {
 	t.Helper()
 	if d == nil {
-		d = fsys.NewDisk(1)
-		if err := d.MkdirAll(dataDir); err != nil {
-			t.Fatal(err)
-		}
+		d = newTestDisk(t, 1)
 	}
 	cfg.DataDir, cfg.FS, cfg.CheckLockOrder = dataDir, d, true
 	if cfg.SegmentMaxBytes == 0 {
@@ -98,7 +109,7 @@ func readValues(t *testing.T, n *testNode, topic string, p int) []string {
 // every partition ends holding exactly what its producers were told, in
 // the order of their offsets, with the lock-order checker on.
 func TestNode_ConcurrentTopicsAgainstAModel(t *testing.T) {
-	n := startNode(t, nil, Config{IdleEvictAfter: time.Nanosecond, ColdWalk: true})
+	n := startNode(t, nil, Config{IdleEvictAfter: time.Nanosecond, ColdWalkInterval: 5 * time.Minute})
 	topics := []string{"orders", "payments", "audit.log"}
 	for _, topic := range topics {
 		if _, _, err := n.CreateTopic(bg, topic, 3, 0); err != nil {
@@ -237,8 +248,7 @@ func TestNode_ConcurrentTopicsAgainstAModel(t *testing.T) {
 // marker"). A later sweep reclaims the quarantined directory once the
 // metastore confirms its incarnation is gone.
 func TestIncarnation_MatchAdoptAndQuarantine(t *testing.T) {
-	d := fsys.NewDisk(1)
-	d.MkdirAll(dataDir)
+	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
 	rec, _, err := n.CreateTopic(bg, "orders", 1, 0)
 	if err != nil {
@@ -354,8 +364,7 @@ func TestIncarnation_PurgeLosingTheRaceKeepsTheNewDirectory(t *testing.T) {
 // delete (purged) and recreate, restoring the old directory (a backup, a
 // node that was down) is quarantined, never served.
 func TestIncarnation_DeletedTopicNeverServedWhenItsDirectoryReappears(t *testing.T) {
-	d := fsys.NewDisk(1)
-	d.MkdirAll(dataDir)
+	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
 	n.CreateTopic(bg, "orders", 1, 0)
 	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 4))
@@ -386,8 +395,7 @@ func TestIncarnation_DeletedTopicNeverServedWhenItsDirectoryReappears(t *testing
 // is held inside the file system (a blocking hook, not a timer), produce
 // and read on another topic complete.
 func TestNode_SlowOpenOfOneTopicDoesNotBlockAnother(t *testing.T) {
-	d := fsys.NewDisk(1)
-	d.MkdirAll(dataDir)
+	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
 	n.CreateTopic(bg, "slow", 1, 0)
 	n.CreateTopic(bg, "fast", 1, 0)
@@ -419,8 +427,7 @@ func TestNode_SlowOpenOfOneTopicDoesNotBlockAnother(t *testing.T) {
 // TestStartup_SkipsFailuresThenReady: startup opens every owned partition,
 // skipping (with a warning) one whose open fails, and reports ready after.
 func TestStartup_SkipsFailuresThenReady(t *testing.T) {
-	d := fsys.NewDisk(1)
-	d.MkdirAll(dataDir)
+	d := newTestDisk(t, 1)
 	first := startNode(t, d, Config{})
 	first.CreateTopic(bg, "a", 2, 0)
 	first.CreateTopic(bg, "b", 1, 0)
@@ -455,8 +462,7 @@ func TestStartup_SkipsFailuresThenReady(t *testing.T) {
 // its hwm file; after a crash (empty file, records present) it is unknown,
 // never 0; with no record bytes it is the newest segment's base.
 func TestPeek_AnswersWithoutOpening(t *testing.T) {
-	d := fsys.NewDisk(1)
-	d.MkdirAll(dataDir)
+	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
 	n.CreateTopic(bg, "orders", 2, 0)
 	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 7))
@@ -482,8 +488,7 @@ func TestPeek_AnswersWithoutOpening(t *testing.T) {
 // idle log is closed (its hwm file written) only once retention has
 // nothing left to delete in it.
 func TestEviction_KeepsLogsRetentionStillWorksOn(t *testing.T) {
-	d := fsys.NewDisk(1)
-	d.MkdirAll(dataDir)
+	d := newTestDisk(t, 1)
 	clock := time.Now()
 	d.SetClock(func() time.Time { return clock })
 	n := startNode(t, d, Config{IdleEvictAfter: time.Minute})
@@ -511,8 +516,7 @@ func TestEviction_KeepsLogsRetentionStillWorksOn(t *testing.T) {
 // TestNode_BadNamesCreateNothing: invalid topic names are refused before
 // any path is built from them.
 func TestNode_BadNamesCreateNothing(t *testing.T) {
-	d := fsys.NewDisk(1)
-	d.MkdirAll(dataDir)
+	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
 	for _, name := range []string{"", ".", "..", "../etc", "a/b", "x.stale-0123456789abcdef", string(make([]byte, 201))} {
 		if _, _, err := n.CreateTopic(bg, name, 1, 0); err == nil {

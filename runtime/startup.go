@@ -78,12 +78,13 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	progress()
 	n.startLoops()
+	n.startConsumerCommitter()
 	n.ready.Store(true)
 	return nil
 }
 
-// startLoops starts the node's own supervised loops: idle eviction and the
-// periodic quarantine sweep.
+// startLoops starts the node's own supervised loops: idle eviction, the
+// periodic quarantine sweep, the reaper and the cold walk (retention.go).
 func (n *Node) startLoops() {
 	n.loops = append(n.loops,
 		supervisor.StartLoop(supervisor.LoopConfig{
@@ -95,6 +96,7 @@ func (n *Node) startLoops() {
 			MaxRestarts: 10, Logger: n.logger, Registerer: n.promReg,
 		}, func(ctx context.Context, _ *supervisor.PassContext) { n.SweepQuarantine(ctx) }),
 	)
+	n.loops = append(n.loops, n.startRetentionLoops()...)
 }
 
 // SweepQuarantine reclaims quarantined directories (topics/<name>.stale-<id>)
@@ -139,7 +141,7 @@ func (n *Node) SweepQuarantine(ctx context.Context) int {
 func (n *Node) EvictIdle(now time.Time) int {
 	closed := 0
 	for _, key := range n.reg.IdleSince(now.Add(-n.cfg.IdleEvictAfter)) {
-		if !n.cfg.ColdWalk {
+		if n.cfg.ColdWalkInterval <= 0 {
 			if l, ok := n.reg.Lookup(key); ok {
 				if expired, err := l.Expired(context.Background()); err != nil || expired {
 					continue

@@ -22,6 +22,10 @@ type RegistryOptions struct {
 	// acquisition is recorded and listed by LockOrderViolations. Tests
 	// turn it on; it costs a stack read per lock.
 	CheckLockOrder bool
+	// OnClose, if set, runs after a log is closed, under its topic's
+	// guard: state kept beside the log (consumer progress) is settled and
+	// its files closed with it.
+	OnClose func(Key)
 }
 
 // Registry is a node's map of open partition logs (the design's
@@ -41,7 +45,8 @@ type RegistryOptions struct {
 //   - Gates and guards are never removed: a caller holding one never finds
 //     it replaced.
 type Registry struct {
-	order *lockOrder
+	order   *lockOrder
+	onClose func(Key)
 
 	mu     sync.Mutex
 	gates  map[Key]*Gate
@@ -56,7 +61,7 @@ type entry struct {
 
 // NewRegistry returns an empty registry.
 func NewRegistry(opts RegistryOptions) *Registry {
-	r := &Registry{gates: map[Key]*Gate{}, guards: map[string]*TopicGuard{}, logs: map[Key]*entry{}}
+	r := &Registry{gates: map[Key]*Gate{}, guards: map[string]*TopicGuard{}, logs: map[Key]*entry{}, onClose: opts.OnClose}
 	if opts.CheckLockOrder {
 		r.order = newLockOrder()
 	}
@@ -194,7 +199,11 @@ func (r *Registry) dropAndClose(key Key) error {
 	if e == nil {
 		return nil
 	}
-	return e.log.Close()
+	err := e.log.Close()
+	if r.onClose != nil {
+		r.onClose(key)
+	}
+	return err
 }
 
 // WithTopic runs fn under topic's guard. fn gets the topic's open

@@ -1,0 +1,319 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/supervisor"
+	"github.com/narad-io/storage/wire"
+	"go.uber.org/zap"
+)
+
+// ConsumerState is a partition's consumer progress: the frontier (the
+// lowest offset not yet acked) and the offsets acked above it.
+type ConsumerState struct {
+	Frontier   int64
+	AckedAhead []int64
+}
+
+// consumer is one partition's consumer progress and the files it persists
+// to (storage-engine.txt, "Retention", the consumer-frontier paragraphs).
+//
+// Invariants, under mu:
+//   - every offset in ahead is > frontier and < the high watermark it was
+//     acked under; frontier never passes an unacked offset.
+//   - anchor is the slot of consumer.ahead holding the newest record known
+//     durable; it is never written while it is the anchor. Ticks write the
+//     other slot, the window; a write-out syncs the window and flips them.
+//   - levelled <= the frontier of the anchor: consumer.offset is levelled
+//     only from a durable frontier, so after any crash a consumer.offset
+//     above consumer.ahead's frontier is damage, not progress (R4).
+//   - once dropped, nothing is ever written for it again.
+type consumer struct {
+	key         supervisor.Key
+	dir         string
+	incarnation wire.IncarnationID
+
+	mu             sync.Mutex
+	frontier       int64
+	ahead          map[int64]struct{}
+	dirty          bool      // acked since the last tick
+	unsynced       bool      // written into the window since the last write-out
+	file           fsys.File // consumer.ahead, held open once written
+	anchor         int       // slot holding the durable record
+	seq            uint64    // sequence of the last record written
+	durable        int64     // frontier of the anchor record
+	windowFrontier int64     // frontier of the record in the window
+	levelled       int64     // what consumer.offset holds (or -1: nothing)
+	levelAt        time.Time // last levelling
+	dropped        bool
+}
+
+// consumers is the node's consumer progress, by partition.
+type consumers struct {
+	n  *Node
+	mu sync.Mutex
+	by map[supervisor.Key]*consumer
+}
+
+// Ack records offsets as consumed (each below the high watermark) and
+// returns the frontier. Acks below the frontier and duplicates are no-ops;
+// the frontier moves past every offset acked in a row from it.
+func (n *Node) Ack(ctx context.Context, topic string, p int, offsets ...int64) (int64, error) {
+	for attempt := 0; ; attempt++ {
+		c, hwm, err := n.consumerOf(ctx, topic, p)
+		if err != nil {
+			return 0, err
+		}
+		for _, o := range offsets {
+			if o < 0 || o >= hwm {
+				return 0, fmt.Errorf("%w: ack of offset %d, high watermark %d", partition.ErrBeyondHighWatermark, o, hwm)
+			}
+		}
+		frontier, ok := n.ackInto(c, offsets)
+		if ok || attempt > 0 {
+			if !ok {
+				return 0, fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
+			}
+			return frontier, nil
+		}
+		// The progress was settled (its log closed) or dropped (its
+		// incarnation deleted) under us: look it up afresh once.
+	}
+}
+
+// ackInto applies acks to c; ok is false when c is no longer live.
+func (n *Node) ackInto(c *consumer, offsets []int64) (frontier int64, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dropped {
+		return 0, false
+	}
+	for _, o := range offsets {
+		if o < c.frontier {
+			continue
+		}
+		c.ahead[o] = struct{}{}
+		c.dirty = true
+	}
+	for {
+		if _, ok := c.ahead[c.frontier]; !ok {
+			break
+		}
+		delete(c.ahead, c.frontier)
+		c.frontier++
+	}
+	n.consumerMetrics.acks.Add(float64(len(offsets)))
+	if c.dirty {
+		n.committer.dirty(c)
+	}
+	return c.frontier, true
+}
+
+// ConsumerState returns a partition's frontier and acked-ahead set,
+// recovering them from disk on first touch.
+func (n *Node) ConsumerState(ctx context.Context, topic string, p int) (ConsumerState, error) {
+	c, _, err := n.consumerOf(ctx, topic, p)
+	if err != nil {
+		return ConsumerState{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := ConsumerState{Frontier: c.frontier, AckedAhead: make([]int64, 0, len(c.ahead))}
+	for o := range c.ahead {
+		st.AckedAhead = append(st.AckedAhead, o)
+	}
+	sort.Slice(st.AckedAhead, func(i, j int) bool { return st.AckedAhead[i] < st.AckedAhead[j] })
+	return st, nil
+}
+
+// consumerOf returns a partition's consumer progress, opening the log
+// (acks are only ever below its high watermark) and recovering the
+// progress lazily, under the topic's guard, on first touch: never from a
+// metastore scan at boot.
+func (n *Node) consumerOf(ctx context.Context, topic string, p int) (*consumer, int64, error) {
+	key, err := n.key(topic, p)
+	if err != nil {
+		return nil, 0, err
+	}
+	l, err := n.log(ctx, key)
+	if err != nil {
+		return nil, 0, err
+	}
+	hwm := l.HighWatermark()
+	n.consumers.mu.Lock()
+	c := n.consumers.by[key]
+	n.consumers.mu.Unlock()
+	if c != nil {
+		return c, hwm, nil
+	}
+	err = n.reg.WithTopic(topic, func(*supervisor.GuardedTopic) error {
+		n.consumers.mu.Lock()
+		c = n.consumers.by[key]
+		n.consumers.mu.Unlock()
+		if c != nil {
+			return nil
+		}
+		rec, ok, err := n.ms.Topic(ctx, topic)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
+		}
+		dirName, _ := wire.PartitionDirName(p)
+		c = &consumer{key: key, dir: filepath.Join(n.topicsDir, topic, dirName), incarnation: rec.Incarnation, ahead: map[int64]struct{}{}, levelled: -1}
+		if err := n.recoverConsumer(c, hwm); err != nil {
+			return err
+		}
+		n.consumers.mu.Lock()
+		n.consumers.by[key] = c
+		n.consumers.mu.Unlock()
+		return nil
+	})
+	return c, hwm, err
+}
+
+// recoverConsumer reads consumer.ahead and consumer.offset. Of the ahead
+// slots, the valid one of this incarnation with the larger sequence and a
+// frontier not above the high watermark wins; consumer.offset is trusted
+// only where it cannot skip an unacked record: not above the high
+// watermark, and not above the ahead record's frontier when there is one
+// (it is levelled only from a durable ahead frontier). What is rejected is
+// logged and counted (fault-model R4, matrix rows 15 and 16).
+func (n *Node) recoverConsumer(c *consumer, hwm int64) error {
+	files := n.cfg.FS
+	aheadPath := filepath.Join(c.dir, wire.ConsumerAheadFileName)
+	var best *wire.AheadRecord
+	f, err := files.OpenFile(aheadPath, os.O_RDWR)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("consumer progress %s: %w", aheadPath, err)
+	default:
+		// Whatever is read becomes the anchor: make it durable first, so a
+		// window a dead process left in the page cache cannot be lost
+		// under the record that takes it for durable.
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return fmt.Errorf("consumer progress %s: fsync: %w", aheadPath, err)
+		}
+		c.file = f
+		for slot := range 2 {
+			buf := make([]byte, wire.AheadSlotSize)
+			if _, err := f.ReadAt(buf, wire.AheadSlotOffset(slot)); err != nil && !errors.Is(err, io.EOF) {
+				return fmt.Errorf("consumer progress %s: %w", aheadPath, err)
+			}
+			rec, err := wire.DecodeAheadSlot(buf)
+			switch {
+			case err != nil:
+				if buf[0] != 0 { // an all-zero slot was never written
+					n.consumerMetrics.slotDecodeFailures.Inc()
+					n.logger.Warn("consumer.ahead slot rejected", zap.String("path", aheadPath), zap.Int("slot", slot), zap.Error(err))
+				}
+				continue
+			case rec.Incarnation != c.incarnation:
+				n.consumerMetrics.slotDecodeFailures.Inc()
+				n.logger.Warn("consumer.ahead slot of another incarnation rejected", zap.String("path", aheadPath), zap.Int("slot", slot))
+				continue
+			case rec.Frontier > hwm:
+				n.consumerMetrics.frontierRejected.Inc()
+				n.logger.Warn("consumer.ahead frontier above the high watermark rejected", zap.String("path", aheadPath), zap.Int64("frontier", rec.Frontier), zap.Int64("hwm", hwm))
+				continue
+			}
+			if best == nil || rec.Sequence > best.Sequence {
+				best, c.anchor = &rec, slot
+			}
+		}
+	}
+	offset := int64(-1)
+	b, err := fsys.ReadFile(files, filepath.Join(c.dir, wire.ConsumerOffsetFileName), 64)
+	if err == nil {
+		v, present, derr := wire.DecodeOffsetFile(b)
+		switch {
+		case derr != nil:
+			n.consumerMetrics.frontierRejected.Inc()
+		case !present:
+		case v > hwm || (best != nil && v > best.Frontier):
+			n.consumerMetrics.frontierRejected.Inc()
+			n.logger.Warn("consumer.offset rejected: it would skip unacked records",
+				zap.String("dir", c.dir), zap.Int64("offset", v), zap.Int64("hwm", hwm))
+		default:
+			offset = v
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("consumer progress %s: %w", c.dir, err)
+	}
+	c.levelled = offset
+	if best != nil {
+		c.frontier, c.seq, c.durable = best.Frontier, best.Sequence, best.Frontier
+		for _, o := range best.Ahead {
+			if o < hwm {
+				c.ahead[o] = struct{}{}
+			}
+		}
+	}
+	if offset > c.frontier { // no ahead record survived: the larger wins
+		c.frontier, c.durable = offset, offset
+	}
+	return nil
+}
+
+// drop forgets a deleted incarnation's consumer progress, right after the
+// quarantine rename or purge and before any fresh directory exists: its
+// held file is closed and nothing is written for it again.
+func (cs *consumers) drop(topic string, id wire.IncarnationID) {
+	cs.mu.Lock()
+	var gone []*consumer
+	for k, c := range cs.by {
+		if k.Topic == topic && (id == "" || c.incarnation == id) {
+			gone = append(gone, c)
+			delete(cs.by, k)
+		}
+	}
+	cs.mu.Unlock()
+	for _, c := range gone {
+		c.mu.Lock()
+		c.dropped = true
+		if c.file != nil {
+			c.file.Close()
+			c.file = nil
+		}
+		c.mu.Unlock()
+	}
+}
+
+// settle writes a partition's progress out (consumer.ahead synced and
+// consumer.offset levelled) and closes its file: at the close of its log.
+func (cs *consumers) settle(key supervisor.Key) {
+	cs.mu.Lock()
+	c := cs.by[key]
+	delete(cs.by, key)
+	cs.mu.Unlock()
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dropped {
+		return
+	}
+	if err := cs.n.committer.writeOutLocked(c, true); err != nil {
+		cs.n.logger.Warn("consumer progress at close", zap.String("dir", c.dir), zap.Error(err))
+	}
+	c.dropped = true // a later touch recovers afresh from the files
+	if c.file != nil {
+		c.file.Close()
+		c.file = nil
+	}
+}

@@ -1,0 +1,299 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/synctest"
+
+	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/wire"
+)
+
+func runItem(_ string, f func()) { f() }
+
+// ackModel is what has really been acked: the truth a recovered frontier
+// is checked against.
+type ackModel struct{ acked map[int64]bool }
+
+func (m *ackModel) frontier() int64 {
+	f := int64(0)
+	for m.acked[f] {
+		f++
+	}
+	return f
+}
+
+// TestConsumer_AcksFrontierAndSet: out-of-order and duplicate acks, acks
+// below the frontier, and acks at or above the high watermark (rejected).
+func TestConsumer_AcksFrontierAndSet(t *testing.T) {
+	n := startNode(t, nil, Config{})
+	n.CreateTopic(bg, "orders", 1, 0)
+	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 10))
+	steps := []struct {
+		acks     []int64
+		frontier int64
+		ahead    string
+	}{
+		{[]int64{5, 6, 9}, 0, "[5 6 9]"},
+		{[]int64{0, 1}, 2, "[5 6 9]"},
+		{[]int64{1, 5, 5}, 2, "[5 6 9]"}, // duplicates and below the frontier
+		{[]int64{2, 3, 4}, 7, "[9]"},
+	}
+	for _, s := range steps {
+		f, err := n.Ack(bg, "orders", 0, s.acks...)
+		if err != nil || f != s.frontier {
+			t.Fatalf("ack %v = %d, %v; want frontier %d", s.acks, f, err, s.frontier)
+		}
+		st, _ := n.ConsumerState(bg, "orders", 0)
+		if fmt.Sprint(st.AckedAhead) != s.ahead || st.Frontier != s.frontier {
+			t.Fatalf("after %v: %+v, want frontier %d ahead %s", s.acks, st, s.frontier, s.ahead)
+		}
+	}
+	for _, bad := range []int64{10, 11, -1} {
+		if _, err := n.Ack(bg, "orders", 0, 8, bad); !errors.Is(err, partition.ErrBeyondHighWatermark) {
+			t.Fatalf("ack of %d: %v", bad, err)
+		}
+	}
+	if st, _ := n.ConsumerState(bg, "orders", 0); st.Frontier != 7 || fmt.Sprint(st.AckedAhead) != "[9]" {
+		t.Fatalf("a rejected ack changed the state: %+v", st)
+	}
+}
+
+// TestConsumer_CrashAtEveryPointOfTheCycle takes crash images (unsynced
+// data dropped, kept, torn; lying fsync) before every write to the
+// consumer files during random acks, ticks and write-outs, and checks each
+// recovered state: the frontier never passes an unacked offset, every
+// acked-ahead offset was acked, and the frontier is no lower than the last
+// write-out's (invariant I9).
+func TestConsumer_CrashAtEveryPointOfTheCycle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newTestDisk(t, 3)
+		n := startNode(t, d, Config{})
+		n.CreateTopic(bg, "orders", 1, 0)
+		n.Produce(bg, "orders", 0, recs("orders", 0, 0, 200))
+		model := &ackModel{acked: map[int64]bool{}}
+		durable := int64(0)
+		type image struct {
+			disk     *fsys.Disk
+			acked    map[int64]bool
+			frontier int64
+			durable  int64
+			label    string
+		}
+		var images []image
+		lie := 0
+		d.SetHook(func(c fsys.Call) error {
+			if !strings.Contains(c.Path, "consumer.") || (c.Op != fsys.OpWrite && c.Op != fsys.OpSync && c.Op != fsys.OpOpen) {
+				return nil
+			}
+			acked := map[int64]bool{}
+			for o := range model.acked {
+				acked[o] = true
+			}
+			for i, plan := range []fsys.CrashPlan{{}, {Data: fsys.KeepUnsynced, KeepNameOps: -1}, {Data: fsys.TearUnsynced, Seed: uint64(len(images))}, {Data: fsys.TearUnsynced, Garbage: true, Seed: 7}} {
+				images = append(images, image{d.Crash(plan), acked, model.frontier(), durable, fmt.Sprintf("before %s %s, plan %d", c.Op, filepath.Base(c.Path), i)})
+			}
+			return nil
+		})
+		rng := rand.New(rand.NewPCG(1, 2))
+		for round := range 40 {
+			var acks []int64
+			for range 1 + rng.IntN(6) {
+				o := int64(rng.IntN(60 + 4*round))
+				acks = append(acks, min(o, 199))
+			}
+			if _, err := n.Ack(bg, "orders", 0, acks...); err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range acks {
+				model.acked[o] = true
+			}
+			n.committer.tickAll(runItem)
+			if round%3 == 2 {
+				if round%9 == 8 {
+					lie++
+					d.Inject(fsys.Fault{Op: fsys.OpSync, Nth: 1, Lie: true})
+				}
+				ticked := model.frontier()
+				n.committer.writeOutAll(runItem)
+				if round%9 == 8 {
+					// A lying sync made nothing durable, and the slot it
+					// flipped away from is overwritten next: until an
+					// honest write-out, only I9's upper bound holds.
+					durable = 0
+				} else {
+					durable = ticked
+				}
+			}
+		}
+		d.SetHook(nil)
+		for _, img := range images {
+			m, err := OpenLocalMetastore(img.disk, dataDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := New(Config{DataDir: dataDir, FS: img.disk}, m, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := r.ConsumerState(bg, "orders", 0)
+			if err != nil {
+				t.Fatalf("%s: %v", img.label, err)
+			}
+			for o := int64(0); o < st.Frontier; o++ {
+				if !img.acked[o] {
+					t.Fatalf("%s: recovered frontier %d passes unacked offset %d (I9)", img.label, st.Frontier, o)
+				}
+			}
+			for _, o := range st.AckedAhead {
+				if !img.acked[o] {
+					t.Fatalf("%s: recovered acked-ahead offset %d was never acked", img.label, o)
+				}
+			}
+			if st.Frontier < img.durable {
+				t.Fatalf("%s: recovered frontier %d below the last write-out's %d", img.label, st.Frontier, img.durable)
+			}
+			r.Close()
+		}
+		t.Logf("consumer crash states explored: %d (lying write-outs: %d), violations: 0", len(images), lie)
+	})
+}
+
+// TestConsumer_DamagedFilesFallBackSafely: a corrupt slot falls back to
+// the other; both corrupt fall back to consumer.offset; a consumer.offset
+// above consumer.ahead's frontier or above the high watermark is rejected
+// (fault-model R4, matrix rows 15 and 16).
+func TestConsumer_DamagedFilesFallBackSafely(t *testing.T) {
+	d := newTestDisk(t, 1)
+	n := startNode(t, d, Config{})
+	n.CreateTopic(bg, "orders", 1, 0)
+	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 50))
+	dir := filepath.Join(dataDir, "topics", "orders", "p00000")
+	ahead, offset := filepath.Join(dir, wire.ConsumerAheadFileName), filepath.Join(dir, wire.ConsumerOffsetFileName)
+	for _, f := range []int64{10, 20} { // two write-outs: both slots hold records
+		acks := make([]int64, 0, f)
+		for o := range f {
+			acks = append(acks, o)
+		}
+		n.Ack(bg, "orders", 0, acks...)
+		n.committer.tickAll(runItem)
+		n.committer.writeOutAll(runItem)
+	}
+	n.reg.CloseLive(key("orders", 0)) // close writes both files out
+	base := d.ProcessCrash()
+	recovered := func(d *fsys.Disk) int64 {
+		t.Helper()
+		m, _ := OpenLocalMetastore(d, dataDir)
+		r, err := New(Config{DataDir: dataDir, FS: d}, m, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		st, err := r.ConsumerState(bg, "orders", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Frontier
+	}
+	if f := recovered(base.ProcessCrash()); f != 20 {
+		t.Fatalf("intact files: frontier %d, want 20", f)
+	}
+	b, _ := base.Contents(ahead)
+	newest := 0
+	if r0, err := wire.DecodeAheadSlot(b[:4096]); err == nil {
+		if r1, err := wire.DecodeAheadSlot(b[4096:]); err != nil || r1.Sequence < r0.Sequence {
+			newest = 0
+		} else {
+			newest = 1
+		}
+	}
+	cases := []struct {
+		name   string
+		damage func(*fsys.Disk)
+		want   func(int64) bool
+	}{
+		{"newest slot bit flip: the other slot", func(d *fsys.Disk) {
+			d.Damage(ahead, int64(newest*4096+30), []byte{0xff})
+		}, func(f int64) bool { return f <= 20 && f >= 10 }},
+		{"both slots bad: consumer.offset", func(d *fsys.Disk) {
+			d.Damage(ahead, 30, []byte{0xff})
+			d.Damage(ahead, 4096+30, []byte{0xff})
+		}, func(f int64) bool { return f <= 20 }},
+		{"consumer.offset raised by a bit flip: rejected", func(d *fsys.Disk) {
+			fsys.WriteFileAtomic(d, offset, []byte{0, 0, 0, 0, 0, 0, 0, 40})
+		}, func(f int64) bool { return f == 20 }},
+		{"consumer.offset above the high watermark, ahead gone: rejected", func(d *fsys.Disk) {
+			d.Remove(ahead)
+			fsys.WriteFileAtomic(d, offset, []byte{0, 0, 0, 1, 0, 0, 0, 0})
+		}, func(f int64) bool { return f == 0 }},
+		{"short consumer.offset, ahead gone", func(d *fsys.Disk) {
+			d.Remove(ahead)
+			fsys.WriteFileAtomic(d, offset, []byte{0, 0, 3})
+		}, func(f int64) bool { return f == 0 }},
+	}
+	for _, c := range cases {
+		img := base.ProcessCrash()
+		c.damage(img)
+		if f := recovered(img); !c.want(f) {
+			t.Fatalf("%s: recovered frontier %d", c.name, f)
+		}
+	}
+}
+
+// TestConsumer_DeletedIncarnationNeverWritesIntoTheNewDirectory: acks of a
+// deleted incarnation, still unwritten when the topic is recreated, never
+// reach the recreated directory.
+func TestConsumer_DeletedIncarnationNeverWritesIntoTheNewDirectory(t *testing.T) {
+	d := newTestDisk(t, 1)
+	n := startNode(t, d, Config{})
+	n.CreateTopic(bg, "orders", 1, 0)
+	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 10))
+	if _, err := n.Ack(bg, "orders", 0, 0, 1, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	// Deleted and recreated behind the node's back (it missed the purge).
+	n.ms.DeleteTopic(bg, "orders")
+	n.ms.CreateTopic(bg, "orders", 1, 0)
+	n.background.Wait()
+	n.Produce(bg, "orders", 0, recs("orders", 0, 100, 5)) // quarantines, opens fresh
+	n.committer.tickAll(runItem)
+	n.committer.writeOutAll(runItem)
+	fresh := filepath.Join(dataDir, "topics", "orders", "p00000", wire.ConsumerAheadFileName)
+	if ok, _ := fsys.Exists(d, fresh); ok {
+		t.Fatal("an ack of the deleted incarnation was written into the recreated directory")
+	}
+	if st, _ := n.ConsumerState(bg, "orders", 0); st.Frontier != 0 {
+		t.Fatalf("the recreated topic starts at frontier %d", st.Frontier)
+	}
+}
+
+// TestConsumer_CloseWritesBothFilesOut: closing the log writes
+// consumer.ahead out and levels consumer.offset, and closes the held file.
+func TestConsumer_CloseWritesBothFilesOut(t *testing.T) {
+	d := newTestDisk(t, 1)
+	n := startNode(t, d, Config{})
+	n.CreateTopic(bg, "orders", 1, 0)
+	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 10))
+	n.Ack(bg, "orders", 0, 0, 1, 2, 5)
+	open := d.OpenFiles()
+	n.reg.CloseLive(key("orders", 0))
+	if d.OpenFiles() >= open {
+		t.Fatalf("files open %d after close, %d before: the consumer file was not closed", d.OpenFiles(), open)
+	}
+	crashed := d.Crash(fsys.CrashPlan{})
+	b, err := crashed.Contents(filepath.Join(dataDir, "topics", "orders", "p00000", wire.ConsumerOffsetFileName))
+	if v, _, _ := wire.DecodeOffsetFile(b); err != nil || v != 3 {
+		t.Fatalf("consumer.offset after close = %v (%v), want 3", b, err)
+	}
+	m, _ := OpenLocalMetastore(crashed, dataDir)
+	r, _ := New(Config{DataDir: dataDir, FS: crashed}, m, nil, nil)
+	defer r.Close()
+	if st, _ := r.ConsumerState(bg, "orders", 0); st.Frontier != 3 || fmt.Sprint(st.AckedAhead) != "[5]" {
+		t.Fatalf("recovered after close and power loss: %+v", st)
+	}
+}

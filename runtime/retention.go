@@ -1,0 +1,138 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/narad-io/storage/coldwalk"
+	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/reaper"
+	"github.com/narad-io/storage/supervisor"
+	"github.com/narad-io/storage/wire"
+	"go.uber.org/zap"
+)
+
+// The node's half of storage-engine.txt, "Retention": it starts the reaper
+// over its open logs and, when ColdWalkInterval is set, the cold walk over
+// its closed partitions, and it gives the walk its guarded open. Retention
+// changes reach open logs in place through recheck (incarnation.go); idle
+// eviction's rule for retention logs is in EvictIdle (startup.go).
+
+// startRetentionLoops starts the reaper and, unless it is off, the cold
+// walk.
+func (n *Node) startRetentionLoops() []*supervisor.Loop {
+	loops := []*supervisor.Loop{reaper.Start(reaper.Config{
+		Interval:   n.cfg.ReaperInterval,
+		Logger:     n.logger,
+		Registerer: n.promReg,
+	}, n.openTargets)}
+	if n.cfg.ColdWalkInterval > 0 {
+		loops = append(loops, coldwalk.Start(coldwalk.Config{
+			FS:         n.cfg.FS,
+			TopicsDir:  n.topicsDir,
+			Node:       coldNode{n},
+			Interval:   n.cfg.ColdWalkInterval,
+			Logger:     n.logger,
+			Registerer: n.promReg,
+		}))
+	}
+	return loops
+}
+
+// openTargets lists the open logs for a reaper pass. It reads the registry
+// without touching the logs' last use, so the reaper never keeps a log
+// from idle eviction.
+func (n *Node) openTargets() []reaper.Target {
+	keys := n.reg.Keys()
+	out := make([]reaper.Target, 0, len(keys))
+	for _, k := range keys {
+		if l, ok := n.reg.Lookup(k); ok {
+			out = append(out, reaper.Target{Topic: k.Topic, Partition: k.Partition, Log: l})
+		}
+	}
+	return out
+}
+
+// coldNode is the node as the cold walk sees it (coldwalk.Node).
+type coldNode struct{ n *Node }
+
+var _ coldwalk.Node = coldNode{}
+
+func (c coldNode) CaughtUp() bool { return c.n.ms.CaughtUp() }
+
+func (c coldNode) Retention(ctx context.Context, topic string) (time.Duration, bool, error) {
+	rec, ok, err := c.n.ms.Topic(ctx, topic)
+	return time.Duration(rec.RetentionMs) * time.Millisecond, ok, err
+}
+
+func (c coldNode) Assigned(ctx context.Context, topic string, p int) (bool, error) {
+	return c.n.ms.Assigned(ctx, topic, p)
+}
+
+func (c coldNode) IsOpen(topic string, p int) bool {
+	_, ok := c.n.reg.Lookup(supervisor.Key{Topic: topic, Partition: p})
+	return ok
+}
+
+// SweepCold sweeps a closed partition once (coldwalk.Node). Everything
+// runs under the topic's guard, so no lazy open, reclaim, quarantine or
+// purge of the topic runs in between: the directory must still exist (an
+// open must never undo a reclaim or quarantine by recreating an empty
+// partition at offset 0) and the log must still be closed; then the open
+// path's checks (metastore record, assignment, incarnation, which may
+// quarantine the directory: checked again after), the open, one Sweep and
+// the close, deferred so it runs even if the sweep panics. The log is
+// never installed in the registry, and no produce gate is needed: nothing
+// can write to a log nobody else can reach.
+func (c coldNode) SweepCold(ctx context.Context, topic string, p int) (res partition.SweepResult, err error) {
+	n := c.n
+	key, err := n.key(topic, p)
+	if err != nil {
+		return res, err
+	}
+	dirName, _ := wire.PartitionDirName(p)
+	dir := filepath.Join(n.topicsDir, topic, dirName)
+	err = n.reg.WithTopic(topic, func(t *supervisor.GuardedTopic) error {
+		if _, open := t.Lookup(p); open {
+			return fmt.Errorf("%w: %s/%d", coldwalk.ErrPartitionOpen, topic, p)
+		}
+		if err := mustExist(n.cfg.FS, dir); err != nil {
+			return err
+		}
+		rec, err := n.admit(ctx, t, key)
+		if err != nil {
+			return err
+		}
+		if err := mustExist(n.cfg.FS, dir); err != nil {
+			return err // admit quarantined the topic's directory
+		}
+		l, err := n.openAdmitted(key, rec)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if closeErr := l.Close(); closeErr != nil {
+				n.logger.Warn("cold retention: close", zap.String("topic", topic), zap.Int("partition", p), zap.Error(closeErr))
+			}
+		}()
+		res, err = l.Sweep(ctx)
+		return err
+	})
+	return res, err
+}
+
+// mustExist answers coldwalk.ErrPartitionGone for a directory that is not
+// there, and the error of a stat that could not tell.
+func mustExist(files fsys.FS, dir string) error {
+	exists, err := fsys.Exists(files, dir)
+	if err != nil {
+		return fmt.Errorf("cold retention: stat %s: %w", dir, err)
+	}
+	if !exists {
+		return fmt.Errorf("%w: %s", coldwalk.ErrPartitionGone, dir)
+	}
+	return nil
+}
