@@ -1,0 +1,67 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/wire"
+)
+
+func (a *api) ack(w http.ResponseWriter, r *http.Request) {
+	topic, p, ok := a.partitionOf(w, r)
+	if !ok {
+		return
+	}
+	var body struct {
+		Offsets []int64 `json:"offsets"`
+	}
+	if err := decodeJSON(r, &body); err != nil {
+		a.badBody(w, err)
+		return
+	}
+	if len(body.Offsets) == 0 || len(body.Offsets) > maxAcks {
+		writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("give 1 to %d offsets", maxAcks))
+		return
+	}
+	frontier, err := a.node.Ack(r.Context(), topic, p, body.Offsets...)
+	if errors.Is(err, partition.ErrBeyondHighWatermark) {
+		writeError(w, http.StatusBadRequest, "invalid_offset", err.Error())
+		return
+	}
+	if err != nil {
+		a.writeNodeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int64{"frontier": frontier})
+}
+
+func (a *api) consumer(w http.ResponseWriter, r *http.Request) {
+	topic, p, ok := a.partitionOf(w, r)
+	if !ok {
+		return
+	}
+	st, err := a.node.ConsumerState(r.Context(), topic, p)
+	if err != nil {
+		a.writeNodeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"frontier": st.Frontier, "acked_ahead": st.AckedAhead})
+}
+
+// partitionOf reads {topic} and {p}, answering the error itself when
+// either is invalid.
+func (a *api) partitionOf(w http.ResponseWriter, r *http.Request) (string, int, bool) {
+	topic := r.PathValue("topic")
+	if err := wire.ValidateTopicName(topic); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_topic_name", err.Error())
+		return "", 0, false
+	}
+	p, ok := partitionParam(r)
+	if !ok {
+		writeError(w, http.StatusNotFound, "partition_not_found", "no partition "+r.PathValue("p"))
+		return "", 0, false
+	}
+	return topic, p, true
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"net/http"
+
+	"github.com/narad-io/storage/wire"
+)
+
+type topicBody struct {
+	Partitions  *int   `json:"partitions"`
+	RetentionMs *int64 `json:"retention_ms"`
+}
+
+type partitionDescription struct {
+	Partition     int   `json:"partition"`
+	StartOffset   int64 `json:"start_offset"`
+	HighWatermark int64 `json:"high_watermark"`
+	Segments      int   `json:"segments"`
+	Bytes         int64 `json:"bytes"`
+}
+
+type topicDescription struct {
+	Name        string                 `json:"name"`
+	Incarnation string                 `json:"incarnation"`
+	RetentionMs int64                  `json:"retention_ms"`
+	Partitions  []partitionDescription `json:"partitions"`
+}
+
+func (a *api) putTopic(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("topic")
+	if err := wire.ValidateTopicName(name); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_topic_name", err.Error())
+		return
+	}
+	var body topicBody
+	if err := decodeJSON(r, &body); err != nil {
+		a.badBody(w, err)
+		return
+	}
+	retention := int64(0)
+	if body.RetentionMs != nil {
+		retention = *body.RetentionMs
+	}
+	if body.Partitions == nil || *body.Partitions < 1 || *body.Partitions > maxPartitions || retention < 0 {
+		writeError(w, http.StatusBadRequest, "invalid_body", "partitions must be 1 to 100000 and retention_ms not negative")
+		return
+	}
+	_, created, err := a.node.CreateTopic(r.Context(), name, *body.Partitions, retention)
+	if err != nil {
+		a.writeNodeError(w, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	a.describe(w, r, name, status)
+}
+
+func (a *api) listTopics(w http.ResponseWriter, r *http.Request) {
+	topics, err := a.ms.Topics(r.Context())
+	if err != nil {
+		a.writeNodeError(w, err)
+		return
+	}
+	out := struct {
+		Topics []topicDescription `json:"topics"`
+	}{Topics: []topicDescription{}}
+	for _, t := range topics {
+		d, err := a.description(r, t.Name)
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		out.Topics = append(out.Topics, d)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *api) getTopic(w http.ResponseWriter, r *http.Request) {
+	a.describe(w, r, r.PathValue("topic"), http.StatusOK)
+}
+
+func (a *api) patchTopic(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("topic")
+	if err := wire.ValidateTopicName(name); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_topic_name", err.Error())
+		return
+	}
+	var body topicBody
+	if err := decodeJSON(r, &body); err != nil {
+		a.badBody(w, err)
+		return
+	}
+	if body.RetentionMs == nil || *body.RetentionMs < 0 || body.Partitions != nil {
+		writeError(w, http.StatusBadRequest, "invalid_body", "give retention_ms (not negative); partitions cannot change")
+		return
+	}
+	if _, err := a.node.SetRetention(r.Context(), name, *body.RetentionMs); err != nil {
+		a.writeNodeError(w, err)
+		return
+	}
+	a.describe(w, r, name, http.StatusOK)
+}
+
+func (a *api) deleteTopic(w http.ResponseWriter, r *http.Request) {
+	if err := a.node.DeleteTopic(r.Context(), r.PathValue("topic")); err != nil {
+		a.writeNodeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *api) describe(w http.ResponseWriter, r *http.Request, name string, status int) {
+	d, err := a.description(r, name)
+	if err != nil {
+		a.writeNodeError(w, err)
+		return
+	}
+	writeJSON(w, status, d)
+}
+
+// description describes a topic; a partition whose boundary is not on
+// disk (closed after a crash) is opened to learn it, never shown as 0.
+func (a *api) description(r *http.Request, name string) (topicDescription, error) {
+	rec, infos, err := a.node.Describe(r.Context(), name)
+	if err != nil {
+		return topicDescription{}, err
+	}
+	d := topicDescription{Name: rec.Name, Incarnation: string(rec.Incarnation), RetentionMs: rec.RetentionMs, Partitions: []partitionDescription{}}
+	for _, p := range infos {
+		if !p.Known {
+			hwm, err := a.node.HighWatermark(r.Context(), name, p.Partition)
+			if err != nil {
+				return d, err
+			}
+			p.HighWatermark = hwm
+		}
+		d.Partitions = append(d.Partitions, partitionDescription{Partition: p.Partition, StartOffset: p.StartOffset,
+			HighWatermark: p.HighWatermark, Segments: p.Segments, Bytes: p.Bytes})
+	}
+	return d, nil
+}
+
+// badBody answers an unreadable request body: 413 past the cap, else 400.
+func (a *api) badBody(w http.ResponseWriter, err error) {
+	if isTooLarge(err) {
+		writeError(w, http.StatusRequestEntityTooLarge, "batch_too_large", err.Error())
+		return
+	}
+	writeError(w, http.StatusBadRequest, "invalid_body", err.Error())
+}

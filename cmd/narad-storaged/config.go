@@ -1,0 +1,176 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/narad-io/storage/internal/fsys"
+)
+
+// config is serve's configuration. A JSON file given with --config holds
+// the same keys (snake_case, durations as Go duration strings such as
+// "1m"); flags given on the command line win over it.
+type config struct {
+	DataDir                      string   `json:"data_dir"`
+	Listen                       string   `json:"listen"`
+	AuthTokenFile                string   `json:"auth_token_file"`
+	Insecure                     bool     `json:"insecure"`
+	Codec                        string   `json:"codec"`
+	ReaperInterval               duration `json:"reaper_interval"`
+	ColdWalkInterval             duration `json:"cold_walk_interval"`
+	IdleEvictAfter               duration `json:"idle_evict_after"`
+	ConsumerOffsetCommitInterval duration `json:"consumer_offset_commit_interval"`
+	LogLevel                     string   `json:"log_level"`
+	LogFormat                    string   `json:"log_format"`
+	Pprof                        bool     `json:"pprof"`
+	MaxBodyBytes                 int64    `json:"max_body_bytes"`
+	ShutdownTimeout              duration `json:"shutdown_timeout"`
+}
+
+func defaultConfig() config {
+	return config{
+		DataDir:                      "./narad-data",
+		Listen:                       "127.0.0.1:7480",
+		Codec:                        "none",
+		ReaperInterval:               duration(time.Minute),
+		ColdWalkInterval:             duration(5 * time.Minute),
+		IdleEvictAfter:               duration(30 * time.Minute),
+		ConsumerOffsetCommitInterval: duration(time.Second),
+		LogLevel:                     "info",
+		LogFormat:                    "json",
+		MaxBodyBytes:                 64 << 20,
+		ShutdownTimeout:              duration(30 * time.Second),
+	}
+}
+
+// duration is a time.Duration that reads and writes as "1m30s" in JSON.
+type duration time.Duration
+
+func (d *duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration is a string like \"1m\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = duration(v)
+	return nil
+}
+
+func (d duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// durationFlag adapts a *duration to flag.Value.
+type durationFlag struct{ d *duration }
+
+func (f durationFlag) String() string {
+	if f.d == nil {
+		return ""
+	}
+	return time.Duration(*f.d).String()
+}
+
+func (f durationFlag) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*f.d = duration(v)
+	return nil
+}
+
+// parseServeFlags reads the config file (if --config names one) and then
+// the flags, so flags win.
+func parseServeFlags(args []string, stderr io.Writer) (config, error) {
+	cfg := defaultConfig()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configFile := fs.String("config", "", "JSON config file with the same keys as the flags (flags win)")
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "data directory (created 0700)")
+	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "address; a non-loopback address needs --auth-token-file or --insecure")
+	fs.StringVar(&cfg.AuthTokenFile, "auth-token-file", cfg.AuthTokenFile, "file holding a bearer token every request but /healthz must carry")
+	fs.BoolVar(&cfg.Insecure, "insecure", cfg.Insecure, "allow a non-loopback --listen without a token")
+	fs.StringVar(&cfg.Codec, "codec", cfg.Codec, "codec of new frames: none or zstd")
+	fs.Var(durationFlag{&cfg.ReaperInterval}, "reaper-interval", "retention sweep of open logs")
+	fs.Var(durationFlag{&cfg.ColdWalkInterval}, "cold-walk-interval", "cold retention walk of closed logs; 0 turns it off")
+	fs.Var(durationFlag{&cfg.IdleEvictAfter}, "idle-evict-after", "close a log idle this long")
+	fs.Var(durationFlag{&cfg.ConsumerOffsetCommitInterval}, "consumer-offset-commit-interval", "consumer progress write-out interval")
+	fs.Var(durationFlag{&cfg.ShutdownTimeout}, "shutdown-timeout", "bound on a graceful shutdown")
+	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "json or console")
+	fs.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "serve /debug/pprof/")
+	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", cfg.MaxBodyBytes, "largest request body accepted")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if *configFile != "" {
+		fromFile := defaultConfig()
+		b, err := fsys.ReadFile(fsys.OS{}, *configFile, 1<<20)
+		if err != nil {
+			return cfg, fmt.Errorf("config file: %w", err)
+		}
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&fromFile); err != nil {
+			return cfg, fmt.Errorf("config file %s: %w", *configFile, err)
+		}
+		// Flags set on the command line win; the rest come from the file.
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		merge := func(flagName string, apply func()) {
+			if !set[flagName] {
+				apply()
+			}
+		}
+		merge("data-dir", func() { cfg.DataDir = fromFile.DataDir })
+		merge("listen", func() { cfg.Listen = fromFile.Listen })
+		merge("auth-token-file", func() { cfg.AuthTokenFile = fromFile.AuthTokenFile })
+		merge("insecure", func() { cfg.Insecure = fromFile.Insecure })
+		merge("codec", func() { cfg.Codec = fromFile.Codec })
+		merge("reaper-interval", func() { cfg.ReaperInterval = fromFile.ReaperInterval })
+		merge("cold-walk-interval", func() { cfg.ColdWalkInterval = fromFile.ColdWalkInterval })
+		merge("idle-evict-after", func() { cfg.IdleEvictAfter = fromFile.IdleEvictAfter })
+		merge("consumer-offset-commit-interval", func() { cfg.ConsumerOffsetCommitInterval = fromFile.ConsumerOffsetCommitInterval })
+		merge("shutdown-timeout", func() { cfg.ShutdownTimeout = fromFile.ShutdownTimeout })
+		merge("log-level", func() { cfg.LogLevel = fromFile.LogLevel })
+		merge("log-format", func() { cfg.LogFormat = fromFile.LogFormat })
+		merge("pprof", func() { cfg.Pprof = fromFile.Pprof })
+		merge("max-body-bytes", func() { cfg.MaxBodyBytes = fromFile.MaxBodyBytes })
+	}
+	return cfg, cfg.validate()
+}
+
+func (c config) validate() error {
+	if c.Codec != "none" && c.Codec != "zstd" {
+		return fmt.Errorf("codec %q: want none or zstd", c.Codec)
+	}
+	if c.MaxBodyBytes <= 0 {
+		return errors.New("max-body-bytes must be positive")
+	}
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %q: %w", c.Listen, err)
+	}
+	if !isLoopback(host) && c.AuthTokenFile == "" && !c.Insecure {
+		return fmt.Errorf("listen %q is not loopback: give --auth-token-file, or --insecure to serve without authentication", c.Listen)
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/narad-io/storage/codec"
+	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/runtime"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// runServe starts the node and serves it until SIGTERM or SIGINT.
+func runServe(args []string, stderr io.Writer) int {
+	cfg, err := parseServeFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "narad-storaged:", err)
+		return 2
+	}
+	logger, err := newLogger(cfg, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "narad-storaged:", err)
+		return 2
+	}
+	defer logger.Sync()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := serve(ctx, cfg, logger); err != nil {
+		logger.Error("narad-storaged stopped", zap.Error(err))
+		return 1
+	}
+	return 0
+}
+
+func newLogger(cfg config, stderr io.Writer) (*zap.Logger, error) {
+	level, err := zapcore.ParseLevel(cfg.LogLevel)
+	if err != nil {
+		return nil, err
+	}
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	var encoder zapcore.Encoder
+	switch cfg.LogFormat {
+	case "json":
+		encoder = zapcore.NewJSONEncoder(enc)
+	case "console":
+		encoder = zapcore.NewConsoleEncoder(enc)
+	default:
+		return nil, fmt.Errorf("log-format %q: want json or console", cfg.LogFormat)
+	}
+	return zap.New(zapcore.NewCore(encoder, zapcore.AddSync(stderr), level)), nil
+}
+
+// serve runs the node until ctx ends, then shuts down gracefully: stop
+// accepting, finish in-flight requests (long polls end early), close every
+// log (each hwm file written), within the shutdown timeout.
+func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
+	files := fsys.OS{}
+	if err := files.MkdirAll(cfg.DataDir); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	var token []byte
+	if cfg.AuthTokenFile != "" {
+		b, err := fsys.ReadFile(files, cfg.AuthTokenFile, 4096)
+		if err != nil {
+			return fmt.Errorf("auth token file: %w", err)
+		}
+		token = []byte(strings.TrimSpace(string(b)))
+		if len(token) == 0 {
+			return errors.New("auth token file is empty")
+		}
+	}
+	cd, err := codec.ByName(cfg.Codec)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ms, err := runtime.OpenLocalMetastore(files, cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	node, err := runtime.New(runtime.Config{
+		DataDir:                      cfg.DataDir,
+		FS:                           files,
+		Codec:                        cd,
+		IdleEvictAfter:               time.Duration(cfg.IdleEvictAfter),
+		ReaperInterval:               time.Duration(cfg.ReaperInterval),
+		ColdWalkInterval:             time.Duration(cfg.ColdWalkInterval),
+		ConsumerOffsetCommitInterval: time.Duration(cfg.ConsumerOffsetCommitInterval),
+	}, ms, logger, reg)
+	if err != nil {
+		return err
+	}
+
+	listener, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		node.Close()
+		return err
+	}
+	requests, cancelRequests := context.WithCancel(context.Background())
+	defer cancelRequests()
+	api := newAPI(node, ms, logger, reg, apiOptions{token: token, maxBody: cfg.MaxBodyBytes, pprof: cfg.Pprof})
+	server := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return requests },
+		ErrorLog:          zap.NewStdLog(logger.Named("http")),
+	}
+	served := make(chan error, 1)
+	go func() { served <- server.Serve(listener) }()
+	logger.Info("narad-storaged starting", zap.String("version", version), zap.String("data_dir", cfg.DataDir),
+		zap.String("addr", listener.Addr().String()), zap.String("codec", cfg.Codec))
+	logger.Info("listening", zap.String("addr", listener.Addr().String()))
+
+	started := make(chan error, 1)
+	go func() { started <- node.Start(ctx) }()
+	select {
+	case err := <-started:
+		if err != nil && ctx.Err() == nil {
+			shutdown(server, cancelRequests, node, cfg, logger)
+			return fmt.Errorf("startup: %w", err)
+		}
+		if err == nil {
+			logger.Info("ready")
+		}
+	case err := <-served:
+		node.Close()
+		return err
+	case <-ctx.Done():
+		<-started
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		node.Close()
+		return err
+	}
+	logger.Info("shutting down")
+	return shutdown(server, cancelRequests, node, cfg, logger)
+}
+
+func shutdown(server *http.Server, cancelRequests context.CancelFunc, node *runtime.Node, cfg config, logger *zap.Logger) error {
+	timeout, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.ShutdownTimeout))
+	defer cancel()
+	cancelRequests() // long polls answer now
+	err := server.Shutdown(timeout)
+	if cerr := node.Close(); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	if err == nil {
+		logger.Info("stopped: every log closed")
+	}
+	return err
+}
