@@ -74,6 +74,13 @@
 // drive that lied about an fsync can turn its own lost frame into a gap.
 // The price is an fsync per background drain when records are appended and
 // not committed for longer than a drain interval; commits pay nothing.
+// The search for where frames resume never looks inside a damaged frame's
+// payload when its header is plausible (a record value may hold bytes that
+// form a valid frame), and a plausible uncompressed frame that runs past
+// the end of the file is a torn tail outright: its two size fields must
+// agree, so rot in one of them makes the header implausible and the byte
+// search runs. Rot in both at once, consistently, would make valid frames
+// after it look like a torn tail; that is two independent corruptions.
 //
 // R3, reopen after a failed fdatasync. A poisoned log cuts its active
 // segment back to the high watermark at once, which drops from the page

@@ -297,3 +297,46 @@ func TestConsumer_CloseWritesBothFilesOut(t *testing.T) {
 		t.Fatalf("recovered after close and power loss: %+v", st)
 	}
 }
+
+// TestConsumer_SetTooLargeForASlotDegradesSafely: an acked-ahead set that
+// does not fit in a 4 KiB slot keeps the frontier exact and the lowest
+// offsets that fit; after a crash nothing unacked is skipped, and the
+// offsets that did not fit are merely redelivered.
+func TestConsumer_SetTooLargeForASlotDegradesSafely(t *testing.T) {
+	d := newTestDisk(t, 1)
+	n := startNode(t, d, Config{})
+	n.CreateTopic(bg, "orders", 1, 0)
+	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 20000))
+	var acks []int64
+	for o := int64(1); o < 20000; o += 2 { // every odd offset: 10,000 acked ahead
+		acks = append(acks, o)
+	}
+	if f, err := n.Ack(bg, "orders", 0, acks...); err != nil || f != 0 {
+		t.Fatalf("ack = %d, %v", f, err)
+	}
+	n.Ack(bg, "orders", 0, 0) // frontier moves to 2
+	n.committer.tickAll(runItem)
+	n.committer.writeOutAll(runItem)
+	crashed := d.Crash(fsys.CrashPlan{})
+	m, _ := OpenLocalMetastore(crashed, dataDir)
+	r, err := New(Config{DataDir: dataDir, FS: crashed}, m, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	st, err := r.ConsumerState(bg, "orders", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Frontier != 2 {
+		t.Fatalf("recovered frontier %d, want 2", st.Frontier)
+	}
+	if len(st.AckedAhead) == 0 || len(st.AckedAhead) >= len(acks) {
+		t.Fatalf("recovered %d acked-ahead offsets of %d: want the part that fits", len(st.AckedAhead), len(acks))
+	}
+	for i, o := range st.AckedAhead {
+		if o != int64(3+2*i) {
+			t.Fatalf("acked-ahead offset %d is %d: not the lowest acked ones", i, o)
+		}
+	}
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"syscall"
+	"testing"
+
+	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/runtime"
+	"github.com/narad-io/storage/wire"
+	"go.uber.org/zap"
+)
+
+// TestWriteNodeError_StatusAndCode pins every error of the contract to its
+// status and code, including those the end-to-end tests cannot provoke in
+// a healthy process (a failed commit, a poisoned log, a full disk).
+func TestWriteNodeError_StatusAndCode(t *testing.T) {
+	a := &api{logger: zap.NewNop()}
+	wrap := func(err error) error { return fmt.Errorf("context: %w", err) }
+	cases := []struct {
+		err        error
+		status     int
+		code       string
+		retryAfter bool
+	}{
+		{wrap(wire.ErrBadName), 400, "invalid_topic_name", false},
+		{wrap(runtime.ErrTopicNotFound), 404, "topic_not_found", false},
+		{wrap(runtime.ErrPartitionNotFound), 404, "partition_not_found", false},
+		{wrap(runtime.ErrTopicExists), 409, "topic_exists", false},
+		{wrap(fmt.Errorf("%w: %w", partition.ErrLogPoisoned, syscall.EIO)), 503, "log_poisoned", false},
+		{wrap(fmt.Errorf("%w: write: %w: %w", partition.ErrCommitFailed, partition.ErrNoSpace, syscall.ENOSPC)), 507, "no_space", false},
+		{wrap(fmt.Errorf("%w: write: %w", partition.ErrCommitFailed, syscall.EIO)), 503, "commit_failed", true},
+		{wrap(partition.ErrTooLarge), 413, "batch_too_large", false},
+		{wrap(&partition.UnreadableError{Offset: 5, Next: 9, Cause: errors.New("crc")}), 410, "record_unreadable", false},
+		{wrap(partition.ErrBeyondHighWatermark), 416, "offset_beyond_high_watermark", false},
+		{wrap(partition.ErrLogClosed), 503, "unavailable", true},
+		{wrap(syscall.EIO), 500, "internal", false},
+	}
+	for _, c := range cases {
+		w := httptest.NewRecorder()
+		a.writeNodeError(w, c.err)
+		var body errorBody
+		if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+			t.Fatalf("%v: body %q is not the error shape: %v", c.err, w.Body.Bytes(), err)
+		}
+		if w.Code != c.status || body.Error.Code != c.code || body.Error.Message == "" {
+			t.Fatalf("%v: %d %q, want %d %q", c.err, w.Code, body.Error.Code, c.status, c.code)
+		}
+		if (w.Header().Get("Retry-After") != "") != c.retryAfter {
+			t.Fatalf("%v: Retry-After %q", c.err, w.Header().Get("Retry-After"))
+		}
+		if c.code == "record_unreadable" && (body.NextOffset == nil || *body.NextOffset != 9) {
+			t.Fatalf("record_unreadable without next_offset 9: %s", w.Body.Bytes())
+		}
+	}
+}
