@@ -133,7 +133,7 @@ func Start(cfg Config) *supervisor.Loop {
 	w := &walker{
 		cfg:    cfg,
 		logger: cfg.Logger.With(zap.String("loop", "cold_retention")),
-		swept: register(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
+		swept: supervisor.RegisterMetric(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "narad_cold_retention_swept_total", Help: "Closed partitions the cold retention walk opened, swept and closed.",
 		})),
 		leftAlone: map[partitionKey]time.Time{},
@@ -316,21 +316,4 @@ func expiredOnDisk(files fsys.FS, dir string, cutoff time.Time) (bool, error) {
 		return false, err
 	}
 	return fi.Size > 0 && fi.ModTime.Before(cutoff), nil
-}
-
-// register registers c on reg (if any), sharing an identical collector
-// already registered there: two nodes of one process may share a registry.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if reg == nil {
-		return c
-	}
-	if err := reg.Register(c); err != nil {
-		if already, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
-			if existing, ok := already.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(fmt.Sprintf("coldwalk: register metric: %v", err))
-	}
-	return c
 }

@@ -88,10 +88,10 @@ func newReaper(cfg Config, targets func() []Target) (*reaper, supervisor.LoopCon
 	r := &reaper{
 		targets: targets,
 		logger:  cfg.Logger.With(zap.String("loop", "reaper")),
-		sweeps: register(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
+		sweeps: supervisor.RegisterMetric(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "narad_reaper_sweeps_total", Help: "Sweeps of an open partition log by the reaper.",
 		})),
-		sweepSeconds: register(cfg.Registerer, prometheus.NewHistogram(prometheus.HistogramOpts{
+		sweepSeconds: supervisor.RegisterMetric(cfg.Registerer, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "narad_reaper_sweep_duration_seconds",
 			Help:    "Duration of one open log's sweep: rotation, detach and unlinks.",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 4, 12), // 50µs to about 3.5 minutes
@@ -147,21 +147,4 @@ func (r *reaper) sweep(ctx context.Context, t Target) {
 			zap.Bool("rotated", res.Rotated), zap.Int("segments", res.DeletedSegments),
 			zap.Int64("bytes", res.DeletedBytes), zap.Int64("records", res.DeletedRecords))
 	}
-}
-
-// register registers c on reg (if any), sharing an identical collector
-// already registered there: two nodes of one process may share a registry.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if reg == nil {
-		return c
-	}
-	if err := reg.Register(c); err != nil {
-		if already, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
-			if existing, ok := already.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(fmt.Sprintf("reaper: register metric: %v", err))
-	}
-	return c
 }

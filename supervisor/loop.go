@@ -308,13 +308,13 @@ func newLoopMetrics(name string, reg prometheus.Registerer) loopMetrics {
 	prefix := "narad_" + name + "_"
 	counter := func(suffix, help string) prometheus.Counter {
 		c := prometheus.NewCounter(prometheus.CounterOpts{Name: prefix + suffix, Help: help})
-		return registerLoopMetric(reg, c)
+		return RegisterMetric(reg, c)
 	}
 	return loopMetrics{
 		restarts: counter("restarts", "Stalled workers of the "+name+" loop replaced."),
 		panics:   counter("panics_total", "Panics recovered in the "+name+" loop."),
 		passes:   counter("passes_total", "Passes of the "+name+" loop finished."),
-		passSeconds: registerLoopMetric(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		passSeconds: RegisterMetric(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    prefix + "pass_duration_seconds",
 			Help:    "Duration of passes of the " + name + " loop.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10), // 1ms to about 4.4 minutes
@@ -322,9 +322,11 @@ func newLoopMetrics(name string, reg prometheus.Registerer) loopMetrics {
 	}
 }
 
-// registerLoopMetric registers c on reg (if any), sharing an identical
-// collector already registered there.
-func registerLoopMetric[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+// RegisterMetric registers c with reg and returns it; if a collector of
+// the same name is registered already (two nodes on one registry, say),
+// it returns that one instead, so loops and nodes share their counters. A
+// nil reg registers nothing.
+func RegisterMetric[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	if reg == nil {
 		return c
 	}
@@ -334,7 +336,7 @@ func registerLoopMetric[C prometheus.Collector](reg prometheus.Registerer, c C) 
 				return existing
 			}
 		}
-		panic(fmt.Sprintf("supervisor: register loop metric: %v", err))
+		panic(fmt.Sprintf("register metric: %v", err))
 	}
 	return c
 }
