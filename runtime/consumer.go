@@ -19,6 +19,16 @@ import (
 	"go.uber.org/zap"
 )
 
+// MaxAckedAhead bounds a partition's acked-ahead set: an ack that would
+// hold more offsets acked above the frontier is refused (the consumer must
+// ack the frontier first). It keeps the set's memory, and the cost of
+// writing it out, bounded; a slot stores only its lowest offsets anyway.
+const MaxAckedAhead = 100000
+
+// ErrAckedAheadFull: an ack would hold more than MaxAckedAhead offsets
+// above the frontier.
+var ErrAckedAheadFull = errors.New("runtime: too many offsets acked ahead of the frontier")
+
 // ConsumerState is a partition's consumer progress: the frontier (the
 // lowest offset not yet acked) and the offsets acked above it.
 type ConsumerState struct {
@@ -41,6 +51,7 @@ type ConsumerState struct {
 //   - once dropped, nothing is ever written for it again.
 type consumer struct {
 	key         supervisor.Key
+	log         *partition.Log // the log it was recovered for; settled when it closes
 	dir         string
 	incarnation wire.IncarnationID
 
@@ -80,12 +91,15 @@ func (n *Node) Ack(ctx context.Context, topic string, p int, offsets ...int64) (
 				return 0, fmt.Errorf("%w: ack of offset %d, high watermark %d", partition.ErrBeyondHighWatermark, o, hwm)
 			}
 		}
-		frontier, ok := n.ackInto(c, offsets)
-		if ok || attempt > 0 {
-			if !ok {
-				return 0, fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
-			}
+		frontier, ok, err := n.ackInto(c, offsets)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
 			return frontier, nil
+		}
+		if attempt == 2 {
+			return 0, fmt.Errorf("%w: %s/%d kept closing under an ack", partition.ErrLogClosed, topic, p)
 		}
 		// The progress was settled (its log closed) or dropped (its
 		// incarnation deleted) under us: look it up afresh once.
@@ -93,11 +107,20 @@ func (n *Node) Ack(ctx context.Context, topic string, p int, offsets ...int64) (
 }
 
 // ackInto applies acks to c; ok is false when c is no longer live.
-func (n *Node) ackInto(c *consumer, offsets []int64) (frontier int64, ok bool) {
+func (n *Node) ackInto(c *consumer, offsets []int64) (frontier int64, ok bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.dropped {
-		return 0, false
+		return 0, false, nil
+	}
+	added := 0
+	for _, o := range offsets {
+		if _, dup := c.ahead[o]; o > c.frontier && !dup {
+			added++
+		}
+	}
+	if len(c.ahead)+added > MaxAckedAhead {
+		return 0, false, fmt.Errorf("%w: %d held, %d more", ErrAckedAheadFull, len(c.ahead), added)
 	}
 	for _, o := range offsets {
 		if o < c.frontier {
@@ -117,71 +140,106 @@ func (n *Node) ackInto(c *consumer, offsets []int64) (frontier int64, ok bool) {
 	if c.dirty {
 		n.committer.dirty(c)
 	}
-	return c.frontier, true
+	return c.frontier, true, nil
 }
 
 // ConsumerState returns a partition's frontier and acked-ahead set,
 // recovering them from disk on first touch.
 func (n *Node) ConsumerState(ctx context.Context, topic string, p int) (ConsumerState, error) {
-	c, _, err := n.consumerOf(ctx, topic, p)
-	if err != nil {
-		return ConsumerState{}, err
+	for attempt := 0; ; attempt++ {
+		c, _, err := n.consumerOf(ctx, topic, p)
+		if err != nil {
+			return ConsumerState{}, err
+		}
+		if st, ok := c.state(); ok || attempt == 2 {
+			return st, nil
+		}
 	}
+}
+
+// state copies c's progress; ok is false once c was settled or dropped.
+func (c *consumer) state() (ConsumerState, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.dropped {
+		return ConsumerState{}, false
+	}
 	st := ConsumerState{Frontier: c.frontier, AckedAhead: make([]int64, 0, len(c.ahead))}
 	for o := range c.ahead {
 		st.AckedAhead = append(st.AckedAhead, o)
 	}
 	sort.Slice(st.AckedAhead, func(i, j int) bool { return st.AckedAhead[i] < st.AckedAhead[j] })
-	return st, nil
+	return st, true
 }
 
-// consumerOf returns a partition's consumer progress, opening the log
-// (acks are only ever below its high watermark) and recovering the
-// progress lazily, under the topic's guard, on first touch: never from a
-// metastore scan at boot.
+// consumerOf returns a partition's consumer progress and the high
+// watermark of the log it belongs to, opening the log (acks are only ever
+// below its high watermark) and recovering the progress lazily, under the
+// topic's guard, on first touch: never from a metastore scan at boot. The
+// progress is bound to the log it was recovered for and settled when that
+// log closes; it is created only while that same log is still the open
+// one and its directory still carries the record's incarnation, so a
+// delete and recreate racing the first ack can never put one
+// incarnation's progress into the other's directory.
 func (n *Node) consumerOf(ctx context.Context, topic string, p int) (*consumer, int64, error) {
 	key, err := n.key(topic, p)
 	if err != nil {
 		return nil, 0, err
 	}
-	l, err := n.log(ctx, key)
-	if err != nil {
-		return nil, 0, err
-	}
-	hwm := l.HighWatermark()
-	n.consumers.mu.Lock()
-	c := n.consumers.by[key]
-	n.consumers.mu.Unlock()
-	if c != nil {
-		return c, hwm, nil
-	}
-	err = n.reg.WithTopic(topic, func(*supervisor.GuardedTopic) error {
-		n.consumers.mu.Lock()
-		c = n.consumers.by[key]
-		n.consumers.mu.Unlock()
-		if c != nil {
-			return nil
-		}
-		rec, ok, err := n.ms.Topic(ctx, topic)
+	for attempt := 0; attempt < 3; attempt++ {
+		l, err := n.log(ctx, key)
 		if err != nil {
-			return err
-		}
-		if !ok {
-			return fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
-		}
-		dirName, _ := wire.PartitionDirName(p)
-		c = &consumer{key: key, dir: filepath.Join(n.topicsDir, topic, dirName), incarnation: rec.Incarnation, ahead: map[int64]struct{}{}, levelled: -1}
-		if err := n.recoverConsumer(c, hwm); err != nil {
-			return err
+			return nil, 0, err
 		}
 		n.consumers.mu.Lock()
-		n.consumers.by[key] = c
+		c := n.consumers.by[key]
 		n.consumers.mu.Unlock()
-		return nil
-	})
-	return c, hwm, err
+		if c != nil && c.log == l {
+			return c, l.HighWatermark(), nil
+		}
+		var hwm int64
+		stale := false
+		err = n.reg.WithTopic(topic, func(t *supervisor.GuardedTopic) error {
+			if cur, ok := t.Lookup(p); !ok || cur != l {
+				stale = true // closed or replaced meanwhile: start over
+				return nil
+			}
+			hwm = l.HighWatermark()
+			n.consumers.mu.Lock()
+			c = n.consumers.by[key]
+			n.consumers.mu.Unlock()
+			if c != nil && c.log == l {
+				return nil
+			}
+			rec, ok, err := n.ms.Topic(ctx, topic)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
+			}
+			if rec.Incarnation != "" {
+				if marker, err := n.readMarker(filepath.Join(n.topicsDir, topic)); err != nil || marker != rec.Incarnation {
+					// The record moved on while this log is still open; the
+					// recheck retires it. Nothing is recovered for it.
+					return fmt.Errorf("%w: %s was deleted or recreated", ErrTopicNotFound, topic)
+				}
+			}
+			dirName, _ := wire.PartitionDirName(p)
+			c = &consumer{key: key, log: l, dir: filepath.Join(n.topicsDir, topic, dirName), incarnation: rec.Incarnation, ahead: map[int64]struct{}{}, levelled: -1}
+			if err := n.recoverConsumer(c, hwm); err != nil {
+				return err
+			}
+			n.consumers.mu.Lock()
+			n.consumers.by[key] = c
+			n.consumers.mu.Unlock()
+			return nil
+		})
+		if !stale {
+			return c, hwm, err
+		}
+	}
+	return nil, 0, fmt.Errorf("%w: %s/%d kept closing under an ack", partition.ErrLogClosed, topic, p)
 }
 
 // recoverConsumer reads consumer.ahead and consumer.offset. Of the ahead
@@ -191,24 +249,31 @@ func (n *Node) consumerOf(ctx context.Context, topic string, p int) (*consumer, 
 // watermark, and not above the ahead record's frontier when there is one
 // (it is levelled only from a durable ahead frontier). What is rejected is
 // logged and counted (fault-model R4, matrix rows 15 and 16).
-func (n *Node) recoverConsumer(c *consumer, hwm int64) error {
+func (n *Node) recoverConsumer(c *consumer, hwm int64) (err error) {
 	files := n.cfg.FS
 	aheadPath := filepath.Join(c.dir, wire.ConsumerAheadFileName)
+	defer func() {
+		if err != nil && c.file != nil {
+			c.file.Close()
+			c.file = nil
+		}
+	}()
 	var best *wire.AheadRecord
+	var maxSeq uint64
+	repair := false // a rejected record could win once the high watermark grows
 	f, err := files.OpenFile(aheadPath, os.O_RDWR)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
 		return fmt.Errorf("consumer progress %s: %w", aheadPath, err)
 	default:
+		c.file = f
 		// Whatever is read becomes the anchor: make it durable first, so a
 		// window a dead process left in the page cache cannot be lost
 		// under the record that takes it for durable.
 		if err := f.Sync(); err != nil {
-			f.Close()
 			return fmt.Errorf("consumer progress %s: fsync: %w", aheadPath, err)
 		}
-		c.file = f
 		for slot := range 2 {
 			buf := make([]byte, wire.AheadSlotSize)
 			if _, err := f.ReadAt(buf, wire.AheadSlotOffset(slot)); err != nil && !errors.Is(err, io.EOF) {
@@ -226,9 +291,12 @@ func (n *Node) recoverConsumer(c *consumer, hwm int64) error {
 				n.consumerMetrics.slotDecodeFailures.Inc()
 				n.logger.Warn("consumer.ahead slot of another incarnation rejected", zap.String("path", aheadPath), zap.Int("slot", slot))
 				continue
-			case rec.Frontier > hwm:
+			}
+			maxSeq = max(maxSeq, rec.Sequence)
+			if rec.Frontier > hwm {
 				n.consumerMetrics.frontierRejected.Inc()
 				n.logger.Warn("consumer.ahead frontier above the high watermark rejected", zap.String("path", aheadPath), zap.Int64("frontier", rec.Frontier), zap.Int64("hwm", hwm))
+				repair = true
 				continue
 			}
 			if best == nil || rec.Sequence > best.Sequence {
@@ -238,23 +306,27 @@ func (n *Node) recoverConsumer(c *consumer, hwm int64) error {
 	}
 	offset := int64(-1)
 	b, err := fsys.ReadFile(files, filepath.Join(c.dir, wire.ConsumerOffsetFileName), 64)
-	if err == nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil && !errors.Is(err, fsys.ErrFileTooLarge):
+		return fmt.Errorf("consumer progress %s: %w", c.dir, err)
+	default:
 		v, present, derr := wire.DecodeOffsetFile(b)
 		switch {
-		case derr != nil:
+		case err != nil || derr != nil:
 			n.consumerMetrics.frontierRejected.Inc()
+			n.logger.Warn("consumer.offset rejected: not an 8-byte offset", zap.String("dir", c.dir))
+			repair = true
 		case !present:
 		case v > hwm || (best != nil && v > best.Frontier):
 			n.consumerMetrics.frontierRejected.Inc()
 			n.logger.Warn("consumer.offset rejected: it would skip unacked records",
 				zap.String("dir", c.dir), zap.Int64("offset", v), zap.Int64("hwm", hwm))
+			repair = true
 		default:
 			offset = v
 		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("consumer progress %s: %w", c.dir, err)
 	}
-	c.levelled = offset
 	if best != nil {
 		c.frontier, c.seq, c.durable = best.Frontier, best.Sequence, best.Frontier
 		for _, o := range best.Ahead {
@@ -266,6 +338,10 @@ func (n *Node) recoverConsumer(c *consumer, hwm int64) error {
 	if offset > c.frontier { // no ahead record survived: the larger wins
 		c.frontier, c.durable = offset, offset
 	}
+	c.levelled = offset
+	if repair {
+		return n.committer.repairLocked(c, maxSeq)
+	}
 	return nil
 }
 
@@ -276,7 +352,7 @@ func (cs *consumers) drop(topic string, id wire.IncarnationID) {
 	cs.mu.Lock()
 	var gone []*consumer
 	for k, c := range cs.by {
-		if k.Topic == topic && (id == "" || c.incarnation == id) {
+		if k.Topic == topic { // every one: each belongs to the directory going away
 			gone = append(gone, c)
 			delete(cs.by, k)
 		}

@@ -207,8 +207,36 @@ func (cm *committer) writeOutLocked(c *consumer, closing bool) error {
 	return nil
 }
 
+// repairLocked overwrites what recovery rejected, durably, before the
+// progress is served: both consumer.ahead slots get the recovered record
+// (with sequences above any on disk) and consumer.offset the recovered
+// frontier. Left in place, a rejected record (a frontier above the high
+// watermark, or a raised consumer.offset) would win at a later recovery,
+// once the high watermark had grown past it, and skip unacked records.
+func (cm *committer) repairLocked(c *consumer, maxSeq uint64) error {
+	c.seq = max(c.seq, maxSeq)
+	c.dirty = true
+	if err := cm.tickLocked(c); err != nil {
+		return fmt.Errorf("consumer progress repair: %w", err)
+	}
+	c.dirty = true
+	c.anchor = 1 - c.anchor // write the other slot too
+	if err := cm.tickLocked(c); err != nil {
+		return fmt.Errorf("consumer progress repair: %w", err)
+	}
+	if err := c.file.Sync(); err != nil {
+		return fmt.Errorf("consumer progress repair: fdatasync: %w", err)
+	}
+	cm.mu.Lock()
+	delete(cm.unsyncedSet, c)
+	cm.mu.Unlock()
+	c.anchor, c.unsynced, c.durable = 1-c.anchor, false, c.frontier
+	return cm.level(c)
+}
+
 // level writes the durable frontier into consumer.offset: 8 bytes in
-// place, one sector, fdatasynced; the directory synced when created.
+// place, one sector, fdatasynced, the file cut to 8 bytes should it be
+// longer; the directory synced when created.
 func (cm *committer) level(c *consumer) error {
 	path := filepath.Join(c.dir, wire.ConsumerOffsetFileName)
 	content, err := wire.EncodeOffsetFile(c.durable)
@@ -221,6 +249,9 @@ func (cm *committer) level(c *consumer) error {
 	}
 	defer f.Close()
 	if _, err := f.WriteAt(content[:], 0); err != nil {
+		return err
+	}
+	if err := f.Truncate(wire.OffsetFileSize); err != nil {
 		return err
 	}
 	if err := f.Sync(); err != nil {

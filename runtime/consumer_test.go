@@ -340,3 +340,67 @@ func TestConsumer_SetTooLargeForASlotDegradesSafely(t *testing.T) {
 		}
 	}
 }
+
+// TestConsumer_RejectedRecordsAreRepairedBeforeServing: a consumer.ahead
+// slot or a consumer.offset rejected for a frontier above the high
+// watermark is overwritten at recovery, so it cannot win later, once the
+// high watermark has grown past it (I9).
+func TestConsumer_RejectedRecordsAreRepairedBeforeServing(t *testing.T) {
+	for _, damage := range []string{"slot", "offset"} {
+		d := newTestDisk(t, 1)
+		n := startNode(t, d, Config{})
+		rec, _, _ := n.CreateTopic(bg, "orders", 1, 0)
+		n.Produce(bg, "orders", 0, recs("orders", 0, 0, 300))
+		n.Ack(bg, "orders", 0, 0, 1, 2)
+		n.reg.CloseLive(key("orders", 0)) // frontier 3 written out
+		dir := filepath.Join(dataDir, "topics", "orders", "p00000")
+		switch damage {
+		case "slot": // a newer slot claiming frontier 500, above the hwm of 300
+			var slot [wire.AheadSlotSize]byte
+			wire.EncodeAheadSlot(&slot, wire.AheadRecord{Sequence: 1000, Incarnation: rec.Incarnation, Frontier: 500})
+			f, _ := d.OpenFile(filepath.Join(dir, wire.ConsumerAheadFileName), 2)
+			f.WriteAt(slot[:], 0)
+			f.WriteAt(slot[:], wire.AheadSlotSize) // both slots, the worst case
+			f.Sync()
+			f.Close()
+			// consumer.offset (3) is then all that is left.
+		case "offset":
+			fsys.WriteFileAtomic(d, filepath.Join(dir, wire.ConsumerOffsetFileName), []byte{0, 0, 0, 0, 0, 0, 1, 0xf4})
+		}
+		st, err := n.ConsumerState(bg, "orders", 0)
+		if err != nil || st.Frontier > 3 {
+			t.Fatalf("%s: recovered %+v, %v: a frontier above the high watermark won", damage, st, err)
+		}
+		n.Produce(bg, "orders", 0, recs("orders", 0, 300, 300)) // the hwm passes 500
+		n.reg.CloseLive(key("orders", 0))
+		crashed := d.Crash(fsys.CrashPlan{})
+		m, _ := OpenLocalMetastore(crashed, dataDir)
+		r, _ := New(Config{DataDir: dataDir, FS: crashed}, m, nil, nil)
+		st, err = r.ConsumerState(bg, "orders", 0)
+		r.Close()
+		if err != nil || st.Frontier > 3 {
+			t.Fatalf("%s: after the high watermark grew, recovered %+v, %v: the rejected record came back", damage, st, err)
+		}
+	}
+}
+
+// TestConsumer_AckedAheadSetIsBounded: an ack that would hold more than
+// MaxAckedAhead offsets above the frontier is refused and changes nothing.
+func TestConsumer_AckedAheadSetIsBounded(t *testing.T) {
+	n := startNode(t, nil, Config{})
+	n.CreateTopic(bg, "orders", 1, 0)
+	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 2*MaxAckedAhead+4))
+	var odd []int64
+	for o := int64(1); o <= 2*MaxAckedAhead-1; o += 2 {
+		odd = append(odd, o)
+	}
+	if _, err := n.Ack(bg, "orders", 0, odd...); err != nil {
+		t.Fatalf("acking exactly the bound: %v", err)
+	}
+	if _, err := n.Ack(bg, "orders", 0, 2*MaxAckedAhead+1); !errors.Is(err, ErrAckedAheadFull) {
+		t.Fatalf("one past the bound: %v", err)
+	}
+	if f, err := n.Ack(bg, "orders", 0, 0); err != nil || f != 2 {
+		t.Fatalf("acking the frontier still works: %d, %v", f, err)
+	}
+}

@@ -29,19 +29,24 @@ type apiOptions struct {
 	token   []byte // empty: no authentication
 	maxBody int64
 	pprof   bool
+	closing <-chan struct{} // closed at shutdown: long polls answer at once
 }
 
 // api is the HTTP API of http-api.md over a runtime.Node.
 type api struct {
-	node   *runtime.Node
-	ms     runtime.Metastore
-	logger *zap.Logger
-	opts   apiOptions
-	mux    *http.ServeMux
+	node    *runtime.Node
+	ms      runtime.Metastore
+	logger  *zap.Logger
+	opts    apiOptions
+	mux     *http.ServeMux
+	closing <-chan struct{}
 }
 
 func newAPI(node *runtime.Node, ms runtime.Metastore, logger *zap.Logger, reg *prometheus.Registry, opts apiOptions) *api {
-	a := &api{node: node, ms: ms, logger: logger, opts: opts, mux: http.NewServeMux()}
+	a := &api{node: node, ms: ms, logger: logger, opts: opts, mux: http.NewServeMux(), closing: opts.closing}
+	if a.closing == nil {
+		a.closing = make(chan struct{})
+	}
 	a.mux.HandleFunc("PUT /v1/topics/{topic}", a.putTopic)
 	a.mux.HandleFunc("GET /v1/topics", a.listTopics)
 	a.mux.HandleFunc("GET /v1/topics/{topic}", a.getTopic)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/wire"
 )
 
@@ -26,7 +27,7 @@ func (a *api) ack(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	frontier, err := a.node.Ack(r.Context(), topic, p, body.Offsets...)
-	if errors.Is(err, partition.ErrBeyondHighWatermark) {
+	if errors.Is(err, partition.ErrBeyondHighWatermark) || errors.Is(err, runtime.ErrAckedAheadFull) {
 		writeError(w, http.StatusBadRequest, "invalid_offset", err.Error())
 		return
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -38,7 +39,8 @@ func (a *api) writeNodeError(w http.ResponseWriter, err error) {
 		writeErrorBody(w, http.StatusGone, "record_unreadable", err.Error(), func(b *errorBody) { b.NextOffset = &next })
 	case errors.Is(err, partition.ErrBeyondHighWatermark):
 		writeError(w, http.StatusRequestedRangeNotSatisfiable, "offset_beyond_high_watermark", err.Error())
-	case errors.Is(err, partition.ErrLogClosed), errors.Is(err, runtime.ErrNodeClosed):
+	case errors.Is(err, partition.ErrLogClosed), errors.Is(err, runtime.ErrNodeClosed),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
 	default:

@@ -4,14 +4,15 @@ import (
 	"bufio"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/wire"
@@ -24,10 +25,6 @@ const batchContentType = "application/vnd.narad.batch"
 type jsonRecord struct {
 	Key   *string `json:"key,omitempty"`
 	Value string  `json:"value"`
-}
-
-type produceBody struct {
-	Records []jsonRecord `json:"records"`
 }
 
 // produce appends a request's records and answers only after the durable
@@ -74,40 +71,123 @@ func (a *api) hwm(r *http.Request, topic string, p int, floor int64) int64 {
 	return floor
 }
 
+// maxProduceRecords bounds the records of one produce request; with the
+// byte bound below it keeps a request's decoding from allocating more than
+// a small multiple of its body, whatever the body holds.
+const maxProduceRecords = 100000
+
+var errBatchTooLarge = errors.New("batch over the record bound")
+
+// batchBudget counts a request's records as they are decoded.
+type batchBudget struct{ records, bytes int }
+
+func (b *batchBudget) add(keyLen, valueLen int) error {
+	b.records++
+	b.bytes += wire.EnvelopeSize(keyLen, valueLen) + wire.RecordLenSize
+	if b.records > maxProduceRecords {
+		return fmt.Errorf("%w: more than %d records", errBatchTooLarge, maxProduceRecords)
+	}
+	if b.bytes > maxBatchBytes {
+		return fmt.Errorf("%w: more than %d bytes of records", errBatchTooLarge, maxBatchBytes)
+	}
+	return nil
+}
+
+// maxBatchBytes matches the engine's bound on one Produce call.
+const maxBatchBytes = 64 << 20
+
+// decodeJSONRecords streams {"records": [...]} one record at a time, so
+// a body of millions of tiny records fails at the bound instead of being
+// decoded whole first.
 func decodeJSONRecords(r *http.Request, b64 bool) ([]partition.Record, error) {
-	var body produceBody
-	if err := decodeJSON(r, &body); err != nil {
+	dec := json.NewDecoder(r.Body)
+	if err := expectDelim(dec, '{'); err != nil {
 		return nil, err
 	}
-	out := make([]partition.Record, len(body.Records))
-	for i, rec := range body.Records {
-		var key []byte
-		if rec.Key != nil {
-			key = []byte(*rec.Key)
+	var out []partition.Record
+	var budget batchBudget
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
 		}
-		value := []byte(rec.Value)
-		if b64 {
-			var err error
-			if key != nil {
-				if key, err = base64.StdEncoding.DecodeString(*rec.Key); err != nil {
-					return nil, fmt.Errorf("record %d: key: %w", i, err)
-				}
+		if tok != "records" {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return nil, err
 			}
-			if value, err = base64.StdEncoding.DecodeString(rec.Value); err != nil {
-				return nil, fmt.Errorf("record %d: value: %w", i, err)
-			}
+			continue
 		}
-		out[i] = partition.Record{Key: key, Value: value}
+		if err := expectDelim(dec, '['); err != nil {
+			return nil, err
+		}
+		for dec.More() {
+			var rec jsonRecord
+			if err := dec.Decode(&rec); err != nil {
+				return nil, fmt.Errorf("record %d: %w", len(out), err)
+			}
+			pr, err := recordOf(rec, b64)
+			if err != nil {
+				return nil, fmt.Errorf("record %d: %w", len(out), err)
+			}
+			if err := budget.add(len(pr.Key), len(pr.Value)); err != nil {
+				return nil, err
+			}
+			out = append(out, pr)
+		}
+		if err := expectDelim(dec, ']'); err != nil {
+			return nil, err
+		}
+	}
+	if err := expectDelim(dec, '}'); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("trailing data after the JSON value")
 	}
 	return out, nil
 }
 
+func expectDelim(dec *json.Decoder, want json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok != want {
+		return fmt.Errorf("want %q, got %v", want, tok)
+	}
+	return nil
+}
+
+func recordOf(rec jsonRecord, b64 bool) (partition.Record, error) {
+	var key []byte
+	if rec.Key != nil {
+		key = []byte(*rec.Key)
+	}
+	value := []byte(rec.Value)
+	if b64 {
+		var err error
+		if rec.Key != nil {
+			if key, err = base64.StdEncoding.DecodeString(*rec.Key); err != nil {
+				return partition.Record{}, fmt.Errorf("key: %w", err)
+			}
+		}
+		if value, err = base64.StdEncoding.DecodeString(rec.Value); err != nil {
+			return partition.Record{}, fmt.Errorf("value: %w", err)
+		}
+	}
+	return partition.Record{Key: key, Value: value}, nil
+}
+
 // decodeBatch reads the binary batch: for each record uvarint(len(key))
-// key uvarint(len(value)) value. Every length is bounded by the body cap
-// (the reader fails past it), never trusted for an allocation by itself.
+// key uvarint(len(value)) value. Lengths are bounded by the record bound
+// and read in steps, so a length larger than the body fails at the body's
+// end without being allocated; the record count and total are bounded as
+// the records come.
 func decodeBatch(body io.Reader) ([]partition.Record, error) {
 	br := bufio.NewReader(body)
 	var out []partition.Record
+	var budget batchBudget
 	for {
 		if _, err := br.Peek(1); errors.Is(err, io.EOF) {
 			return out, nil
@@ -122,6 +202,9 @@ func decodeBatch(body io.Reader) ([]partition.Record, error) {
 		if err != nil {
 			return nil, fmt.Errorf("record %d: value: %w", len(out), err)
 		}
+		if err := budget.add(len(key), len(value)); err != nil {
+			return nil, err
+		}
 		out = append(out, partition.Record{Key: key, Value: value})
 	}
 }
@@ -134,8 +217,6 @@ func readChunk(br *bufio.Reader) ([]byte, error) {
 	if n > wire.MaxRecordBytes {
 		return nil, fmt.Errorf("length %d over the %d-byte record bound", n, wire.MaxRecordBytes)
 	}
-	// Read in bounded steps: a length larger than what the body holds
-	// fails at its end without allocating the length up front.
 	var out []byte
 	for remaining := int(n); remaining > 0; {
 		step := min(remaining, 64<<10)
@@ -193,13 +274,16 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		timer := time.NewTimer(remaining)
+		closing := false
 		select {
 		case <-wake:
 		case <-timer.C:
 		case <-r.Context().Done():
+		case <-a.closing:
+			closing = true
 		}
 		timer.Stop()
-		if r.Context().Err() != nil {
+		if closing || r.Context().Err() != nil {
 			break
 		}
 		if l2, err := a.node.Log(r.Context(), topic, p); err == nil {
@@ -250,10 +334,8 @@ func writeRecordsJSON(w http.ResponseWriter, res partition.ReadResult, b64 bool)
 		if b64 {
 			return base64.StdEncoding.EncodeToString(b)
 		}
-		if !utf8.Valid(b) {
-			return string([]rune(string(b))) // invalid bytes become U+FFFD; use encoding=base64 for exact bytes
-		}
-		return string(b)
+		// Invalid bytes become U+FFFD; encoding=base64 gives exact bytes.
+		return strings.ToValidUTF8(string(b), "\uFFFD")
 	}
 	out := struct {
 		Records       []fetchedRecord `json:"records"`

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/narad-io/storage/wire"
@@ -141,9 +142,10 @@ func (a *api) description(r *http.Request, name string) (topicDescription, error
 	return d, nil
 }
 
-// badBody answers an unreadable request body: 413 past the cap, else 400.
+// badBody answers an unreadable request body: 413 past the cap (of the
+// body, or of a batch's records), else 400.
 func (a *api) badBody(w http.ResponseWriter, err error) {
-	if isTooLarge(err) {
+	if isTooLarge(err) || errors.Is(err, errBatchTooLarge) {
 		writeError(w, http.StatusRequestEntityTooLarge, "batch_too_large", err.Error())
 		return
 	}

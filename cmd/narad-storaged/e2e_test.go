@@ -255,6 +255,9 @@ func TestE2E_Contract(t *testing.T) {
 	expect(t, d.req("POST", "/v1/topics/orders/partitions/9/records", `{"records":[{"value":"x"}]}`), 404, "partition_not_found")
 	expect(t, d.req("POST", "/v1/topics/orders/partitions/-1/records", `{"records":[{"value":"x"}]}`), 404, "partition_not_found")
 	expect(t, d.req("POST", "/v1/topics/nope/partitions/0/records", `{"records":[{"value":"x"}]}`), 404, "topic_not_found")
+	// A body of nothing but empty records: bounded by count, not decoded whole.
+	expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records", make([]byte, 1<<20), "Content-Type", batchContentType), 413, "batch_too_large")
+	expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records", `{"records":[`+strings.Repeat(`{"value":""},`, 200000)+`{"value":""}]}`), 413, "batch_too_large")
 	big := `{"records":[{"value":"` + strings.Repeat("x", 70<<20) + `"}]}`
 	expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records", big), 413, "batch_too_large")
 

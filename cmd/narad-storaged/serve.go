@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -113,13 +114,17 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		node.Close()
 		return err
 	}
-	requests, cancelRequests := context.WithCancel(context.Background())
-	defer cancelRequests()
-	api := newAPI(node, ms, logger, reg, apiOptions{token: token, maxBody: cfg.MaxBodyBytes, pprof: cfg.Pprof})
+	closing := make(chan struct{})
+	var closeOnce sync.Once
+	endLongPolls := func() { closeOnce.Do(func() { close(closing) }) }
+	defer endLongPolls()
+	api := newAPI(node, ms, logger, reg, apiOptions{token: token, maxBody: cfg.MaxBodyBytes, pprof: cfg.Pprof, closing: closing})
 	server := &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return requests },
+		ReadTimeout:       5 * time.Minute, // a body trickled slower than this is cut
+		WriteTimeout:      5 * time.Minute, // above the longest long poll
+		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          zap.NewStdLog(logger.Named("http")),
 	}
 	served := make(chan error, 1)
@@ -128,18 +133,22 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		zap.String("addr", listener.Addr().String()), zap.String("codec", cfg.Codec))
 	logger.Info("listening", zap.String("addr", listener.Addr().String()))
 
+	startCtx, stopStart := context.WithCancel(ctx)
+	defer stopStart()
 	started := make(chan error, 1)
-	go func() { started <- node.Start(ctx) }()
+	go func() { started <- node.Start(startCtx) }()
 	select {
 	case err := <-started:
 		if err != nil && ctx.Err() == nil {
-			shutdown(server, cancelRequests, node, cfg, logger)
+			shutdown(server, endLongPolls, node, cfg, logger)
 			return fmt.Errorf("startup: %w", err)
 		}
 		if err == nil {
 			logger.Info("ready")
 		}
 	case err := <-served:
+		stopStart()
+		<-started // never close the node under a running start
 		node.Close()
 		return err
 	case <-ctx.Done():
@@ -152,13 +161,16 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		return err
 	}
 	logger.Info("shutting down")
-	return shutdown(server, cancelRequests, node, cfg, logger)
+	return shutdown(server, endLongPolls, node, cfg, logger)
 }
 
-func shutdown(server *http.Server, cancelRequests context.CancelFunc, node *runtime.Node, cfg config, logger *zap.Logger) error {
+// shutdown stops accepting, answers long polls at once, lets in-flight
+// requests finish (their contexts stay live: a produce in flight completes
+// its commit), then closes every log.
+func shutdown(server *http.Server, endLongPolls func(), node *runtime.Node, cfg config, logger *zap.Logger) error {
 	timeout, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.ShutdownTimeout))
 	defer cancel()
-	cancelRequests() // long polls answer now
+	endLongPolls()
 	err := server.Shutdown(timeout)
 	if cerr := node.Close(); cerr != nil {
 		err = errors.Join(err, cerr)
