@@ -144,7 +144,7 @@ func (s *state) readBack() error {
 	if s.writePos == s.hwmPos {
 		return nil
 	}
-	sc := newScanner(s.file, s.writePos)
+	sc := newScanner(s.file, s.writePos, s.writePos-s.hwmPos)
 	defer sc.release()
 	expect := s.hwm
 	for pos := s.hwmPos; pos < s.writePos; {

@@ -194,7 +194,7 @@ func walkActive(f fsys.File, base int64) (walkResult, error) {
 	if err != nil {
 		return walkResult{}, fmt.Errorf("open %s: stat: %w", f.Name(), err)
 	}
-	sc := newScanner(f, fi.Size)
+	sc := newScanner(f, fi.Size, fi.Size)
 	defer sc.release()
 	w := walkResult{tail: base, tornAt: -1}
 	lastIndexed := int64(-indexSpacing)

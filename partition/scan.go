@@ -47,8 +47,15 @@ type scanner struct {
 	pool  *[]byte // the pooled buffer, returned by release
 }
 
-// newScanner starts a scan of file up to limit with a pooled buffer.
-func newScanner(file fsys.File, limit int64) *scanner {
+// newScanner starts a scan of file up to limit that will read about span
+// bytes, with a pooled buffer; a span much smaller than one gets a buffer
+// of its own size instead, so opening a log with a small (or empty) active
+// segment, or reading back one small frame, never allocates a pooled
+// buffer the pool had dropped.
+func newScanner(file fsys.File, limit, span int64) *scanner {
+	if span < scanBufferSize/4 {
+		return &scanner{file: file, limit: limit, buf: make([]byte, max(span, wire.FrameHeaderSize))}
+	}
 	p := scanBuffers.Get().(*[]byte)
 	return &scanner{file: file, limit: limit, buf: *p, pool: p}
 }
