@@ -24,12 +24,11 @@ type recovered struct {
 
 // walkResult is one walk of the active segment.
 type walkResult struct {
-	tailPos    int64 // byte after the last valid frame
-	tail       int64 // offset after the last valid frame
-	tornAt     int64 // where a torn tail starts; -1 if none
-	gaps       []gap
-	index      []indexEntry
-	lastHeader wire.FrameHeader
+	tailPos int64 // byte after the last valid frame
+	tail    int64 // offset after the last valid frame
+	tornAt  int64 // where a torn tail starts; -1 if none
+	gaps    []gap
+	index   []indexEntry
 }
 
 // recoverLog opens the segments of dir (storage-engine.txt, "Recovery";
@@ -185,46 +184,30 @@ func (rec *recovered) openActive(dir string, base int64, opts Options) error {
 	return nil
 }
 
-// walkActive reads the active segment frame by frame, CRC and position
-// included. A frame that is damaged or out of place under a later valid
-// frame becomes a gap; damage with no valid frame after it is a torn tail.
-// An I/O error fails the walk: it is never taken for damage.
+// walkActive walks the active segment (WalkSegment) and collects what
+// recovery needs: the tail, the index, the gaps and where a torn tail
+// starts.
 func walkActive(f fsys.File, base int64) (walkResult, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return walkResult{}, fmt.Errorf("open %s: stat: %w", f.Name(), err)
 	}
-	sc := newScanner(f, fi.Size, fi.Size)
-	defer sc.release()
-	w := walkResult{tail: base, tornAt: -1}
+	var w walkResult
 	lastIndexed := int64(-indexSpacing)
-	for pos := int64(0); pos < fi.Size; {
-		h, _, status, err := sc.frameAt(pos)
-		if err != nil && isIOError(err) {
-			return w, fmt.Errorf("open %s: %w", f.Name(), err)
+	res, err := WalkSegment(f, fi.Size, base, func(pos int64, h wire.FrameHeader, _ []byte) {
+		if pos-lastIndexed >= indexSpacing {
+			w.index = append(w.index, indexEntry{offset: h.BaseOffset, pos: pos})
+			lastIndexed = pos
 		}
-		if status == frameValid && h.BaseOffset == w.tail {
-			if pos-lastIndexed >= indexSpacing {
-				w.index = append(w.index, indexEntry{offset: h.BaseOffset, pos: pos})
-				lastIndexed = pos
-			}
-			pos += h.FrameLen()
-			w.tail, w.tailPos, w.lastHeader = h.EndOffset(), pos, h
-			continue
+	}, func(d SegmentDamage) {
+		if !d.TornTail() {
+			w.gaps = append(w.gaps, gap{from: d.Expect, to: d.ResumeBase})
+			lastIndexed = d.ResumeAt - indexSpacing // index the frame after the damage
 		}
-		// Damaged, or valid but out of place (fault-model R5).
-		at, next, found, err := sc.resync(pos, w.tail, h)
-		if err != nil {
-			return w, fmt.Errorf("open %s: %w", f.Name(), err)
-		}
-		if !found {
-			w.tornAt = pos
-			break
-		}
-		w.gaps = append(w.gaps, gap{from: w.tail, to: next.BaseOffset})
-		w.tail = next.BaseOffset // the frame at 'at' is next in sequence
-		pos = at
-		lastIndexed = pos - indexSpacing // index the frame after the damage
+	})
+	if err != nil {
+		return w, fmt.Errorf("open %s: %w", f.Name(), err)
 	}
+	w.tail, w.tailPos, w.tornAt = res.Tail, res.TailPos, res.TornAt
 	return w, nil
 }

@@ -132,7 +132,7 @@ func (s *scanner) frameAt(pos int64) (wire.FrameHeader, []byte, frameStatus, err
 }
 
 // resync looks for where valid frames resume after damage at pos, in a
-// log whose next offset was expect. The candidate must claim offsets past
+// log whose next offset was expect (-1: unknown, any base will do). The candidate must claim offsets past
 // expect: the damaged frame held at least one record. And when the damaged
 // frame's header is plausible (it parsed, claims base expect) and its
 // claimed extent lies within the bytes scanned, the search starts past that
@@ -147,7 +147,7 @@ func (s *scanner) frameAt(pos int64) (wire.FrameHeader, []byte, frameStatus, err
 // or found=false.
 func (s *scanner) resync(pos, expect int64, damaged wire.FrameHeader) (at int64, h wire.FrameHeader, found bool, err error) {
 	at = pos + 1
-	if damaged.RecordCount >= 1 && damaged.BaseOffset == expect {
+	if damaged.RecordCount >= 1 && (expect < 0 || damaged.BaseOffset == expect) {
 		switch {
 		case pos+damaged.FrameLen() <= s.limit:
 			at = pos + damaged.FrameLen()
