@@ -129,12 +129,6 @@ func (c *diskCalls) all() []fsys.Call {
 	return slices.Clone(c.calls)
 }
 
-func (c *diskCalls) reset() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.calls = nil
-}
-
 // "Flusher pipeline": appended records wait in the buffer and a drain runs
 // 100 ms after the first of them, writing one frame; nothing appended is
 // visible (the high watermark does not move) until CommitDurable, which

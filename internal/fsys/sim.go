@@ -311,9 +311,7 @@ func (d *Disk) Rename(oldname, newname string) error {
 	}
 	moved := []string{from}
 	if n.dir {
-		for _, c := range d.descendantsLocked(from) {
-			moved = append(moved, c)
-		}
+		moved = append(moved, d.descendantsLocked(from)...)
 	}
 	for _, q := range moved {
 		nq := to + strings.TrimPrefix(q, from)
