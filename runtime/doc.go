@@ -45,6 +45,8 @@
 //     partition move: the listing reads the directory without opening the
 //     log and refuses a stale incarnation; the install writes the files
 //     into a staging directory, stamps the marker and renames it in place.
+//   - Partitions lists the partitions the metastore assigns this node,
+//     opening none.
 //   - Peeks and describes answer a closed partition from its directory and
 //     hwm file without opening it, after waiting for a close in progress;
 //     an empty hwm file with records present is an unknown boundary, never

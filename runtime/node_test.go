@@ -531,3 +531,23 @@ func TestNode_BadNamesCreateNothing(t *testing.T) {
 		t.Fatalf("bad names created %v", entries)
 	}
 }
+
+// TestNode_PartitionsListsOwnedWithoutOpening: the listing names every
+// owned partition and opens none.
+func TestNode_PartitionsListsOwnedWithoutOpening(t *testing.T) {
+	n := startNode(t, nil, Config{})
+	n.CreateTopic(bg, "b", 2, 0)
+	n.CreateTopic(bg, "a", 1, 0)
+	n.Produce(bg, "b", 1, recs("b", 1, 0, 1))
+	n.reg.CloseLive(key("b", 0))
+	got, err := n.Partitions(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != "[{a 0 false} {b 0 false} {b 1 true}]" {
+		t.Fatalf("partitions %v", got)
+	}
+	if _, open := n.reg.Lookup(key("a", 0)); open {
+		t.Fatal("the listing opened a log")
+	}
+}

@@ -202,3 +202,34 @@ func (n *Node) peekLocked(t *supervisor.GuardedTopic, key supervisor.Key) (info 
 	}
 	return info, segments, nil
 }
+
+// PartitionRef names one partition this node owns.
+type PartitionRef struct {
+	Topic     string
+	Partition int
+	Open      bool // its log is open now
+}
+
+// Partitions lists every partition the metastore assigns this node, in
+// topic and partition order, and whether each is open. It opens nothing.
+func (n *Node) Partitions(ctx context.Context) ([]PartitionRef, error) {
+	topics, err := n.ms.Topics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []PartitionRef
+	for _, t := range topics {
+		for p := range t.Partitions {
+			assigned, err := n.ms.Assigned(ctx, t.Name, p)
+			if err != nil {
+				return nil, err
+			}
+			if !assigned {
+				continue
+			}
+			_, open := n.reg.Lookup(supervisor.Key{Topic: t.Name, Partition: p})
+			out = append(out, PartitionRef{Topic: t.Name, Partition: p, Open: open})
+		}
+	}
+	return out, nil
+}
