@@ -144,3 +144,46 @@ func TestRegression_PanicInUnlinkKeepsSegmentsPending(t *testing.T) {
 		}
 	})
 }
+
+// TestEMFILE_TypedRetriableNoPoisonNoLeak: with the descriptor limit
+// reached, a roll's create and a read's lazy open fail with EMFILE, the
+// log is not poisoned, no descriptor leaks, and everything works once
+// descriptors are free again (fault-model matrix row 30).
+func TestEMFILE_TypedRetriableNoPoisonNoLeak(t *testing.T) {
+	d := newDisk(t, 1)
+	opts := testOptions(d) // 4 KiB segments
+	l := openLog(t, opts)
+	defer func() { l.Close() }()
+	for i := range 200 {
+		if _, err := l.Produce(bg, records(1, int64(i*3), 3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeLog(t, l)
+	l = openLog(t, opts)
+	base := d.OpenFiles()
+	d.SetMaxOpenFiles(base) // no descriptor left
+	_, err := l.Read(0, 10, 1<<20)
+	if !errors.Is(err, syscall.EMFILE) {
+		t.Fatalf("read of a sealed segment at the limit: %v, want EMFILE", err)
+	}
+	// Fill the active segment until the next commit must roll.
+	var commitErr error
+	for i := 0; commitErr == nil && i < 100; i++ {
+		_, commitErr = l.Produce(bg, records(1, int64(600+3*i), 3))
+	}
+	if !errors.Is(commitErr, syscall.EMFILE) || errors.Is(commitErr, ErrLogPoisoned) {
+		t.Fatalf("commit whose roll cannot create a segment: %v, want EMFILE and no poison", commitErr)
+	}
+	if d.OpenFiles() != base {
+		t.Fatalf("%d files open after the failures, %d before: a descriptor leaked", d.OpenFiles(), base)
+	}
+	d.SetMaxOpenFiles(0)
+	hwm := l.HighWatermark()
+	if base, err := l.Produce(bg, records(1, hwm, 3)); err != nil || base != hwm {
+		t.Fatalf("commit once descriptors are free: %d, %v", base, err)
+	}
+	if res, err := l.Read(0, 10, 1<<20); err != nil || len(res.Records) != 10 {
+		t.Fatalf("read once descriptors are free: %d records, %v", len(res.Records), err)
+	}
+}
