@@ -187,3 +187,55 @@ func TestEMFILE_TypedRetriableNoPoisonNoLeak(t *testing.T) {
 		t.Fatalf("read once descriptors are free: %d records, %v", len(res.Records), err)
 	}
 }
+
+// TestRetention_CrashMidSweepLeavesAContiguousSuffix: a power loss at any
+// point of a sweep's unlinks leaves the oldest segments deleted and the
+// rest whole, never a hole inside the retained range (matrix row 26).
+func TestRetention_CrashMidSweepLeavesAContiguousSuffix(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newDisk(t, 1)
+		opts := testOptions(d)
+		opts.RetentionMaxAge = time.Hour
+		l := openLog(t, opts)
+		defer func() { l.Close() }()
+		for i := range 60 {
+			if _, err := l.Produce(bg, records(1, int64(i*3), 3)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		<-time.After(2 * time.Hour)
+		var images []*fsys.Disk
+		d.SetHook(func(c fsys.Call) error {
+			if c.Op == fsys.OpRemove || c.Op == fsys.OpSyncDir {
+				images = append(images, d.Crash(fsys.CrashPlan{}), d.Crash(fsys.CrashPlan{KeepNameOps: -1}))
+			}
+			return nil
+		})
+		if _, err := l.Sweep(bg); err != nil {
+			t.Fatal(err)
+		}
+		d.SetHook(nil)
+		if len(images) < 4 {
+			t.Fatalf("only %d crash images: the sweep unlinked too little to test", len(images))
+		}
+		for i, img := range images {
+			r, err := Open(testDir, Options{FS: img, SegmentMaxBytes: opts.SegmentMaxBytes})
+			if err != nil {
+				t.Fatalf("image %d: %v", i, err)
+			}
+			for off := r.StartOffset(); off < r.HighWatermark(); {
+				res, err := r.Read(off, 1000, 1<<20)
+				if err != nil {
+					t.Fatalf("image %d: a hole at %d inside the retained range [%d, %d): %v", i, off, r.StartOffset(), r.HighWatermark(), err)
+				}
+				for _, rec := range res.Records {
+					if seq := checkRecord(t, 1, rec); seq != rec.Offset {
+						t.Fatalf("image %d: offset %d holds seq %d", i, rec.Offset, seq)
+					}
+				}
+				off = res.Next
+			}
+			r.Close()
+		}
+	})
+}
