@@ -7,7 +7,6 @@ import (
 
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
-	"github.com/narad-io/storage/wire"
 )
 
 func (a *api) ack(w http.ResponseWriter, r *http.Request) {
@@ -54,9 +53,8 @@ func (a *api) consumer(w http.ResponseWriter, r *http.Request) {
 // partitionOf reads {topic} and {p}, answering the error itself when
 // either is invalid.
 func (a *api) partitionOf(w http.ResponseWriter, r *http.Request) (string, int, bool) {
-	topic := r.PathValue("topic")
-	if err := wire.ValidateTopicName(topic); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_topic_name", err.Error())
+	topic, ok := topicOf(w, r)
+	if !ok {
 		return "", 0, false
 	}
 	p, ok := partitionParam(r)

@@ -27,15 +27,34 @@ type topicDescription struct {
 	Partitions  []partitionDescription `json:"partitions"`
 }
 
-func (a *api) putTopic(w http.ResponseWriter, r *http.Request) {
+// topicRequest reads {topic} and a topicBody, answering the error itself
+// when either is invalid.
+func (a *api) topicRequest(w http.ResponseWriter, r *http.Request) (name string, body topicBody, ok bool) {
+	name, ok = topicOf(w, r)
+	if !ok {
+		return "", body, false
+	}
+	if err := decodeJSON(r, &body); err != nil {
+		a.badBody(w, err)
+		return "", body, false
+	}
+	return name, body, true
+}
+
+// topicOf reads {topic}, answering 400 invalid_topic_name itself when it
+// is not a valid name: no path is built from it then.
+func topicOf(w http.ResponseWriter, r *http.Request) (string, bool) {
 	name := r.PathValue("topic")
 	if err := wire.ValidateTopicName(name); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_topic_name", err.Error())
-		return
+		return "", false
 	}
-	var body topicBody
-	if err := decodeJSON(r, &body); err != nil {
-		a.badBody(w, err)
+	return name, true
+}
+
+func (a *api) putTopic(w http.ResponseWriter, r *http.Request) {
+	name, body, ok := a.topicRequest(w, r)
+	if !ok {
 		return
 	}
 	retention := int64(0)
@@ -82,14 +101,8 @@ func (a *api) getTopic(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) patchTopic(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("topic")
-	if err := wire.ValidateTopicName(name); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_topic_name", err.Error())
-		return
-	}
-	var body topicBody
-	if err := decodeJSON(r, &body); err != nil {
-		a.badBody(w, err)
+	name, body, ok := a.topicRequest(w, r)
+	if !ok {
 		return
 	}
 	if body.RetentionMs == nil || *body.RetentionMs < 0 || body.Partitions != nil {
