@@ -77,7 +77,7 @@ type state struct {
 	bufferSince   time.Time     // first append into an empty buffer
 	appended      int           // records in the buffer that came from Append
 	unwritten     *pendingFrame // a drained frame whose write failed, retried next
-	writeFailedAt time.Time     // when a write last failed: retries wait a drain interval
+	backoffUntil  time.Time     // a failed background step (drain, roll, write) is retried no sooner
 	tailDirty     bool          // a failed write may have left bytes past writePos
 	unsyncedSince time.Time     // write of the unsynced frame; zero if none
 	appendLost    error         // Append-ed records another commit's failure discarded

@@ -100,7 +100,7 @@ func (s *state) writeFrame(f *pendingFrame) error {
 	}
 	if _, err := s.file.WriteAt(f.bytes, s.writePos); err != nil {
 		s.unwritten = f
-		s.writeFailedAt, s.tailDirty = now, true
+		s.tailDirty = true
 		s.log.metrics.countError(kindWriteFailed)
 		return fmt.Errorf("write frame at %s byte %d: %w", s.active.path, s.writePos, err)
 	}
@@ -146,42 +146,44 @@ func (s *state) sync() error {
 }
 
 // backgroundDrain writes what nobody was promised yet: the unwritten frame
-// of a failed write first, then the buffer. A failure is kept for the next
-// pass (or discarded by the next commit); it fails no caller.
+// of a failed write first, then the buffer. A failure of any step (the
+// drain, a roll, a sync, the write) is kept for the next pass (or
+// discarded by the next commit) and fails no caller; the next try waits
+// a drain interval (backoffUntil), whichever step failed, so a failing
+// disk never turns the flusher into a hot loop.
 func (s *state) backgroundDrain() {
-	if s.poison != nil {
+	now := time.Now()
+	if s.poison != nil || now.Before(s.backoffUntil) {
 		return
 	}
-	if s.unwritten != nil {
-		if err := s.writeFrame(s.unwritten); err != nil {
-			s.log.logger.Warn("background frame write failed; retrying later", zap.Error(err))
-			return
-		}
-	}
-	if len(s.buffer) == 0 {
-		return
-	}
-	f, err := s.drain()
-	if err != nil {
-		s.log.logger.Error("drain failed", zap.Error(err))
-		return
-	}
-	if err := s.writeFrame(f); err != nil {
+	if err := s.drainAndWrite(); err != nil {
+		s.backoffUntil = now.Add(s.log.opts.flush.drainInterval)
 		s.log.logger.Warn("background frame write failed; retrying later", zap.Error(err))
 	}
 }
 
+func (s *state) drainAndWrite() error {
+	if s.unwritten != nil {
+		if err := s.writeFrame(s.unwritten); err != nil {
+			return err
+		}
+	}
+	if len(s.buffer) == 0 {
+		return nil
+	}
+	f, err := s.drain()
+	if err != nil {
+		return err
+	}
+	return s.writeFrame(f)
+}
+
 // flushPass is the timer's work: drain what has waited long enough, sync
-// what has been unsynced long enough, retry a failed write.
+// what has been unsynced long enough, retry a failed step.
 func (s *state) flushPass() {
 	p := s.log.opts.flush
 	now := time.Now()
-	switch {
-	case s.unwritten != nil:
-		if now.Sub(s.writeFailedAt) >= p.drainInterval {
-			s.backgroundDrain()
-		}
-	case len(s.buffer) > 0 && now.Sub(s.bufferSince) >= p.drainInterval:
+	if s.unwritten != nil || len(s.buffer) > 0 && now.Sub(s.bufferSince) >= p.drainInterval {
 		s.backgroundDrain()
 	}
 	if s.writePos > s.syncedPos && (now.Sub(s.unsyncedSince) >= p.syncInterval || s.writePos-s.syncedPos >= p.syncBytes) {
@@ -208,16 +210,24 @@ func (s *state) needsTimer() (due time.Time, ok bool) {
 	}
 	switch {
 	case s.unwritten != nil:
-		// A failed write is retried a drain interval after it failed;
-		// the buffer behind it waits for that retry.
-		consider(s.writeFailedAt.Add(p.drainInterval))
+		// A failed write is retried once its backoff ends; the buffer
+		// behind it waits for that retry.
+		consider(s.backoffUntil)
 	case len(s.buffer) > 0:
-		consider(s.bufferSince.Add(p.drainInterval))
+		// Never before a failed step's backoff ends, whatever failed.
+		consider(maxTime(s.bufferSince.Add(p.drainInterval), s.backoffUntil))
 	}
 	if s.writePos > s.syncedPos {
 		consider(s.unsyncedSince.Add(p.syncInterval))
 	}
 	return due, ok
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // rearm arms the timer for the next owed pass, or stops it.

@@ -404,12 +404,20 @@ func TestFlusher_NeedsTimer(t *testing.T) {
 		})
 	}
 
-	t.Run("failed write to retry: due one drain interval after the failure, whatever the buffer", func(t *testing.T) {
+	t.Run("failed write to retry: due when its backoff ends, whatever the buffer", func(t *testing.T) {
 		s := &state{log: &Log{opts: Options{flush: defaultFlushPolicy}}, unwritten: &pendingFrame{base: 0, count: 1},
-			writeFailedAt: t0, buffer: [][]byte{{1}}, bufferSince: t0.Add(-time.Hour)}
+			backoffUntil: t0.Add(100 * ms), buffer: [][]byte{{1}}, bufferSince: t0.Add(-time.Hour)}
 		due, ok := s.needsTimer()
 		if !ok || !due.Equal(t0.Add(100*ms)) {
 			t.Fatalf("needsTimer() = %v, %v; want %v, true: a failed write must not make the timer spin", due, ok, t0.Add(100*ms))
+		}
+	})
+	t.Run("failed drain of the buffer: due when its backoff ends, not when the buffer aged", func(t *testing.T) {
+		s := &state{log: &Log{opts: Options{flush: defaultFlushPolicy}},
+			backoffUntil: t0.Add(100 * ms), buffer: [][]byte{{1}}, bufferSince: t0.Add(-time.Hour)}
+		due, ok := s.needsTimer()
+		if !ok || !due.Equal(t0.Add(100*ms)) {
+			t.Fatalf("needsTimer() = %v, %v; want %v, true", due, ok, t0.Add(100*ms))
 		}
 	})
 }

@@ -46,8 +46,12 @@ type Log struct {
 	hot            hotSet
 	readSinceWrite atomic.Bool // a read happened since the last frame write
 
-	unlinkMu       sync.Mutex
-	pendingUnlinks []detached // retention unlinks that failed, retried by the next sweep
+	// sweeping is a one-slot semaphore held from a sweep's detach to the
+	// end of its unlinks, and by Close, which so waits for them. A channel
+	// rather than a mutex: a test's synctest bubble sees a Close parked on
+	// it as durably blocked.
+	sweeping       chan struct{}
+	pendingUnlinks []detached // retention unlinks that failed, retried by the next sweep; guarded by sweeping
 
 	closeOnce sync.Once
 	closeErr  error
@@ -66,12 +70,13 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{
-		dir:     dir,
-		opts:    opts,
-		logger:  opts.Logger.With(zap.String("partition_dir", dir)),
-		metrics: opts.Metrics,
-		mailbox: make(chan message, mailboxSize),
-		stopped: make(chan struct{}),
+		dir:      dir,
+		opts:     opts,
+		logger:   opts.Logger.With(zap.String("partition_dir", dir)),
+		metrics:  opts.Metrics,
+		mailbox:  make(chan message, mailboxSize),
+		stopped:  make(chan struct{}),
+		sweeping: make(chan struct{}, 1),
 	}
 	st := newState(l, rec)
 	st.publish()
@@ -81,6 +86,18 @@ func Open(dir string, opts Options) (*Log, error) {
 	l.metrics.gapsRecorded.Add(float64(len(rec.active.gaps)))
 	go pprof.Do(context.Background(), pprof.Labels("partition", dir), func(context.Context) { st.run() })
 	return l, nil
+}
+
+// Closed reports whether the log's actor has stopped: after Close, or
+// after it failed to start again. A closed log answers ErrLogClosed to
+// everything but Close.
+func (l *Log) Closed() bool {
+	select {
+	case <-l.stopped:
+		return true
+	default:
+		return false
+	}
 }
 
 // Dir is the log's directory.
@@ -170,8 +187,17 @@ func (l *Log) SetWakeNotifier(f func()) { l.notify.setWakeNotifier(f) }
 // file. Buffered records nobody committed are dropped (they were never
 // promised). Reads afterwards answer ErrLogClosed. Close returns the same
 // error every time it is called.
+//
+// A sweep's unlinks finish before the actor stops (Close waits for them),
+// so a log reopened after Close never lists a segment a sweep detached
+// and then has it unlinked under the new log (runtime/doc.go, "Retention
+// detach and unlink"). A detached segment whose unlink failed stays on
+// disk: the next open lists it as retained (intact, served) and its next
+// sweep detaches it again; unlinks go oldest first, so never a hole.
 func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
+		l.sweeping <- struct{}{}
+		defer func() { <-l.sweeping }()
 		m := &closeMsg{newRequest()}
 		select {
 		case l.mailbox <- m:

@@ -35,7 +35,7 @@ type walkResult struct {
 // partition/doc.go has the argument).
 func recoverLog(dir string, opts Options) (*recovered, error) {
 	files := opts.FS
-	if err := files.MkdirAll(dir); err != nil {
+	if err := fsys.MkdirAllDurable(files, dir); err != nil {
 		return nil, fmt.Errorf("open %s: %w", dir, err)
 	}
 	entries, err := files.ReadDir(dir)
@@ -53,7 +53,8 @@ func recoverLog(dir string, opts Options) (*recovered, error) {
 	rec := &recovered{}
 	if len(bases) == 0 {
 		// A new log. The directory's own entry is made durable here too,
-		// before anything depends on it (fault-model R7).
+		// before anything depends on it (fault-model R7), even when an
+		// earlier process created it and crashed before its sync.
 		if err := files.SyncDir(filepath.Dir(dir)); err != nil {
 			return nil, fmt.Errorf("open %s: sync parent directory: %w", dir, err)
 		}

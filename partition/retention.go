@@ -50,17 +50,26 @@ func (l *Log) Sweep(ctx context.Context) (SweepResult, error) {
 	// One sweep at a time, detach to unlink, so two sweeps never unlink
 	// out of order; a sweep that finds another still unlinking (stuck in a
 	// slow unlink, say) leaves the log to it rather than stalling too.
-	if !l.unlinkMu.TryLock() {
+	select {
+	case l.sweeping <- struct{}{}:
+	default:
 		return SweepResult{}, ErrSweepInProgress
 	}
-	defer l.unlinkMu.Unlock()
+	defer func() { <-l.sweeping }()
 	r, err := l.call(ctx, &sweepMsg{newRequest()})
 	if err != nil {
 		return SweepResult{}, err
 	}
 	rep := r.(sweepReply)
-	res := SweepResult{Rotated: rep.rotated}
-	todo := append(l.pendingUnlinks, rep.detached...)
+	res, err := l.unlink(append(l.pendingUnlinks, rep.detached...))
+	res.Rotated = rep.rotated
+	return res, err
+}
+
+// unlink removes detached segments' files, oldest first, and syncs the
+// directory; the caller holds the sweeping slot.
+func (l *Log) unlink(todo []detached) (SweepResult, error) {
+	var res SweepResult
 	l.pendingUnlinks = todo // kept current as files go, so even a panic loses none
 	files := l.opts.FS
 	var unlinkErr error

@@ -44,7 +44,8 @@
 //   - TransferListing and InstallPartition are the storage side of a
 //     partition move: the listing reads the directory without opening the
 //     log and refuses a stale incarnation; the install writes the files
-//     into a staging directory, stamps the marker and renames it in place.
+//     into a staging directory, stamps the marker and swaps it in,
+//     atomically across a crash (Protocols, below).
 //   - Partitions lists the partitions the metastore assigns this node,
 //     opening none.
 //   - Peeks and describes answer a closed partition from its directory and
@@ -55,4 +56,105 @@
 // LocalMetastore is the embedded single-node metastore: every partition is
 // this node's, and the records persist crash-safely in
 // <data dir>/metastore.json, outside topics/.
+//
+// # Protocols
+//
+// Each multi-step operation on the data directory, with the locks held
+// across it (the order is always produce gate, then topic guard, then map
+// lock) and why a crash at any of its steps is safe. "Synced" means the
+// directory holding the entry was fsynced (fsys.SyncDir); the simulated
+// disk's crash images prove each argument (fences_test.go and
+// protocols_crash_test.go).
+//
+// Data directory lock. New takes an exclusive flock on <data dir>/LOCK
+// (LockDataDir; the daemon takes it before it reads the metastore and
+// hands it to New) before it reads or writes anything else there, writes
+// its pid into the file, and holds it until Close has closed every log.
+// A second node, in this process or another, is refused with
+// ErrDataDirLocked naming that pid. The kernel drops a flock with its
+// process, so a crash never leaves a stale lock. At start, New syncs the
+// data directory and topics/, so entries a crashed process left only in
+// the page cache are durable before anything is acked into them.
+//
+// Topic directory create (under the topic's guard, in the open path): the
+// directory and its missing parents are created and each created entry's
+// parent synced (fsys.MkdirAllDurable), then the incarnation marker is
+// written atomically (temporary file, fdatasync, rename, directory sync).
+// A crash before the marker's rename leaves a directory without a marker,
+// which the next open adopts (stamps) for the record's incarnation: it
+// holds nothing yet. A partition directory is created the same way by
+// partition.Open, and its first segment only after its own entry is
+// synced, so no acked record ever lives in a directory a power loss can
+// drop.
+//
+// Topic delete and purge (DeleteTopic): the metastore record is removed
+// durably first; then, under the topic's guard, the open logs are closed
+// (no produce gate: the topic has no valid commit left), the in-memory
+// consumer state dropped, the directory removed and topics/ synced. A
+// crash after the record's removal leaves a directory no record names:
+// it is never served (an open needs the record) and a recreate stamps a
+// new incarnation, so the leftover is quarantined by the open path (next).
+// If the name was recreated meanwhile (the marker is another
+// incarnation's), the purge leaves the directory to the new incarnation.
+//
+// Quarantine rename (checkIncarnation, under the topic's guard): the
+// topic's open logs are closed, an earlier leftover of the same
+// incarnation removed, topics/<name> renamed to topics/<name>.stale-<id>
+// and topics/ synced; only then is the deleted incarnation's consumer
+// state dropped and a fresh directory created (as above). A crash before
+// the sync leaves the old name, which the next open quarantines again; a
+// crash after it leaves the stale directory, never served, reclaimed once
+// the metastore confirms its incarnation is gone (SweepQuarantine, under
+// the guard: remove, then sync topics/).
+//
+// Install of a moved partition (InstallPartition): the produce gate is
+// taken exclusive and the topic's guard held from the close of the live
+// log to the last directory sync (supervisor.Registry.WithPartitionClosed),
+// so no produce and no lazy reopen reaches the partition while its
+// directory is replaced. The files are written and fdatasynced into
+// pNNNNN.installing, that directory synced, renamed to pNNNNN.install
+// (complete from then on) and topics/<name> synced; then the old directory
+// is renamed to pNNNNN.replaced, pNNNNN.install to pNNNNN, the topic
+// directory synced, and pNNNNN.replaced removed. A power loss keeps a
+// prefix of those renames, so the names on disk are one of: old pNNNNN
+// with .installing (removed at the next start), old pNNNNN with .install,
+// .replaced with .install (both rolled forward: the install completes),
+// new pNNNNN with .replaced (removed). New settles every such leftover
+// (settleInstall, logged) before any log opens, so a partition is never
+// left without a directory and never opened as an empty log at offset 0.
+// An install that fails in this process after .install is complete marks
+// the partition unsettled; its next open settles it first, or fails.
+//
+// Eviction and reopen: every close of a live log holds the produce gate
+// exclusive and the topic's guard (CloseLive), so it lands between two
+// commits; the log writes its exact high watermark to the hwm file and
+// closes; the consumer state beside it is written out (OnClose). A reopen
+// is a lazy open under the guard. Node.Close first fences the registry
+// (supervisor.Registry.Close): an open already under way when Close
+// listed the open logs closes what it opened and answers ErrNodeClosed,
+// so no log outlives Close. A log closed by a caller of Node.Log is found
+// closed by the next open, which settles its entry and opens it again.
+//
+// Retention detach and unlink (partition.Log.Sweep): the actor detaches
+// the expired segments (oldest first) and publishes the new start offset;
+// the sweep then unlinks their files outside the actor, oldest first, and
+// syncs the partition directory. Close waits for a sweep's unlinks before
+// the log stops, so a reopen never lists a segment whose detach was
+// decided and then loses it to the late unlink. A crash between detach and
+// unlink leaves the detached segments on disk: the next open lists them as
+// retained (intact) and the next sweep deletes them again; a crash between
+// two unlinks leaves a contiguous suffix, never a hole. An unlink that
+// fails stays pending for the next sweep (and, if the log closes first,
+// the file is listed again by the next open, intact).
+//
+// Consumer write-out (consumer_commit.go): every tick writes the frontier
+// and acked-ahead set into consumer.ahead's window slot through a held
+// descriptor (the file's creation synced into its directory first); a
+// write-out fdatasyncs it and only then flips the window to be the
+// anchor, so the anchor slot is never written while it is the anchor. A
+// crash loses at most the acks since the last write-out (the window may
+// be torn: its checksum rejects it and the anchor wins). consumer.offset
+// is levelled only from a durable frontier (8 bytes in place, fdatasync,
+// its creation synced), so one above consumer.ahead's frontier is damage
+// and is rejected.
 package runtime

@@ -50,6 +50,9 @@ func (n *Node) admit(ctx context.Context, t *supervisor.GuardedTopic, key superv
 // openAdmitted opens a partition's log that admit let through, under the
 // topic's guard; partition.Open creates the directory if it is missing.
 func (n *Node) openAdmitted(key supervisor.Key, rec TopicRecord) (*partition.Log, error) {
+	if err := n.settleBeforeOpen(key); err != nil {
+		return nil, err
+	}
 	dir, _ := wire.PartitionDirName(key.Partition)
 	return partition.Open(filepath.Join(n.topicsDir, key.Topic, dir), partition.Options{
 		FS:              n.cfg.FS,
@@ -70,8 +73,9 @@ func (n *Node) checkIncarnation(t *supervisor.GuardedTopic, rec TopicRecord) err
 	dir := filepath.Join(n.topicsDir, rec.Name)
 	if rec.Incarnation == "" {
 		// A record without an id keeps name-based bookkeeping: nothing
-		// to compare, nothing to stamp.
-		return n.cfg.FS.MkdirAll(dir)
+		// to compare, nothing to stamp; the directory is made durable
+		// before anything acked can live in it.
+		return fsys.MkdirAllDurable(n.cfg.FS, dir)
 	}
 	marker, err := n.readMarker(dir)
 	switch {
@@ -119,11 +123,8 @@ func (n *Node) writeMarker(dir string, id wire.IncarnationID) error {
 
 // createTopicDir makes a topic's directory durable and stamps it.
 func (n *Node) createTopicDir(dir string, rec TopicRecord) error {
-	if err := n.cfg.FS.MkdirAll(dir); err != nil {
+	if err := fsys.MkdirAllDurable(n.cfg.FS, dir); err != nil {
 		return fmt.Errorf("create topic directory %s: %w", dir, err)
-	}
-	if err := n.cfg.FS.SyncDir(n.topicsDir); err != nil {
-		return fmt.Errorf("create topic directory %s: sync topics: %w", dir, err)
 	}
 	return n.writeMarker(dir, rec.Incarnation)
 }

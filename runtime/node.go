@@ -58,6 +58,10 @@ type Config struct {
 	ConsumerOffsetCommitInterval time.Duration
 	// CheckLockOrder turns on the registry's lock-order checker (tests).
 	CheckLockOrder bool
+	// DataDirLock is the data directory's lock, for a caller that took it
+	// first (LockDataDir) to read the embedded metastore under it; the
+	// node then owns it and Close releases it. Nil: New takes it.
+	DataDirLock *DataDirLock
 }
 
 func (c Config) withDefaults() Config {
@@ -95,6 +99,7 @@ func (c Config) withDefaults() Config {
 // metastore's record; a log is closed only through the registry.
 type Node struct {
 	cfg       Config
+	lock      *DataDirLock // held from New until Close has closed every log
 	ms        Metastore
 	logger    *zap.Logger
 	metrics   *partition.Metrics
@@ -103,10 +108,13 @@ type Node struct {
 
 	ready       atomic.Bool
 	closed      atomic.Bool
+	lifecycle   sync.Mutex // guards loops and unsubscribe against a Close racing Start
 	unsubscribe func()
 	background  sync.WaitGroup // rechecks started by the change feed
 	loops       []*supervisor.Loop
 	promReg     prometheus.Registerer
+
+	installs unsettledInstalls // installs to settle before their partition opens
 
 	consumers       *consumers
 	committer       *committer
@@ -119,8 +127,11 @@ type Node struct {
 	dropConsumerState func(topic string, id wire.IncarnationID)
 }
 
-// New makes a node; Start opens its partitions.
-func New(cfg Config, ms Metastore, logger *zap.Logger, reg prometheus.Registerer) (*Node, error) {
+// New makes a node; Start opens its partitions. It takes the data
+// directory's lock (ErrDataDirLocked if another holder has it) before it
+// reads or writes anything there, then finishes or removes what a crash
+// left of a partition install (recoverInstalls).
+func New(cfg Config, ms Metastore, logger *zap.Logger, reg prometheus.Registerer) (n *Node, err error) {
 	cfg = cfg.withDefaults()
 	if cfg.DataDir == "" {
 		return nil, errors.New("runtime: Config.DataDir is required")
@@ -128,8 +139,24 @@ func New(cfg Config, ms Metastore, logger *zap.Logger, reg prometheus.Registerer
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	n := &Node{
+	lock := cfg.DataDirLock
+	cfg.DataDirLock = nil
+	if lock == nil {
+		if lock, err = LockDataDir(cfg.FS, cfg.DataDir); err != nil {
+			return nil, err
+		}
+	}
+	defer func() {
+		if err != nil {
+			lock.Release()
+		}
+	}()
+	if filepath.Clean(lock.Dir()) != filepath.Clean(cfg.DataDir) {
+		return nil, fmt.Errorf("runtime: Config.DataDirLock locks %s, not the data directory %s", lock.Dir(), cfg.DataDir)
+	}
+	n = &Node{
 		cfg:             cfg,
+		lock:            lock,
 		ms:              ms,
 		logger:          logger,
 		metrics:         partition.NewMetrics(reg),
@@ -142,11 +169,19 @@ func New(cfg Config, ms Metastore, logger *zap.Logger, reg prometheus.Registerer
 		dirtySet: map[*consumer]struct{}{}, unsyncedSet: map[*consumer]struct{}{}}
 	n.dropConsumerState = n.consumers.drop
 	n.reg = supervisor.NewRegistry(supervisor.RegistryOptions{CheckLockOrder: cfg.CheckLockOrder, OnClose: n.consumers.settle})
-	if err := cfg.FS.MkdirAll(n.topicsDir); err != nil {
+	if err := fsys.MkdirAllDurable(cfg.FS, n.topicsDir); err != nil {
 		return nil, fmt.Errorf("runtime: data directory: %w", err)
 	}
-	if err := cfg.FS.SyncDir(cfg.DataDir); err != nil {
-		return nil, fmt.Errorf("runtime: data directory: %w", err)
+	// A process that crashed may have left entries here that only the
+	// page cache holds (a directory created before its parent's sync):
+	// make them durable before anything is acked into them.
+	for _, dir := range []string{cfg.DataDir, n.topicsDir} {
+		if err := cfg.FS.SyncDir(dir); err != nil {
+			return nil, fmt.Errorf("runtime: data directory: sync %s: %w", dir, err)
+		}
+	}
+	if err := n.recoverInstalls(); err != nil {
+		return nil, fmt.Errorf("runtime: startup: %w", err)
 	}
 	return n, nil
 }
@@ -159,22 +194,35 @@ func (n *Node) LockOrderViolations() []string { return n.reg.LockOrderViolations
 
 // Close closes every open log, each between two commits, and stops the
 // node's background work. It returns the errors of the closes.
+//
+// It fences every path that opens a log first (supervisor.Registry.Close),
+// so a call that was already past its closed check when Close began can
+// no longer open and register a log behind the listing Close closes; the
+// data directory's lock is released last, once nothing can write.
 func (n *Node) Close() error {
+	n.lifecycle.Lock()
 	if n.closed.Swap(true) {
+		n.lifecycle.Unlock()
 		return nil
 	}
+	loops, unsubscribe := n.loops, n.unsubscribe
+	n.lifecycle.Unlock()
 	var errs []error
-	for _, l := range n.loops {
+	for _, l := range loops {
 		errs = append(errs, l.Close())
 	}
-	if n.unsubscribe != nil {
-		n.unsubscribe()
+	if unsubscribe != nil {
+		unsubscribe()
 	}
 	n.background.Wait()
+	n.reg.Close()
 	for _, key := range n.reg.Keys() {
 		if err := n.reg.CloseLive(key); err != nil {
 			errs = append(errs, fmt.Errorf("close %s/%d: %w", key.Topic, key.Partition, err))
 		}
+	}
+	if err := n.lock.Release(); err != nil {
+		errs = append(errs, fmt.Errorf("release the data directory's lock: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -192,11 +240,16 @@ func (n *Node) key(topic string, p int) (supervisor.Key, error) {
 	return supervisor.Key{Topic: topic, Partition: p}, nil
 }
 
-// log returns the partition's open log, opening it on first use.
+// log returns the partition's open log, opening it on first use; once
+// Close has begun, ErrNodeClosed.
 func (n *Node) log(ctx context.Context, key supervisor.Key) (*partition.Log, error) {
-	return n.reg.Open(key, func(t *supervisor.GuardedTopic) (*partition.Log, error) {
+	l, err := n.reg.Open(key, func(t *supervisor.GuardedTopic) (*partition.Log, error) {
 		return n.openUnderGuard(ctx, t, key)
 	})
+	if errors.Is(err, supervisor.ErrRegistryClosed) {
+		return nil, fmt.Errorf("%w: %w", ErrNodeClosed, err)
+	}
+	return l, err
 }
 
 // withLog runs fn on the partition's log, reopening it once if it was

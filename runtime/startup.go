@@ -23,7 +23,9 @@ import (
 // the metastore confirms gone (the startup orphan sweep), and it follows
 // the metastore's change feed from then on.
 func (n *Node) Start(ctx context.Context) error {
-	n.unsubscribe = n.ms.Subscribe(func(topic string) {
+	unsubscribe := n.ms.Subscribe(func(topic string) {
+		n.lifecycle.Lock() // so no recheck starts once Close waits for them
+		defer n.lifecycle.Unlock()
 		if n.closed.Load() {
 			return
 		}
@@ -33,6 +35,14 @@ func (n *Node) Start(ctx context.Context) error {
 			n.recheck(topic)
 		}()
 	})
+	n.lifecycle.Lock()
+	if n.closed.Load() {
+		n.lifecycle.Unlock()
+		unsubscribe()
+		return ErrNodeClosed
+	}
+	n.unsubscribe = unsubscribe
+	n.lifecycle.Unlock()
 	n.SweepQuarantine(ctx)
 	topics, err := n.ms.Topics(ctx)
 	if err != nil {
@@ -77,6 +87,11 @@ func (n *Node) Start(ctx context.Context) error {
 		return err
 	}
 	progress()
+	n.lifecycle.Lock()
+	defer n.lifecycle.Unlock()
+	if n.closed.Load() {
+		return ErrNodeClosed // Close ran meanwhile: start nothing it would not stop
+	}
 	n.startLoops()
 	n.startConsumerCommitter()
 	n.ready.Store(true)

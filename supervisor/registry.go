@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -9,6 +10,10 @@ import (
 
 	"github.com/narad-io/storage/partition"
 )
+
+// ErrRegistryClosed: the registry was closed (its node is shutting down);
+// nothing opens any more.
+var ErrRegistryClosed = errors.New("supervisor: registry closed")
 
 // Key names one partition.
 type Key struct {
@@ -44,11 +49,18 @@ type RegistryOptions struct {
 //     guard and the drop, under the same guard, that precedes its close.
 //   - Gates and guards are never removed: a caller holding one never finds
 //     it replaced.
+//   - Once closed is set (under mu), no log is ever installed again: an
+//     open that raced Close closes the log it made instead, so every log
+//     installed is one that Close's listing (Keys, after Close) sees.
+//   - A log closed behind the registry's back (by a caller of a log it
+//     handed out) is never handed out again: Open finds it closed, drops
+//     and settles its entry under the topic's guard, and opens afresh.
 type Registry struct {
 	order   *lockOrder
 	onClose func(Key)
 
 	mu     sync.Mutex
+	closed bool
 	gates  map[Key]*Gate
 	guards map[string]*TopicGuard
 	logs   map[Key]*entry
@@ -145,21 +157,36 @@ func (r *Registry) Lookup(key Key) (*partition.Log, bool) {
 // when it is not open yet (lazy open on first use). open gets the guarded
 // topic, so an incarnation check can retire the topic's other logs. The
 // caller may hold key's gate; it must hold no guard and not the map lock.
+// After Close it answers ErrRegistryClosed.
 func (r *Registry) Open(key Key, open func(t *GuardedTopic) (*partition.Log, error)) (*partition.Log, error) {
-	if l, ok := r.lookupTouch(key); ok {
+	if l, ok := r.lookupTouch(key); ok && !l.Closed() {
 		return l, nil
 	}
 	g := r.Guard(key.Topic)
 	g.Lock()
 	defer g.Unlock()
 	if l, ok := r.lookupTouch(key); ok {
-		return l, nil
+		if !l.Closed() {
+			return l, nil
+		}
+		// Closed behind the registry's back: settle the entry the way
+		// every close does, then open afresh.
+		_ = r.dropAndClose(key)
+	}
+	if r.isClosed() {
+		return nil, fmt.Errorf("%w: open %s/%d", ErrRegistryClosed, key.Topic, key.Partition)
 	}
 	l, err := open(&GuardedTopic{r: r, topic: key.Topic})
 	if err != nil {
 		return nil, err
 	}
 	r.lockMap()
+	if r.closed {
+		r.unlockMap()
+		// Close listed the open logs before this one existed: it is
+		// this opener's to close.
+		return nil, errors.Join(fmt.Errorf("%w: open %s/%d", ErrRegistryClosed, key.Topic, key.Partition), l.Close())
+	}
 	e := &entry{log: l}
 	e.lastUsed.Store(time.Now().UnixNano())
 	r.logs[key] = e
@@ -175,6 +202,21 @@ func (r *Registry) lookupTouch(key Key) (*partition.Log, bool) {
 		return e.log, true
 	}
 	return nil, false
+}
+
+func (r *Registry) isClosed() bool {
+	r.lockMap()
+	defer r.unlockMap()
+	return r.closed
+}
+
+// Close fences every open: after it returns, no log is installed again,
+// so the logs Keys lists then are all there will ever be to close. It
+// closes no log itself: the node closes each, between two commits.
+func (r *Registry) Close() {
+	r.lockMap()
+	defer r.unlockMap()
+	r.closed = true
 }
 
 // CloseLive closes key's open log the way every close of a live log must:
@@ -204,6 +246,24 @@ func (r *Registry) dropAndClose(key Key) error {
 		r.onClose(key)
 	}
 	return err
+}
+
+// WithPartitionClosed closes key's live log between two commits (as
+// CloseLive does) and runs fn under the same hold of the produce gate,
+// exclusive, and of the topic's guard: no produce, no lazy reopen and no
+// other lifecycle step of the topic runs until fn returns. fn replaces
+// the partition's directory (a moved partition's install).
+func (r *Registry) WithPartitionClosed(key Key, fn func(t *GuardedTopic) error) error {
+	gate := r.Gate(key)
+	gate.Lock()
+	defer gate.Unlock()
+	g := r.Guard(key.Topic)
+	g.Lock()
+	defer g.Unlock()
+	if err := r.dropAndClose(key); err != nil {
+		return fmt.Errorf("close the live log of %s/%d: %w", key.Topic, key.Partition, err)
+	}
+	return fn(&GuardedTopic{r: r, topic: key.Topic})
 }
 
 // WithTopic runs fn under topic's guard. fn gets the topic's open
@@ -287,4 +347,24 @@ func (r *Registry) Len() int {
 	r.lockMap()
 	defer r.unlockMap()
 	return len(r.logs)
+}
+
+// TryLockForTest reports whether the gate was free, taking and releasing it
+// at once: tests use it to prove a protocol holds the gate at a point.
+func (g *Gate) TryLockForTest() bool {
+	if !g.rw.TryLock() {
+		return false
+	}
+	g.rw.Unlock()
+	return true
+}
+
+// TryLockForTest reports whether the guard was free, taking and releasing
+// it at once: tests use it to prove a protocol holds the guard at a point.
+func (g *TopicGuard) TryLockForTest() bool {
+	if !g.mu.TryLock() {
+		return false
+	}
+	g.mu.Unlock()
+	return true
 }

@@ -22,6 +22,19 @@ const (
 	ConsumerAheadFileName = "consumer.ahead"
 	// SegmentFileSuffix ends every segment file name.
 	SegmentFileSuffix = ".log"
+	// LockFileName is the data directory's lock file: one process at a
+	// time holds an exclusive lock on it, and writes its pid in it.
+	LockFileName = "LOCK"
+	// InstallingDirSuffix ends the staging directory of a moved partition
+	// while its files are written: never complete, removed at startup.
+	InstallingDirSuffix = ".installing"
+	// InstallDirSuffix ends the staging directory of a moved partition
+	// once every file in it is durable: complete, rolled forward at
+	// startup.
+	InstallDirSuffix = ".install"
+	// ReplacedDirSuffix ends the name a partition directory has while an
+	// install replaces it: removed once the install is durable.
+	ReplacedDirSuffix = ".replaced"
 	// StaleDirInfix separates a topic name and an incarnation id in the name
 	// of a quarantined topic directory.
 	StaleDirInfix = ".stale-"

@@ -37,6 +37,17 @@ const commitTimeLayout = "2006-01-02T15:04:05.000Z07:00"
 // SEGMENT.log`; it returns the process exit code: 0 when every frame
 // checks out, 1 when the file holds damage, 2 on a usage error or a file
 // that cannot be read.
+// dataDirOfSegment is the data directory a segment path lies in
+// (DATA/topics/TOPIC/pNNNNN/SEGMENT.log), if it lies in one.
+func dataDirOfSegment(segment string) (string, bool) {
+	partitionDir := filepath.Dir(filepath.Clean(segment))
+	topicsDir := filepath.Dir(filepath.Dir(partitionDir))
+	if _, err := wire.ParsePartitionDirName(filepath.Base(partitionDir)); err != nil || filepath.Base(topicsDir) != wire.TopicsDirName {
+		return "", false
+	}
+	return filepath.Dir(topicsDir), true
+}
+
 func runInspect(args []string, stdout, stderr io.Writer) int {
 	flags := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	flags.SetOutput(stderr)
@@ -65,6 +76,9 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	if *maxBytes < 0 {
 		fmt.Fprintf(stderr, "inspect: --max-bytes %d is negative\n", *maxBytes)
 		return 2
+	}
+	if dataDir, ok := dataDirOfSegment(positional[0]); ok {
+		warnInUse(stderr, "inspect", dataDir)
 	}
 	in := inspector{files: fsys.OS{}, records: *withRecords, json: *asJSON, maxBytes: *maxBytes}
 	out := bufio.NewWriter(stdout)

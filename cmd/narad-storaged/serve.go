@@ -42,6 +42,13 @@ func runServe(args []string, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := serve(ctx, cfg, logger); err != nil {
+		if errors.Is(err, runtime.ErrDataDirLocked) {
+			// Another daemon serves this data directory: a usage error,
+			// said plainly (exit 2), not a crash of this one.
+			logger.Error("narad-storaged refused to start", zap.Error(err))
+			fmt.Fprintln(stderr, "narad-storaged:", err)
+			return 2
+		}
 		logger.Error("narad-storaged stopped", zap.Error(err))
 		return 1
 	}
@@ -72,9 +79,18 @@ func newLogger(cfg config, stderr io.Writer) (*zap.Logger, error) {
 // log (each hwm file written), within the shutdown timeout.
 func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 	files := fsys.OS{}
-	if err := files.MkdirAll(cfg.DataDir); err != nil {
-		return fmt.Errorf("data directory: %w", err)
+	// The data directory's lock comes before anything in it is read or
+	// written; the node owns it from New on and releases it at Close.
+	lock, err := runtime.LockDataDir(files, cfg.DataDir)
+	if err != nil {
+		return err
 	}
+	nodeOwnsLock := false
+	defer func() {
+		if !nodeOwnsLock {
+			lock.Release()
+		}
+	}()
 	var token []byte
 	if cfg.AuthTokenFile != "" {
 		b, err := fsys.ReadFile(files, cfg.AuthTokenFile, 4096)
@@ -104,7 +120,9 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		ReaperInterval:               time.Duration(cfg.ReaperInterval),
 		ColdWalkInterval:             time.Duration(cfg.ColdWalkInterval),
 		ConsumerOffsetCommitInterval: time.Duration(cfg.ConsumerOffsetCommitInterval),
+		DataDirLock:                  lock,
 	}, ms, logger, reg)
+	nodeOwnsLock = true // New releases it if it fails, Close once it closed every log
 	if err != nil {
 		return err
 	}

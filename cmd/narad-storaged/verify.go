@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/wire"
 )
 
@@ -80,6 +81,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "verify: %v\n", err)
 		return 2
 	}
+	report.InUseBy = warnInUse(stderr, "verify", *dataDir)
 	out := bufio.NewWriter(stdout)
 	if *asJSON {
 		enc := json.NewEncoder(out)
@@ -101,9 +103,27 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// warnInUse tells, on stderr, that a running process holds the data
+// directory's lock (the read-only commands still run), and returns its
+// name, or "" when none does.
+func warnInUse(stderr io.Writer, command, dataDir string) string {
+	holder, inUse, err := runtime.DataDirInUse(fsys.OS{}, dataDir)
+	switch {
+	case err != nil:
+		fmt.Fprintf(stderr, "%s: warning: cannot tell whether %s is in use: %v\n", command, dataDir, err)
+	case inUse:
+		fmt.Fprintf(stderr, "%s: warning: %s is in use by %s; reading anyway, but a torn tail may be a write in flight\n", command, dataDir, holder)
+		return holder
+	}
+	return ""
+}
+
 // verifyReport is the whole report; --json prints it as it is.
 type verifyReport struct {
-	DataDir    string            `json:"data_dir"`
+	DataDir string `json:"data_dir"`
+	// InUseBy names the process that held the data directory's lock while
+	// verify ran: a torn tail it reports may be a write in flight.
+	InUseBy    string            `json:"in_use_by,omitempty"`
 	Clean      bool              `json:"clean"`
 	Partitions []partitionReport `json:"partitions"`
 	// Quarantined lists the topics/<name>.stale-<id> directories: a deleted
@@ -447,6 +467,9 @@ func (v *verifier) segmentDone(size int64) {
 // indented line per problem, a line per quarantined or skipped directory,
 // and a summary.
 func writeVerifyText(w io.Writer, r *verifyReport) {
+	if r.InUseBy != "" {
+		fmt.Fprintf(w, "note: %s is in use by %s: a torn tail below may be a write in flight\n", r.DataDir, r.InUseBy)
+	}
 	for _, p := range r.Partitions {
 		name := p.Topic
 		if p.Partition >= 0 {

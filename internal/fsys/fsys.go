@@ -1,6 +1,7 @@
 package fsys
 
 import (
+	"errors"
 	"io"
 	"os"
 	"time"
@@ -44,7 +45,17 @@ type FS interface {
 	// SyncDir fsyncs a directory, making the creates, renames and removes
 	// of entries in it durable.
 	SyncDir(name string) error
+	// Lock opens name read-write (creating it with FileMode) and takes an
+	// exclusive advisory lock on it without waiting (flock with LOCK_EX |
+	// LOCK_NB). A lock that another holder has, in this process or
+	// another, fails with ErrLocked. The lock is held until the returned
+	// File is closed or the process ends; the File can be written (a
+	// holder writes its pid, so a refused caller can name it).
+	Lock(name string) (File, error)
 }
+
+// ErrLocked is Lock's error for a file another holder has locked.
+var ErrLocked = errors.New("locked by another holder")
 
 // File is an open file. Reads and writes without an offset use the file's
 // own position; ReadAt and WriteAt do not move it.

@@ -126,6 +126,30 @@ func (OS) SyncDir(name string) error {
 	return nil
 }
 
+// Lock implements FS with flock(2): the lock belongs to the open file
+// description, so closing the File (or the process ending) releases it.
+func (o OS) Lock(name string) (File, error) {
+	f, err := o.OpenFile(name, os.O_RDWR|os.O_CREATE)
+	if err != nil {
+		return nil, err
+	}
+	fd := int(f.(*osFile).f.Fd())
+	for {
+		err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, &fs.PathError{Op: "flock", Path: name, Err: ErrLocked}
+		}
+		return nil, &fs.PathError{Op: "flock", Path: name, Err: err}
+	}
+	return f, nil
+}
+
 func fileInfoOf(fi fs.FileInfo) FileInfo {
 	return FileInfo{Name: fi.Name(), Size: fi.Size(), Mode: fi.Mode(), ModTime: fi.ModTime()}
 }

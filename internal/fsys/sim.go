@@ -41,7 +41,8 @@ type Disk struct {
 	faults       []*Injection
 	hook         func(Call) error
 	openFiles    int
-	maxOpenFiles int // 0: no limit
+	maxOpenFiles int                 // 0: no limit
+	locks        map[string]*simFile // path -> the open file holding its lock
 }
 
 // node is a file or a directory.
@@ -176,6 +177,33 @@ func (d *Disk) OpenFile(name string, flag int) (File, error) {
 	d.openFiles++
 	return &simFile{disk: d, node: n, name: name, path: p,
 		readable: flag&os.O_WRONLY == 0, writable: writable}, nil
+}
+
+// Lock implements FS: a lock lasts until its File is closed, and no lock
+// survives Crash or ProcessCrash (the process that held it is gone).
+func (d *Disk) Lock(name string) (File, error) {
+	f, err := d.OpenFile(name, os.O_RDWR|os.O_CREATE)
+	if err != nil {
+		return nil, err
+	}
+	sf := f.(*simFile)
+	if err := d.enter(Call{Op: OpLock, Path: sf.path}); err != nil {
+		f.Close()
+		return nil, pathError("flock", name, err)
+	}
+	d.mu.Lock()
+	if holder := d.locks[sf.path]; holder != nil && holder.node == sf.node {
+		d.mu.Unlock()
+		f.Close()
+		return nil, pathError("flock", name, ErrLocked)
+	}
+	if d.locks == nil {
+		d.locks = map[string]*simFile{}
+	}
+	d.locks[sf.path] = sf
+	sf.locked = true
+	d.mu.Unlock()
+	return f, nil
 }
 
 // Mkdir implements FS.
@@ -420,9 +448,29 @@ func (d *Disk) SyncDir(name string) error {
 			}
 		}
 	}
+	carry := make([]bool, len(d.pendingNames))
+	for i, op := range d.pendingNames {
+		carry[i] = carried[op.node]
+	}
+	// A directory can only be removed empty: its removal carries the
+	// removals (and every other earlier change) below it, or a crash
+	// would bring its old entries back under a new directory of the
+	// same name.
+	for i := len(d.pendingNames) - 1; i >= 0; i-- {
+		op := d.pendingNames[i]
+		if !carry[i] || op.kind != "remove" || !op.node.dir {
+			continue
+		}
+		below := op.from + "/"
+		for j := range i {
+			if q := d.pendingNames[j]; strings.HasPrefix(q.from, below) || strings.HasPrefix(q.to, below) {
+				carry[j] = true
+			}
+		}
+	}
 	var rest []nameOp
-	for _, op := range d.pendingNames {
-		if carried[op.node] {
+	for i, op := range d.pendingNames {
+		if carry[i] {
 			op.applyTo(d.durableNames)
 		} else {
 			rest = append(rest, op)

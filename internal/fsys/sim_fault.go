@@ -23,6 +23,7 @@ const (
 	OpRename    Op = "rename"
 	OpReadDir   Op = "readdir"
 	OpSyncDir   Op = "syncdir"
+	OpLock      Op = "lock" // FS.Lock, after its open
 )
 
 // Call is one call on a Disk as faults and hooks see it.

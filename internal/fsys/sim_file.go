@@ -20,6 +20,16 @@ type simFile struct {
 	// Guarded by disk.mu.
 	pos    int64
 	closed bool
+	locked bool // it holds its path's lock (Disk.Lock)
+}
+
+// release gives up the file's lock, if it holds one. Called with disk.mu
+// held.
+func (f *simFile) release() {
+	if f.locked && f.disk.locks[f.path] == f {
+		delete(f.disk.locks, f.path)
+	}
+	f.locked = false
 }
 
 func (f *simFile) Name() string { return f.name }
@@ -192,6 +202,7 @@ func (f *simFile) Close() error {
 		if !f.closed {
 			f.closed = true
 			f.disk.openFiles--
+			f.release()
 		}
 		f.disk.mu.Unlock()
 		return pathError("close", f.name, err)
@@ -203,6 +214,7 @@ func (f *simFile) Close() error {
 	}
 	f.closed = true
 	f.disk.openFiles--
+	f.release()
 	return nil
 }
 

@@ -38,3 +38,12 @@ func (d *Disk) Pending(name string) bool {
 	n := d.names[clean(name)]
 	return n != nil && len(n.pending) > 0
 }
+
+// PendingNameOps is how many namespace changes (creates, removes, renames)
+// no SyncDir has made durable yet: a crash explorer tries keeping each
+// prefix of them (CrashPlan.KeepNameOps).
+func (d *Disk) PendingNameOps() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.pendingNames)
+}

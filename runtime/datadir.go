@@ -1,0 +1,101 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/wire"
+)
+
+// ErrDataDirLocked: another process (or another node of this one) holds
+// the data directory's lock.
+var ErrDataDirLocked = errors.New("runtime: data directory in use")
+
+// DataDirLock is the exclusive lock on a data directory: while one is
+// held, no other holder can take it, so two nodes never write one
+// directory (two daemons on one data dir would each ack records the other
+// overwrites, and each stamp its own incarnation over the other's).
+//
+// It is a flock on <data dir>/LOCK, released when the holder closes it or
+// its process ends, so a crash never leaves a stale lock; the file holds
+// the holder's pid, so a refused caller can name it.
+type DataDirLock struct {
+	dir  string
+	file fsys.File
+}
+
+// LockDataDir takes the data directory's lock, creating the directory
+// (durably) if it is missing. Nothing else in the directory is read or
+// written before it. A held lock is ErrDataDirLocked, naming the holder's
+// pid.
+func LockDataDir(files fsys.FS, dir string) (*DataDirLock, error) {
+	if files == nil {
+		files = fsys.OS{}
+	}
+	if err := fsys.MkdirAllDurable(files, dir); err != nil {
+		return nil, fmt.Errorf("runtime: data directory: %w", err)
+	}
+	name := filepath.Join(dir, wire.LockFileName)
+	f, err := files.Lock(name)
+	if errors.Is(err, fsys.ErrLocked) {
+		return nil, fmt.Errorf("%w: %s is locked by %s", ErrDataDirLocked, dir, holderOf(files, name))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("runtime: lock data directory %s: %w", dir, err)
+	}
+	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("runtime: lock data directory %s: %w", dir, err)
+	}
+	if _, err := f.WriteAt(pid, 0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("runtime: lock data directory %s: %w", dir, err)
+	}
+	return &DataDirLock{dir: dir, file: f}, nil
+}
+
+// Dir is the locked data directory.
+func (l *DataDirLock) Dir() string { return l.dir }
+
+// Release gives the lock up. The pid stays in the file: it names the last
+// holder, and only the lock itself says whether one holds it now.
+func (l *DataDirLock) Release() error { return l.file.Close() }
+
+// DataDirInUse reports whether a live process holds the data directory's
+// lock, and names it, without writing anything: the read-only operator
+// commands (verify, inspect) use it to warn that a torn tail may be a
+// write in flight. A directory that never had a lock file is not in use.
+func DataDirInUse(files fsys.FS, dir string) (holder string, inUse bool, err error) {
+	if files == nil {
+		files = fsys.OS{}
+	}
+	name := filepath.Join(dir, wire.LockFileName)
+	exists, err := fsys.Exists(files, name)
+	if err != nil || !exists {
+		return "", false, err
+	}
+	f, err := files.Lock(name)
+	if errors.Is(err, fsys.ErrLocked) {
+		return holderOf(files, name), true, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return "", false, f.Close()
+}
+
+// holderOf names the process a lock file says holds it.
+func holderOf(files fsys.FS, name string) string {
+	b, err := fsys.ReadFile(files, name, 64)
+	pid := strings.TrimSpace(string(b))
+	if _, perr := strconv.Atoi(pid); err != nil || perr != nil {
+		return "another process (its pid is not readable)"
+	}
+	return "process " + pid
+}

@@ -1,0 +1,298 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/supervisor"
+	"github.com/narad-io/storage/wire"
+	"go.uber.org/zap"
+)
+
+// InstallFile is one file of a moved partition: a segment, or the hwm file.
+type InstallFile struct {
+	Name string
+	Data []byte
+}
+
+// InstallPartition installs a moved partition in place of whatever the
+// partition's directory holds. It is atomic across a crash: at every
+// crash point the partition is either the old directory or the new one,
+// never neither (doc.go, "Install"). The produce gate is held exclusive and
+// the topic's guard held from the close of the live log to the final
+// directory sync, so no produce and no lazy reopen can reach the old
+// directory while it is replaced. The topic directory is checked (or
+// stamped) with the record's incarnation marker first. Only segment files
+// and the hwm file are accepted; a moved partition's marker is the
+// record's.
+func (n *Node) InstallPartition(ctx context.Context, topic string, p int, incarnation wire.IncarnationID, files []InstallFile) error {
+	key, err := n.key(topic, p)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if _, err := wire.ParseSegmentFileName(f.Name); err != nil && f.Name != wire.HWMFileName {
+			return fmt.Errorf("install %s/%d: %q is not a segment or hwm file", topic, p, f.Name)
+		}
+	}
+	rec, ok, err := n.ms.Topic(ctx, topic)
+	if err != nil {
+		return err
+	}
+	if !ok || p >= rec.Partitions {
+		return fmt.Errorf("%w: %s/%d", ErrPartitionNotFound, topic, p)
+	}
+	if incarnation != rec.Incarnation {
+		return fmt.Errorf("%w: installing incarnation %s of %s, the record has %s", ErrStaleIncarnation, incarnation, topic, rec.Incarnation)
+	}
+	err = n.reg.WithPartitionClosed(key, func(t *supervisor.GuardedTopic) error {
+		if err := n.checkIncarnation(t, rec); err != nil {
+			return err
+		}
+		return n.install(key, files)
+	})
+	if err != nil {
+		return fmt.Errorf("install %s/%d: %w", topic, p, err)
+	}
+	return nil
+}
+
+// installPaths names the directories of one partition's install.
+type installPaths struct {
+	topicDir   string
+	final      string // the partition's directory
+	installing string // staging, being written: never complete
+	install    string // staging, every file durable: complete
+	replaced   string // the old directory, while the new one takes its name
+}
+
+func (n *Node) installPathsOf(key supervisor.Key) installPaths {
+	dirName, _ := wire.PartitionDirName(key.Partition)
+	topicDir := filepath.Join(n.topicsDir, key.Topic)
+	final := filepath.Join(topicDir, dirName)
+	return installPaths{topicDir: topicDir, final: final,
+		installing: final + wire.InstallingDirSuffix, install: final + wire.InstallDirSuffix, replaced: final + wire.ReplacedDirSuffix}
+}
+
+// install writes files into a staging directory and swaps it in; the
+// caller holds the partition's gate exclusive and its topic's guard, and
+// the live log is closed.
+func (n *Node) install(key supervisor.Key, files []InstallFile) error {
+	paths := n.installPathsOf(key)
+	fs := n.cfg.FS
+	// What an earlier install in this process left behind, if it failed
+	// half-way, is settled first.
+	if err := n.settleInstall(key); err != nil {
+		return err
+	}
+	if err := fs.Mkdir(paths.installing); err != nil {
+		return err
+	}
+	for _, f := range files {
+		if err := writeSynced(fs, filepath.Join(paths.installing, f.Name), f.Data); err != nil {
+			return err
+		}
+	}
+	if err := fs.SyncDir(paths.installing); err != nil {
+		return err
+	}
+	// From this rename on the staging directory is complete.
+	if err := fs.Rename(paths.installing, paths.install); err != nil {
+		return err
+	}
+	if err := fs.SyncDir(paths.topicDir); err != nil {
+		return err
+	}
+	n.installs.mark(key)
+	if err := n.settleInstall(key); err != nil {
+		return err // the partition stays unsettled: no open serves it
+	}
+	return nil
+}
+
+// settleInstall brings one partition's directories to a settled state,
+// whatever step of an install was interrupted (by a crash, or by an error
+// in this process): a staging directory still being written is removed; a
+// complete one is rolled forward (the old directory renamed aside, the new
+// one renamed in, the renames synced); an old directory set aside is
+// removed once the new one is in place, or put back if, against the
+// protocol, nothing took its place. Every step is idempotent, so a crash
+// inside settleInstall is settled by the next one. The caller holds the
+// topic's guard (or is New, before anything runs).
+func (n *Node) settleInstall(key supervisor.Key) error {
+	paths := n.installPathsOf(key)
+	fs := n.cfg.FS
+	exists := func(p string) (bool, error) { return fsys.Exists(fs, p) }
+	log := n.logger.With(zap.String("topic", key.Topic), zap.Int("partition", key.Partition))
+	installing, err := exists(paths.installing)
+	if err != nil {
+		return err
+	}
+	if installing {
+		log.Warn("removing an incomplete partition install", zap.String("dir", paths.installing))
+		if err := fs.RemoveAll(paths.installing); err != nil {
+			return err
+		}
+		if err := fs.SyncDir(paths.topicDir); err != nil {
+			return err
+		}
+	}
+	install, err := exists(paths.install)
+	if err != nil {
+		return err
+	}
+	final, err := exists(paths.final)
+	if err != nil {
+		return err
+	}
+	if install {
+		log.Info("rolling a complete partition install forward", zap.String("dir", paths.install))
+		if final {
+			if err := fs.RemoveAll(paths.replaced); err != nil { // a leftover of an older install
+				return err
+			}
+			if err := fs.Rename(paths.final, paths.replaced); err != nil {
+				return err
+			}
+		}
+		if err := fs.Rename(paths.install, paths.final); err != nil {
+			return err
+		}
+		if err := fs.SyncDir(paths.topicDir); err != nil {
+			return err
+		}
+		final = true
+	}
+	replaced, err := exists(paths.replaced)
+	if err != nil {
+		return err
+	}
+	if replaced {
+		if final {
+			if err := fs.RemoveAll(paths.replaced); err != nil {
+				return err
+			}
+		} else {
+			log.Warn("putting back a partition directory an install set aside", zap.String("dir", paths.replaced))
+			if err := fs.Rename(paths.replaced, paths.final); err != nil {
+				return err
+			}
+		}
+		if err := fs.SyncDir(paths.topicDir); err != nil {
+			return err
+		}
+	}
+	n.installs.clear(key)
+	return nil
+}
+
+// recoverInstalls settles, at startup, every partition install a crash
+// interrupted, before any log opens.
+func (n *Node) recoverInstalls() error {
+	topics, err := n.cfg.FS.ReadDir(n.topicsDir)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", n.topicsDir, err)
+	}
+	for _, t := range topics {
+		if !t.IsDir || wire.ValidateTopicName(t.Name) != nil {
+			continue // quarantined directories are never opened: reclaim removes them whole
+		}
+		entries, err := n.cfg.FS.ReadDir(filepath.Join(n.topicsDir, t.Name))
+		if err != nil {
+			return fmt.Errorf("list topic %s: %w", t.Name, err)
+		}
+		settled := map[int]bool{}
+		for _, e := range entries {
+			p, ok := installLeftover(e.Name)
+			if !ok || settled[p] {
+				continue
+			}
+			settled[p] = true
+			if err := n.settleInstall(supervisor.Key{Topic: t.Name, Partition: p}); err != nil {
+				return fmt.Errorf("settle the install of %s/%d: %w", t.Name, p, err)
+			}
+		}
+	}
+	return nil
+}
+
+// installLeftover parses the name of an install's staging or set-aside
+// directory.
+func installLeftover(name string) (partition int, ok bool) {
+	for _, suffix := range []string{wire.InstallingDirSuffix, wire.InstallDirSuffix, wire.ReplacedDirSuffix} {
+		if dir, found := strings.CutSuffix(name, suffix); found {
+			p, err := wire.ParsePartitionDirName(dir)
+			return p, err == nil
+		}
+	}
+	return 0, false
+}
+
+// unsettledInstalls are the partitions whose install failed in this
+// process between the staging directory becoming complete and the swap
+// being durable: their directory may be missing, so no open may serve
+// them (it would create an empty log at offset 0) until settleInstall
+// succeeds.
+type unsettledInstalls struct {
+	mu   sync.Mutex
+	keys map[supervisor.Key]bool
+}
+
+func (u *unsettledInstalls) mark(key supervisor.Key) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.keys == nil {
+		u.keys = map[supervisor.Key]bool{}
+	}
+	u.keys[key] = true
+}
+
+func (u *unsettledInstalls) clear(key supervisor.Key) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.keys, key)
+}
+
+func (u *unsettledInstalls) has(key supervisor.Key) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.keys[key]
+}
+
+// errInstallUnsettled: an open met a partition whose install could not be
+// settled.
+var errInstallUnsettled = errors.New("runtime: a partition install is unsettled")
+
+// settleBeforeOpen settles an install this process left unsettled before
+// the partition's log opens; the caller holds the topic's guard.
+func (n *Node) settleBeforeOpen(key supervisor.Key) error {
+	if !n.installs.has(key) {
+		return nil
+	}
+	if err := n.settleInstall(key); err != nil {
+		return fmt.Errorf("%w: %s/%d: %w", errInstallUnsettled, key.Topic, key.Partition, err)
+	}
+	return nil
+}
+
+func writeSynced(files fsys.FS, path string, data []byte) error {
+	f, err := files.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
