@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -34,6 +35,12 @@ func TestE2E_SecondDaemonOnOneDataDirRefused(t *testing.T) {
 	out, err = exec.Command(daemonBinary, "verify", "--data-dir", dir).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "in use by "+holder) || !strings.Contains(string(out), "write in flight") {
 		t.Fatalf("verify on a data directory in use: %v\n%s", err, out)
+	}
+
+	segment := filepath.Join(dir, "topics", "orders", "p00000", "00000000000000000000.log")
+	out, err = exec.Command(daemonBinary, "inspect", segment).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "in use by "+holder) {
+		t.Fatalf("inspect of a segment in use: %v\n%s", err, out)
 	}
 
 	if err := first.stop(syscall.SIGTERM); err != nil {
