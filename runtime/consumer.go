@@ -199,7 +199,7 @@ func (n *Node) consumerOf(ctx context.Context, topic string, p int) (*consumer, 
 		}
 		var hwm int64
 		stale := false
-		err = n.reg.WithTopic(topic, func(t *supervisor.GuardedTopic) error {
+		err = n.withTopic(topic, func(t *supervisor.GuardedTopic) error {
 			if cur, ok := t.Lookup(p); !ok || cur != l {
 				stale = true // closed or replaced meanwhile: start over
 				return nil

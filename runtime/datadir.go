@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,9 +22,11 @@ var ErrDataDirLocked = errors.New("runtime: data directory in use")
 // directory (two daemons on one data dir would each ack records the other
 // overwrites, and each stamp its own incarnation over the other's).
 //
-// It is a flock on <data dir>/LOCK, released when the holder closes it or
-// its process ends, so a crash never leaves a stale lock; the file holds
-// the holder's pid, so a refused caller can name it.
+// It is an exclusive lock on <data dir>/LOCK (fsys.FS.Lock: an
+// open-file-description lock, as flock is, so it is released when the
+// holder closes it or its process ends and a crash never leaves a stale
+// lock, and it can be queried without being taken); the file holds the
+// holder's pid, so a refused caller can name it.
 type DataDirLock struct {
 	dir  string
 	file fsys.File
@@ -76,18 +79,14 @@ func DataDirInUse(files fsys.FS, dir string) (holder string, inUse bool, err err
 		files = fsys.OS{}
 	}
 	name := filepath.Join(dir, wire.LockFileName)
-	exists, err := fsys.Exists(files, name)
-	if err != nil || !exists {
+	held, err := files.LockHeld(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil || !held {
 		return "", false, err
 	}
-	f, err := files.Lock(name)
-	if errors.Is(err, fsys.ErrLocked) {
-		return holderOf(files, name), true, nil
-	}
-	if err != nil {
-		return "", false, err
-	}
-	return "", false, f.Close()
+	return holderOf(files, name), true, nil
 }
 
 // holderOf names the process a lock file says holds it.

@@ -66,13 +66,15 @@
 // disk's crash images prove each argument (fences_test.go and
 // protocols_crash_test.go).
 //
-// Data directory lock. New takes an exclusive flock on <data dir>/LOCK
-// (LockDataDir; the daemon takes it before it reads the metastore and
-// hands it to New) before it reads or writes anything else there, writes
-// its pid into the file, and holds it until Close has closed every log.
-// A second node, in this process or another, is refused with
-// ErrDataDirLocked naming that pid. The kernel drops a flock with its
-// process, so a crash never leaves a stale lock. At start, New syncs the
+// Data directory lock. New takes an exclusive lock on <data dir>/LOCK
+// (LockDataDir; an open-file-description lock, which the kernel drops with
+// its process, so a crash never leaves a stale one; the daemon takes it
+// before it reads the metastore and hands it to New) before it reads or
+// writes anything else there, writes its pid into the file, and holds it
+// until Close has closed every log and every operation under a topic
+// guard has finished. A second node, in this process or another, is
+// refused with ErrDataDirLocked naming that pid; the read-only commands
+// ask whether it is held without taking it (DataDirInUse). At start, New syncs the
 // data directory and topics/, so entries a crashed process left only in
 // the page cache are durable before anything is acked into them.
 //
@@ -122,18 +124,26 @@
 // new pNNNNN with .replaced (removed). New settles every such leftover
 // (settleInstall, logged) before any log opens, so a partition is never
 // left without a directory and never opened as an empty log at offset 0.
-// An install that fails in this process after .install is complete marks
-// the partition unsettled; its next open settles it first, or fails.
+// The record is read again under the guard, so a delete and recreate
+// that ran since the caller looked refuses the install. From the rename
+// that makes .install complete, a failure in this process leaves the
+// partition marked unsettled: its next open, listing or peek settles it
+// first (rolls the install forward, as a restart would), or fails.
 //
 // Eviction and reopen: every close of a live log holds the produce gate
 // exclusive and the topic's guard (CloseLive), so it lands between two
 // commits; the log writes its exact high watermark to the hwm file and
 // closes; the consumer state beside it is written out (OnClose). A reopen
 // is a lazy open under the guard. Node.Close first fences the registry
-// (supervisor.Registry.Close): an open already under way when Close
-// listed the open logs closes what it opened and answers ErrNodeClosed,
-// so no log outlives Close. A log closed by a caller of Node.Log is found
-// closed by the next open, which settles its entry and opens it again.
+// (supervisor.Registry.Close): no open installs a log and no guarded
+// operation (install, purge, quarantine sweep, cold sweep, describe)
+// starts after the fence, and Close waits for every topic guard once, so
+// the ones under way finish before it closes the logs and releases the
+// data directory; an open under way closes what it opened and answers
+// ErrNodeClosed, so no log outlives Close. A log closed by a caller of
+// Node.Log is found closed by the next open, which settles its entry and
+// opens it again; a read that meets a log closed under it reopens it as
+// often as it takes.
 //
 // Retention detach and unlink (partition.Log.Sweep): the actor detaches
 // the expired segments (oldest first) and publishes the new start offset;

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/narad-io/storage/internal/fsys"
@@ -218,9 +219,11 @@ func equalStrings(a, b []string) bool {
 }
 
 // TestNodeClose_FencesAnOpenAlreadyUnderWay: an open that passed the
-// closed check before Close began, and is still opening when Close has
-// listed and closed the open logs, closes the log it made and answers
-// ErrNodeClosed: no orphan actor, no descriptor left open (item 5).
+// closed check before Close began, and is still opening while Close runs,
+// either lands before the fence (and Close closes it) or closes the log it
+// made and answers ErrNodeClosed: no orphan actor, no descriptor left open
+// once Close returns (item 5). supervisor's
+// TestRegistry_CloseFencesAnOpenInFlight pins the second order.
 func TestNodeClose_FencesAnOpenAlreadyUnderWay(t *testing.T) {
 	n := startNode(t, nil, Config{})
 	n.CreateTopic(bg, "orders", 1, 0)
@@ -248,12 +251,14 @@ func TestNodeClose_FencesAnOpenAlreadyUnderWay(t *testing.T) {
 		read <- err
 	}()
 	<-entered
-	if err := n.Close(); err != nil {
-		t.Fatal(err)
-	}
+	closed := make(chan error, 1)
+	go func() { closed <- n.Close() }()
 	close(release)
-	if err := <-read; !errors.Is(err, ErrNodeClosed) {
-		t.Fatalf("an open racing Close: %v, want ErrNodeClosed", err)
+	if err := <-read; err != nil && !errors.Is(err, ErrNodeClosed) {
+		t.Fatalf("an open racing Close: %v, want success or ErrNodeClosed", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
 	}
 	n.disk.SetHook(nil)
 	if n.reg.Len() != 0 || n.disk.OpenFiles() != 0 {
@@ -356,5 +361,171 @@ func TestNodeLog_ClosedByItsCallerIsReopened(t *testing.T) {
 	}
 	if _, err := again.Read(0, 10, 1<<20); errors.Is(err, partition.ErrLogClosed) {
 		t.Fatal("the reopened log reads as closed")
+	}
+}
+
+// hookedTopic runs hook once, inside the next Topic lookup, after the
+// record was read: a delete and recreate racing the caller.
+type hookedTopic struct {
+	*LocalMetastore
+	mu   sync.Mutex
+	hook func()
+}
+
+func (m *hookedTopic) Topic(ctx context.Context, name string) (TopicRecord, bool, error) {
+	rec, ok, err := m.LocalMetastore.Topic(ctx, name)
+	m.mu.Lock()
+	h := m.hook
+	m.hook = nil
+	m.mu.Unlock()
+	if h != nil {
+		h()
+	}
+	return rec, ok, err
+}
+
+// TestInstall_RecordReplacedBeforeTheGuardRefusesTheInstall: a delete and
+// recreate (and an acked produce to the new incarnation) landing between
+// the install's record lookup and its guard refuse the install; it never
+// quarantines the live incarnation's directory (review finding: the stale
+// record made checkIncarnation do exactly that).
+func TestInstall_RecordReplacedBeforeTheGuardRefusesTheInstall(t *testing.T) {
+	d := newTestDisk(t, 1)
+	local, err := OpenLocalMetastore(d, dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := &hookedTopic{LocalMetastore: local}
+	node, err := New(Config{DataDir: dataDir, FS: d, SegmentMaxBytes: 1 << 10, CheckLockOrder: true}, ms, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	n := &testNode{Node: node, disk: d, ms: local}
+	files, old := installFixture(t, n)
+	ms.mu.Lock()
+	ms.hook = func() {
+		if err := n.DeleteTopic(bg, "orders"); err != nil {
+			t.Error(err)
+		}
+		if _, _, err := n.CreateTopic(bg, "orders", 1, 0); err != nil {
+			t.Error(err)
+		}
+		if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 100, 3)); err != nil {
+			t.Error(err)
+		}
+	}
+	ms.mu.Unlock()
+	if err := n.InstallPartition(bg, "orders", 0, old.Incarnation, files); !errors.Is(err, ErrStaleIncarnation) {
+		t.Fatalf("install of a deleted incarnation: %v, want ErrStaleIncarnation", err)
+	}
+	if got := readValues(t, n, "orders", 0); len(got) != 3 {
+		t.Fatalf("the live incarnation serves %d records, want its 3 acked ones", len(got))
+	}
+}
+
+// TestInstall_FailureAfterStagingCompletesIsSettledFirst: an install whose
+// topic-directory sync fails once its staging directory is complete is
+// finished by the next open, before anything is acked into the old
+// directory, so a restart never rolls it forward over later acks (review
+// finding: the partition was not marked unsettled there).
+func TestInstall_FailureAfterStagingCompletesIsSettledFirst(t *testing.T) {
+	n := startNode(t, nil, Config{SegmentMaxBytes: 1 << 10})
+	files, rec := installFixture(t, n)
+	in := n.disk.Inject(fsys.Fault{Op: fsys.OpSyncDir, Path: filepath.Join(dataDir, "topics", "orders"), Nth: 1, Err: syscall.EIO})
+	err := n.InstallPartition(bg, "orders", 0, rec.Incarnation, files)
+	in.Remove()
+	if err == nil {
+		t.Fatal("the injected sync failure did not fail the install")
+	}
+	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 20, 3)); err != nil {
+		t.Fatal(err)
+	}
+	before := readValues(t, n, "orders", 0)
+	if len(before) != 13 {
+		t.Fatalf("after the failed install and 3 acks: %d records, want the 10 installed and 3", len(before))
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := startImage(t, n.disk) // a clean restart
+	defer r.Close()
+	if after := readValues(t, r, "orders", 0); !equalStrings(before, after) {
+		t.Fatalf("a clean restart serves %d records, %d before", len(after), len(before))
+	}
+}
+
+// TestInstall_UnsettledPartitionIsNeverDescribedAsEmpty: a partition whose
+// install failed between the two renames (no pNNNNN directory for a
+// moment) is settled before a listing or peek reads it, never reported
+// as empty with a known boundary of 0 (review finding).
+func TestInstall_UnsettledPartitionIsNeverDescribedAsEmpty(t *testing.T) {
+	n := startNode(t, nil, Config{SegmentMaxBytes: 1 << 10})
+	files, rec := installFixture(t, n)
+	in := n.disk.Inject(fsys.Fault{Op: fsys.OpRename, Path: partitionPath("orders", 0) + ".install", Nth: 2, Err: syscall.EIO})
+	err := n.InstallPartition(bg, "orders", 0, rec.Incarnation, files)
+	in.Remove()
+	if err == nil {
+		t.Fatal("the injected rename failure did not fail the install")
+	}
+	listing, err := n.TransferListing(bg, "orders", 0)
+	if err != nil || !listing.Known || listing.HighWatermark != 10 || len(listing.Segments) == 0 {
+		t.Fatalf("listing of the settled install: %+v, %v; want the 10 installed records", listing, err)
+	}
+	if hwm, known, err := n.PeekHighWatermark("orders", 0); err != nil || !known || hwm != 10 {
+		t.Fatalf("peek: %d, %v, %v", hwm, known, err)
+	}
+}
+
+// TestNodeClose_WaitsForAnInstallBeforeReleasingTheLock: Close lets an
+// install under way finish before the data directory's lock goes, so a
+// second node can never settle the same install concurrently (review
+// finding: Close fenced only opens).
+func TestNodeClose_WaitsForAnInstallBeforeReleasingTheLock(t *testing.T) {
+	n := startNode(t, nil, Config{SegmentMaxBytes: 1 << 10})
+	files, rec := installFixture(t, n)
+	n.background.Wait()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	final := partitionPath("orders", 0)
+	n.disk.SetHook(func(c fsys.Call) error {
+		if c.Op == fsys.OpRename && c.Path == final && c.Path2 == final+wire.ReplacedDirSuffix {
+			once.Do(func() {
+				close(entered)
+				<-release
+			})
+		}
+		return nil
+	})
+	installed := make(chan error, 1)
+	go func() { installed <- n.InstallPartition(bg, "orders", 0, rec.Incarnation, files) }()
+	<-entered
+	closed := make(chan error, 1)
+	go func() { closed <- n.Close() }()
+	ms, err := OpenLocalMetastore(n.disk, dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second, err := New(Config{DataDir: dataDir, FS: n.disk}, ms, nil, nil); !errors.Is(err, ErrDataDirLocked) {
+		if err == nil {
+			second.Close()
+		}
+		t.Fatalf("a second node while the first's install runs: %v, want ErrDataDirLocked", err)
+	}
+	close(release)
+	if err := <-installed; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	n.disk.SetHook(nil)
+	r := startImage(t, n.disk)
+	defer r.Close()
+	if got := readValues(t, r, "orders", 0); len(got) != 10 {
+		t.Fatalf("after the install and a restart: %d records, want the 10 installed", len(got))
 	}
 }

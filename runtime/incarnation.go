@@ -175,7 +175,7 @@ func (n *Node) recheck(topic string) {
 		n.logger.Warn("metadata recheck", zap.String("topic", topic), zap.Error(err))
 		return
 	}
-	err = n.reg.WithTopic(topic, func(t *supervisor.GuardedTopic) error {
+	err = n.withTopic(topic, func(t *supervisor.GuardedTopic) error {
 		if len(t.Open()) == 0 {
 			return nil
 		}

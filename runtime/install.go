@@ -24,7 +24,10 @@ type InstallFile struct {
 // InstallPartition installs a moved partition in place of whatever the
 // partition's directory holds. It is atomic across a crash: at every
 // crash point the partition is either the old directory or the new one,
-// never neither (doc.go, "Install"). The produce gate is held exclusive and
+// never neither (doc.go, "Protocols"). Once every file is durable the
+// install is completed even if a later step fails: the error is returned,
+// and the next open of the partition (or the next start) finishes it; a
+// retry of the same install is harmless. The produce gate is held exclusive and
 // the topic's guard held from the close of the live log to the final
 // directory sync, so no produce and no lazy reopen can reach the old
 // directory while it is replaced. The topic directory is checked (or
@@ -52,13 +55,23 @@ func (n *Node) InstallPartition(ctx context.Context, topic string, p int, incarn
 		return fmt.Errorf("%w: installing incarnation %s of %s, the record has %s", ErrStaleIncarnation, incarnation, topic, rec.Incarnation)
 	}
 	err = n.reg.WithPartitionClosed(key, func(t *supervisor.GuardedTopic) error {
-		if err := n.checkIncarnation(t, rec); err != nil {
+		// Again under the guard: a delete and recreate that ran since the
+		// lookup above must refuse the install, never let the old record
+		// quarantine the live incarnation's directory.
+		cur, ok, err := n.ms.Topic(ctx, topic)
+		if err != nil {
+			return err
+		}
+		if !ok || p >= cur.Partitions || cur.Incarnation != incarnation {
+			return fmt.Errorf("%w: installing incarnation %s of %s, the record now has %q", ErrStaleIncarnation, incarnation, topic, cur.Incarnation)
+		}
+		if err := n.checkIncarnation(t, cur); err != nil {
 			return err
 		}
 		return n.install(key, files)
 	})
 	if err != nil {
-		return fmt.Errorf("install %s/%d: %w", topic, p, err)
+		return fmt.Errorf("install %s/%d: %w", topic, p, nodeClosedError(err))
 	}
 	return nil
 }
@@ -102,18 +115,17 @@ func (n *Node) install(key supervisor.Key, files []InstallFile) error {
 	if err := fs.SyncDir(paths.installing); err != nil {
 		return err
 	}
-	// From this rename on the staging directory is complete.
+	// From this rename on the staging directory is complete, and a crash
+	// rolls it forward: so must any failure from here on, before the
+	// partition is opened again (settleBeforeOpen).
+	n.installs.mark(key)
 	if err := fs.Rename(paths.installing, paths.install); err != nil {
 		return err
 	}
 	if err := fs.SyncDir(paths.topicDir); err != nil {
 		return err
 	}
-	n.installs.mark(key)
-	if err := n.settleInstall(key); err != nil {
-		return err // the partition stays unsettled: no open serves it
-	}
-	return nil
+	return n.settleInstall(key) // on failure the partition stays unsettled
 }
 
 // settleInstall brings one partition's directories to a settled state,

@@ -133,24 +133,26 @@ type Node struct {
 // left of a partition install (recoverInstalls).
 func New(cfg Config, ms Metastore, logger *zap.Logger, reg prometheus.Registerer) (n *Node, err error) {
 	cfg = cfg.withDefaults()
+	lock := cfg.DataDirLock
+	cfg.DataDirLock = nil
+	defer func() {
+		if err != nil && lock != nil {
+			lock.Release()
+		}
+	}()
 	if cfg.DataDir == "" {
 		return nil, errors.New("runtime: Config.DataDir is required")
 	}
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	lock := cfg.DataDirLock
-	cfg.DataDirLock = nil
 	if lock == nil {
-		if lock, err = LockDataDir(cfg.FS, cfg.DataDir); err != nil {
+		var taken *DataDirLock
+		if taken, err = LockDataDir(cfg.FS, cfg.DataDir); err != nil {
 			return nil, err
 		}
+		lock = taken
 	}
-	defer func() {
-		if err != nil {
-			lock.Release()
-		}
-	}()
 	if filepath.Clean(lock.Dir()) != filepath.Clean(cfg.DataDir) {
 		return nil, fmt.Errorf("runtime: Config.DataDirLock locks %s, not the data directory %s", lock.Dir(), cfg.DataDir)
 	}
@@ -246,25 +248,40 @@ func (n *Node) log(ctx context.Context, key supervisor.Key) (*partition.Log, err
 	l, err := n.reg.Open(key, func(t *supervisor.GuardedTopic) (*partition.Log, error) {
 		return n.openUnderGuard(ctx, t, key)
 	})
-	if errors.Is(err, supervisor.ErrRegistryClosed) {
-		return nil, fmt.Errorf("%w: %w", ErrNodeClosed, err)
-	}
-	return l, err
+	return l, nodeClosedError(err)
 }
 
-// withLog runs fn on the partition's log, reopening it once if it was
-// closed underneath (idle eviction, a retention change).
+// withTopic runs fn under the topic's guard (supervisor.Registry.WithTopic);
+// once Close has begun, ErrNodeClosed.
+func (n *Node) withTopic(topic string, fn func(t *supervisor.GuardedTopic) error) error {
+	return nodeClosedError(n.reg.WithTopic(topic, fn))
+}
+
+// nodeClosedError says ErrNodeClosed for the registry's fence.
+func nodeClosedError(err error) error {
+	if errors.Is(err, supervisor.ErrRegistryClosed) {
+		return fmt.Errorf("%w: %w", ErrNodeClosed, err)
+	}
+	return err
+}
+
+// withLog runs fn on the partition's log, reopening it whenever it was
+// closed underneath (idle eviction, a retention change), until fn meets an
+// open log, the node closes or ctx ends. Once is not enough: a log can be
+// closed again between its reopen and fn (two eviction passes, an eviction
+// and a retention change). It never spins on one closed log: the registry
+// drops a log before closing it, and reopens one closed behind its back,
+// so each lookup returns a log that was open.
 func (n *Node) withLog(ctx context.Context, key supervisor.Key, fn func(*partition.Log) error) error {
-	for attempt := 0; ; attempt++ {
+	for {
 		l, err := n.log(ctx, key)
 		if err != nil {
 			return err
 		}
 		err = fn(l)
-		if errors.Is(err, partition.ErrLogClosed) && attempt == 0 && !n.closed.Load() {
-			continue
+		if !errors.Is(err, partition.ErrLogClosed) || n.closed.Load() || ctx.Err() != nil {
+			return err
 		}
-		return err
 	}
 }
 

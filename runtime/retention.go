@@ -95,7 +95,7 @@ func (c coldNode) SweepCold(ctx context.Context, topic string, p int) (res parti
 	}
 	dirName, _ := wire.PartitionDirName(p)
 	dir := filepath.Join(n.topicsDir, topic, dirName)
-	err = n.reg.WithTopic(topic, func(t *supervisor.GuardedTopic) error {
+	err = n.withTopic(topic, func(t *supervisor.GuardedTopic) error {
 		if _, open := t.Lookup(p); open {
 			return fmt.Errorf("%w: %s/%d", coldwalk.ErrPartitionOpen, topic, p)
 		}

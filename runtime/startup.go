@@ -133,7 +133,7 @@ func (n *Node) SweepQuarantine(ctx context.Context) int {
 		if err != nil || !gone {
 			continue
 		}
-		err = n.reg.WithTopic(name, func(*supervisor.GuardedTopic) error {
+		err = n.withTopic(name, func(*supervisor.GuardedTopic) error {
 			if err := n.cfg.FS.RemoveAll(filepath.Join(n.topicsDir, e.Name)); err != nil {
 				return err
 			}

@@ -60,7 +60,7 @@ func (n *Node) DeleteTopic(ctx context.Context, name string) error {
 // belongs to a newer incarnation (a recreate won the race): then the
 // directory is the new one's, and the open path quarantines any leftover.
 func (n *Node) purge(deleted TopicRecord) error {
-	return n.reg.WithTopic(deleted.Name, func(t *supervisor.GuardedTopic) error {
+	return n.withTopic(deleted.Name, func(t *supervisor.GuardedTopic) error {
 		dir := filepath.Join(n.topicsDir, deleted.Name)
 		marker, err := n.readMarker(dir)
 		if err == nil && deleted.Incarnation != "" && marker != deleted.Incarnation {
@@ -150,7 +150,7 @@ func (n *Node) PeekHighWatermark(topic string, p int) (hwm int64, known bool, er
 // peek reads a partition's state under its topic's guard, so a close in
 // progress has finished (and written the hwm file) first.
 func (n *Node) peek(key supervisor.Key) (info PartitionInfo, err error) {
-	err = n.reg.WithTopic(key.Topic, func(t *supervisor.GuardedTopic) error {
+	err = n.withTopic(key.Topic, func(t *supervisor.GuardedTopic) error {
 		info, _, err = n.peekLocked(t, key)
 		return err
 	})
@@ -161,6 +161,9 @@ func (n *Node) peek(key supervisor.Key) (info PartitionInfo, err error) {
 // the topic's guard.
 func (n *Node) peekLocked(t *supervisor.GuardedTopic, key supervisor.Key) (info PartitionInfo, segments []SegmentFile, err error) {
 	info.Partition = key.Partition
+	if err := n.settleBeforeOpen(key); err != nil {
+		return info, nil, err // never describe a half-installed partition
+	}
 	dirName, _ := wire.PartitionDirName(key.Partition)
 	dir := filepath.Join(n.topicsDir, key.Topic, dirName)
 	entries, err := n.cfg.FS.ReadDir(dir)

@@ -51,7 +51,7 @@ func (n *Node) TransferListing(ctx context.Context, topic string, p int) (Transf
 		return TransferListing{}, fmt.Errorf("%w: %s/%d", ErrPartitionNotFound, topic, p)
 	}
 	var out TransferListing
-	err = n.reg.WithTopic(topic, func(t *supervisor.GuardedTopic) error {
+	err = n.withTopic(topic, func(t *supervisor.GuardedTopic) error {
 		marker, err := n.readMarker(filepath.Join(n.topicsDir, topic))
 		if err != nil || marker != rec.Incarnation {
 			return fmt.Errorf("%w: %s marker %q (%v), record %q", ErrStaleIncarnation, topic, marker, err, rec.Incarnation)

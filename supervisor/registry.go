@@ -210,13 +210,26 @@ func (r *Registry) isClosed() bool {
 	return r.closed
 }
 
-// Close fences every open: after it returns, no log is installed again,
-// so the logs Keys lists then are all there will ever be to close. It
-// closes no log itself: the node closes each, between two commits.
+// Close fences the registry: once it returns, no log is installed again
+// (so the logs Keys lists then are all there will ever be to close), no
+// WithTopic or WithPartitionClosed runs any more, and every one that was
+// running has finished (Close takes each topic guard once after the
+// fence). So nothing writes under a topic guard after it, and the node
+// may release its data directory. It closes no log itself: the node
+// closes each, between two commits (CloseLive still works).
 func (r *Registry) Close() {
 	r.lockMap()
-	defer r.unlockMap()
 	r.closed = true
+	guards := make([]*TopicGuard, 0, len(r.guards))
+	for _, g := range r.guards {
+		guards = append(guards, g)
+	}
+	r.unlockMap()
+	for _, g := range guards {
+		// An empty section: waiting for the holder is the point.
+		g.Lock()
+		g.Unlock()
+	}
 }
 
 // CloseLive closes key's open log the way every close of a live log must:
@@ -260,6 +273,9 @@ func (r *Registry) WithPartitionClosed(key Key, fn func(t *GuardedTopic) error) 
 	g := r.Guard(key.Topic)
 	g.Lock()
 	defer g.Unlock()
+	if r.isClosed() {
+		return fmt.Errorf("%w: %s/%d", ErrRegistryClosed, key.Topic, key.Partition)
+	}
 	if err := r.dropAndClose(key); err != nil {
 		return fmt.Errorf("close the live log of %s/%d: %w", key.Topic, key.Partition, err)
 	}
@@ -270,10 +286,15 @@ func (r *Registry) WithPartitionClosed(key Key, fn func(t *GuardedTopic) error) 
 // partitions and may close them with t.Close, which skips the produce
 // gate: only a purge and the retirement of a stale incarnation may, since
 // the topic they close has no valid commit left to protect.
+//
+// After Close it answers ErrRegistryClosed and runs nothing.
 func (r *Registry) WithTopic(topic string, fn func(t *GuardedTopic) error) error {
 	g := r.Guard(topic)
 	g.Lock()
 	defer g.Unlock()
+	if r.isClosed() {
+		return fmt.Errorf("%w: topic %s", ErrRegistryClosed, topic)
+	}
 	return fn(&GuardedTopic{r: r, topic: topic})
 }
 

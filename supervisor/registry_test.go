@@ -1,6 +1,8 @@
 package supervisor
 
 import (
+	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -103,5 +105,35 @@ func TestRegistry_OpenOnceCloseLive(t *testing.T) {
 	}
 	if v := r.LockOrderViolations(); len(v) != 0 {
 		t.Fatalf("lock-order violations: %v", v)
+	}
+}
+
+// TestRegistry_CloseFencesAnOpenInFlight: an open whose log is made after
+// Close set its fence closes that log itself and answers
+// ErrRegistryClosed; Close returns only once that open let go of its
+// topic's guard, and nothing is left registered.
+func TestRegistry_CloseFencesAnOpenInFlight(t *testing.T) {
+	d := fsys.NewDisk(1)
+	r := NewRegistry(RegistryOptions{CheckLockOrder: true})
+	closed := make(chan struct{})
+	var opened *partition.Log
+	_, err := r.Open(Key{"orders", 0}, func(*GuardedTopic) (*partition.Log, error) {
+		go func() { r.Close(); close(closed) }()
+		for !r.isClosed() { // Close sets the fence at once, then waits for this guard
+			runtime.Gosched()
+		}
+		var err error
+		opened, err = partition.Open("/data/topics/orders/p00000", partition.Options{FS: d})
+		return opened, err
+	})
+	if !errors.Is(err, ErrRegistryClosed) {
+		t.Fatalf("open racing Close: %v, want ErrRegistryClosed", err)
+	}
+	<-closed
+	if !opened.Closed() || r.Len() != 0 || d.OpenFiles() != 0 {
+		t.Fatalf("after Close: log closed %v, %d registered, %d files open", opened.Closed(), r.Len(), d.OpenFiles())
+	}
+	if err := r.WithTopic("orders", func(*GuardedTopic) error { return nil }); !errors.Is(err, ErrRegistryClosed) {
+		t.Fatalf("WithTopic after Close: %v", err)
 	}
 }

@@ -46,12 +46,15 @@ type FS interface {
 	// of entries in it durable.
 	SyncDir(name string) error
 	// Lock opens name read-write (creating it with FileMode) and takes an
-	// exclusive advisory lock on it without waiting (flock with LOCK_EX |
-	// LOCK_NB). A lock that another holder has, in this process or
-	// another, fails with ErrLocked. The lock is held until the returned
-	// File is closed or the process ends; the File can be written (a
-	// holder writes its pid, so a refused caller can name it).
+	// exclusive advisory lock on the whole file without waiting. A lock
+	// that another holder has, in this process or another, fails with
+	// ErrLocked. The lock is held until the returned File is closed or the
+	// process ends; the File can be written (a holder writes its pid, so a
+	// refused caller can name it).
 	Lock(name string) (File, error)
+	// LockHeld reports whether a holder has name's lock, without taking it
+	// (so a read-only caller never makes a starting holder fail).
+	LockHeld(name string) (bool, error)
 }
 
 // ErrLocked is Lock's error for a file another holder has locked.

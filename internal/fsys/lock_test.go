@@ -2,6 +2,7 @@ package fsys
 
 import (
 	"errors"
+	"io/fs"
 	"path/filepath"
 	"testing"
 )
@@ -22,11 +23,20 @@ func TestLock_ExclusiveUntilClosed(t *testing.T) {
 		if _, err := fsys.Lock(name); !errors.Is(err, ErrLocked) {
 			t.Fatalf("second lock: %v, want ErrLocked", err)
 		}
+		if held, err := fsys.LockHeld(name); err != nil || !held {
+			t.Fatalf("LockHeld while held = %v, %v", held, err)
+		}
 		if got := string(mustRead(t, fsys, name)); got != "4242\n" {
 			t.Fatalf("lock file holds %q", got)
 		}
 		if err := held.Close(); err != nil {
 			t.Fatal(err)
+		}
+		if held, err := fsys.LockHeld(name); err != nil || held {
+			t.Fatalf("LockHeld after release = %v, %v", held, err)
+		}
+		if _, err := fsys.LockHeld(filepath.Join(root, "absent")); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("LockHeld of a missing file: %v", err)
 		}
 		again, err := fsys.Lock(name)
 		if err != nil {

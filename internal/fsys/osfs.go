@@ -126,28 +126,49 @@ func (OS) SyncDir(name string) error {
 	return nil
 }
 
-// Lock implements FS with flock(2): the lock belongs to the open file
-// description, so closing the File (or the process ending) releases it.
+// Lock implements FS with an open-file-description record lock over the
+// whole file (fcntl F_OFD_SETLK, F_WRLCK): like flock it belongs to the
+// open file description, so closing the File (or the process ending)
+// releases it, and a second description conflicts even in the same
+// process; unlike flock it can be queried without being taken (LockHeld).
 func (o OS) Lock(name string) (File, error) {
 	f, err := o.OpenFile(name, os.O_RDWR|os.O_CREATE)
 	if err != nil {
 		return nil, err
 	}
-	fd := int(f.(*osFile).f.Fd())
-	for {
-		err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
+	lock := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 0}
+	err = retryEINTR(func() error { return unix.FcntlFlock(f.(*osFile).f.Fd(), unix.F_OFD_SETLK, &lock) })
 	if err != nil {
 		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, &fs.PathError{Op: "flock", Path: name, Err: ErrLocked}
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+			return nil, &fs.PathError{Op: "lock", Path: name, Err: ErrLocked}
 		}
-		return nil, &fs.PathError{Op: "flock", Path: name, Err: err}
+		return nil, &fs.PathError{Op: "lock", Path: name, Err: err}
 	}
 	return f, nil
+}
+
+// LockHeld implements FS with fcntl F_OFD_GETLK, which asks without
+// taking the lock.
+func (OS) LockHeld(name string) (bool, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	lock := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 0}
+	if err := retryEINTR(func() error { return unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, &lock) }); err != nil {
+		return false, &fs.PathError{Op: "lock query", Path: name, Err: err}
+	}
+	return lock.Type != unix.F_UNLCK, nil
+}
+
+func retryEINTR(call func() error) error {
+	for {
+		if err := call(); !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
 }
 
 func fileInfoOf(fi fs.FileInfo) FileInfo {

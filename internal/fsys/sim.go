@@ -69,6 +69,9 @@ type nameOp struct {
 	to      string // the path created or renamed to; "" for remove
 	node    *node
 	parents []string // the directories whose SyncDir makes it durable
+	// parentNodes are those directories themselves, as they were when the
+	// change was made: a path can name another directory later.
+	parentNodes []*node
 }
 
 // NewDisk returns an empty simulated disk whose random choices (torn
@@ -139,6 +142,9 @@ func (d *Disk) parentIsDir(p string) error {
 }
 
 func (d *Disk) recordName(op nameOp) {
+	for _, parent := range op.parents {
+		op.parentNodes = append(op.parentNodes, d.names[parent]) // nil for the root
+	}
 	d.pendingNames = append(d.pendingNames, op)
 }
 
@@ -204,6 +210,22 @@ func (d *Disk) Lock(name string) (File, error) {
 	sf.locked = true
 	d.mu.Unlock()
 	return f, nil
+}
+
+// LockHeld implements FS.
+func (d *Disk) LockHeld(name string) (bool, error) {
+	p := clean(name)
+	if err := d.enter(Call{Op: OpStat, Path: p}); err != nil {
+		return false, pathError("lock query", name, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := d.names[p]
+	if n == nil {
+		return false, pathError("lock query", name, syscall.ENOENT)
+	}
+	holder := d.locks[p]
+	return holder != nil && holder.node == n, nil
 }
 
 // Mkdir implements FS.
@@ -453,18 +475,25 @@ func (d *Disk) SyncDir(name string) error {
 		carry[i] = carried[op.node]
 	}
 	// A directory can only be removed empty: its removal carries the
-	// removals (and every other earlier change) below it, or a crash
-	// would bring its old entries back under a new directory of the
-	// same name.
+	// earlier changes inside it (and inside its subdirectories), or a
+	// crash would bring its old entries back under a new directory of the
+	// same name. Inside means in that directory node, whatever its path.
 	for i := len(d.pendingNames) - 1; i >= 0; i-- {
 		op := d.pendingNames[i]
 		if !carry[i] || op.kind != "remove" || !op.node.dir {
 			continue
 		}
-		below := op.from + "/"
-		for j := range i {
-			if q := d.pendingNames[j]; strings.HasPrefix(q.from, below) || strings.HasPrefix(q.to, below) {
-				carry[j] = true
+		inside := map[*node]bool{op.node: true}
+		for j := i - 1; j >= 0; j-- {
+			q := d.pendingNames[j]
+			for _, parent := range q.parentNodes {
+				if parent != nil && inside[parent] {
+					carry[j] = true
+					if q.node.dir {
+						inside[q.node] = true
+					}
+					break
+				}
 			}
 		}
 	}

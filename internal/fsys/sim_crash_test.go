@@ -300,3 +300,39 @@ func TestCrash_ResultHasNoPendingStateAndReadsAsWritten(t *testing.T) {
 		t.Fatalf("stat of a missing file: %v", err)
 	}
 }
+
+// TestCrash_RemovedDirectoryTakesItsEntriesWithIt: a directory is removed
+// only once empty, so a durable removal of it carries the removals below
+// it: after a power loss, a directory recreated under the same name never
+// shows the old one's entries.
+func TestCrash_RemovedDirectoryTakesItsEntriesWithIt(t *testing.T) {
+	d := NewDisk(1)
+	if err := d.MkdirAll("/data/topic/p0"); err != nil {
+		t.Fatal(err)
+	}
+	mustWriteSynced(t, d, "/data/topic/p0/segment", []byte("old incarnation"))
+	for _, dir := range []string{"/", "/data", "/data/topic", "/data/topic/p0"} {
+		if err := d.SyncDir(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.RemoveAll("/data/topic"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SyncDir("/data"); err != nil { // the removal of topic only
+		t.Fatal(err)
+	}
+	if err := d.MkdirAll("/data/topic/p0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SyncDir("/data"); err != nil {
+		t.Fatal(err)
+	}
+	after := d.Crash(CrashPlan{})
+	if ok, _ := Exists(after, "/data/topic/p0/segment"); ok {
+		t.Fatal("the removed directory's file came back under the new directory")
+	}
+	if ok, _ := Exists(after, "/data/topic"); !ok {
+		t.Fatal("the new directory, synced, is gone")
+	}
+}
