@@ -88,10 +88,13 @@ func Open(dir string, opts Options) (*Log, error) {
 	return l, nil
 }
 
-// Closed reports whether the log's actor has stopped: after Close, or
-// after it failed to start again. A closed log answers ErrLogClosed to
-// everything but Close.
+// Closed reports whether the log is closed or closing: its closed view is
+// published (reads answer ErrLogClosed) or its actor has stopped. A
+// closed log answers ErrLogClosed to everything but Close.
 func (l *Log) Closed() bool {
+	if v := l.view.Load(); v != nil && v.closed {
+		return true
+	}
 	select {
 	case <-l.stopped:
 		return true

@@ -128,7 +128,8 @@
 // that ran since the caller looked refuses the install. From the rename
 // that makes .install complete, a failure in this process leaves the
 // partition marked unsettled: its next open, listing or peek settles it
-// first (rolls the install forward, as a restart would), or fails.
+// first, as a restart would (a complete staging directory is rolled
+// forward, an incomplete one removed), or fails.
 //
 // Eviction and reopen: every close of a live log holds the produce gate
 // exclusive and the topic's guard (CloseLive), so it lands between two

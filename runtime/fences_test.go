@@ -529,3 +529,46 @@ func TestNodeClose_WaitsForAnInstallBeforeReleasingTheLock(t *testing.T) {
 		t.Fatalf("after the install and a restart: %d records, want the 10 installed", len(got))
 	}
 }
+
+// TestDeleteTopic_PurgeCutOffByCloseIsFinishedBySweep: a delete whose
+// purge never ran (the node closed between the record's removal and the
+// purge) leaves a directory no record names; the quarantine sweep at the
+// next start purges it once the metastore confirms its incarnation gone
+// (review finding: it stayed on disk for good).
+func TestDeleteTopic_PurgeCutOffByCloseIsFinishedBySweep(t *testing.T) {
+	n := startNode(t, nil, Config{})
+	if _, _, err := n.CreateTopic(bg, "orders", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.DeleteTopic(bg, "orders"); !errors.Is(err, ErrNodeClosed) {
+		t.Fatalf("delete after Close: %v, want the record removed and ErrNodeClosed for the purge", err)
+	}
+	dir := filepath.Join(dataDir, wire.TopicsDirName, "orders")
+	if ok, _ := fsys.Exists(n.disk, dir); !ok {
+		t.Fatal("fixture: the purge ran")
+	}
+	r := startImage(t, n.disk) // Start sweeps
+	defer r.Close()
+	if ok, _ := fsys.Exists(r.disk, dir); ok {
+		t.Fatal("the deleted topic's directory outlives a restart")
+	}
+	// A live topic's directory is never purged by the sweep.
+	if _, _, err := r.CreateTopic(bg, "live", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Produce(bg, "live", 0, recs("live", 0, 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if removed := r.SweepQuarantine(bg); removed != 0 {
+		t.Fatalf("the sweep removed %d directories of live topics", removed)
+	}
+	if got := readValues(t, r, "live", 0); len(got) != 1 {
+		t.Fatalf("live topic serves %d records after the sweep", len(got))
+	}
+}

@@ -115,9 +115,10 @@ func (n *Node) install(key supervisor.Key, files []InstallFile) error {
 	if err := fs.SyncDir(paths.installing); err != nil {
 		return err
 	}
-	// From this rename on the staging directory is complete, and a crash
-	// rolls it forward: so must any failure from here on, before the
-	// partition is opened again (settleBeforeOpen).
+	// From this rename on the staging directory is complete and a crash
+	// rolls it forward; whatever fails from here on is settled the same
+	// way before the partition is opened or described again
+	// (settleBeforeOpen).
 	n.installs.mark(key)
 	if err := fs.Rename(paths.installing, paths.install); err != nil {
 		return err

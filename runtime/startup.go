@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	goruntime "runtime"
@@ -69,6 +70,9 @@ func (n *Node) Start(ctx context.Context) error {
 					return ctx.Err()
 				}
 				if _, err := n.Log(ctx, t.Name, p); err != nil {
+					if errors.Is(err, ErrNodeClosed) {
+						return err // Close ran meanwhile: nothing more to open
+					}
 					skipped.Add(1)
 					n.logger.Warn("startup: skipping a partition that failed to open",
 						zap.String("topic", t.Name), zap.Int("partition", p), zap.Error(err))
@@ -115,8 +119,10 @@ func (n *Node) startLoops() {
 }
 
 // SweepQuarantine reclaims quarantined directories (topics/<name>.stale-<id>)
-// once the metastore confirms their incarnation is gone. It returns how
-// many it removed.
+// once the metastore confirms their incarnation is gone, and so purges a
+// topic directory whose marker names an incarnation the metastore confirms
+// gone: a delete whose purge never ran (the node closed or crashed between
+// the record's removal and the purge). It returns how many it removed.
 func (n *Node) SweepQuarantine(ctx context.Context) int {
 	entries, err := n.cfg.FS.ReadDir(n.topicsDir)
 	if err != nil {
@@ -125,6 +131,12 @@ func (n *Node) SweepQuarantine(ctx context.Context) int {
 	}
 	removed := 0
 	for _, e := range entries {
+		if e.IsDir && wire.ValidateTopicName(e.Name) == nil {
+			if n.purgeOrphan(ctx, e.Name) {
+				removed++
+			}
+			continue
+		}
 		name, id, ok := wire.ParseStaleDirName(e.Name)
 		if !ok || !e.IsDir {
 			continue
@@ -171,3 +183,36 @@ func (n *Node) EvictIdle(now time.Time) int {
 	}
 	return closed
 }
+
+// purgeOrphan purges topics/<name> when its marker's incarnation is
+// confirmed gone. The marker is read again under the guard and must still
+// be that incarnation's: a directory a recreate has stamped since, or one
+// without a marker (nothing to confirm), is left to the open path.
+func (n *Node) purgeOrphan(ctx context.Context, name string) bool {
+	dir := filepath.Join(n.topicsDir, name)
+	marker, err := n.readMarker(dir)
+	if err != nil {
+		return false
+	}
+	if gone, err := n.ms.IncarnationGone(ctx, name, marker); err != nil || !gone {
+		return false
+	}
+	err = n.withTopic(name, func(t *supervisor.GuardedTopic) error {
+		if now, err := n.readMarker(dir); err != nil || now != marker {
+			return errOrphanChanged
+		}
+		return n.purgeLocked(t, TopicRecord{Name: name, Incarnation: marker})
+	})
+	if errors.Is(err, errOrphanChanged) {
+		return false
+	}
+	if err != nil {
+		n.logger.Warn("quarantine sweep: purge a deleted topic's directory", zap.String("topic", name), zap.Error(err))
+		return false
+	}
+	n.logger.Info("purged the directory of a deleted topic whose purge never ran",
+		zap.String("topic", name), zap.String("incarnation", string(marker)))
+	return true
+}
+
+var errOrphanChanged = errors.New("the directory changed incarnation meanwhile")

@@ -61,20 +61,26 @@ func (n *Node) DeleteTopic(ctx context.Context, name string) error {
 // directory is the new one's, and the open path quarantines any leftover.
 func (n *Node) purge(deleted TopicRecord) error {
 	return n.withTopic(deleted.Name, func(t *supervisor.GuardedTopic) error {
-		dir := filepath.Join(n.topicsDir, deleted.Name)
-		marker, err := n.readMarker(dir)
+		marker, err := n.readMarker(filepath.Join(n.topicsDir, deleted.Name))
 		if err == nil && deleted.Incarnation != "" && marker != deleted.Incarnation {
 			return nil // the directory is a newer incarnation's
 		}
-		if err := t.CloseAll(); err != nil {
-			n.logger.Warn("closing a deleted topic's logs: " + err.Error())
-		}
-		n.dropConsumerState(deleted.Name, deleted.Incarnation)
-		if err := n.cfg.FS.RemoveAll(dir); err != nil {
-			return fmt.Errorf("purge %s: %w", deleted.Name, err)
-		}
-		return n.cfg.FS.SyncDir(n.topicsDir)
+		return n.purgeLocked(t, deleted)
 	})
+}
+
+// purgeLocked closes a deleted incarnation's logs (no produce gate: it has
+// no valid commit left), drops its consumer state and removes its
+// directory durably; the caller holds the topic's guard.
+func (n *Node) purgeLocked(t *supervisor.GuardedTopic, deleted TopicRecord) error {
+	if err := t.CloseAll(); err != nil {
+		n.logger.Warn("closing a deleted topic's logs: " + err.Error())
+	}
+	n.dropConsumerState(deleted.Name, deleted.Incarnation)
+	if err := n.cfg.FS.RemoveAll(filepath.Join(n.topicsDir, deleted.Name)); err != nil {
+		return fmt.Errorf("purge %s: %w", deleted.Name, err)
+	}
+	return n.cfg.FS.SyncDir(n.topicsDir)
 }
 
 // SetRetention changes a topic's retention. This node, the one that runs

@@ -358,6 +358,11 @@ func (d *Disk) Rename(oldname, newname string) error {
 		if target.dir && len(d.childrenLocked(to)) > 0 {
 			return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: syscall.ENOTEMPTY}
 		}
+		if target.dir {
+			// The replaced (empty) directory goes as a removal would, so
+			// its durable removal carries the removals that emptied it.
+			d.recordName(nameOp{kind: "remove", from: to, node: target, parents: []string{path.Dir(to)}})
+		}
 	}
 	moved := []string{from}
 	if n.dir {
@@ -470,29 +475,38 @@ func (d *Disk) SyncDir(name string) error {
 			}
 		}
 	}
-	carry := make([]bool, len(d.pendingNames))
-	for i, op := range d.pendingNames {
-		carry[i] = carried[op.node]
-	}
 	// A directory can only be removed empty: its removal carries the
 	// earlier changes inside it (and inside its subdirectories), or a
 	// crash would bring its old entries back under a new directory of the
 	// same name. Inside means in that directory node, whatever its path.
-	for i := len(d.pendingNames) - 1; i >= 0; i-- {
-		op := d.pendingNames[i]
-		if !carry[i] || op.kind != "remove" || !op.node.dir {
-			continue
+	// A node carried so keeps its history in order too: repeat until
+	// nothing more is carried.
+	carry := make([]bool, len(d.pendingNames))
+	for changed := true; changed; {
+		changed = false
+		for i, op := range d.pendingNames {
+			if !carry[i] && carried[op.node] {
+				carry[i], changed = true, true
+			}
 		}
-		inside := map[*node]bool{op.node: true}
-		for j := i - 1; j >= 0; j-- {
-			q := d.pendingNames[j]
-			for _, parent := range q.parentNodes {
-				if parent != nil && inside[parent] {
-					carry[j] = true
-					if q.node.dir {
-						inside[q.node] = true
+		for i := len(d.pendingNames) - 1; i >= 0; i-- {
+			op := d.pendingNames[i]
+			if !carry[i] || op.kind != "remove" || !op.node.dir {
+				continue
+			}
+			inside := map[*node]bool{op.node: true}
+			for j := i - 1; j >= 0; j-- {
+				q := d.pendingNames[j]
+				for _, parent := range q.parentNodes {
+					if parent != nil && inside[parent] {
+						if !carried[q.node] {
+							carried[q.node], changed = true, true
+						}
+						if q.node.dir {
+							inside[q.node] = true
+						}
+						break
 					}
-					break
 				}
 			}
 		}

@@ -115,6 +115,13 @@ func (d *Disk) ProcessCrash() *Disk {
 	}
 	for _, op := range d.pendingNames {
 		op.node = clone(op.node)
+		parents := make([]*node, len(op.parentNodes))
+		for i, pn := range op.parentNodes {
+			if pn != nil {
+				parents[i] = clone(pn)
+			}
+		}
+		op.parentNodes = parents
 		out.pendingNames = append(out.pendingNames, op)
 	}
 	return out

@@ -336,3 +336,111 @@ func TestCrash_RemovedDirectoryTakesItsEntriesWithIt(t *testing.T) {
 		t.Fatal("the new directory, synced, is gone")
 	}
 }
+
+// TestCrash_ProcessCrashKeepsWhatARemovalCarries: a directory removal still
+// pending at a process crash still carries the removals below it.
+func TestCrash_ProcessCrashKeepsWhatARemovalCarries(t *testing.T) {
+	d := NewDisk(1)
+	if err := d.MkdirAll("/data/topic/p0"); err != nil {
+		t.Fatal(err)
+	}
+	mustWriteSynced(t, d, "/data/topic/p0/segment", []byte("old incarnation"))
+	for _, dir := range []string{"/", "/data", "/data/topic", "/data/topic/p0"} {
+		if err := d.SyncDir(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.RemoveAll("/data/topic"); err != nil {
+		t.Fatal(err)
+	}
+	d = d.ProcessCrash() // the kernel lives on: the removal is still pending
+	if err := d.SyncDir("/data"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.MkdirAll("/data/topic/p0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SyncDir("/data"); err != nil {
+		t.Fatal(err)
+	}
+	after := d.Crash(CrashPlan{})
+	if ok, _ := Exists(after, "/data/topic/p0/segment"); ok {
+		t.Fatal("after a process crash, the removed directory's file came back under the new directory")
+	}
+}
+
+// A directory renamed into D and removed with D: once D's removal is
+// durable, a later sync of the directory it came from must not bring it
+// (and its file) back.
+// TestCrash_MovedIntoARemovedDirectoryStaysGone: a directory moved into
+// one that is then removed goes with it, its own history carried in order.
+func TestCrash_MovedIntoARemovedDirectoryStaysGone(t *testing.T) {
+	d := NewDisk(1)
+	for _, dir := range []string{"/data/x", "/data/D"} {
+		if err := d.MkdirAll(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, dir := range []string{"/", "/data"} {
+		if err := d.SyncDir(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Mkdir("/data/x/S"); err != nil {
+		t.Fatal(err)
+	}
+	mustWriteSynced(t, d, "/data/x/S/f", []byte("gone"))
+	if err := d.SyncDir("/data/x/S"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Rename("/data/x/S", "/data/D/S"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.RemoveAll("/data/D"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SyncDir("/data"); err != nil { // D's removal durable
+		t.Fatal(err)
+	}
+	if err := d.SyncDir("/data/x"); err != nil {
+		t.Fatal(err)
+	}
+	after := d.Crash(CrashPlan{})
+	if ok, _ := Exists(after, "/data/x/S/f"); ok {
+		t.Fatal("a file moved into a removed directory came back at its old path")
+	}
+}
+
+// A rename over an empty directory replaces it: the removals that emptied
+// it must become durable with the rename, or a crash brings the old
+// entries back under the directory that took its name.
+// TestCrash_RenameOverAnEmptiedDirectory: a directory renamed over an
+// emptied one replaces it as a removal would, carrying what emptied it.
+func TestCrash_RenameOverAnEmptiedDirectory(t *testing.T) {
+	d := NewDisk(1)
+	if err := d.MkdirAll("/data/T"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Mkdir("/data/N"); err != nil {
+		t.Fatal(err)
+	}
+	mustWriteSynced(t, d, "/data/T/old", []byte("old"))
+	for _, dir := range []string{"/", "/data", "/data/T"} {
+		if err := d.SyncDir(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Remove("/data/T/old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Rename("/data/N", "/data/T"); err != nil { // T is empty
+		t.Fatal(err)
+	}
+	if err := d.SyncDir("/data"); err != nil {
+		t.Fatal(err)
+	}
+	after := d.Crash(CrashPlan{})
+	if ok, _ := Exists(after, "/data/T/old"); ok {
+		t.Fatal("the replaced directory's removed file came back under the directory that took its name")
+	}
+}
