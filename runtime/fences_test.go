@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -166,7 +167,7 @@ func TestInstall_CrashAtEveryCallLeavesTheOldOrTheNewPartition(t *testing.T) {
 	for _, img := range explore.images {
 		r := startImage(t, img.disk)
 		got := readValues(t, r, "orders", 0)
-		if !equalStrings(got, old) && !equalStrings(got, installed) {
+		if !slices.Equal(got, old) && !slices.Equal(got, installed) {
 			t.Fatalf("%s: the partition serves %d records, neither the old %d nor the installed %d", img.label, len(got), len(old), len(installed))
 		}
 		assertNoInstallLeftovers(t, r.disk, img.label)
@@ -204,18 +205,6 @@ func assertNoInstallLeftovers(t *testing.T, d *fsys.Disk, label string) {
 			}
 		}
 	}
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestNodeClose_FencesAnOpenAlreadyUnderWay: an open that passed the
@@ -453,7 +442,7 @@ func TestInstall_FailureAfterStagingCompletesIsSettledFirst(t *testing.T) {
 	}
 	r := startImage(t, n.disk) // a clean restart
 	defer r.Close()
-	if after := readValues(t, r, "orders", 0); !equalStrings(before, after) {
+	if after := readValues(t, r, "orders", 0); !slices.Equal(before, after) {
 		t.Fatalf("a clean restart serves %d records, %d before", len(after), len(before))
 	}
 }
