@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/narad-io/storage/internal/crashtest"
 	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/wire"
@@ -154,8 +155,8 @@ func TestInstall_CrashAtEveryCallLeavesTheOldOrTheNewPartition(t *testing.T) {
 	n := startNode(t, nil, Config{SegmentMaxBytes: 1 << 10})
 	files, rec := installFixture(t, n)
 	old := readValues(t, n, "orders", 0)
-	explore := newCrashExplorer(n.disk, func() struct{} { return struct{}{} })
-	explore.run(t, func() {
+	explore := crashtest.NewExplorer(n.disk, func() struct{} { return struct{}{} })
+	explore.Run(func() {
 		if err := n.InstallPartition(bg, "orders", 0, rec.Incarnation, files); err != nil {
 			t.Fatal(err)
 		}
@@ -164,16 +165,16 @@ func TestInstall_CrashAtEveryCallLeavesTheOldOrTheNewPartition(t *testing.T) {
 	if len(old) != 20 || len(installed) != 10 {
 		t.Fatalf("fixture: %d old records, %d installed", len(old), len(installed))
 	}
-	for _, img := range explore.images {
-		r := startImage(t, img.disk)
+	for _, img := range explore.Images() {
+		r := startImage(t, img.Disk)
 		got := readValues(t, r, "orders", 0)
 		if !slices.Equal(got, old) && !slices.Equal(got, installed) {
-			t.Fatalf("%s: the partition serves %d records, neither the old %d nor the installed %d", img.label, len(got), len(old), len(installed))
+			t.Fatalf("%s: the partition serves %d records, neither the old %d nor the installed %d", img.Label, len(got), len(old), len(installed))
 		}
-		assertNoInstallLeftovers(t, r.disk, img.label)
+		assertNoInstallLeftovers(t, r.disk, img.Label)
 		r.Close()
 	}
-	t.Logf("install crash states: %d", len(explore.images))
+	t.Logf("install crash states: %d", len(explore.Images()))
 }
 
 // startImage starts a fresh node on a crash image.
@@ -292,34 +293,34 @@ func TestTopicDir_WithoutIncarnationIsDurableBeforeAnAck(t *testing.T) {
 		t.Fatal(err)
 	}
 	acked := false
-	explore := newCrashExplorer(d, func() bool { return acked })
+	explore := crashtest.NewExplorer(d, func() bool { return acked })
 	d.SetHook(func(c fsys.Call) error {
 		if c.Op == fsys.OpSyncDir || c.Op == fsys.OpMkdir {
 			t.Logf("%s %s pending %d", c.Op, c.Path, d.PendingNameOps())
 		}
 		return nil
 	})
-	explore.run(t, func() {
+	explore.Run(func() {
 		if _, err := n.Produce(bg, "legacy", 0, recs("legacy", 0, 0, 1)); err != nil {
 			t.Fatal(err)
 		}
 		acked = true
 	})
-	for _, img := range explore.images {
-		local, err := OpenLocalMetastore(img.disk, dataDir)
+	for _, img := range explore.Images() {
+		local, err := OpenLocalMetastore(img.Disk, dataDir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := New(Config{DataDir: dataDir, FS: img.disk}, noIncarnation{local}, nil, nil)
+		r, err := New(Config{DataDir: dataDir, FS: img.Disk}, noIncarnation{local}, nil, nil)
 		if err != nil {
-			t.Fatalf("%s: %v", img.label, err)
+			t.Fatalf("%s: %v", img.Label, err)
 		}
 		res, err := r.Read(bg, "legacy", 0, 0, 10, 1<<20)
 		if err != nil {
-			t.Fatalf("%s: %v", img.label, err)
+			t.Fatalf("%s: %v", img.Label, err)
 		}
-		if img.model && len(res.Records) != 1 && !img.garbage {
-			t.Fatalf("%s: the acked record is lost (%d records)", img.label, len(res.Records))
+		if img.Model && len(res.Records) != 1 && !img.Garbage {
+			t.Fatalf("%s: the acked record is lost (%d records)", img.Label, len(res.Records))
 		}
 		r.Close()
 	}

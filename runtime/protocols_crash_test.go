@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/narad-io/storage/internal/crashtest"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/wire"
 )
@@ -80,8 +81,8 @@ func TestProtocols_CrashAtEveryCall(t *testing.T) {
 			}
 			m.acked[k] += count
 		}
-		explore := newCrashExplorer(n.disk, m.clone)
-		explore.run(t, func() {
+		explore := crashtest.NewExplorer(n.disk, m.clone)
+		explore.Run(func() {
 			create("orders", 2, time.Hour)
 			create("q", 1, 0)
 			for i := range 12 {
@@ -155,10 +156,10 @@ func TestProtocols_CrashAtEveryCall(t *testing.T) {
 			create("orders", 1, 0)
 			produce("orders", 0, 4)
 		})
-		for _, img := range explore.images {
+		for _, img := range explore.Images() {
 			checkProtocolImage(t, img)
 		}
-		t.Logf("runtime protocol crash states: %d distinct, from %d mutating calls; violations: 0", len(explore.images), explore.calls)
+		t.Logf("runtime protocol crash states: %d distinct, from %d mutating calls; violations: 0", len(explore.Images()), explore.Calls())
 	})
 }
 
@@ -182,12 +183,12 @@ func (n *testNode) partitionFiles(t *testing.T, topic string, p int) []InstallFi
 	return append(files, InstallFile{Name: wire.HWMFileName, Data: hwm[:]})
 }
 
-func checkProtocolImage(t *testing.T, img crashImage[protoModel]) {
+func checkProtocolImage(t *testing.T, img crashtest.Image[protoModel]) {
 	t.Helper()
-	m := img.model
-	r := startImage(t, img.disk)
+	m := img.Model
+	r := startImage(t, img.Disk)
 	defer r.Close()
-	assertNoInstallLeftovers(t, r.disk, img.label)
+	assertNoInstallLeftovers(t, r.disk, img.Label)
 	topics, err := r.ms.Topics(bg)
 	if err != nil {
 		t.Fatal(err)
@@ -210,14 +211,14 @@ func checkProtocolImage(t *testing.T, img crashImage[protoModel]) {
 					continue
 				}
 				if err != nil {
-					t.Fatalf("%s: read %s at %d: %v", img.label, k, offset, err)
+					t.Fatalf("%s: read %s at %d: %v", img.Label, k, offset, err)
 				}
 				for _, got := range res.Records {
 					if start < 0 {
 						start = got.Offset
 					}
 					if want := protoValue(rec.Name, epoch, p, got.Offset); string(got.Value) != want {
-						t.Fatalf("%s: %s offset %d holds %q, want %q (I1)", img.label, k, got.Offset, got.Value, want)
+						t.Fatalf("%s: %s offset %d holds %q, want %q (I1)", img.Label, k, got.Offset, got.Value, want)
 					}
 					served = got.Offset + 1
 				}
@@ -233,11 +234,11 @@ func checkProtocolImage(t *testing.T, img crashImage[protoModel]) {
 			if inst, ok := m.installed[k]; ok && served == int64(inst) {
 				continue // the install went through: its records, checked above
 			}
-			if served < acked && !img.garbage {
-				t.Fatalf("%s: %s serves up to %d, %d were acked (I4)", img.label, k, served, acked)
+			if served < acked && !img.Garbage {
+				t.Fatalf("%s: %s serves up to %d, %d were acked (I4)", img.Label, k, served, acked)
 			}
 			if start > 0 && !m.swept[k] {
-				t.Fatalf("%s: %s starts at %d with no sweep begun", img.label, k, start)
+				t.Fatalf("%s: %s starts at %d with no sweep begun", img.Label, k, start)
 			}
 		}
 	}
@@ -245,11 +246,11 @@ func checkProtocolImage(t *testing.T, img crashImage[protoModel]) {
 		if rec, ok, _ := r.ms.Topic(bg, "orders"); ok && m.epochs[rec.Incarnation] == 1 {
 			st, err := r.ConsumerState(bg, "orders", 0)
 			if err != nil {
-				t.Fatalf("%s: consumer state: %v", img.label, err)
+				t.Fatalf("%s: consumer state: %v", img.Label, err)
 			}
 			for o := int64(0); o < st.Frontier; o++ {
 				if !m.consumed[o] {
-					t.Fatalf("%s: consumer frontier %d passes unacked offset %d (I9)", img.label, st.Frontier, o)
+					t.Fatalf("%s: consumer frontier %d passes unacked offset %d (I9)", img.Label, st.Frontier, o)
 				}
 			}
 		}
