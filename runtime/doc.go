@@ -93,9 +93,11 @@
 // durably first; then, under the topic's guard, the open logs are closed
 // (no produce gate: the topic has no valid commit left), the in-memory
 // consumer state dropped, the directory removed and topics/ synced. A
-// crash after the record's removal leaves a directory no record names:
-// it is never served (an open needs the record) and a recreate stamps a
-// new incarnation, so the leftover is quarantined by the open path (next).
+// crash (or a Close) after the record's removal leaves a directory no
+// record names: it is never served (an open needs the record); the
+// quarantine sweep (at start and every QuarantineSweepInterval) purges it
+// once the metastore confirms its marker's incarnation gone, and if the
+// name is recreated first, the open path quarantines it (next).
 // If the name was recreated meanwhile (the marker is another
 // incarnation's), the purge leaves the directory to the new incarnation.
 //

@@ -119,10 +119,11 @@ func (n *Node) startLoops() {
 }
 
 // SweepQuarantine reclaims quarantined directories (topics/<name>.stale-<id>)
-// once the metastore confirms their incarnation is gone, and so purges a
-// topic directory whose marker names an incarnation the metastore confirms
-// gone: a delete whose purge never ran (the node closed or crashed between
-// the record's removal and the purge). It returns how many it removed.
+// once the metastore confirms their incarnation is gone, and purges a
+// topic directory no record names whose marker's incarnation the
+// metastore confirms gone: a delete whose purge never ran (the node closed
+// or crashed between the record's removal and the purge). It returns how
+// many it removed.
 func (n *Node) SweepQuarantine(ctx context.Context) int {
 	entries, err := n.cfg.FS.ReadDir(n.topicsDir)
 	if err != nil {
@@ -184,14 +185,20 @@ func (n *Node) EvictIdle(now time.Time) int {
 	return closed
 }
 
-// purgeOrphan purges topics/<name> when its marker's incarnation is
-// confirmed gone. The marker is read again under the guard and must still
-// be that incarnation's: a directory a recreate has stamped since, or one
-// without a marker (nothing to confirm), is left to the open path.
+// purgeOrphan purges topics/<name> when no record names the topic and
+// the metastore confirms its marker's incarnation gone. A name that has a
+// record (of another incarnation) is left to the open path, which
+// quarantines the directory and logs both ids. The marker is read again
+// under the guard and must still be that incarnation's: a directory a
+// recreate has stamped since, or one without a marker (nothing to
+// confirm), is left alone.
 func (n *Node) purgeOrphan(ctx context.Context, name string) bool {
 	dir := filepath.Join(n.topicsDir, name)
 	marker, err := n.readMarker(dir)
 	if err != nil {
+		return false
+	}
+	if _, named, err := n.ms.Topic(ctx, name); err != nil || named {
 		return false
 	}
 	if gone, err := n.ms.IncarnationGone(ctx, name, marker); err != nil || !gone {
