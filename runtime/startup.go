@@ -198,6 +198,9 @@ func (n *Node) purgeOrphan(ctx context.Context, name string) bool {
 	if err != nil {
 		return false
 	}
+	if !n.ms.CaughtUp() {
+		return false // a lagging replica may not know the name yet
+	}
 	if _, named, err := n.ms.Topic(ctx, name); err != nil || named {
 		return false
 	}

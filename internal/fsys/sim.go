@@ -72,6 +72,20 @@ type nameOp struct {
 	// parentNodes are those directories themselves, as they were when the
 	// change was made: a path can name another directory later.
 	parentNodes []*node
+	// replaced is the (empty) directory a rename replaced, if any.
+	replaced *node
+}
+
+// removedDir is the directory a change removes: a removed directory, or
+// the one a rename replaced.
+func (op nameOp) removedDir() *node {
+	switch {
+	case op.kind == "remove" && op.node.dir:
+		return op.node
+	case op.kind == "rename":
+		return op.replaced
+	}
+	return nil
 }
 
 // NewDisk returns an empty simulated disk whose random choices (torn
@@ -358,11 +372,10 @@ func (d *Disk) Rename(oldname, newname string) error {
 		if target.dir && len(d.childrenLocked(to)) > 0 {
 			return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: syscall.ENOTEMPTY}
 		}
-		if target.dir {
-			// The replaced (empty) directory goes as a removal would, so
-			// its durable removal carries the removals that emptied it.
-			d.recordName(nameOp{kind: "remove", from: to, node: target, parents: []string{path.Dir(to)}})
-		}
+	}
+	var replaced *node
+	if target, _ := d.lookup(to); target != nil && target.dir {
+		replaced = target // goes with the rename, atomically, as a removal would
 	}
 	moved := []string{from}
 	if n.dir {
@@ -373,7 +386,7 @@ func (d *Disk) Rename(oldname, newname string) error {
 		d.names[nq] = d.names[q]
 		delete(d.names, q)
 	}
-	d.recordName(nameOp{kind: "rename", from: from, to: to, node: n,
+	d.recordName(nameOp{kind: "rename", from: from, to: to, node: n, replaced: replaced,
 		parents: []string{path.Dir(from), path.Dir(to)}})
 	return nil
 }
@@ -465,42 +478,50 @@ func (d *Disk) SyncDir(name string) error {
 	if lie {
 		return nil
 	}
-	// The nodes whose changes this sync carries: those named in p, and,
-	// so a node's history stays in order, their earlier changes elsewhere.
-	carried := map[*node]bool{}
-	for _, op := range d.pendingNames {
+	// The changes this sync carries: those named in p, and, so a node's
+	// history stays in order, the earlier changes of the same nodes
+	// elsewhere. upTo[n] is the index of n's latest change carried; every
+	// change of n up to it is carried, none after.
+	upTo := map[*node]int{}
+	raise := func(n *node, i int) bool {
+		if cur, ok := upTo[n]; ok && cur >= i {
+			return false
+		}
+		upTo[n] = i
+		return true
+	}
+	for i, op := range d.pendingNames {
 		for _, parent := range op.parents {
 			if parent == p {
-				carried[op.node] = true
+				raise(op.node, i)
 			}
 		}
 	}
-	// A directory can only be removed empty: its removal carries the
-	// earlier changes inside it (and inside its subdirectories), or a
-	// crash would bring its old entries back under a new directory of the
-	// same name. Inside means in that directory node, whatever its path.
-	// A node carried so keeps its history in order too: repeat until
-	// nothing more is carried.
+	// A directory can only be removed (or replaced) empty: its removal
+	// carries the earlier changes inside it (and inside its
+	// subdirectories), or a crash would bring its old entries back under
+	// a new directory of the same name. Inside means in that directory
+	// node, whatever its path. Repeat until nothing more is carried.
 	carry := make([]bool, len(d.pendingNames))
 	for changed := true; changed; {
 		changed = false
 		for i, op := range d.pendingNames {
-			if !carry[i] && carried[op.node] {
+			if up, ok := upTo[op.node]; ok && !carry[i] && i <= up {
 				carry[i], changed = true, true
 			}
 		}
 		for i := len(d.pendingNames) - 1; i >= 0; i-- {
-			op := d.pendingNames[i]
-			if !carry[i] || op.kind != "remove" || !op.node.dir {
+			removed := d.pendingNames[i].removedDir()
+			if !carry[i] || removed == nil {
 				continue
 			}
-			inside := map[*node]bool{op.node: true}
+			inside := map[*node]bool{removed: true}
 			for j := i - 1; j >= 0; j-- {
 				q := d.pendingNames[j]
 				for _, parent := range q.parentNodes {
 					if parent != nil && inside[parent] {
-						if !carried[q.node] {
-							carried[q.node], changed = true, true
+						if raise(q.node, j) {
+							changed = true
 						}
 						if q.node.dir {
 							inside[q.node] = true

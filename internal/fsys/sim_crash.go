@@ -122,6 +122,9 @@ func (d *Disk) ProcessCrash() *Disk {
 			}
 		}
 		op.parentNodes = parents
+		if op.replaced != nil {
+			op.replaced = clone(op.replaced)
+		}
 		out.pendingNames = append(out.pendingNames, op)
 	}
 	return out

@@ -444,3 +444,60 @@ func TestCrash_RenameOverAnEmptiedDirectory(t *testing.T) {
 		t.Fatal("the replaced directory's removed file came back under the directory that took its name")
 	}
 }
+
+// TestCrash_RenameOverADirectoryIsAtomic: a rename that replaces an empty
+// directory is one namespace change: no crash keeps the replacement
+// without the rename.
+func TestCrash_RenameOverADirectoryIsAtomic(t *testing.T) {
+	d := NewDisk(1)
+	for _, dir := range []string{"/data/T", "/data/N"} {
+		if err := d.MkdirAll(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, dir := range []string{"/", "/data"} {
+		if err := d.SyncDir(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Rename("/data/N", "/data/T"); err != nil {
+		t.Fatal(err)
+	}
+	for keep := 0; keep <= d.PendingNameOps(); keep++ {
+		if ok, _ := Exists(d.Crash(CrashPlan{KeepNameOps: keep}), "/data/T"); !ok {
+			t.Fatalf("%d name ops kept: neither the old nor the new /data/T", keep)
+		}
+	}
+}
+
+// TestCrash_ASyncCarriesANodesEarlierChangesOnly: a sync carries a node's
+// changes up to the one it forces, never a later change into a directory
+// nobody synced.
+func TestCrash_ASyncCarriesANodesEarlierChangesOnly(t *testing.T) {
+	d := NewDisk(1)
+	for _, dir := range []string{"/data/D/S", "/data/x", "/data/y"} {
+		if err := d.MkdirAll(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, dir := range []string{"/", "/data", "/data/D"} {
+		if err := d.SyncDir(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Rename("/data/D/S", "/data/x/S"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Remove("/data/D"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Rename("/data/x/S", "/data/y/S"); err != nil { // after D's removal, into a directory never synced
+		t.Fatal(err)
+	}
+	if err := d.SyncDir("/data"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := Exists(d.Crash(CrashPlan{}), "/data/y/S"); ok {
+		t.Fatal("a rename into a directory nobody synced became durable")
+	}
+}
