@@ -237,13 +237,21 @@ func (r *Registry) Close() {
 // topic guard, the drop from the map, and the close under the guard. A log
 // not open is nothing to do.
 func (r *Registry) CloseLive(key Key) error {
+	defer r.lockPartition(key)()
+	return r.dropAndClose(key)
+}
+
+// lockPartition takes key's produce gate exclusive, then its topic's
+// guard, and returns what releases both.
+func (r *Registry) lockPartition(key Key) (unlock func()) {
 	gate := r.Gate(key)
 	gate.Lock()
-	defer gate.Unlock()
 	g := r.Guard(key.Topic)
 	g.Lock()
-	defer g.Unlock()
-	return r.dropAndClose(key)
+	return func() {
+		g.Unlock()
+		gate.Unlock()
+	}
 }
 
 func (r *Registry) dropAndClose(key Key) error {
@@ -267,12 +275,7 @@ func (r *Registry) dropAndClose(key Key) error {
 // other lifecycle step of the topic runs until fn returns. fn replaces
 // the partition's directory (a moved partition's install).
 func (r *Registry) WithPartitionClosed(key Key, fn func(t *GuardedTopic) error) error {
-	gate := r.Gate(key)
-	gate.Lock()
-	defer gate.Unlock()
-	g := r.Guard(key.Topic)
-	g.Lock()
-	defer g.Unlock()
+	defer r.lockPartition(key)()
 	if r.isClosed() {
 		return fmt.Errorf("%w: %s/%d", ErrRegistryClosed, key.Topic, key.Partition)
 	}

@@ -311,11 +311,7 @@ func TestCrash_RemovedDirectoryTakesItsEntriesWithIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustWriteSynced(t, d, "/data/topic/p0/segment", []byte("old incarnation"))
-	for _, dir := range []string{"/", "/data", "/data/topic", "/data/topic/p0"} {
-		if err := d.SyncDir(dir); err != nil {
-			t.Fatal(err)
-		}
-	}
+	syncDirs(t, d, "/", "/data", "/data/topic", "/data/topic/p0")
 	if err := d.RemoveAll("/data/topic"); err != nil {
 		t.Fatal(err)
 	}
@@ -345,11 +341,7 @@ func TestCrash_ProcessCrashKeepsWhatARemovalCarries(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustWriteSynced(t, d, "/data/topic/p0/segment", []byte("old incarnation"))
-	for _, dir := range []string{"/", "/data", "/data/topic", "/data/topic/p0"} {
-		if err := d.SyncDir(dir); err != nil {
-			t.Fatal(err)
-		}
-	}
+	syncDirs(t, d, "/", "/data", "/data/topic", "/data/topic/p0")
 	if err := d.RemoveAll("/data/topic"); err != nil {
 		t.Fatal(err)
 	}
@@ -376,16 +368,8 @@ func TestCrash_ProcessCrashKeepsWhatARemovalCarries(t *testing.T) {
 // one that is then removed goes with it, its own history carried in order.
 func TestCrash_MovedIntoARemovedDirectoryStaysGone(t *testing.T) {
 	d := NewDisk(1)
-	for _, dir := range []string{"/data/x", "/data/D"} {
-		if err := d.MkdirAll(dir); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, dir := range []string{"/", "/data"} {
-		if err := d.SyncDir(dir); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mkdirs(t, d, "/data/x", "/data/D")
+	syncDirs(t, d, "/", "/data")
 	if err := d.Mkdir("/data/x/S"); err != nil {
 		t.Fatal(err)
 	}
@@ -425,11 +409,7 @@ func TestCrash_RenameOverAnEmptiedDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustWriteSynced(t, d, "/data/T/old", []byte("old"))
-	for _, dir := range []string{"/", "/data", "/data/T"} {
-		if err := d.SyncDir(dir); err != nil {
-			t.Fatal(err)
-		}
-	}
+	syncDirs(t, d, "/", "/data", "/data/T")
 	if err := d.Remove("/data/T/old"); err != nil {
 		t.Fatal(err)
 	}
@@ -450,16 +430,8 @@ func TestCrash_RenameOverAnEmptiedDirectory(t *testing.T) {
 // without the rename.
 func TestCrash_RenameOverADirectoryIsAtomic(t *testing.T) {
 	d := NewDisk(1)
-	for _, dir := range []string{"/data/T", "/data/N"} {
-		if err := d.MkdirAll(dir); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, dir := range []string{"/", "/data"} {
-		if err := d.SyncDir(dir); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mkdirs(t, d, "/data/T", "/data/N")
+	syncDirs(t, d, "/", "/data")
 	if err := d.Rename("/data/N", "/data/T"); err != nil {
 		t.Fatal(err)
 	}
@@ -475,16 +447,8 @@ func TestCrash_RenameOverADirectoryIsAtomic(t *testing.T) {
 // nobody synced.
 func TestCrash_ASyncCarriesANodesEarlierChangesOnly(t *testing.T) {
 	d := NewDisk(1)
-	for _, dir := range []string{"/data/D/S", "/data/x", "/data/y"} {
-		if err := d.MkdirAll(dir); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, dir := range []string{"/", "/data", "/data/D"} {
-		if err := d.SyncDir(dir); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mkdirs(t, d, "/data/D/S", "/data/x", "/data/y")
+	syncDirs(t, d, "/", "/data", "/data/D")
 	if err := d.Rename("/data/D/S", "/data/x/S"); err != nil {
 		t.Fatal(err)
 	}
@@ -499,5 +463,25 @@ func TestCrash_ASyncCarriesANodesEarlierChangesOnly(t *testing.T) {
 	}
 	if ok, _ := Exists(d.Crash(CrashPlan{}), "/data/y/S"); ok {
 		t.Fatal("a rename into a directory nobody synced became durable")
+	}
+}
+
+// mkdirs creates each directory (and its parents) on d.
+func mkdirs(t *testing.T, d *Disk, dirs ...string) {
+	t.Helper()
+	for _, dir := range dirs {
+		if err := d.MkdirAll(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// syncDirs fsyncs each directory of d, in order.
+func syncDirs(t *testing.T, d *Disk, dirs ...string) {
+	t.Helper()
+	for _, dir := range dirs {
+		if err := d.SyncDir(dir); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
