@@ -108,11 +108,19 @@ func (l *Log) frameAt(v *view, offset int64) (*cachedFrame, error) {
 	} else if e, ok := seg.file.lookup(offset); ok {
 		pos, expect = e.pos, e.offset
 	}
-	sc := &scanner{file: file, limit: limit, buf: make([]byte, min(readWindow, max(limit-pos, wire.FrameHeaderSize)))}
+	sc := &scanner{file: file, limit: limit, buf: make([]byte, min(readWindow, max(limit-pos, wire.FrameHeaderSize))), skipUnreadable: true}
 	for pos < limit {
 		h, frame, status, err := sc.frameAt(pos)
 		if err != nil && isIOError(err) {
-			return nil, l.explainReadFailure(offset, err)
+			// A frame that cannot be read fails a read of its own records
+			// (an I/O error may pass: never a gap); a read of a later
+			// offset steps over it to the next frame that checks out.
+			at, next, found, _ := sc.resync(pos, expect, h)
+			if !found || next.BaseOffset > offset {
+				return nil, l.explainReadFailure(offset, err)
+			}
+			pos, expect = at, next.BaseOffset
+			continue
 		}
 		if status != frameValid || h.BaseOffset != expect {
 			at, next, found, rerr := sc.resync(pos, expect, h)

@@ -2,6 +2,7 @@ package partition
 
 import (
 	"errors"
+	"os"
 	"sync"
 	"syscall"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/wire"
 )
 
 // Tests of the read path: storage-engine.txt, "High watermark and hidden
@@ -490,6 +492,60 @@ func TestRead_EIOInSealedSegment(t *testing.T) {
 	recs, gaps := readAll(t, l)
 	if int64(len(recs)) != n || len(gaps) != 0 {
 		t.Fatalf("readAll after the disk recovered: %d records, gaps %v; want %d, none", len(recs), gaps, n)
+	}
+}
+
+// Fault-model row 9, CORDS-style: one block of a sealed segment failing
+// reads costs the reads of the frames on it and nothing else. A read
+// window wider than the frame asked for is retried at the frame's exact
+// size, and a read of a later offset steps over the unreadable frame to
+// the next one that checks out, whether the block holds the frame's
+// header or only its payload (found by the fault campaign's damage part).
+func TestRead_EIOOnOneBlockCostsOnlyItsFrames(t *testing.T) {
+	const seed = 29
+	d := fsys.NewDisk(seed)
+	n := makeSealedSegments(t, d, seed, 3)
+	bases := segmentBases(t, d)
+	sick := segmentPathOf(t, bases[1])
+	var frames []wire.FrameHeader
+	var positions []int64
+	f, err := d.OpenFile(sick, os.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := f.Stat()
+	if _, err := WalkSegment(f, fi.Size, bases[1], func(pos int64, h wire.FrameHeader, _ []byte) {
+		frames, positions = append(frames, h), append(positions, pos)
+	}, func(SegmentDamage) {}); err != nil || len(frames) < 3 {
+		t.Fatalf("walk %s: %d frames, %v; want at least 3", sick, len(frames), err)
+	}
+	f.Close()
+	for _, where := range []struct {
+		name string
+		off  int64
+	}{
+		{"header", positions[1]},
+		{"payload", positions[1] + wire.FrameHeaderSize + 1},
+	} {
+		l := openLog(t, testOptions(d))
+		inj := d.Inject(fsys.Fault{Op: fsys.OpRead, Path: sick, Off: where.off, Len: 1, Err: syscall.EIO})
+		bad := frames[1]
+		for offset := int64(0); offset < n; offset++ {
+			res, err := l.Read(offset, 1, 1<<20)
+			if offset >= bad.BaseOffset && offset < bad.EndOffset() {
+				if !errors.Is(err, syscall.EIO) || errors.Is(err, ErrUnreadable) {
+					t.Fatalf("%s block: read at %d in the unreadable frame: %v, want an I/O error", where.name, offset, err)
+				}
+				continue
+			}
+			if err != nil || len(res.Records) != 1 {
+				t.Fatalf("%s block: read at %d outside the unreadable frame [%d, %d): %d records, %v",
+					where.name, offset, bad.BaseOffset, bad.EndOffset(), len(res.Records), err)
+			}
+			checkRun(t, seed, offset, res.Records)
+		}
+		inj.Remove()
+		closeLog(t, l)
 	}
 }
 

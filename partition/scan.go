@@ -45,7 +45,17 @@ type scanner struct {
 	at    int64
 	n     int
 	pool  *[]byte // the pooled buffer, returned by release
+	// skipUnreadable isolates blocks that fail to read, for a read of
+	// records: a failed wide window is retried at the size asked for, and
+	// resync steps over such blocks, so the read reaches the frames past
+	// one. Never recovery or the commit's read-back: there an I/O error
+	// fails the walk or the commit.
+	skipUnreadable bool
 }
+
+// unreadableStep is the block a resync steps over when it cannot read
+// it: the smallest unit a device fails reads in.
+const unreadableStep = 512
 
 // newScanner starts a scan of file up to limit that will read about span
 // bytes, with a pooled buffer; a span much smaller than one gets a buffer
@@ -85,6 +95,13 @@ func (s *scanner) window(pos int64, want int) ([]byte, error) {
 	}
 	n := min(int64(len(s.buf)), s.limit-pos)
 	got, err := s.file.ReadAt(s.buf[:n], pos)
+	if err != nil && !errors.Is(err, io.EOF) && n > int64(want) && s.skipUnreadable {
+		// A read's wide window failed: the failing block may lie outside
+		// the bytes asked for, so read exactly those before giving up.
+		// One bad block then costs only the frames on it (fault-model
+		// row 9).
+		got, err = s.file.ReadAt(s.buf[:want], pos)
+	}
 	if err != nil && !(errors.Is(err, io.EOF) && int64(got) >= int64(want)) {
 		if errors.Is(err, io.EOF) {
 			// The file is shorter than the caller believed: what is
@@ -158,6 +175,12 @@ func (s *scanner) resync(pos, expect int64, damaged wire.FrameHeader) (at int64,
 	magic := []byte{wire.FrameMagic >> 8, wire.FrameMagic & 0xff}
 	for at+wire.FrameHeaderSize <= s.limit {
 		chunk, err := s.window(at, len(s.buf))
+		if err != nil && s.skipUnreadable {
+			if chunk, err = s.window(at, unreadableStep); err != nil {
+				at = (at/unreadableStep + 1) * unreadableStep
+				continue
+			}
+		}
 		if err != nil {
 			return 0, h, false, err
 		}
@@ -171,7 +194,7 @@ func (s *scanner) resync(pos, expect int64, damaged wire.FrameHeader) (at int64,
 		}
 		at += int64(i)
 		h, _, status, err := s.frameAt(at)
-		if err != nil && isIOError(err) {
+		if err != nil && isIOError(err) && !s.skipUnreadable {
 			return 0, h, false, err
 		}
 		if status == frameValid && h.BaseOffset > expect {
