@@ -5,8 +5,9 @@
 //   - Lazy open: a partition's log opens on first use, under its topic's
 //     guard, after the metastore lookup, the assignment check and the
 //     incarnation check (storage-engine.txt, "The incarnation marker"): a
-//     matching marker is served, a missing one adopted, a different one
-//     quarantined to topics/<name>.stale-<oldid> (the old incarnation's
+//     matching marker is served, a missing or damaged one (one that does
+//     not decode, or is one bit from the record's id) adopted, a different
+//     one quarantined to topics/<name>.stale-<oldid> (the old incarnation's
 //     consumer state dropped before the fresh directory exists) and a fresh
 //     directory opened. An open log is checked again whenever the topic's
 //     metadata version moves (the metastore's change feed).
@@ -54,8 +55,12 @@
 //     0.
 //
 // LocalMetastore is the embedded single-node metastore: every partition is
-// this node's, and the records persist crash-safely in
-// <data dir>/metastore.json, outside topics/.
+// this node's, and the records persist crash-safely and checksummed in
+// <data dir>/metastore.json, outside topics/, and again, after it, in
+// metastore.json.copy: one damaged file or lost write (a lying fsync)
+// leaves the other, never older than a change that returned; with both
+// damaged the start is refused (ErrMetastoreDamaged), never an empty
+// metastore whose topics' directories a sweep would purge.
 //
 // # Protocols
 //
@@ -80,11 +85,13 @@
 //
 // Topic directory create (under the topic's guard, in the open path): the
 // directory and its missing parents are created and each created entry's
-// parent synced (fsys.MkdirAllDurable), then the incarnation marker is
-// written atomically (temporary file, fdatasync, rename, directory sync).
-// A crash before the marker's rename leaves a directory without a marker,
-// which the next open adopts (stamps) for the record's incarnation: it
-// holds nothing yet. A partition directory is created the same way by
+// parent synced (fsys.MkdirAllDurable; a failed sync removes what it
+// created, so the retry syncs it again), topics/ is synced once more, and
+// then the incarnation marker is written atomically (temporary file,
+// fdatasync, rename, directory sync). A crash before the marker's rename
+// leaves a directory without a marker, which the next open adopts
+// (stamps) for the record's incarnation after syncing topics/ again: it
+// holds nothing yet, and its entry may be one a power loss would drop. A partition directory is created the same way by
 // partition.Open, and its first segment only after its own entry is
 // synced, so no acked record ever lives in a directory a power loss can
 // drop.

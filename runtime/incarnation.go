@@ -2,10 +2,10 @@ package runtime
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/bits"
 	"path/filepath"
 	"time"
 
@@ -66,9 +66,9 @@ func (n *Node) openAdmitted(key supervisor.Key, rec TopicRecord) (*partition.Log
 
 // checkIncarnation compares the topic directory's marker with the record
 // (storage-engine.txt, "The incarnation marker"): a match is served; no
-// marker is adopted (stamped, unless the record has no id); a different
-// marker is a deleted incarnation's leftover, quarantined. It runs under
-// the topic's guard.
+// marker, or a damaged one, is adopted (stamped, unless the record has no
+// id); a different marker is a deleted incarnation's leftover,
+// quarantined. It runs under the topic's guard.
 func (n *Node) checkIncarnation(t *supervisor.GuardedTopic, rec TopicRecord) error {
 	dir := filepath.Join(n.topicsDir, rec.Name)
 	if rec.Incarnation == "" {
@@ -89,17 +89,41 @@ func (n *Node) checkIncarnation(t *supervisor.GuardedTopic, rec TopicRecord) err
 		}
 		n.logger.Info("adopting a topic directory without an incarnation marker",
 			zap.String("topic", rec.Name), zap.String("incarnation", string(rec.Incarnation)))
-		return n.writeMarker(dir, rec.Incarnation)
+		return n.stamp(dir, rec.Incarnation)
 	case err != nil && !errors.Is(err, wire.ErrCorrupt):
 		return fmt.Errorf("incarnation marker of %s: %w", rec.Name, err)
 	case err == nil && marker == rec.Incarnation:
 		return nil
+	case err != nil || oneBitApart(marker, rec.Incarnation):
+		// Markers are written whole (temporary file, rename), so one that
+		// does not decode, or is one bit from the record's id (a random id
+		// of another incarnation is, with odds of 65 in 2^64), is media
+		// damage, not a leftover: quarantining it would take the live data
+		// out of service and let the sweep reclaim it. Adopt it, as a
+		// directory without a marker is.
+		n.logger.Error("incarnation marker damaged; adopting the directory for the record's incarnation",
+			zap.String("topic", rec.Name), zap.String("marker", string(marker)), zap.Error(err),
+			zap.String("incarnation", string(rec.Incarnation)))
+		return n.stamp(dir, rec.Incarnation)
 	}
-	// A different (or unreadable) marker: a deleted incarnation's leftover.
+	// A different marker: a deleted incarnation's leftover.
 	if err := n.quarantine(t, rec, marker); err != nil {
 		return err
 	}
 	return n.createTopicDir(dir, rec)
+}
+
+// oneBitApart reports whether two ids differ in exactly one bit of their
+// text.
+func oneBitApart(a, b wire.IncarnationID) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	flipped := 0
+	for i := range len(a) {
+		flipped += bits.OnesCount8(a[i] ^ b[i])
+	}
+	return flipped == 1
 }
 
 func (n *Node) readMarker(dir string) (wire.IncarnationID, error) {
@@ -126,7 +150,21 @@ func (n *Node) createTopicDir(dir string, rec TopicRecord) error {
 	if err := fsys.MkdirAllDurable(n.cfg.FS, dir); err != nil {
 		return fmt.Errorf("create topic directory %s: %w", dir, err)
 	}
-	return n.writeMarker(dir, rec.Incarnation)
+	return n.stamp(dir, rec.Incarnation)
+}
+
+// stamp makes the topic directory's own entry durable, then writes its
+// marker: a marker is only ever found in a directory that survives a
+// power loss, whoever created it. A directory found without one may be
+// an earlier attempt's whose entry never reached the media (a failed
+// directory sync, a process that crashed before it; found by the fault
+// campaign: acked records lost with a directory entry an EIO left
+// unsynced), so adopting one syncs it too.
+func (n *Node) stamp(dir string, id wire.IncarnationID) error {
+	if err := n.cfg.FS.SyncDir(filepath.Dir(dir)); err != nil {
+		return fmt.Errorf("sync the entry of %s: %w", dir, err)
+	}
+	return n.writeMarker(dir, id)
 }
 
 // quarantine retires a deleted incarnation's directory: the topic's open
@@ -135,12 +173,6 @@ func (n *Node) createTopicDir(dir string, rec TopicRecord) error {
 // durable, the old incarnation's consumer state is dropped before any
 // fresh directory exists, and both ids are logged at error.
 func (n *Node) quarantine(t *supervisor.GuardedTopic, rec TopicRecord, old wire.IncarnationID) error {
-	if old == "" { // an unreadable marker: name the leftover with a fresh id
-		var err error
-		if old, err = wire.NewIncarnationID(rand.Reader); err != nil {
-			return err
-		}
-	}
 	if err := t.CloseAll(); err != nil {
 		n.logger.Warn("closing a stale incarnation's logs", zap.String("topic", rec.Name), zap.Error(err))
 	}
@@ -168,16 +200,20 @@ func (n *Node) quarantine(t *supervisor.GuardedTopic, rec TopicRecord, old wire.
 // recheck runs when a topic's metadata version moves: an open log whose
 // incarnation was deleted (or replaced) is retired rather than left
 // serving the old data; a retention change reaches the open logs in place.
+//
+// The record is read under the topic's guard, as an open reads it: read
+// before, it may predate a recreate and an open of the new incarnation
+// that came in between, and retire that live log (found by the fault
+// campaign: the reference workload's calls differed from run to run).
 func (n *Node) recheck(topic string) {
 	ctx := context.Background()
-	rec, ok, err := n.ms.Topic(ctx, topic)
-	if err != nil {
-		n.logger.Warn("metadata recheck", zap.String("topic", topic), zap.Error(err))
-		return
-	}
-	err = n.withTopic(topic, func(t *supervisor.GuardedTopic) error {
+	err := n.withTopic(topic, func(t *supervisor.GuardedTopic) error {
 		if len(t.Open()) == 0 {
 			return nil
+		}
+		rec, ok, err := n.ms.Topic(ctx, topic)
+		if err != nil {
+			return err
 		}
 		marker, err := n.readMarker(filepath.Join(n.topicsDir, topic))
 		if !ok || (rec.Incarnation != "" && (err != nil || marker != rec.Incarnation)) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -313,6 +314,120 @@ func TestIncarnation_MatchAdoptAndQuarantine(t *testing.T) {
 	}
 }
 
+// TestIncarnation_DamagedMarkerIsAdoptedNotQuarantined: a marker that no
+// longer decodes, or is one bit from the record's id, is media damage
+// (markers are written whole): the directory keeps being served and is
+// stamped again, rather than quarantined and later reclaimed with every
+// record in it (found by the fault campaign's damage part).
+func TestIncarnation_DamagedMarkerIsAdoptedNotQuarantined(t *testing.T) {
+	d := newTestDisk(t, 1)
+	n := startNode(t, d, Config{})
+	rec, _, err := n.CreateTopic(bg, "orders", 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 3)); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(dataDir, "topics", "orders", wire.IncarnationFileName)
+	other := []byte(rec.Incarnation)
+	other[3] ^= 1 // '0'..'9' and 'a'..'f' flip into each other or into a non-hex byte
+	for name, damaged := range map[string][]byte{
+		"zeroed":          make([]byte, len(rec.Incarnation)+1),
+		"one bit flipped": append(other, '\n'),
+		"newline lost":    append([]byte(rec.Incarnation), 'x'),
+	} {
+		if err := n.reg.CloseLive(key("orders", 0)); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Damage(marker, 0, damaged); err != nil {
+			t.Fatal(err)
+		}
+		if got := readValues(t, n, "orders", 0); len(got) != 3 {
+			t.Fatalf("%s marker: served %d records, want 3", name, len(got))
+		}
+		if b, _ := d.Contents(marker); string(b) != string(rec.Incarnation)+"\n" {
+			t.Fatalf("%s marker: not stamped again: %q", name, b)
+		}
+	}
+	entries, err := d.ReadDir(filepath.Join(dataDir, "topics"))
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("topics/ holds %v (%v), want only the live directory", entries, err)
+	}
+}
+
+// pausingMetastore holds the next Topic call, once armed, after its read
+// and before it returns, until release is closed.
+type pausingMetastore struct {
+	*LocalMetastore
+	armed   atomic.Bool
+	read    chan struct{}
+	release chan struct{}
+}
+
+func (m *pausingMetastore) Topic(ctx context.Context, name string) (TopicRecord, bool, error) {
+	rec, ok, err := m.LocalMetastore.Topic(ctx, name)
+	if m.armed.CompareAndSwap(true, false) {
+		close(m.read)
+		<-m.release
+	}
+	return rec, ok, err
+}
+
+// TestRecheck_StaleReadNeverRetiresANewIncarnationsLog: the recheck a
+// delete starts decides on the record it reads under the topic's guard.
+// Read before it, the record ("deleted") could predate a recreate and an
+// open of the new incarnation, and the recheck then closed that live log
+// (found by the fault campaign: a spurious close and reopen made the
+// reference workload's calls differ from run to run).
+func TestRecheck_StaleReadNeverRetiresANewIncarnationsLog(t *testing.T) {
+	d := newTestDisk(t, 1)
+	local, err := OpenLocalMetastore(d, dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := &pausingMetastore{LocalMetastore: local, read: make(chan struct{}), release: make(chan struct{})}
+	n, err := New(Config{DataDir: dataDir, FS: d, CheckLockOrder: true}, ms, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if _, _, err := n.CreateTopic(bg, "orders", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	n.background.Wait()
+	ms.armed.Store(true)
+	local.DeleteTopic(bg, "orders") // behind the node's back: only its recheck sees it
+	<-ms.read                       // the recheck has read "deleted" and is held
+	if n.reg.Guard("orders").TryLockForTest() {
+		// The read was outside the guard: recreate and open the new
+		// incarnation before the held recheck decides.
+		local.CreateTopic(bg, "orders", 1, 0)
+		if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 1)); err != nil {
+			t.Fatal(err)
+		}
+		close(ms.release)
+	} else {
+		close(ms.release) // the recheck decides first; the recreate comes after
+		n.background.Wait()
+		local.CreateTopic(bg, "orders", 1, 0)
+		if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.background.Wait()
+	live, ok := n.reg.Lookup(key("orders", 0))
+	if !ok || live.Closed() {
+		t.Fatal("the new incarnation's log was retired by a recheck of the delete before it")
+	}
+}
+
 func key(topic string, p int) supervisor.Key { return supervisor.Key{Topic: topic, Partition: p} }
 
 // TestIncarnation_DeleteRecreateWhileOpenRetiresTheLog: a delete and
@@ -549,5 +664,31 @@ func TestNode_PartitionsListsOwnedWithoutOpening(t *testing.T) {
 	}
 	if _, open := n.reg.Lookup(key("a", 0)); open {
 		t.Fatal("the listing opened a log")
+	}
+}
+
+// TestTopicDir_AFailedSyncOfItsEntryLosesNothingAcked: the directory sync
+// that makes a new topic directory's entry durable fails; the produce
+// fails and its retry succeeds, and a power loss after that keeps the
+// records (found by the fault campaign: the retry found the directory in
+// place, adopted it without a sync, and its acked records vanished with
+// the entry).
+func TestTopicDir_AFailedSyncOfItsEntryLosesNothingAcked(t *testing.T) {
+	d := newTestDisk(t, 1)
+	n := startNode(t, d, Config{})
+	if _, _, err := n.CreateTopic(bg, "orders", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	fault := d.Inject(fsys.Fault{Op: fsys.OpSyncDir, Path: filepath.Join(dataDir, "topics"), Nth: 1, Err: syscall.EIO})
+	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 3)); err == nil || fault.Fired() != 1 {
+		t.Fatalf("produce with the topic directory's sync failing: %v (the fault fired %d times)", err, fault.Fired())
+	}
+	if base, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 3)); err != nil || base != 0 {
+		t.Fatalf("the retry: %d, %v", base, err)
+	}
+	crashed := d.Crash(fsys.CrashPlan{Data: fsys.DropUnsynced})
+	after := startNode(t, crashed, Config{})
+	if got := readValues(t, after, "orders", 0); len(got) != 3 {
+		t.Fatalf("after a power loss: %d records, want the 3 acked", len(got))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -95,5 +96,33 @@ func TestMkdirAllDurable_EveryCreatedEntrySurvivesAPowerLoss(t *testing.T) {
 	}
 	if ok, _ := Exists(plain.Crash(CrashPlan{}), "/data/topics"); ok {
 		t.Fatal("the crash image kept an unsynced directory: the test above proves nothing")
+	}
+}
+
+// TestMkdirAllDurable_AFailedSyncIsRetriedByTheNextCall: a directory sync
+// that fails takes back the directories the call created, so the caller's
+// retry creates and syncs them again; left in place they would exist, and
+// no retry would ever make their entries durable (found by the fault
+// campaign).
+func TestMkdirAllDurable_AFailedSyncIsRetriedByTheNextCall(t *testing.T) {
+	d := NewDisk(1)
+	if err := d.MkdirAll("/data"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SyncDir("/"); err != nil {
+		t.Fatal(err)
+	}
+	d.Inject(Fault{Op: OpSyncDir, Path: "/data", Nth: 1, Err: syscall.EIO})
+	if err := MkdirAllDurable(d, "/data/topics/orders"); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("with the sync failing: %v, want EIO", err)
+	}
+	if ok, _ := Exists(d, "/data/topics"); ok {
+		t.Fatal("the failed call left /data/topics in place")
+	}
+	if err := MkdirAllDurable(d, "/data/topics/orders"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := Exists(d.Crash(CrashPlan{}), "/data/topics/orders"); !ok {
+		t.Fatal("the retry's directories did not survive a power loss")
 	}
 }

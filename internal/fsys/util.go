@@ -86,7 +86,8 @@ func RemoveDurable(fsys FS, name string) error {
 // MkdirAllDurable creates name and any missing parents, and fsyncs the
 // parent of each directory it created, oldest first, so every created
 // entry survives a power loss before anything is put inside it (STYLE habit
-// 5; fault-model R7). A directory that already exists is left as it is.
+// 5; fault-model R7). A directory that already exists is left as it is;
+// on a failed sync the directories it created are removed again.
 func MkdirAllDurable(fsys FS, name string) error {
 	var missing []string
 	for dir := filepath.Clean(name); ; dir = filepath.Dir(dir) {
@@ -107,6 +108,12 @@ func MkdirAllDurable(fsys FS, name string) error {
 	}
 	for i := len(missing) - 1; i >= 0; i-- {
 		if err := fsys.SyncDir(filepath.Dir(missing[i])); err != nil {
+			// Take back what was created, so that a retry creates it
+			// again and syncs it: left in place, it would exist, and the
+			// retry would never make its entry durable.
+			for _, dir := range missing {
+				fsys.Remove(dir) // best effort: the sync's error is the one returned
+			}
 			return fmt.Errorf("mkdir %s: sync %s: %w", name, filepath.Dir(missing[i]), err)
 		}
 	}
