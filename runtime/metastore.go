@@ -1,11 +1,13 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"path/filepath"
 	"sort"
@@ -56,22 +58,32 @@ var ErrTopicNotFound = errors.New("runtime: topic not found")
 
 // metastoreFile is the embedded metastore's file under the data directory:
 // never inside topics/, so the records the markers are checked against
-// live apart from what they check.
-const metastoreFile = "metastore.json"
+// live apart from what they check. metastoreCopy is its second copy,
+// written after it at every change: a single lost write (a lying fsync)
+// or damaged file leaves the other, and since a change returns only once
+// both are written, the copy used is never older than a change that
+// returned.
+const (
+	metastoreFile = "metastore.json"
+	metastoreCopy = "metastore.json.copy"
+)
 
 // maxMetastoreBytes bounds what the embedded metastore reads back.
 const maxMetastoreBytes = 64 << 20
 
 // LocalMetastore is the embedded single-node metastore, the daemon's
 // default: every partition is assigned to this node, the replica is always
-// caught up, and the records persist in one JSON file written crash-safely
-// (temporary file, fsync, rename, directory fsync; through fsys).
+// caught up, and the records persist in a JSON file written crash-safely
+// (temporary file, fsync, rename, directory fsync; through fsys),
+// checksummed (a damaged file is ErrMetastoreDamaged, never misread) and
+// written twice (metastoreCopy).
 //
 // Invariants, under mu: topics is what the file holds; version is the
 // highest Version any record ever had, so versions never repeat.
 type LocalMetastore struct {
-	fs   fsys.FS
-	path string
+	fs        fsys.FS
+	path      string
+	recovered string // set once, at open
 
 	mu      sync.Mutex
 	topics  map[string]TopicRecord
@@ -85,19 +97,26 @@ type metastoreState struct {
 	Topics  []TopicRecord `json:"topics"`
 }
 
-// OpenLocalMetastore loads (or starts) the embedded metastore in dataDir.
+// OpenLocalMetastore loads (or starts) the embedded metastore in dataDir:
+// from its file, or, when that is missing or damaged, from the copy.
 func OpenLocalMetastore(files fsys.FS, dataDir string) (*LocalMetastore, error) {
 	m := &LocalMetastore{fs: files, path: filepath.Join(dataDir, metastoreFile), topics: map[string]TopicRecord{}, subs: map[int]func(string){}}
-	b, err := fsys.ReadFile(files, m.path, maxMetastoreBytes)
-	if errors.Is(err, fs.ErrNotExist) {
-		return m, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("metastore: %w", err)
-	}
-	var st metastoreState
-	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, fmt.Errorf("metastore %s: %w", m.path, err)
+	st, found, err := loadMetastore(files, m.path)
+	if err != nil || !found {
+		copyPath := filepath.Join(dataDir, metastoreCopy)
+		copySt, copyFound, copyErr := loadMetastore(files, copyPath)
+		switch {
+		case copyErr == nil && copyFound:
+			st = copySt
+			if err != nil {
+				// Logged by the node, which has the logger: the copy served.
+				m.recovered = fmt.Sprintf("%v; loaded its copy %s", err, copyPath)
+			}
+		case err != nil:
+			return nil, errors.Join(err, copyErr)
+		case copyErr != nil:
+			return nil, copyErr // no file, a damaged copy: never start empty over it
+		}
 	}
 	m.version = st.Version
 	for _, t := range st.Topics {
@@ -106,17 +125,91 @@ func OpenLocalMetastore(files fsys.FS, dataDir string) (*LocalMetastore, error) 
 	return m, nil
 }
 
+// loadMetastore reads one of the metastore's files; found is false when
+// it does not exist.
+func loadMetastore(files fsys.FS, path string) (st metastoreState, found bool, err error) {
+	b, err := fsys.ReadFile(files, path, maxMetastoreBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, false, nil
+	}
+	if err != nil {
+		return st, false, fmt.Errorf("metastore: %w", err)
+	}
+	if st, err = decodeMetastore(b); err != nil {
+		return st, false, fmt.Errorf("metastore %s: %w", path, err)
+	}
+	return st, true, nil
+}
+
+// Recovered says, when the metastore's file was damaged and its copy
+// served, what was wrong; empty otherwise.
+func (m *LocalMetastore) Recovered() string { return m.recovered }
+
 func (m *LocalMetastore) saveLocked() error {
 	st := metastoreState{Version: m.version}
 	for _, t := range m.topics {
 		st.Topics = append(st.Topics, t)
 	}
 	sort.Slice(st.Topics, func(i, j int) bool { return st.Topics[i].Name < st.Topics[j].Name })
-	b, err := json.MarshalIndent(st, "", "  ")
+	b, err := encodeMetastore(st)
 	if err != nil {
 		return err
 	}
-	return fsys.WriteFileAtomic(m.fs, m.path, b)
+	if err := fsys.WriteFileAtomic(m.fs, m.path, b); err != nil {
+		return err
+	}
+	return fsys.WriteFileAtomic(m.fs, filepath.Join(filepath.Dir(m.path), metastoreCopy), b)
+}
+
+// ErrMetastoreDamaged: the embedded metastore's file fails its checksum
+// or does not parse. The node refuses to start on it rather than act on
+// records a damaged byte may have changed (a retention bound, an
+// incarnation id): restore the file, or recreate the topics.
+var ErrMetastoreDamaged = errors.New("runtime: metastore file damaged")
+
+// metastoreFileFormat is the file as written: the state's JSON and the
+// CRC-32C of exactly those bytes, so that a damaged byte anywhere is
+// found, never read as a different record.
+type metastoreFileFormat struct {
+	CRC32C string          `json:"crc32c"`
+	State  json.RawMessage `json:"state"`
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func encodeMetastore(st metastoreState) ([]byte, error) {
+	state, err := json.MarshalIndent(st, "  ", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return fmt.Appendf(nil, "{\n  \"crc32c\": \"%08x\",\n  \"state\": %s\n}\n", crc32.Checksum(state, castagnoli), state), nil
+}
+
+func decodeMetastore(b []byte) (metastoreState, error) {
+	var st metastoreState
+	// encoding/json matches keys case-insensitively: take the two keys
+	// exactly, so a flipped case bit in one is damage too.
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return st, fmt.Errorf("%w: %v", ErrMetastoreDamaged, err)
+	}
+	var f metastoreFileFormat
+	if len(fields) != 2 || fields["crc32c"] == nil || fields["state"] == nil {
+		return st, fmt.Errorf("%w: want exactly the keys crc32c and state", ErrMetastoreDamaged)
+	}
+	if err := json.Unmarshal(fields["crc32c"], &f.CRC32C); err != nil {
+		return st, fmt.Errorf("%w: crc32c: %v", ErrMetastoreDamaged, err)
+	}
+	f.State = fields["state"]
+	if want := fmt.Sprintf("%08x", crc32.Checksum(f.State, castagnoli)); f.CRC32C != want {
+		return st, fmt.Errorf("%w: checksum %q, the state's is %s", ErrMetastoreDamaged, f.CRC32C, want)
+	}
+	dec := json.NewDecoder(bytes.NewReader(f.State))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&st); err != nil {
+		return st, fmt.Errorf("%w: %v", ErrMetastoreDamaged, err)
+	}
+	return st, nil
 }
 
 // Topic implements Metastore.

@@ -112,6 +112,9 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	if damage := ms.Recovered(); damage != "" {
+		logger.Error("metastore file damaged; serving its copy, which the next change rewrites both from", zap.String("damage", damage))
+	}
 	node, err := runtime.New(runtime.Config{
 		DataDir:                      cfg.DataDir,
 		FS:                           files,
