@@ -114,12 +114,13 @@ func (l *Log) frameAt(v *view, offset int64) (*cachedFrame, error) {
 		if err != nil && isIOError(err) {
 			// A frame that cannot be read fails a read of its own records
 			// (an I/O error may pass: never a gap); a read of a later
-			// offset steps over it to the next frame that checks out.
-			at, next, found, _ := sc.resync(pos, expect, h)
-			if !found || next.BaseOffset > offset {
+			// offset steps over it (stepOver).
+			at, next, ok := sc.stepOver(pos, expect, h, endOffset)
+			if !ok || next > offset {
 				return nil, l.explainReadFailure(offset, err)
 			}
-			pos, expect = at, next.BaseOffset
+			seg.file.addIndex(next, at) // verified: later reads start past the unreadable frame
+			pos, expect = at, next
 			continue
 		}
 		if status != frameValid || h.BaseOffset != expect {

@@ -605,3 +605,111 @@ func TestRead_TailReaderServedFromFrameCache(t *testing.T) {
 		})
 	}
 }
+
+// TestRead_EIOAfterADamagedFrameIsNeverAGap: a damaged frame followed by
+// one whose header's block fails reads (fault-model rows 8 and 9): a read
+// of the second's offsets is the I/O error, never a permanent gap a queue
+// consumer would skip for good (found by review of the step over
+// unreadable frames).
+func TestRead_EIOAfterADamagedFrameIsNeverAGap(t *testing.T) {
+	const seed = 29
+	d := fsys.NewDisk(seed)
+	makeSealedSegments(t, d, seed, 3)
+	bases := segmentBases(t, d)
+	sick := segmentPathOf(t, bases[1])
+	var frames []wire.FrameHeader
+	var positions []int64
+	f, err := d.OpenFile(sick, os.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := f.Stat()
+	if _, err := WalkSegment(f, fi.Size, bases[1], func(pos int64, h wire.FrameHeader, _ []byte) {
+		frames, positions = append(frames, h), append(positions, pos)
+	}, func(SegmentDamage) {}); err != nil || len(frames) < 3 {
+		t.Fatalf("walk %s: %d frames, %v; want at least 3", sick, len(frames), err)
+	}
+	f.Close()
+	// F0: one payload byte rots (permanent damage, a true gap).
+	b, _ := d.Contents(sick)
+	at := positions[0] + wire.FrameHeaderSize + 1
+	if err := d.Damage(sick, at, []byte{b[at] ^ 0x01}); err != nil {
+		t.Fatal(err)
+	}
+	// F1: its header's block fails reads (an I/O error, not damage).
+	d.Inject(fsys.Fault{Op: fsys.OpRead, Path: sick, Off: positions[1], Len: 1, Err: syscall.EIO})
+	l := openLog(t, testOptions(d))
+	defer closeLog(t, l)
+	_, err = l.Read(frames[1].BaseOffset, 1, 1<<20)
+	if errors.Is(err, ErrUnreadable) || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("read at %d in the frame that had an I/O error: %v; want the I/O error, never a gap", frames[1].BaseOffset, err)
+	}
+}
+
+// TestRead_EIOOnAHeaderNeverServesAFrameImageInsideAValue: a record's
+// value may hold any bytes, a valid frame image included. When the header
+// of the frame carrying it fails to read, stepping over that frame must
+// not take the image for the next frame and serve its records at offsets
+// they never had (I1): a candidate must chain to the segment's end (found
+// by review).
+func TestRead_EIOOnAHeaderNeverServesAFrameImageInsideAValue(t *testing.T) {
+	// The image: a valid one-record frame at base 12, from a scratch log.
+	scratch := fsys.NewDisk(1)
+	sl := openLog(t, testOptions(scratch))
+	if _, err := sl.Produce(bg, records(1, 0, 12)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sl.Produce(bg, []Record{{Key: []byte("FAKE"), Value: []byte("fabricated")}}); err != nil {
+		t.Fatal(err)
+	}
+	closeLog(t, sl)
+	seg, _ := scratch.Contents(segmentPathOf(t, 0))
+	first, err := wire.ParseFrameHeader(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	image := seg[first.FrameLen():]
+	if h, err := wire.CheckFrame(image); err != nil || h.BaseOffset != 12 {
+		t.Fatalf("image: %+v, %v", h, err)
+	}
+	image = image[:mustHeader(t, image).FrameLen()]
+
+	const seed = 31
+	d := fsys.NewDisk(seed)
+	l := openLog(t, testOptions(d))
+	produceRecords(t, l, seed, 0, 10, 10) // F0: 0..9
+	carrier := append(make([]byte, 1100), image...)
+	if _, err := l.Produce(bg, []Record{{Key: []byte("k10"), Value: carrier}}); err != nil { // F1: 10
+		t.Fatal(err)
+	}
+	produceRecords(t, l, seed, 11, 5, 1) // 11..15, one frame each
+	for next := int64(16); len(segmentBases(t, d)) < 2; next += 10 {
+		produceRecords(t, l, seed, next, 10, 10) // roll: segment 0 sealed
+	}
+	closeLog(t, l)
+	path := segmentPathOf(t, 0)
+	b, _ := d.Contents(path)
+	h0, _ := wire.ParseFrameHeader(b)
+	p1 := h0.FrameLen()
+	sector := p1 / 512 * 512
+	d.Inject(fsys.Fault{Op: fsys.OpRead, Path: path, Off: sector, Len: 512, Sticky: true, Err: syscall.EIO})
+	l = openLog(t, testOptions(d))
+	defer closeLog(t, l)
+	res, err := l.Read(12, 1, 1<<20)
+	if err != nil || len(res.Records) != 1 {
+		t.Fatalf("read at 12, past the unreadable frame: %d records, %v", len(res.Records), err)
+	}
+	if r := res.Records[0]; string(r.Key) == "FAKE" {
+		t.Fatalf("read at 12 served key %q value %q: a frame image from inside record 10's value", r.Key, r.Value)
+	}
+	checkRun(t, seed, 12, res.Records)
+}
+
+func mustHeader(t *testing.T, b []byte) wire.FrameHeader {
+	t.Helper()
+	h, err := wire.ParseFrameHeader(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}

@@ -45,17 +45,67 @@ type scanner struct {
 	at    int64
 	n     int
 	pool  *[]byte // the pooled buffer, returned by release
-	// skipUnreadable isolates blocks that fail to read, for a read of
-	// records: a failed wide window is retried at the size asked for, and
-	// resync steps over such blocks, so the read reaches the frames past
-	// one. Never recovery or the commit's read-back: there an I/O error
-	// fails the walk or the commit.
+	// skipUnreadable, for a read of records, retries a failed wide window
+	// at the size asked for, so a block that fails to read costs only the
+	// frames on it (stepOver). Never recovery or the commit's read-back:
+	// there an I/O error fails the walk or the commit.
 	skipUnreadable bool
 }
 
-// unreadableStep is the block a resync steps over when it cannot read
-// it: the smallest unit a device fails reads in.
+// unreadableStep is the block stepOver steps over when it cannot read it:
+// the smallest unit a device fails reads in.
 const unreadableStep = 512
+
+// stepOver finds where the frames resume after a frame at pos, holding
+// offsets from expect on, that cannot be read (fault-model row 9). A
+// candidate is taken only when the valid frames from it chain, each at
+// its predecessor's end, to the segment's end: endOffset at byte limit.
+// A frame image inside a record's value (a value may hold anything) does
+// not, so an unreadable header never turns value bytes into records. The
+// first candidate tried is the end the frame's header claims, when it
+// parsed and claims expect; otherwise every position past pos, stepping
+// over blocks that fail to read. It returns the candidate's position and
+// base offset.
+func (s *scanner) stepOver(pos, expect int64, h wire.FrameHeader, endOffset int64) (at, base int64, ok bool) {
+	if h.RecordCount >= 1 && h.BaseOffset == expect && pos+h.FrameLen() <= s.limit {
+		if s.chainsToEnd(pos+h.FrameLen(), h.EndOffset(), endOffset) {
+			return pos + h.FrameLen(), h.EndOffset(), true
+		}
+	}
+	magic := []byte{wire.FrameMagic >> 8, wire.FrameMagic & 0xff}
+	for at = pos + 1; at+wire.FrameHeaderSize <= s.limit; {
+		chunk, err := s.window(at, min(unreadableStep, int(s.limit-at)))
+		if err != nil {
+			at = (at/unreadableStep + 1) * unreadableStep
+			continue
+		}
+		i := bytes.Index(chunk, magic)
+		if i < 0 {
+			at += int64(max(len(chunk)-1, 1)) // the magic may straddle the chunk end
+			continue
+		}
+		at += int64(i)
+		if c, _, status, _ := s.frameAt(at); status == frameValid && c.BaseOffset > expect && s.chainsToEnd(at, c.BaseOffset, endOffset) {
+			return at, c.BaseOffset, true
+		}
+		at++
+	}
+	return 0, 0, false
+}
+
+// chainsToEnd reports whether valid frames run from byte at, the first
+// with base offset base, each at its predecessor's end, to the scan's
+// limit, ending at offset end.
+func (s *scanner) chainsToEnd(at, base, end int64) bool {
+	for at < s.limit {
+		h, _, status, _ := s.frameAt(at)
+		if status != frameValid || h.BaseOffset != base {
+			return false
+		}
+		at, base = at+h.FrameLen(), h.EndOffset()
+	}
+	return at == s.limit && base == end
+}
 
 // newScanner starts a scan of file up to limit that will read about span
 // bytes, with a pooled buffer; a span much smaller than one gets a buffer
@@ -175,12 +225,6 @@ func (s *scanner) resync(pos, expect int64, damaged wire.FrameHeader) (at int64,
 	magic := []byte{wire.FrameMagic >> 8, wire.FrameMagic & 0xff}
 	for at+wire.FrameHeaderSize <= s.limit {
 		chunk, err := s.window(at, len(s.buf))
-		if err != nil && s.skipUnreadable {
-			if chunk, err = s.window(at, unreadableStep); err != nil {
-				at = (at/unreadableStep + 1) * unreadableStep
-				continue
-			}
-		}
 		if err != nil {
 			return 0, h, false, err
 		}
@@ -194,7 +238,7 @@ func (s *scanner) resync(pos, expect int64, damaged wire.FrameHeader) (at int64,
 		}
 		at += int64(i)
 		h, _, status, err := s.frameAt(at)
-		if err != nil && isIOError(err) && !s.skipUnreadable {
+		if err != nil && isIOError(err) {
 			return 0, h, false, err
 		}
 		if status == frameValid && h.BaseOffset > expect {
