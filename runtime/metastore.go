@@ -98,27 +98,32 @@ type metastoreState struct {
 }
 
 // OpenLocalMetastore loads (or starts) the embedded metastore in dataDir:
-// from its file, or, when that is missing or damaged, from the copy.
+// from whichever of its file and the copy decodes with the higher
+// version (a lost write of the file may leave it holding an older valid
+// state, e.g. a leftover temporary file's, while the copy holds the
+// change that returned), the file on a tie.
 func OpenLocalMetastore(files fsys.FS, dataDir string) (*LocalMetastore, error) {
 	m := &LocalMetastore{fs: files, path: filepath.Join(dataDir, metastoreFile), topics: map[string]TopicRecord{}, subs: map[int]func(string){}}
+	copyPath := filepath.Join(dataDir, metastoreCopy)
 	st, found, err := loadMetastore(files, m.path)
-	if err != nil || !found {
-		copyPath := filepath.Join(dataDir, metastoreCopy)
-		copySt, copyFound, copyErr := loadMetastore(files, copyPath)
-		switch {
-		case copyErr == nil && copyFound:
-			st = copySt
-			if err != nil {
-				// Logged by the node, which has the logger: the copy served.
-				m.recovered = fmt.Sprintf("%v; loaded its copy %s", err, copyPath)
-			}
-		case err != nil:
-			return nil, errors.Join(err, copyErr)
-		case copyErr != nil:
-			return nil, copyErr // no file, a damaged copy: never start empty over it
+	copySt, copyFound, copyErr := loadMetastore(files, copyPath)
+	switch {
+	case err != nil && !copyFound:
+		return nil, errors.Join(err, copyErr)
+	case copyErr != nil && !found:
+		return nil, copyErr // no file, a damaged copy: never start empty over it
+	case copyFound && (!found || copySt.Version > st.Version):
+		if err != nil {
+			// Logged by the node, which has the logger: the copy served.
+			m.recovered = fmt.Sprintf("%v; loaded its copy %s", err, copyPath)
+		} else if found {
+			m.recovered = fmt.Sprintf("metastore %s holds version %d, its copy %d: loaded the copy", m.path, st.Version, copySt.Version)
 		}
+		st = copySt
 	}
-	m.version = st.Version
+	// A change in flight at a crash may have written the next version to
+	// a temporary file: never reuse it, so the higher version always wins.
+	m.version = max(st.Version, copySt.Version) + 1
 	for _, t := range st.Topics {
 		m.topics[t.Name] = t
 	}

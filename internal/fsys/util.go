@@ -20,6 +20,12 @@ const TempSuffix = ".tmp"
 // directory (STYLE habit 5; fault-model R1 and R7).
 func WriteFileAtomic(fsys FS, name string, data []byte) error {
 	tmp := name + TempSuffix
+	// A temporary file a crash left before its rename is removed, not
+	// truncated: reusing its inode, a lost write of the new content would
+	// leave its old, complete content in place, a valid older file.
+	if err := fsys.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("write %s: remove a leftover temporary: %w", name, err)
+	}
 	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 	if err != nil {
 		return fmt.Errorf("write %s: create temporary: %w", name, err)
