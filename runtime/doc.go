@@ -5,12 +5,15 @@
 //   - Lazy open: a partition's log opens on first use, under its topic's
 //     guard, after the metastore lookup, the assignment check and the
 //     incarnation check (storage-engine.txt, "The incarnation marker"): a
-//     matching marker is served, a missing or damaged one (one that does
-//     not decode, or is one bit from the record's id) adopted, a different
-//     one quarantined to topics/<name>.stale-<oldid> (the old incarnation's
+//     matching marker is served, a missing one adopted, a different one
+//     quarantined to topics/<name>.stale-<oldid> (the old incarnation's
 //     consumer state dropped before the fresh directory exists) and a fresh
-//     directory opened. An open log is checked again whenever the topic's
-//     metadata version moves (the metastore's change feed).
+//     directory opened. The marker has a copy, written after it: with one
+//     of the two missing or damaged the other decides (and both are
+//     written again); with neither decoding the directory is refused
+//     (ErrIncarnationMarkerDamaged), neither served nor quarantined. An
+//     open log is checked again whenever the topic's metadata version
+//     moves (the metastore's change feed).
 //   - Writes: Produce holds the partition's produce gate shared, so waiting
 //     produces coalesce into one group commit; AppendCommit holds it
 //     exclusive for the design's Append + CommitDurable pair; every close
@@ -88,7 +91,7 @@
 // parent synced (fsys.MkdirAllDurable; a failed sync removes what it
 // created, so the retry syncs it again), topics/ is synced once more, and
 // then the incarnation marker is written atomically (temporary file,
-// fdatasync, rename, directory sync). A crash before the marker's rename
+// fdatasync, rename, directory sync), and its copy after it the same way. A crash before the marker's rename
 // leaves a directory without a marker, which the next open adopts
 // (stamps) for the record's incarnation after syncing topics/ again: it
 // holds nothing yet, and its entry may be one a power loss would drop. A partition directory is created the same way by

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/bits"
 	"path/filepath"
 	"time"
 
@@ -66,9 +65,11 @@ func (n *Node) openAdmitted(key supervisor.Key, rec TopicRecord) (*partition.Log
 
 // checkIncarnation compares the topic directory's marker with the record
 // (storage-engine.txt, "The incarnation marker"): a match is served; no
-// marker, or a damaged one, is adopted (stamped, unless the record has no
-// id); a different marker is a deleted incarnation's leftover,
-// quarantined. It runs under the topic's guard.
+// marker is adopted (stamped, unless the record has no id); a different
+// marker is a deleted incarnation's leftover, quarantined. The marker has
+// a copy (wire.IncarnationCopyFileName): when one is missing or damaged,
+// the other decides, and when neither decodes the directory is refused
+// (ErrIncarnationMarkerDamaged). It runs under the topic's guard.
 func (n *Node) checkIncarnation(t *supervisor.GuardedTopic, rec TopicRecord) error {
 	dir := filepath.Join(n.topicsDir, rec.Name)
 	if rec.Incarnation == "" {
@@ -77,9 +78,35 @@ func (n *Node) checkIncarnation(t *supervisor.GuardedTopic, rec TopicRecord) err
 		// before anything acked can live in it.
 		return fsys.MkdirAllDurable(n.cfg.FS, dir)
 	}
-	marker, err := n.readMarker(dir)
+	marker, copied := n.readMarkerFile(dir, wire.IncarnationFileName), n.readMarkerFile(dir, wire.IncarnationCopyFileName)
+	for _, r := range []markerRead{marker, copied} {
+		if r.err != nil && !errors.Is(r.err, fs.ErrNotExist) && !errors.Is(r.err, wire.ErrCorrupt) {
+			return fmt.Errorf("incarnation marker of %s: %w", rec.Name, r.err)
+		}
+	}
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case marker.err == nil && marker.id == rec.Incarnation && copied.err == nil && copied.id == rec.Incarnation:
+		return nil
+	case marker.err == nil && marker.id == rec.Incarnation || copied.err == nil && copied.id == rec.Incarnation:
+		// One of the two is missing (a crash between their writes, or a
+		// directory stamped before the copy existed) or damaged: the
+		// other vouches for the directory; write both again.
+		if !errors.Is(marker.err, fs.ErrNotExist) && !errors.Is(copied.err, fs.ErrNotExist) {
+			n.logger.Error("incarnation marker or its copy damaged; the other vouches for the directory, rewriting both",
+				zap.String("topic", rec.Name), zap.NamedError("marker", marker.err), zap.NamedError("copy", copied.err))
+		}
+		return n.writeMarker(dir, rec.Incarnation)
+	case marker.err == nil || copied.err == nil:
+		// A different incarnation's: a deleted incarnation's leftover.
+		old := marker.id
+		if marker.err != nil {
+			old = copied.id
+		}
+		if err := n.quarantine(t, rec, old); err != nil {
+			return err
+		}
+		return n.createTopicDir(dir, rec)
+	case errors.Is(marker.err, fs.ErrNotExist) && errors.Is(copied.err, fs.ErrNotExist):
 		exists, err := fsys.Exists(n.cfg.FS, dir)
 		if err != nil {
 			return err
@@ -90,51 +117,56 @@ func (n *Node) checkIncarnation(t *supervisor.GuardedTopic, rec TopicRecord) err
 		n.logger.Info("adopting a topic directory without an incarnation marker",
 			zap.String("topic", rec.Name), zap.String("incarnation", string(rec.Incarnation)))
 		return n.stamp(dir, rec.Incarnation)
-	case err != nil && !errors.Is(err, wire.ErrCorrupt):
-		return fmt.Errorf("incarnation marker of %s: %w", rec.Name, err)
-	case err == nil && marker == rec.Incarnation:
-		return nil
-	case err != nil || oneBitApart(marker, rec.Incarnation):
-		// Markers are written whole (temporary file, rename), so one that
-		// does not decode, or is one bit from the record's id (a random id
-		// of another incarnation is, with odds of 65 in 2^64), is media
-		// damage, not a leftover: quarantining it would take the live data
-		// out of service and let the sweep reclaim it. Adopt it, as a
-		// directory without a marker is.
-		n.logger.Error("incarnation marker damaged; adopting the directory for the record's incarnation",
-			zap.String("topic", rec.Name), zap.String("marker", string(marker)), zap.Error(err),
-			zap.String("incarnation", string(rec.Incarnation)))
-		return n.stamp(dir, rec.Incarnation)
 	}
-	// A different marker: a deleted incarnation's leftover.
-	if err := n.quarantine(t, rec, marker); err != nil {
-		return err
-	}
-	return n.createTopicDir(dir, rec)
+	// Neither decodes: the directory may be the record's incarnation's or
+	// a deleted one's left behind, and nothing tells which. Serving it
+	// could serve deleted data; quarantining it could let the sweep
+	// reclaim live data. Refuse, for an operator to decide.
+	n.logger.Error("incarnation marker and its copy damaged; the topic directory is not served",
+		zap.String("topic", rec.Name), zap.String("incarnation", string(rec.Incarnation)),
+		zap.NamedError("marker", marker.err), zap.NamedError("copy", copied.err))
+	return fmt.Errorf("%w: %s: marker: %v; copy: %v", ErrIncarnationMarkerDamaged, dir, marker.err, copied.err)
 }
 
-// oneBitApart reports whether two ids differ in exactly one bit of their
-// text.
-func oneBitApart(a, b wire.IncarnationID) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	flipped := 0
-	for i := range len(a) {
-		flipped += bits.OnesCount8(a[i] ^ b[i])
-	}
-	return flipped == 1
+// ErrIncarnationMarkerDamaged: neither a topic directory's incarnation
+// marker nor its copy decodes, so nothing tells whether it belongs to the
+// topic's current incarnation or to a deleted one. Its partitions are not
+// served until an operator writes the marker (the record's id, 16 hex
+// characters and a newline, in topics/<name>/incarnation) or removes the
+// directory.
+var ErrIncarnationMarkerDamaged = errors.New("runtime: incarnation marker damaged")
+
+// markerRead is what one of a topic directory's two marker files holds.
+type markerRead struct {
+	id  wire.IncarnationID
+	err error // fs.ErrNotExist, wire.ErrCorrupt, or an I/O error
 }
 
-func (n *Node) readMarker(dir string) (wire.IncarnationID, error) {
-	b, err := fsys.ReadFile(n.cfg.FS, filepath.Join(dir, wire.IncarnationFileName), 64)
+func (n *Node) readMarkerFile(dir, name string) markerRead {
+	b, err := fsys.ReadFile(n.cfg.FS, filepath.Join(dir, name), 64)
+	if errors.Is(err, fsys.ErrFileTooLarge) {
+		return markerRead{err: fmt.Errorf("%w: %w", wire.ErrCorrupt, err)}
+	}
 	if err != nil {
-		if errors.Is(err, fsys.ErrFileTooLarge) {
-			return "", fmt.Errorf("%w: %w", wire.ErrCorrupt, err)
-		}
-		return "", err
+		return markerRead{err: err}
 	}
-	return wire.DecodeIncarnationMarker(b)
+	id, err := wire.DecodeIncarnationMarker(b)
+	return markerRead{id: id, err: err}
+}
+
+// readMarker is the incarnation a topic directory belongs to: its
+// marker's, or its copy's when the marker is missing or damaged. Neither
+// existing is fs.ErrNotExist; neither decoding, wire.ErrCorrupt.
+func (n *Node) readMarker(dir string) (wire.IncarnationID, error) {
+	marker := n.readMarkerFile(dir, wire.IncarnationFileName)
+	if marker.err == nil || !errors.Is(marker.err, fs.ErrNotExist) && !errors.Is(marker.err, wire.ErrCorrupt) {
+		return marker.id, marker.err
+	}
+	copied := n.readMarkerFile(dir, wire.IncarnationCopyFileName)
+	if copied.err == nil || !errors.Is(copied.err, fs.ErrNotExist) {
+		return copied.id, copied.err
+	}
+	return "", marker.err
 }
 
 func (n *Node) writeMarker(dir string, id wire.IncarnationID) error {
@@ -142,7 +174,10 @@ func (n *Node) writeMarker(dir string, id wire.IncarnationID) error {
 	if err != nil {
 		return err
 	}
-	return fsys.WriteFileAtomic(n.cfg.FS, filepath.Join(dir, wire.IncarnationFileName), b)
+	if err := fsys.WriteFileAtomic(n.cfg.FS, filepath.Join(dir, wire.IncarnationFileName), b); err != nil {
+		return err
+	}
+	return fsys.WriteFileAtomic(n.cfg.FS, filepath.Join(dir, wire.IncarnationCopyFileName), b)
 }
 
 // createTopicDir makes a topic's directory durable and stamps it.

@@ -314,12 +314,14 @@ func TestIncarnation_MatchAdoptAndQuarantine(t *testing.T) {
 	}
 }
 
-// TestIncarnation_DamagedMarkerIsAdoptedNotQuarantined: a marker that no
-// longer decodes, or is one bit from the record's id, is media damage
-// (markers are written whole): the directory keeps being served and is
-// stamped again, rather than quarantined and later reclaimed with every
-// record in it (found by the fault campaign's damage part).
-func TestIncarnation_DamagedMarkerIsAdoptedNotQuarantined(t *testing.T) {
+// TestIncarnation_DamagedMarkerIsRepairedFromItsCopy: the marker has a
+// copy; with one of the two damaged (zeroed, a bit flipped, a byte
+// changed) the other vouches for the directory, which keeps being served
+// and gets both files written again, rather than being quarantined and
+// later reclaimed with every record in it (found by the fault campaign's
+// damage part). With both damaged nothing tells whose the directory is:
+// it is refused, not served and not quarantined.
+func TestIncarnation_DamagedMarkerIsRepairedFromItsCopy(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
 	rec, _, err := n.CreateTopic(bg, "orders", 1, 0)
@@ -329,30 +331,78 @@ func TestIncarnation_DamagedMarkerIsAdoptedNotQuarantined(t *testing.T) {
 	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 3)); err != nil {
 		t.Fatal(err)
 	}
-	marker := filepath.Join(dataDir, "topics", "orders", wire.IncarnationFileName)
-	other := []byte(rec.Incarnation)
-	other[3] ^= 1 // '0'..'9' and 'a'..'f' flip into each other or into a non-hex byte
-	for name, damaged := range map[string][]byte{
-		"zeroed":          make([]byte, len(rec.Incarnation)+1),
-		"one bit flipped": append(other, '\n'),
-		"newline lost":    append([]byte(rec.Incarnation), 'x'),
-	} {
-		if err := n.reg.CloseLive(key("orders", 0)); err != nil {
-			t.Fatal(err)
-		}
-		if err := d.Damage(marker, 0, damaged); err != nil {
-			t.Fatal(err)
-		}
-		if got := readValues(t, n, "orders", 0); len(got) != 3 {
-			t.Fatalf("%s marker: served %d records, want 3", name, len(got))
-		}
-		if b, _ := d.Contents(marker); string(b) != string(rec.Incarnation)+"\n" {
-			t.Fatalf("%s marker: not stamped again: %q", name, b)
+	dir := filepath.Join(dataDir, "topics", "orders")
+	marker, copied := filepath.Join(dir, wire.IncarnationFileName), filepath.Join(dir, wire.IncarnationCopyFileName)
+	good := string(rec.Incarnation) + "\n"
+	other := []byte(good)
+	other[3] ^= 1 // another valid id, or a non-hex byte
+	for _, file := range []string{marker, copied} {
+		for name, damaged := range map[string][]byte{
+			"zeroed":          make([]byte, len(good)),
+			"one bit flipped": other,
+			"newline lost":    append([]byte(rec.Incarnation), 'x'),
+		} {
+			if err := n.reg.CloseLive(key("orders", 0)); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Damage(file, 0, damaged); err != nil {
+				t.Fatal(err)
+			}
+			if got := readValues(t, n, "orders", 0); len(got) != 3 {
+				t.Fatalf("%s %s: served %d records, want 3", filepath.Base(file), name, len(got))
+			}
+			for _, f := range []string{marker, copied} {
+				if b, _ := d.Contents(f); string(b) != good {
+					t.Fatalf("%s %s: %s not written again: %q", filepath.Base(file), name, filepath.Base(f), b)
+				}
+			}
 		}
 	}
 	entries, err := d.ReadDir(filepath.Join(dataDir, "topics"))
 	if err != nil || len(entries) != 1 {
 		t.Fatalf("topics/ holds %v (%v), want only the live directory", entries, err)
+	}
+
+	if err := n.reg.CloseLive(key("orders", 0)); err != nil {
+		t.Fatal(err)
+	}
+	d.Damage(marker, 0, []byte("x"))
+	d.Damage(copied, 0, []byte("x"))
+	if _, err := n.Read(bg, "orders", 0, 0, 10, 1<<20); !errors.Is(err, ErrIncarnationMarkerDamaged) {
+		t.Fatalf("both damaged: read %v, want ErrIncarnationMarkerDamaged", err)
+	}
+	if entries, _ := d.ReadDir(filepath.Join(dataDir, "topics")); len(entries) != 1 {
+		t.Fatalf("both damaged: topics/ holds %v, want the directory left in place", entries)
+	}
+}
+
+// TestIncarnation_DamagedMarkerOfADeletedIncarnationIsNeverServed: a
+// delete whose purge did not run leaves the deleted incarnation's
+// directory; with its marker damaged, the recreated topic's open must not
+// take it for its own: the copy names the deleted incarnation, and the
+// directory is quarantined (found by review: adopting a marker that did
+// not decode served the deleted records as the new incarnation's).
+func TestIncarnation_DamagedMarkerOfADeletedIncarnationIsNeverServed(t *testing.T) {
+	d := newTestDisk(t, 1)
+	n := startNode(t, d, Config{})
+	n.CreateTopic(bg, "orders", 1, 0)
+	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 4)); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(dataDir, "topics", "orders")
+	purge := d.Inject(fsys.Fault{Op: fsys.OpRemove, Path: dir, Nth: 1, Err: syscall.EIO})
+	if err := n.DeleteTopic(bg, "orders"); err == nil || purge.Fired() != 1 {
+		t.Fatalf("delete with its purge failing: %v", err)
+	}
+	if err := d.Damage(filepath.Join(dir, wire.IncarnationFileName), 0, []byte("g")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := n.CreateTopic(bg, "orders", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	n.background.Wait()
+	if got := readValues(t, n, "orders", 0); len(got) != 0 {
+		t.Fatalf("the recreated topic serves %d records of the deleted incarnation: %v", len(got), got)
 	}
 }
 

@@ -72,6 +72,7 @@
 //
 //	topics/                                  TopicsDirName
 //	topics/<topic>/incarnation               IncarnationFileName
+//	topics/<topic>/incarnation.copy          IncarnationCopyFileName
 //	topics/<topic>/pNNNNN/                   PartitionDirName: "p" + 5 digits, 0..99999
 //	topics/<topic>/pNNNNN/<20 digits>.log    SegmentFileName: first offset, zero-padded
 //	topics/<topic>/pNNNNN/hwm                HWMFileName

@@ -14,6 +14,9 @@ const (
 	TopicsDirName = "topics"
 	// IncarnationFileName is the incarnation marker in a topic directory.
 	IncarnationFileName = "incarnation"
+	// IncarnationCopyFileName is the marker's copy, written after it with
+	// the same content: one damaged file leaves the other.
+	IncarnationCopyFileName = "incarnation.copy"
 	// HWMFileName is the 8-byte high watermark file in a partition directory.
 	HWMFileName = "hwm"
 	// ConsumerOffsetFileName is the 8-byte committed consumer frontier.
