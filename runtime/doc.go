@@ -11,7 +11,8 @@
 //     directory opened. The marker has a copy, written after it: with one
 //     of the two missing or damaged the other decides (and both are
 //     written again); with neither decoding the directory is refused
-//     (ErrIncarnationMarkerDamaged), neither served nor quarantined. An
+//     (ErrIncarnationMarkerDamaged), neither served nor quarantined,
+//     unless it holds no partition yet (then it is stamped again). An
 //     open log is checked again whenever the topic's metadata version
 //     moves (the metastore's change feed).
 //   - Writes: Produce holds the partition's produce gate shared, so waiting
@@ -61,9 +62,11 @@
 // this node's, and the records persist crash-safely and checksummed in
 // <data dir>/metastore.json, outside topics/, and again, after it, in
 // metastore.json.copy: one damaged file or lost write (a lying fsync)
-// leaves the other, never older than a change that returned; with both
-// damaged the start is refused (ErrMetastoreDamaged), never an empty
-// metastore whose topics' directories a sweep would purge.
+// leaves the other, never older than a change that returned (the higher
+// version wins); with both damaged the start is refused
+// (ErrMetastoreDamaged), never an empty metastore whose topics'
+// directories a sweep would purge, unless no topic directory exists yet
+// (a first write lost before its copy was written).
 //
 // # Protocols
 //

@@ -118,14 +118,39 @@ func (n *Node) checkIncarnation(t *supervisor.GuardedTopic, rec TopicRecord) err
 			zap.String("topic", rec.Name), zap.String("incarnation", string(rec.Incarnation)))
 		return n.stamp(dir, rec.Incarnation)
 	}
-	// Neither decodes: the directory may be the record's incarnation's or
-	// a deleted one's left behind, and nothing tells which. Serving it
-	// could serve deleted data; quarantining it could let the sweep
-	// reclaim live data. Refuse, for an operator to decide.
+	// Neither decodes. A directory holding no partition yet was being
+	// stamped when a lost write (a lying fsync) took its marker: nothing
+	// can be served from it, so stamp it again. One holding partitions
+	// may be the record's incarnation's or a deleted one's left behind,
+	// and nothing tells which: serving it could serve deleted data,
+	// quarantining it could let the sweep reclaim live data. Refuse, for
+	// an operator to decide.
+	if empty, err := n.holdsNoPartition(dir); err != nil {
+		return err
+	} else if empty {
+		n.logger.Warn("incarnation marker and its copy damaged in a topic directory holding no partition; stamping it again",
+			zap.String("topic", rec.Name), zap.NamedError("marker", marker.err), zap.NamedError("copy", copied.err))
+		return n.stamp(dir, rec.Incarnation)
+	}
 	n.logger.Error("incarnation marker and its copy damaged; the topic directory is not served",
 		zap.String("topic", rec.Name), zap.String("incarnation", string(rec.Incarnation)),
 		zap.NamedError("marker", marker.err), zap.NamedError("copy", copied.err))
 	return fmt.Errorf("%w: %s: marker: %v; copy: %v", ErrIncarnationMarkerDamaged, dir, marker.err, copied.err)
+}
+
+// holdsNoPartition reports whether a topic directory holds no partition
+// directory.
+func (n *Node) holdsNoPartition(dir string) (bool, error) {
+	entries, err := n.cfg.FS.ReadDir(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range entries {
+		if _, err := wire.ParsePartitionDirName(e.Name); err == nil {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // ErrIncarnationMarkerDamaged: neither a topic directory's incarnation

@@ -108,6 +108,11 @@ func OpenLocalMetastore(files fsys.FS, dataDir string) (*LocalMetastore, error) 
 	st, found, err := loadMetastore(files, m.path)
 	copySt, copyFound, copyErr := loadMetastore(files, copyPath)
 	switch {
+	case err != nil && !copyFound && copyErr == nil && errors.Is(err, ErrMetastoreDamaged) && noTopicDirs(files, dataDir):
+		// The file's first write was lost (a lying fsync) before the
+		// copy was ever written: nothing had returned, and no topic
+		// directory depends on a record. Start empty.
+		m.recovered = fmt.Sprintf("%v; no copy and no topic directory: started empty", err)
 	case err != nil && !copyFound:
 		return nil, errors.Join(err, copyErr)
 	case copyErr != nil && !found:
@@ -128,6 +133,13 @@ func OpenLocalMetastore(files fsys.FS, dataDir string) (*LocalMetastore, error) 
 		m.topics[t.Name] = t
 	}
 	return m, nil
+}
+
+// noTopicDirs reports whether the data directory holds no topic
+// directory (a failure to tell counts as holding one).
+func noTopicDirs(files fsys.FS, dataDir string) bool {
+	entries, err := files.ReadDir(filepath.Join(dataDir, wire.TopicsDirName))
+	return errors.Is(err, fs.ErrNotExist) || err == nil && len(entries) == 0
 }
 
 // loadMetastore reads one of the metastore's files; found is false when

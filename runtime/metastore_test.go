@@ -2,11 +2,13 @@ package runtime
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 
 	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/wire"
 )
 
 // TestMetastore_EveryBitFlipIsFoundAndTheCopyServes: the embedded
@@ -190,5 +192,36 @@ func TestMetastore_AStaleTemporaryAndALyingFsyncLoseNoChange(t *testing.T) {
 	}
 	if got, _, _ := ms3.Topic(bg, "orders"); got.RetentionMs != 3000 {
 		t.Fatalf("after one lying fsync: retention %d (recovered %q), want 3000, the change that returned", got.RetentionMs, ms3.Recovered())
+	}
+}
+
+// TestMetastore_AFirstWriteLostBeforeItsCopyStartsEmpty: a lying fsync of
+// the file's very first write and a power loss before the copy was ever
+// written leave a damaged file and no copy. With no topic directory yet
+// nothing had returned and nothing depends on a record: the metastore
+// starts empty (the long campaign found a node that could not start).
+// With a topic directory present, starting empty could let a sweep purge
+// it: refused.
+func TestMetastore_AFirstWriteLostBeforeItsCopyStartsEmpty(t *testing.T) {
+	d := newTestDisk(t, 9)
+	path := filepath.Join(dataDir, metastoreFile)
+	f, err := d.OpenFile(path, os.O_RDWR|os.O_CREATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(make([]byte, 40)) // the size reached the media, the data did not
+	f.Close()
+	ms, err := OpenLocalMetastore(d, dataDir)
+	if err != nil || ms.Recovered() == "" {
+		t.Fatalf("no copy, no topic directory: %v, recovered %q; want an empty metastore, said so", err, ms.Recovered())
+	}
+	if topics, _ := ms.Topics(bg); len(topics) != 0 {
+		t.Fatalf("started with %v", topics)
+	}
+	if err := d.MkdirAll(filepath.Join(dataDir, wire.TopicsDirName, "orders")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenLocalMetastore(d, dataDir); !errors.Is(err, ErrMetastoreDamaged) {
+		t.Fatalf("no copy, a topic directory: %v, want ErrMetastoreDamaged", err)
 	}
 }

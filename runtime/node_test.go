@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -373,6 +374,30 @@ func TestIncarnation_DamagedMarkerIsRepairedFromItsCopy(t *testing.T) {
 	}
 	if entries, _ := d.ReadDir(filepath.Join(dataDir, "topics")); len(entries) != 1 {
 		t.Fatalf("both damaged: topics/ holds %v, want the directory left in place", entries)
+	}
+
+	// A directory holding no partition yet (a lying fsync took the
+	// marker's first write, and the copy was never written; the long
+	// campaign found the topic refused for good) is stamped again.
+	fresh, _, err := n.CreateTopic(bg, "events", 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := filepath.Join(dataDir, "topics", "events")
+	if err := d.MkdirAll(events); err != nil {
+		t.Fatal(err)
+	}
+	f, err := d.OpenFile(filepath.Join(events, wire.IncarnationFileName), os.O_RDWR|os.O_CREATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(make([]byte, 17))
+	f.Close()
+	if _, err := n.Produce(bg, "events", 0, recs("events", 0, 0, 1)); err != nil {
+		t.Fatalf("produce into a partitionless directory whose marker was lost: %v", err)
+	}
+	if b, _ := d.Contents(filepath.Join(events, wire.IncarnationCopyFileName)); string(b) != string(fresh.Incarnation)+"\n" {
+		t.Fatalf("not stamped again: copy %q", b)
 	}
 }
 
