@@ -507,19 +507,7 @@ func TestRead_EIOOnOneBlockCostsOnlyItsFrames(t *testing.T) {
 	n := makeSealedSegments(t, d, seed, 3)
 	bases := segmentBases(t, d)
 	sick := segmentPathOf(t, bases[1])
-	var frames []wire.FrameHeader
-	var positions []int64
-	f, err := d.OpenFile(sick, os.O_RDONLY)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fi, _ := f.Stat()
-	if _, err := WalkSegment(f, fi.Size, bases[1], func(pos int64, h wire.FrameHeader, _ []byte) {
-		frames, positions = append(frames, h), append(positions, pos)
-	}, func(SegmentDamage) {}); err != nil || len(frames) < 3 {
-		t.Fatalf("walk %s: %d frames, %v; want at least 3", sick, len(frames), err)
-	}
-	f.Close()
+	frames, positions := framesOf(t, d, sick, bases[1])
 	for _, where := range []struct {
 		name string
 		off  int64
@@ -617,19 +605,7 @@ func TestRead_EIOAfterADamagedFrameIsNeverAGap(t *testing.T) {
 	makeSealedSegments(t, d, seed, 3)
 	bases := segmentBases(t, d)
 	sick := segmentPathOf(t, bases[1])
-	var frames []wire.FrameHeader
-	var positions []int64
-	f, err := d.OpenFile(sick, os.O_RDONLY)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fi, _ := f.Stat()
-	if _, err := WalkSegment(f, fi.Size, bases[1], func(pos int64, h wire.FrameHeader, _ []byte) {
-		frames, positions = append(frames, h), append(positions, pos)
-	}, func(SegmentDamage) {}); err != nil || len(frames) < 3 {
-		t.Fatalf("walk %s: %d frames, %v; want at least 3", sick, len(frames), err)
-	}
-	f.Close()
+	frames, positions := framesOf(t, d, sick, bases[1])
 	// F0: one payload byte rots (permanent damage, a true gap).
 	b, _ := d.Contents(sick)
 	at := positions[0] + wire.FrameHeaderSize + 1
@@ -640,7 +616,7 @@ func TestRead_EIOAfterADamagedFrameIsNeverAGap(t *testing.T) {
 	d.Inject(fsys.Fault{Op: fsys.OpRead, Path: sick, Off: positions[1], Len: 1, Err: syscall.EIO})
 	l := openLog(t, testOptions(d))
 	defer closeLog(t, l)
-	_, err = l.Read(frames[1].BaseOffset, 1, 1<<20)
+	_, err := l.Read(frames[1].BaseOffset, 1, 1<<20)
 	if errors.Is(err, ErrUnreadable) || !errors.Is(err, syscall.EIO) {
 		t.Fatalf("read at %d in the frame that had an I/O error: %v; want the I/O error, never a gap", frames[1].BaseOffset, err)
 	}
@@ -712,4 +688,22 @@ func mustHeader(t *testing.T, b []byte) wire.FrameHeader {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// framesOf walks a segment file for its frames and their positions; it
+// fails the test unless there are at least three.
+func framesOf(t *testing.T, d *fsys.Disk, path string, base int64) (frames []wire.FrameHeader, positions []int64) {
+	t.Helper()
+	f, err := d.OpenFile(path, os.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, _ := f.Stat()
+	if _, err := WalkSegment(f, fi.Size, base, func(pos int64, h wire.FrameHeader, _ []byte) {
+		frames, positions = append(frames, h), append(positions, pos)
+	}, func(SegmentDamage) {}); err != nil || len(frames) < 3 {
+		t.Fatalf("walk %s: %d frames, %v; want at least 3", path, len(frames), err)
+	}
+	return frames, positions
 }
