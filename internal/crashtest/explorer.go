@@ -12,16 +12,24 @@ package crashtest
 import (
 	"fmt"
 	"hash/fnv"
+	"os"
 	"sync"
 
 	"github.com/narad-io/storage/internal/fsys"
 )
 
-// Mutating are the calls an image is taken before: every call that changes
-// what a power loss could leave.
-var Mutating = map[fsys.Op]bool{
-	fsys.OpOpen: true, fsys.OpWrite: true, fsys.OpSync: true, fsys.OpTruncate: true,
-	fsys.OpMkdir: true, fsys.OpRemove: true, fsys.OpRename: true, fsys.OpSyncDir: true,
+// Mutating reports whether an image is taken before a call: whether it
+// may change what a power loss could leave (an open only when it may
+// create or truncate; a read-only open in a background loop would make
+// the count of calls depend on scheduling).
+func Mutating(c fsys.Call) bool {
+	switch c.Op {
+	case fsys.OpOpen:
+		return c.Flag&(os.O_CREATE|os.O_TRUNC) != 0
+	case fsys.OpWrite, fsys.OpSync, fsys.OpTruncate, fsys.OpMkdir, fsys.OpRemove, fsys.OpRename, fsys.OpSyncDir:
+		return true
+	}
+	return false
 }
 
 // Image is the disk a power loss leaves at one point of a workload, with
@@ -30,6 +38,9 @@ type Image[M any] struct {
 	Disk  *fsys.Disk
 	Model M
 	Label string // where and how: replays the state with the seed
+	// Hash identifies the state: the image's hash and the model's. Two
+	// explorers' images with one hash are one state.
+	Hash [2]uint64
 	// Garbage: torn sectors hold random bytes, which also destroys the
 	// synced bytes sharing a sector with an unsynced write. No format
 	// without padding survives that media damage, so the fault model asks
@@ -51,6 +62,30 @@ type Explorer[M any] struct {
 	seen     map[[2]uint64]bool
 	images   []Image[M]
 	calls    int
+
+	// Emit, when set before Run, receives each distinct image as it is
+	// taken instead of the explorer keeping it (so a long workload's
+	// images need not fit in memory at once). It is called with the
+	// workload stopped in a disk call.
+	Emit func(Image[M])
+	// Fail, when set before Run, is asked after the images of each
+	// mutating call are taken; an error it returns fails the call (an
+	// injected fault), and it may put a fault of its own in force on the
+	// disk for the call (a lie, a short write).
+	Fail func(call int, c fsys.Call) error
+	// Take, when set before Run, chooses the calls (1-based, in the order
+	// made) before which images are taken; nil takes them before every
+	// mutating call. The end state's images are always taken.
+	Take func(call int) bool
+	// Plans, when set before Run, replaces the crash plans taken at each
+	// point (the fixed modes and Sectors) with its own, e.g. randomized
+	// ones; names is how many namespace changes are pending there.
+	Plans func(call, names int) []fsys.CrashPlan
+	// Sectors adds, at every point, images that keep chosen sectors of
+	// the unsynced writes (fault-model rows 2 to 5): every prefix
+	// of each file's unsynced sectors (zeros beyond, and garbage beyond),
+	// every single hole, and the new size with no data at all.
+	Sectors bool
 }
 
 // NewExplorer explores d; snapshot returns a copy of the workload's model.
@@ -60,13 +95,19 @@ func NewExplorer[M any](d *fsys.Disk, snapshot func() M) *Explorer[M] {
 
 // Hook is the disk hook that takes the images; Run installs it.
 func (e *Explorer[M]) Hook(c fsys.Call) error {
-	if !Mutating[c.Op] {
+	if !Mutating(c) {
 		return nil
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.calls++
-	e.take(fmt.Sprintf("before call %d (%s %s)", e.calls, c.Op, c.Path))
+	call := e.calls
+	if e.Take == nil || e.Take(call) {
+		e.take(fmt.Sprintf("before call %d (%s %s)", call, c.Op, c.Path))
+	}
+	e.mu.Unlock()
+	if e.Fail != nil {
+		return e.Fail(call, c)
+	}
 	return nil
 }
 
@@ -76,23 +117,70 @@ func (e *Explorer[M]) take(label string) {
 	modelHash := fnv.New64a()
 	fmt.Fprint(modelHash, model)
 	names := e.disk.PendingNameOps()
-	for keep := 0; keep <= names; keep++ {
-		for i, plan := range []fsys.CrashPlan{
-			{Data: fsys.DropUnsynced},
-			{Data: fsys.KeepUnsynced},
-			{Data: fsys.TearUnsynced, Seed: uint64(e.calls)},
-			{Data: fsys.TearUnsynced, Garbage: true, Seed: uint64(e.calls) + 1},
-		} {
-			plan.KeepNameOps = keep
-			img := e.disk.Crash(plan)
-			h := [2]uint64{img.Hash(), modelHash.Sum64()}
-			if e.seen[h] {
-				continue
-			}
-			e.seen[h] = true
-			e.images = append(e.images, Image[M]{Disk: img, Model: model, Garbage: plan.Garbage,
-				Label: fmt.Sprintf("%s, %d of %d name ops kept, plan %d", label, keep, names, i)})
+	add := func(plan fsys.CrashPlan, how string) {
+		img := e.disk.Crash(plan)
+		h := [2]uint64{img.Hash(), modelHash.Sum64()}
+		if e.seen[h] {
+			return
 		}
+		e.seen[h] = true
+		image := Image[M]{Disk: img, Model: model, Garbage: plan.Garbage, Hash: h,
+			Label: fmt.Sprintf("%s, %d of %d name ops kept, %s", label, plan.KeepNameOps, names, how)}
+		if e.Emit != nil {
+			e.Emit(image)
+			return
+		}
+		e.images = append(e.images, image)
+	}
+	if e.Plans != nil {
+		for i, plan := range e.Plans(e.calls, names) {
+			add(plan, fmt.Sprintf("plan %d", i))
+		}
+		return
+	}
+	for keep := 0; keep <= names; keep++ {
+		add(fsys.CrashPlan{Data: fsys.DropUnsynced, KeepNameOps: keep}, "unsynced dropped")
+		add(fsys.CrashPlan{Data: fsys.KeepUnsynced, KeepNameOps: keep}, "unsynced kept")
+		add(fsys.CrashPlan{Data: fsys.TearUnsynced, Seed: uint64(e.calls), KeepNameOps: keep},
+			fmt.Sprintf("torn, seed %d", e.calls))
+		add(fsys.CrashPlan{Data: fsys.TearUnsynced, Garbage: true, Seed: uint64(e.calls) + 1, KeepNameOps: keep},
+			fmt.Sprintf("torn into garbage, seed %d", e.calls+1))
+	}
+	if e.Sectors {
+		e.takeSectors(add, names)
+	}
+}
+
+// takeSectors adds the chosen-sector images of Sectors, with every
+// pending namespace change kept.
+func (e *Explorer[M]) takeSectors(add func(fsys.CrashPlan, string), names int) {
+	unsynced := e.disk.UnsyncedSectors()
+	longest := 0
+	for _, list := range unsynced {
+		longest = max(longest, len(list))
+	}
+	// keeps reports whether the i-th unsynced sector of its file is kept.
+	plan := func(garbage bool, keeps func(i int) bool) fsys.CrashPlan {
+		return fsys.CrashPlan{
+			Data: fsys.TearUnsynced, Garbage: garbage, Seed: uint64(e.calls), KeepNameOps: names,
+			KeepNewSize: func(string) bool { return true },
+			KeepSector: func(p string, sector int64) bool {
+				for i, s := range unsynced[p] {
+					if s == sector {
+						return keeps(i)
+					}
+				}
+				return false
+			},
+		}
+	}
+	add(plan(false, func(int) bool { return false }), "new sizes without data")
+	for n := 1; n < longest; n++ {
+		add(plan(false, func(i int) bool { return i < n }), fmt.Sprintf("first %d unsynced sectors kept", n))
+		add(plan(true, func(i int) bool { return i < n }), fmt.Sprintf("first %d unsynced sectors kept, garbage beyond", n))
+	}
+	for hole := range longest {
+		add(plan(false, func(i int) bool { return i != hole }), fmt.Sprintf("unsynced sector %d lost", hole))
 	}
 }
 

@@ -165,7 +165,7 @@ func (d *Disk) recordName(op nameOp) {
 // OpenFile implements FS.
 func (d *Disk) OpenFile(name string, flag int) (File, error) {
 	p := clean(name)
-	if err := d.enter(Call{Op: OpOpen, Path: p}); err != nil {
+	if err := d.enter(Call{Op: OpOpen, Path: p, Flag: flag}); err != nil {
 		return nil, pathError("open", name, err)
 	}
 	d.mu.Lock()

@@ -3,6 +3,7 @@ package fsys
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"testing"
@@ -483,5 +484,24 @@ func syncDirs(t *testing.T, d *Disk, dirs ...string) {
 		if err := d.SyncDir(dir); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestUnsyncedSectors_ListsWhatASyncWouldCarry: the sectors an explorer
+// may keep or drop are those unsynced writes and truncates touched, and a
+// sync empties the list.
+func TestUnsyncedSectors_ListsWhatASyncWouldCarry(t *testing.T) {
+	d, f := newSynced(t, sectors(4, 'a'))
+	f.WriteAt([]byte("b"), SectorSize+10)
+	f.WriteAt(sectors(2, 'c'), 4*SectorSize) // an append of two sectors
+	got := d.UnsyncedSectors()
+	if want := []int64{1, 4, 5}; len(got) != 1 || fmt.Sprint(got["/d/f"]) != fmt.Sprint(want) {
+		t.Fatalf("unsynced sectors %v, want /d/f: %v", got, want)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.UnsyncedSectors(); len(got) != 0 {
+		t.Fatalf("after a sync: %v, want none", got)
 	}
 }

@@ -33,6 +33,7 @@ type Call struct {
 	Path2 string // the target of a rename
 	Off   int64  // read or write offset; the size of a truncate
 	Len   int    // bytes read or written
+	Flag  int    // an open's flags (os.O_CREATE, ...)
 }
 
 // Fault describes calls to fail or to lie about.

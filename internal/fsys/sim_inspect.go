@@ -47,3 +47,19 @@ func (d *Disk) PendingNameOps() int {
 	defer d.mu.Unlock()
 	return len(d.pendingNames)
 }
+
+// UnsyncedSectors lists, for every file with changes no sync has carried
+// to the media yet, the sectors those changes may have altered, in order:
+// a crash explorer chooses which of them reach the media
+// (CrashPlan.KeepSector).
+func (d *Disk) UnsyncedSectors() map[string][]int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[string][]int64{}
+	for p, n := range d.names {
+		if !n.dir && len(n.pending) > 0 {
+			out[p] = dirtySectors(n)
+		}
+	}
+	return out
+}
