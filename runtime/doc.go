@@ -10,9 +10,10 @@
 //     consumer state dropped before the fresh directory exists) and a fresh
 //     directory opened. The marker has a copy, written after it: with one
 //     of the two missing or damaged the other decides (and both are
-//     written again); with neither decoding the directory is refused
-//     (ErrIncarnationMarkerDamaged), neither served nor quarantined,
-//     unless it holds no partition yet (then it is stamped again). An
+//     written again); with neither decoding the directory is taken as
+//     the record's and stamped again, unless a partition's consumer
+//     progress names another incarnation (then it is refused,
+//     ErrIncarnationMarkerDamaged, neither served nor quarantined). An
 //     open log is checked again whenever the topic's metadata version
 //     moves (the metastore's change feed).
 //   - Writes: Produce holds the partition's produce gate shared, so waiting
@@ -63,10 +64,10 @@
 // <data dir>/metastore.json, outside topics/, and again, after it, in
 // metastore.json.copy: one damaged file or lost write (a lying fsync)
 // leaves the other, never older than a change that returned (the higher
-// version wins); with both damaged the start is refused
-// (ErrMetastoreDamaged), never an empty metastore whose topics'
-// directories a sweep would purge, unless no topic directory exists yet
-// (a first write lost before its copy was written).
+// version wins); with both damaged (or one damaged and the other never
+// written) the records are rebuilt from the topic directories (name,
+// marker, partition count; retention keep-forever until set again), never
+// an empty metastore whose topics' directories a sweep would purge.
 //
 // # Protocols
 //

@@ -78,7 +78,7 @@ func (n *Node) checkIncarnation(t *supervisor.GuardedTopic, rec TopicRecord) err
 		// before anything acked can live in it.
 		return fsys.MkdirAllDurable(n.cfg.FS, dir)
 	}
-	marker, copied := n.readMarkerFile(dir, wire.IncarnationFileName), n.readMarkerFile(dir, wire.IncarnationCopyFileName)
+	marker, copied := readMarkerFile(n.cfg.FS, dir, wire.IncarnationFileName), readMarkerFile(n.cfg.FS, dir, wire.IncarnationCopyFileName)
 	for _, r := range []markerRead{marker, copied} {
 		if r.err != nil && !errors.Is(r.err, fs.ErrNotExist) && !errors.Is(r.err, wire.ErrCorrupt) {
 			return fmt.Errorf("incarnation marker of %s: %w", rec.Name, r.err)
@@ -118,47 +118,65 @@ func (n *Node) checkIncarnation(t *supervisor.GuardedTopic, rec TopicRecord) err
 			zap.String("topic", rec.Name), zap.String("incarnation", string(rec.Incarnation)))
 		return n.stamp(dir, rec.Incarnation)
 	}
-	// Neither decodes. A directory holding no partition yet was being
-	// stamped when a lost write (a lying fsync) took its marker: nothing
-	// can be served from it, so stamp it again. One holding partitions
-	// may be the record's incarnation's or a deleted one's left behind,
-	// and nothing tells which: serving it could serve deleted data,
-	// quarantining it could let the sweep reclaim live data. Refuse, for
-	// an operator to decide.
-	if empty, err := n.holdsNoPartition(dir); err != nil {
+	// Neither decodes: both writes of the marker were lost (lying fsyncs
+	// and a power loss), or both files damaged. The directory is taken as
+	// the record's, stamped again and served: refusing it would hide every
+	// honest commit in it, and the other reading, a deleted incarnation's
+	// leftover, needs that double fault on the deleted incarnation's
+	// marker and a purge that never finished besides. Only evidence of
+	// another incarnation (a partition's consumer progress written under
+	// another id) refuses it.
+	if other, err := n.otherIncarnationIn(dir, rec.Incarnation); err != nil {
 		return err
-	} else if empty {
-		n.logger.Warn("incarnation marker and its copy damaged in a topic directory holding no partition; stamping it again",
-			zap.String("topic", rec.Name), zap.NamedError("marker", marker.err), zap.NamedError("copy", copied.err))
-		return n.stamp(dir, rec.Incarnation)
+	} else if other != "" {
+		n.logger.Error("incarnation marker and its copy damaged, and consumer progress names another incarnation; the topic directory is not served",
+			zap.String("topic", rec.Name), zap.String("incarnation", string(rec.Incarnation)), zap.String("other", string(other)),
+			zap.NamedError("marker", marker.err), zap.NamedError("copy", copied.err))
+		return fmt.Errorf("%w: %s: consumer progress names incarnation %s; marker: %v; copy: %v",
+			ErrIncarnationMarkerDamaged, dir, other, marker.err, copied.err)
 	}
-	n.logger.Error("incarnation marker and its copy damaged; the topic directory is not served",
+	n.logger.Error("incarnation marker and its copy damaged; taking the directory as the record's incarnation and stamping it again",
 		zap.String("topic", rec.Name), zap.String("incarnation", string(rec.Incarnation)),
 		zap.NamedError("marker", marker.err), zap.NamedError("copy", copied.err))
-	return fmt.Errorf("%w: %s: marker: %v; copy: %v", ErrIncarnationMarkerDamaged, dir, marker.err, copied.err)
+	return n.stamp(dir, rec.Incarnation)
 }
 
-// holdsNoPartition reports whether a topic directory holds no partition
-// directory.
-func (n *Node) holdsNoPartition(dir string) (bool, error) {
+// otherIncarnationIn returns an incarnation other than id that a
+// partition's consumer progress in dir was written under, if any
+// (consumer.ahead carries its incarnation, checksummed).
+func (n *Node) otherIncarnationIn(dir string, id wire.IncarnationID) (wire.IncarnationID, error) {
 	entries, err := n.cfg.FS.ReadDir(dir)
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	for _, e := range entries {
-		if _, err := wire.ParsePartitionDirName(e.Name); err == nil {
-			return false, nil
+		if _, err := wire.ParsePartitionDirName(e.Name); err != nil {
+			continue
+		}
+		b, err := fsys.ReadFile(n.cfg.FS, filepath.Join(dir, e.Name, wire.ConsumerAheadFileName), wire.AheadFileSize)
+		if err != nil {
+			continue // none, or unreadable: no evidence either way
+		}
+		for slot := range 2 {
+			start := int(wire.AheadSlotOffset(slot))
+			if start >= len(b) {
+				break
+			}
+			rec, err := wire.DecodeAheadSlot(b[start:min(start+wire.AheadSlotSize, len(b))])
+			if err == nil && rec.Incarnation != "" && rec.Incarnation != id {
+				return rec.Incarnation, nil
+			}
 		}
 	}
-	return true, nil
+	return "", nil
 }
 
 // ErrIncarnationMarkerDamaged: neither a topic directory's incarnation
-// marker nor its copy decodes, so nothing tells whether it belongs to the
-// topic's current incarnation or to a deleted one. Its partitions are not
-// served until an operator writes the marker (the record's id, 16 hex
-// characters and a newline, in topics/<name>/incarnation) or removes the
-// directory.
+// marker nor its copy decodes, and a partition's consumer progress names
+// another incarnation than the record's: the directory may be a deleted
+// incarnation's. Its partitions are not served until an operator writes
+// the marker (the record's id, 16 hex characters and a newline, in
+// topics/<name>/incarnation) or removes the directory.
 var ErrIncarnationMarkerDamaged = errors.New("runtime: incarnation marker damaged")
 
 // markerRead is what one of a topic directory's two marker files holds.
@@ -167,8 +185,8 @@ type markerRead struct {
 	err error // fs.ErrNotExist, wire.ErrCorrupt, or an I/O error
 }
 
-func (n *Node) readMarkerFile(dir, name string) markerRead {
-	b, err := fsys.ReadFile(n.cfg.FS, filepath.Join(dir, name), 64)
+func readMarkerFile(files fsys.FS, dir, name string) markerRead {
+	b, err := fsys.ReadFile(files, filepath.Join(dir, name), 64)
 	if errors.Is(err, fsys.ErrFileTooLarge) {
 		return markerRead{err: fmt.Errorf("%w: %w", wire.ErrCorrupt, err)}
 	}
@@ -182,12 +200,14 @@ func (n *Node) readMarkerFile(dir, name string) markerRead {
 // readMarker is the incarnation a topic directory belongs to: its
 // marker's, or its copy's when the marker is missing or damaged. Neither
 // existing is fs.ErrNotExist; neither decoding, wire.ErrCorrupt.
-func (n *Node) readMarker(dir string) (wire.IncarnationID, error) {
-	marker := n.readMarkerFile(dir, wire.IncarnationFileName)
+func (n *Node) readMarker(dir string) (wire.IncarnationID, error) { return readMarker(n.cfg.FS, dir) }
+
+func readMarker(files fsys.FS, dir string) (wire.IncarnationID, error) {
+	marker := readMarkerFile(files, dir, wire.IncarnationFileName)
 	if marker.err == nil || !errors.Is(marker.err, fs.ErrNotExist) && !errors.Is(marker.err, wire.ErrCorrupt) {
 		return marker.id, marker.err
 	}
-	copied := n.readMarkerFile(dir, wire.IncarnationCopyFileName)
+	copied := readMarkerFile(files, dir, wire.IncarnationCopyFileName)
 	if copied.err == nil || !errors.Is(copied.err, fs.ErrNotExist) {
 		return copied.id, copied.err
 	}

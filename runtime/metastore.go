@@ -107,16 +107,22 @@ func OpenLocalMetastore(files fsys.FS, dataDir string) (*LocalMetastore, error) 
 	copyPath := filepath.Join(dataDir, metastoreCopy)
 	st, found, err := loadMetastore(files, m.path)
 	copySt, copyFound, copyErr := loadMetastore(files, copyPath)
+	ioErr := func(err error) bool { return err != nil && !errors.Is(err, ErrMetastoreDamaged) }
 	switch {
-	case err != nil && !copyFound && copyErr == nil && errors.Is(err, ErrMetastoreDamaged) && noTopicDirs(files, dataDir):
-		// The file's first write was lost (a lying fsync) before the
-		// copy was ever written: nothing had returned, and no topic
-		// directory depends on a record. Start empty.
-		m.recovered = fmt.Sprintf("%v; no copy and no topic directory: started empty", err)
-	case err != nil && !copyFound:
-		return nil, errors.Join(err, copyErr)
-	case copyErr != nil && !found:
-		return nil, copyErr // no file, a damaged copy: never start empty over it
+	case ioErr(err) || ioErr(copyErr):
+		return nil, errors.Join(err, copyErr) // the disk's error, not the files': try again later
+	case !found && !copyFound && (err != nil || copyErr != nil):
+		// Both damaged, or one damaged and the other never written: lost
+		// writes (lying fsyncs) or damage took every copy of the records.
+		// Rebuild them from the topic directories rather than refuse to
+		// start, or start empty and let a sweep purge the directories.
+		rebuilt, names, rerr := rebuildFromTopicDirs(files, dataDir)
+		if rerr != nil {
+			return nil, errors.Join(err, copyErr, rerr)
+		}
+		st = rebuilt
+		m.recovered = fmt.Sprintf("%v; rebuilt %d topic records from the topic directories (%v): "+
+			"their retention is keep-forever until set again", errors.Join(err, copyErr), len(names), names)
 	case copyFound && (!found || copySt.Version > st.Version):
 		if err != nil {
 			// Logged by the node, which has the logger: the copy served.
@@ -135,11 +141,44 @@ func OpenLocalMetastore(files fsys.FS, dataDir string) (*LocalMetastore, error) 
 	return m, nil
 }
 
-// noTopicDirs reports whether the data directory holds no topic
-// directory (a failure to tell counts as holding one).
-func noTopicDirs(files fsys.FS, dataDir string) bool {
-	entries, err := files.ReadDir(filepath.Join(dataDir, wire.TopicsDirName))
-	return errors.Is(err, fs.ErrNotExist) || err == nil && len(entries) == 0
+// rebuildFromTopicDirs makes a record for every topic directory: its name,
+// its marker's incarnation (none when neither marker file decodes), as
+// many partitions as its highest partition directory says, and retention
+// 0 (keep forever: a rebuilt record must never delete what its lost
+// setting would have kept).
+func rebuildFromTopicDirs(files fsys.FS, dataDir string) (st metastoreState, names []string, err error) {
+	topics := filepath.Join(dataDir, wire.TopicsDirName)
+	entries, err := files.ReadDir(topics)
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, nil, nil
+	}
+	if err != nil {
+		return st, nil, fmt.Errorf("rebuild the metastore: %w", err)
+	}
+	for _, e := range entries {
+		if !e.IsDir || wire.ValidateTopicName(e.Name) != nil {
+			continue // a quarantined directory, or something not ours
+		}
+		dir := filepath.Join(topics, e.Name)
+		id, err := readMarker(files, dir)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, wire.ErrCorrupt) {
+			return st, nil, fmt.Errorf("rebuild the metastore: %w", err)
+		}
+		parts, err := files.ReadDir(dir)
+		if err != nil {
+			return st, nil, fmt.Errorf("rebuild the metastore: %w", err)
+		}
+		partitions := 1
+		for _, p := range parts {
+			if i, err := wire.ParsePartitionDirName(p.Name); err == nil && p.IsDir {
+				partitions = max(partitions, i+1)
+			}
+		}
+		st.Version++
+		st.Topics = append(st.Topics, TopicRecord{Name: e.Name, Incarnation: id, Partitions: partitions, Version: st.Version})
+		names = append(names, e.Name)
+	}
+	return st, names, nil
 }
 
 // loadMetastore reads one of the metastore's files; found is false when

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
 
 	"github.com/narad-io/storage/internal/fsys"
@@ -16,10 +17,10 @@ import (
 // ErrMetastoreDamaged, never a record read with a different retention
 // bound, partition count or incarnation id, nor an empty metastore whose
 // topics' directories the orphan sweep would then purge; its second copy
-// then serves, and with both damaged the start is refused (found by the
-// fault campaign: a damaged byte either failed the JSON parse by luck or
-// changed a record silently, and a lying fsync of the file left a node
-// that could not start).
+// then serves, and with both damaged the records are rebuilt from the
+// topic directories (found by the fault campaign: a damaged byte either
+// failed the JSON parse by luck or changed a record silently, and lying
+// fsyncs of the files left a node that could not start).
 func TestMetastore_EveryBitFlipIsFoundAndTheCopyServes(t *testing.T) {
 	d := newTestDisk(t, 3)
 	ms, err := OpenLocalMetastore(d, dataDir)
@@ -55,18 +56,34 @@ func TestMetastore_EveryBitFlipIsFoundAndTheCopyServes(t *testing.T) {
 			}
 		}
 	}
-	// Both damaged: refused, never an empty metastore.
+	// Both damaged: never an empty metastore over the topic directories
+	// (a sweep would purge them): the records are rebuilt from them, with
+	// retention keep-forever.
+	want, _, _ := ms.Topic(bg, "orders")
+	topicDir := filepath.Join(dataDir, wire.TopicsDirName, "orders")
+	if err := d.MkdirAll(filepath.Join(topicDir, "p00002")); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.WriteFileAtomic(d, filepath.Join(topicDir, wire.IncarnationFileName), []byte(want.Incarnation+"\n")); err != nil {
+		t.Fatal(err)
+	}
 	if err := d.Damage(copyPath, 0, []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenLocalMetastore(d, dataDir); !errors.Is(err, ErrMetastoreDamaged) {
-		t.Fatalf("both files damaged: %v, want ErrMetastoreDamaged", err)
-	}
-	if err := d.Remove(path); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := OpenLocalMetastore(d, dataDir); !errors.Is(err, ErrMetastoreDamaged) {
-		t.Fatalf("file gone, copy damaged: %v, want ErrMetastoreDamaged", err)
+	for _, step := range []string{"both files damaged", "file gone, copy damaged"} {
+		if step == "file gone, copy damaged" {
+			if err := d.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rebuilt, err := OpenLocalMetastore(d, dataDir)
+		if err != nil || rebuilt.Recovered() == "" {
+			t.Fatalf("%s: %v, recovered %q; want the records rebuilt", step, err, rebuilt.Recovered())
+		}
+		got, ok, _ := rebuilt.Topic(bg, "orders")
+		if !ok || got.Incarnation != want.Incarnation || got.Partitions != 3 || got.RetentionMs != 0 {
+			t.Fatalf("%s: rebuilt %+v (%v), want orders, incarnation %s, 3 partitions, keep forever", step, got, ok, want.Incarnation)
+		}
 	}
 	if err := d.Damage(copyPath, 0, clean); err != nil {
 		t.Fatal(err)
@@ -75,7 +92,6 @@ func TestMetastore_EveryBitFlipIsFoundAndTheCopyServes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _, _ := ms.Topic(bg, "orders")
 	if got, ok, _ := again.Topic(bg, "orders"); !ok || got != want {
 		t.Fatalf("reloaded %+v, want %+v", got, want)
 	}
@@ -198,10 +214,8 @@ func TestMetastore_AStaleTemporaryAndALyingFsyncLoseNoChange(t *testing.T) {
 // TestMetastore_AFirstWriteLostBeforeItsCopyStartsEmpty: a lying fsync of
 // the file's very first write and a power loss before the copy was ever
 // written leave a damaged file and no copy. With no topic directory yet
-// nothing had returned and nothing depends on a record: the metastore
-// starts empty (the long campaign found a node that could not start).
-// With a topic directory present, starting empty could let a sweep purge
-// it: refused.
+// the metastore starts empty, and says so (the long campaign found a node
+// that could not start).
 func TestMetastore_AFirstWriteLostBeforeItsCopyStartsEmpty(t *testing.T) {
 	d := newTestDisk(t, 9)
 	path := filepath.Join(dataDir, metastoreFile)
@@ -218,10 +232,8 @@ func TestMetastore_AFirstWriteLostBeforeItsCopyStartsEmpty(t *testing.T) {
 	if topics, _ := ms.Topics(bg); len(topics) != 0 {
 		t.Fatalf("started with %v", topics)
 	}
-	if err := d.MkdirAll(filepath.Join(dataDir, wire.TopicsDirName, "orders")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := OpenLocalMetastore(d, dataDir); !errors.Is(err, ErrMetastoreDamaged) {
-		t.Fatalf("no copy, a topic directory: %v, want ErrMetastoreDamaged", err)
+	d.Inject(fsys.Fault{Op: fsys.OpRead, Path: path, Err: syscall.EIO})
+	if _, err := OpenLocalMetastore(d, dataDir); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("the file failing reads: %v, want the I/O error, not a rebuild", err)
 	}
 }

@@ -320,8 +320,9 @@ func TestIncarnation_MatchAdoptAndQuarantine(t *testing.T) {
 // changed) the other vouches for the directory, which keeps being served
 // and gets both files written again, rather than being quarantined and
 // later reclaimed with every record in it (found by the fault campaign's
-// damage part). With both damaged nothing tells whose the directory is:
-// it is refused, not served and not quarantined.
+// damage part). With both damaged it is taken as the record's unless a
+// partition's consumer progress names another incarnation: then it is
+// refused, neither served nor quarantined.
 func TestIncarnation_DamagedMarkerIsRepairedFromItsCopy(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
@@ -364,13 +365,39 @@ func TestIncarnation_DamagedMarkerIsRepairedFromItsCopy(t *testing.T) {
 		t.Fatalf("topics/ holds %v (%v), want only the live directory", entries, err)
 	}
 
+	// Both damaged (lying fsyncs of both writes and a power loss; the
+	// long campaign found the topic's honest commits refused for good):
+	// taken as the record's, as its consumer progress agrees.
+	if _, err := n.Ack(bg, "orders", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	n.committer.tickAll(runItem)
+	n.committer.writeOutAll(runItem)
 	if err := n.reg.CloseLive(key("orders", 0)); err != nil {
 		t.Fatal(err)
 	}
 	d.Damage(marker, 0, []byte("x"))
 	d.Damage(copied, 0, []byte("x"))
+	if got := readValues(t, n, "orders", 0); len(got) != 3 {
+		t.Fatalf("both damaged: served %d records, want 3", len(got))
+	}
+	if b, _ := d.Contents(marker); string(b) != good {
+		t.Fatalf("both damaged: not stamped again: %q", b)
+	}
+	// The same, but the record is another incarnation's now (a delete
+	// and recreate behind the node's back): the consumer progress names
+	// the old one, so the directory may be a leftover. Refused, left in
+	// place, neither served nor quarantined.
+	if err := n.reg.CloseLive(key("orders", 0)); err != nil {
+		t.Fatal(err)
+	}
+	n.ms.DeleteTopic(bg, "orders")
+	n.ms.CreateTopic(bg, "orders", 1, 0)
+	n.background.Wait()
+	d.Damage(marker, 0, []byte("x"))
+	d.Damage(copied, 0, []byte("x"))
 	if _, err := n.Read(bg, "orders", 0, 0, 10, 1<<20); !errors.Is(err, ErrIncarnationMarkerDamaged) {
-		t.Fatalf("both damaged: read %v, want ErrIncarnationMarkerDamaged", err)
+		t.Fatalf("both damaged, consumer progress of another incarnation: read %v, want ErrIncarnationMarkerDamaged", err)
 	}
 	if entries, _ := d.ReadDir(filepath.Join(dataDir, "topics")); len(entries) != 1 {
 		t.Fatalf("both damaged: topics/ holds %v, want the directory left in place", entries)
