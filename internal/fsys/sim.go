@@ -2,6 +2,7 @@ package fsys
 
 import (
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path"
 	"sort"
@@ -332,15 +333,30 @@ func (d *Disk) RemoveAll(name string) error {
 	if isRoot(p) {
 		return pathError("remove", name, syscall.EBUSY)
 	}
+	// As os.RemoveAll does: each directory's entries in directory order
+	// (a seeded shuffle here, as hash order is on ext4), a subdirectory
+	// emptied when met, the directory itself last. A crash may cut it
+	// after any of them.
 	var doomed []string
-	prefix := p + "/"
-	for q := range d.names {
-		if q == p || strings.HasPrefix(q, prefix) {
-			doomed = append(doomed, q)
+	rng := rand.New(rand.NewPCG(d.seed, uint64(len(d.names))))
+	var walk func(dir string)
+	walk = func(dir string) {
+		children := d.childrenLocked(dir)
+		rng.Shuffle(len(children), func(i, j int) { children[i], children[j] = children[j], children[i] })
+		for _, c := range children {
+			if n := d.names[c]; n != nil && n.dir {
+				walk(c)
+			} else {
+				doomed = append(doomed, c)
+			}
 		}
+		doomed = append(doomed, dir)
 	}
-	// Deepest first, so every directory is empty when it goes.
-	sort.Slice(doomed, func(i, j int) bool { return doomed[i] > doomed[j] })
+	if n := d.names[p]; n != nil && n.dir {
+		walk(p)
+	} else if n != nil {
+		doomed = append(doomed, p)
+	}
 	for _, q := range doomed {
 		d.removeLocked(q, d.names[q])
 	}
