@@ -219,7 +219,11 @@ func (n *Node) consumerOf(ctx context.Context, topic string, p int) (*consumer, 
 				return fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
 			}
 			if rec.Incarnation != "" {
-				if marker, err := n.readMarker(filepath.Join(n.topicsDir, topic)); err != nil || marker != rec.Incarnation {
+				marker, err := n.readMarker(filepath.Join(n.topicsDir, topic))
+				if err != nil {
+					return fmt.Errorf("consumer state of %s/%d: %w", topic, p, err)
+				}
+				if marker != rec.Incarnation {
 					// The record moved on while this log is still open; the
 					// recheck retires it. Nothing is recovered for it.
 					return fmt.Errorf("%w: %s was deleted or recreated", ErrTopicNotFound, topic)

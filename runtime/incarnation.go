@@ -79,18 +79,22 @@ func (n *Node) checkIncarnation(t *supervisor.GuardedTopic, rec TopicRecord) err
 		return fsys.MkdirAllDurable(n.cfg.FS, dir)
 	}
 	marker, copied := readMarkerFile(n.cfg.FS, dir, wire.IncarnationFileName), readMarkerFile(n.cfg.FS, dir, wire.IncarnationCopyFileName)
+	vouches := func(r markerRead) bool { return r.err == nil && r.id == rec.Incarnation }
 	for _, r := range []markerRead{marker, copied} {
-		if r.err != nil && !errors.Is(r.err, fs.ErrNotExist) && !errors.Is(r.err, wire.ErrCorrupt) {
+		if r.err != nil && !errors.Is(r.err, fs.ErrNotExist) && !errors.Is(r.err, wire.ErrCorrupt) &&
+			!vouches(marker) && !vouches(copied) {
+			// An I/O error is never taken for damage or for another
+			// incarnation: unless the other file vouches, try again later.
 			return fmt.Errorf("incarnation marker of %s: %w", rec.Name, r.err)
 		}
 	}
 	switch {
-	case marker.err == nil && marker.id == rec.Incarnation && copied.err == nil && copied.id == rec.Incarnation:
+	case vouches(marker) && vouches(copied):
 		return nil
-	case marker.err == nil && marker.id == rec.Incarnation || copied.err == nil && copied.id == rec.Incarnation:
+	case vouches(marker) || vouches(copied):
 		// One of the two is missing (a crash between their writes, or a
-		// directory stamped before the copy existed) or damaged: the
-		// other vouches for the directory; write both again.
+		// directory stamped before the copy existed), damaged or failing
+		// reads: the other vouches for the directory; write both again.
 		if !errors.Is(marker.err, fs.ErrNotExist) && !errors.Is(copied.err, fs.ErrNotExist) {
 			n.logger.Error("incarnation marker or its copy damaged; the other vouches for the directory, rewriting both",
 				zap.String("topic", rec.Name), zap.NamedError("marker", marker.err), zap.NamedError("copy", copied.err))
@@ -296,7 +300,10 @@ func (n *Node) recheck(topic string) {
 			return err
 		}
 		marker, err := n.readMarker(filepath.Join(n.topicsDir, topic))
-		if !ok || (rec.Incarnation != "" && (err != nil || marker != rec.Incarnation)) {
+		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, wire.ErrCorrupt) {
+			return err // the disk's error: never taken for another incarnation
+		}
+		if !ok || (rec.Incarnation != "" && err == nil && marker != rec.Incarnation) {
 			n.logger.Warn("retiring the open logs of a deleted or replaced incarnation", zap.String("topic", topic))
 			return t.CloseAll()
 		}

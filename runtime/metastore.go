@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"path/filepath"
 	"sort"
@@ -83,7 +84,9 @@ const maxMetastoreBytes = 64 << 20
 type LocalMetastore struct {
 	fs        fsys.FS
 	path      string
-	recovered string // set once, at open
+	recovered string    // set once, at open
+	broken    error     // set when a change could not be taken back on disk; under mu
+	ids       io.Reader // incarnation ids' randomness; nil is crypto/rand; under mu
 
 	mu      sync.Mutex
 	topics  map[string]TopicRecord
@@ -109,6 +112,13 @@ func OpenLocalMetastore(files fsys.FS, dataDir string) (*LocalMetastore, error) 
 	copySt, copyFound, copyErr := loadMetastore(files, copyPath)
 	ioErr := func(err error) bool { return err != nil && !errors.Is(err, ErrMetastoreDamaged) }
 	switch {
+	case ioErr(err) && copyFound:
+		// The file cannot be read; the copy, written after it, holds
+		// every change that returned.
+		m.recovered = fmt.Sprintf("%v; loaded its copy %s", err, copyPath)
+		st = copySt
+	case ioErr(copyErr) && found:
+		m.recovered = fmt.Sprintf("%v; loaded %s", copyErr, m.path)
 	case ioErr(err) || ioErr(copyErr):
 		return nil, errors.Join(err, copyErr) // the disk's error, not the files': try again later
 	case !found && !copyFound && (err != nil || copyErr != nil):
@@ -197,11 +207,45 @@ func loadMetastore(files fsys.FS, path string) (st metastoreState, found bool, e
 	return st, true, nil
 }
 
+// SetIncarnationSource makes new incarnation ids from r instead of
+// crypto/rand: for tests that replay a run byte for byte (a crash
+// campaign's states are named by their seed). Never for a real node: ids
+// must not repeat across a node's life.
+func (m *LocalMetastore) SetIncarnationSource(r io.Reader) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ids = r
+}
+
 // Recovered says, when the metastore's file was damaged and its copy
 // served, what was wrong; empty otherwise.
 func (m *LocalMetastore) Recovered() string { return m.recovered }
 
+// restoreLocked follows a failed save, the change already taken back in
+// memory: the save may have left the file holding the change (at a
+// version above the copy's, which a load prefers), so the restored state
+// is saved again at a fresh version. A crash would otherwise apply a
+// change the caller was told failed: a failed delete would purge records
+// acked after it. If that fails too, the metastore refuses every change
+// until it is opened again (errMetastoreBroken). It returns the error
+// to report.
+func (m *LocalMetastore) restoreLocked(cause error) error {
+	m.version++
+	if err := m.saveLocked(); err != nil {
+		m.broken = fmt.Errorf("%w: %w; restoring the state before it: %w", errMetastoreBroken, cause, err)
+		return m.broken
+	}
+	return cause
+}
+
+// errMetastoreBroken: a save failed and so did the save that restores the
+// state before it; the files may hold a change memory does not.
+var errMetastoreBroken = errors.New("metastore: a failed change could not be taken back on disk; reopen the node")
+
 func (m *LocalMetastore) saveLocked() error {
+	if m.broken != nil {
+		return m.broken
+	}
 	st := metastoreState{Version: m.version}
 	for _, t := range m.topics {
 		st.Topics = append(st.Topics, t)
@@ -295,7 +339,11 @@ func (m *LocalMetastore) CreateTopic(_ context.Context, name string, partitions 
 		m.mu.Unlock()
 		return t, false, nil
 	}
-	id, err := wire.NewIncarnationID(rand.Reader)
+	ids := m.ids
+	if ids == nil {
+		ids = rand.Reader
+	}
+	id, err := wire.NewIncarnationID(ids)
 	if err != nil {
 		m.mu.Unlock()
 		return TopicRecord{}, false, err
@@ -305,6 +353,7 @@ func (m *LocalMetastore) CreateTopic(_ context.Context, name string, partitions 
 	m.topics[name] = t
 	if err := m.saveLocked(); err != nil {
 		delete(m.topics, name)
+		err = m.restoreLocked(err)
 		m.mu.Unlock()
 		return TopicRecord{}, false, fmt.Errorf("metastore: create %s: %w", name, err)
 	}
@@ -328,6 +377,7 @@ func (m *LocalMetastore) SetRetention(_ context.Context, name string, retentionM
 	m.topics[name] = t
 	if err := m.saveLocked(); err != nil {
 		m.topics[name] = old
+		err = m.restoreLocked(err)
 		m.mu.Unlock()
 		return TopicRecord{}, fmt.Errorf("metastore: retention of %s: %w", name, err)
 	}
@@ -349,6 +399,7 @@ func (m *LocalMetastore) DeleteTopic(_ context.Context, name string) error {
 	delete(m.topics, name)
 	if err := m.saveLocked(); err != nil {
 		m.topics[name] = old
+		err = m.restoreLocked(err)
 		m.mu.Unlock()
 		return fmt.Errorf("metastore: delete %s: %w", name, err)
 	}

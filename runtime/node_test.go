@@ -442,7 +442,7 @@ func TestIncarnation_DamagedMarkerOfADeletedIncarnationIsNeverServed(t *testing.
 		t.Fatal(err)
 	}
 	dir := filepath.Join(dataDir, "topics", "orders")
-	purge := d.Inject(fsys.Fault{Op: fsys.OpRemove, Path: dir, Nth: 1, Err: syscall.EIO})
+	purge := d.Inject(fsys.Fault{Op: fsys.OpRename, Path: dir, Nth: 1, Err: syscall.EIO})
 	if err := n.DeleteTopic(bg, "orders"); err == nil || purge.Fired() != 1 {
 		t.Fatalf("delete with its purge failing: %v", err)
 	}

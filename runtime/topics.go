@@ -77,7 +77,26 @@ func (n *Node) purgeLocked(t *supervisor.GuardedTopic, deleted TopicRecord) erro
 		n.logger.Warn("closing a deleted topic's logs: " + err.Error())
 	}
 	n.dropConsumerState(deleted.Name, deleted.Incarnation)
-	if err := n.cfg.FS.RemoveAll(filepath.Join(n.topicsDir, deleted.Name)); err != nil {
+	dir := filepath.Join(n.topicsDir, deleted.Name)
+	if stale, err := wire.StaleDirName(deleted.Name, deleted.Incarnation); err == nil {
+		// Out of the topic's name first, durably: the unlinks of a
+		// RemoveAll go in directory order, and one cut short (a crash)
+		// must never leave the deleted data under the live name without
+		// its markers, where a recreate would adopt it. The quarantine
+		// sweep finishes a leftover.
+		stalePath := filepath.Join(n.topicsDir, stale)
+		if err := n.cfg.FS.RemoveAll(stalePath); err != nil { // an earlier purge's leftover
+			return fmt.Errorf("purge %s: %w", deleted.Name, err)
+		}
+		if err := n.cfg.FS.Rename(dir, stalePath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("purge %s: %w", deleted.Name, err)
+		}
+		if err := n.cfg.FS.SyncDir(n.topicsDir); err != nil {
+			return fmt.Errorf("purge %s: %w", deleted.Name, err)
+		}
+		dir = stalePath
+	}
+	if err := n.cfg.FS.RemoveAll(dir); err != nil {
 		return fmt.Errorf("purge %s: %w", deleted.Name, err)
 	}
 	return n.cfg.FS.SyncDir(n.topicsDir)

@@ -53,7 +53,10 @@ func (n *Node) TransferListing(ctx context.Context, topic string, p int) (Transf
 	var out TransferListing
 	err = n.withTopic(topic, func(t *supervisor.GuardedTopic) error {
 		marker, err := n.readMarker(filepath.Join(n.topicsDir, topic))
-		if err != nil || marker != rec.Incarnation {
+		if err != nil {
+			return fmt.Errorf("transfer listing of %s/%d: %w", topic, p, err)
+		}
+		if marker != rec.Incarnation {
 			return fmt.Errorf("%w: %s marker %q (%v), record %q", ErrStaleIncarnation, topic, marker, err, rec.Incarnation)
 		}
 		info, segments, err := n.peekLocked(t, key)
