@@ -106,14 +106,26 @@
 // Topic delete and purge (DeleteTopic): the metastore record is removed
 // durably first; then, under the topic's guard, the open logs are closed
 // (no produce gate: the topic has no valid commit left), the in-memory
-// consumer state dropped, the directory removed and topics/ synced. A
-// crash (or a Close) after the record's removal leaves a directory no
-// record names: it is never served (an open needs the record); the
-// quarantine sweep (at start and every QuarantineSweepInterval) purges it
-// once the metastore confirms its marker's incarnation gone, and if the
-// name is recreated first, the open path quarantines it (next).
-// If the name was recreated meanwhile (the marker is another
-// incarnation's), the purge leaves the directory to the new incarnation.
+// consumer state dropped, an earlier topics/<name>.stale-<id> leftover
+// removed, the directory renamed to topics/<name>.stale-<id> and topics/
+// synced, and only then removed and topics/ synced again: a removal cut
+// short (RemoveAll unlinks in directory order) never leaves the deleted
+// data under the live name without its markers. A crash before the
+// rename leaves a whole directory no record names: it is never served
+// (an open needs the record); the quarantine sweep (at start and every
+// QuarantineSweepInterval) purges it once the metastore confirms its
+// marker's incarnation gone, and if the name is recreated first, the
+// open path quarantines it (next). A crash after the rename leaves the
+// stale directory, which the sweep reclaims. If the name was recreated
+// meanwhile (the marker is another incarnation's), the purge leaves the
+// directory to the new incarnation; a marker it cannot read (an I/O
+// error) leaves it too, and one that does not decode is purged only if
+// no record has the name since.
+//
+// A metastore change whose save fails is taken back in memory and the
+// state before it saved again at a fresh version; if that fails too the
+// embedded metastore refuses changes, and the node produces, until it is
+// reopened (ErrMetastoreBroken).
 //
 // Quarantine rename (checkIncarnation, under the topic's guard): the
 // topic's open logs are closed, an earlier leftover of the same

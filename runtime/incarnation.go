@@ -202,18 +202,24 @@ func readMarkerFile(files fsys.FS, dir, name string) markerRead {
 }
 
 // readMarker is the incarnation a topic directory belongs to: its
-// marker's, or its copy's when the marker is missing or damaged. Neither
-// existing is fs.ErrNotExist; neither decoding, wire.ErrCorrupt.
+// marker's, or its copy's when the marker is missing, damaged or failing
+// reads. Neither existing is fs.ErrNotExist; neither decoding,
+// wire.ErrCorrupt; an I/O error with no copy to decode, that error.
 func (n *Node) readMarker(dir string) (wire.IncarnationID, error) { return readMarker(n.cfg.FS, dir) }
 
 func readMarker(files fsys.FS, dir string) (wire.IncarnationID, error) {
 	marker := readMarkerFile(files, dir, wire.IncarnationFileName)
-	if marker.err == nil || !errors.Is(marker.err, fs.ErrNotExist) && !errors.Is(marker.err, wire.ErrCorrupt) {
-		return marker.id, marker.err
+	if marker.err == nil {
+		return marker.id, nil
 	}
 	copied := readMarkerFile(files, dir, wire.IncarnationCopyFileName)
-	if copied.err == nil || !errors.Is(copied.err, fs.ErrNotExist) {
-		return copied.id, copied.err
+	switch {
+	case copied.err == nil:
+		return copied.id, nil
+	case !errors.Is(marker.err, fs.ErrNotExist) && !errors.Is(marker.err, wire.ErrCorrupt):
+		return "", marker.err // an I/O error, and no copy to say otherwise
+	case !errors.Is(copied.err, fs.ErrNotExist):
+		return "", copied.err
 	}
 	return "", marker.err
 }

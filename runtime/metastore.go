@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/wire"
@@ -87,6 +88,8 @@ type LocalMetastore struct {
 	recovered string    // set once, at open
 	broken    error     // set when a change could not be taken back on disk; under mu
 	ids       io.Reader // incarnation ids' randomness; nil is crypto/rand; under mu
+	// brokenFlag is broken != nil, for the produce path.
+	brokenFlag atomic.Bool
 
 	mu      sync.Mutex
 	topics  map[string]TopicRecord
@@ -230,17 +233,29 @@ func (m *LocalMetastore) Recovered() string { return m.recovered }
 // until it is opened again (errMetastoreBroken). It returns the error
 // to report.
 func (m *LocalMetastore) restoreLocked(cause error) error {
+	if m.broken != nil {
+		return m.broken // already refusing: nothing was written
+	}
 	m.version++
 	if err := m.saveLocked(); err != nil {
-		m.broken = fmt.Errorf("%w: %w; restoring the state before it: %w", errMetastoreBroken, cause, err)
+		m.broken = fmt.Errorf("%w: %w; restoring the state before it: %w", ErrMetastoreBroken, cause, err)
+		m.brokenFlag.Store(true)
 		return m.broken
 	}
 	return cause
 }
 
-// errMetastoreBroken: a save failed and so did the save that restores the
-// state before it; the files may hold a change memory does not.
-var errMetastoreBroken = errors.New("metastore: a failed change could not be taken back on disk; reopen the node")
+// Broken reports whether a failed change could not be taken back on disk
+// (ErrMetastoreBroken): the files may then hold a change memory does not,
+// which a crash would apply, so the node refuses produces until reopened
+// rather than ack records a failed delete may take with it. Lock-free:
+// the produce path asks.
+func (m *LocalMetastore) Broken() bool { return m.brokenFlag.Load() }
+
+// ErrMetastoreBroken: a save failed and so did the save that restores the
+// state before it; the files may hold a change memory does not. Every
+// change, and every produce of the node, is refused until it is reopened.
+var ErrMetastoreBroken = errors.New("metastore: a failed change could not be taken back on disk; reopen the node")
 
 func (m *LocalMetastore) saveLocked() error {
 	if m.broken != nil {

@@ -295,6 +295,9 @@ func (n *Node) Produce(ctx context.Context, topic string, p int, records []parti
 	if err != nil {
 		return 0, err
 	}
+	if err := n.metastoreBroken(); err != nil {
+		return 0, err
+	}
 	gate := n.reg.Gate(key)
 	gate.LockShared()
 	defer gate.UnlockShared()
@@ -302,7 +305,22 @@ func (n *Node) Produce(ctx context.Context, topic string, p int, records []parti
 		base, err = l.Produce(ctx, records)
 		return err
 	})
+	if err == nil {
+		err = n.metastoreBroken()
+	}
 	return base, err
+}
+
+// metastoreBroken fails a produce once the embedded metastore could not
+// take a failed change back on disk (LocalMetastore.Broken): its files
+// may hold a delete memory does not, which a crash would apply to what
+// the produce acked. A produce that committed as it broke is reported
+// failed, as any commit whose outcome is unknown.
+func (n *Node) metastoreBroken() error {
+	if b, ok := n.ms.(interface{ Broken() bool }); ok && b.Broken() {
+		return ErrMetastoreBroken
+	}
+	return nil
 }
 
 // AppendCommit is the design's two-step path, Append then CommitDurable,
@@ -320,10 +338,16 @@ func (n *Node) AppendCommit(ctx context.Context, topic string, p int, records []
 	if err != nil {
 		return 0, err
 	}
+	if err := n.metastoreBroken(); err != nil {
+		return 0, err
+	}
 	if base, err = l.Append(ctx, records); err != nil {
 		return 0, err
 	}
-	return base, l.CommitDurable(ctx)
+	if err := l.CommitDurable(ctx); err != nil {
+		return base, err
+	}
+	return base, n.metastoreBroken()
 }
 
 // Read reads committed records (partition.Log.Read).

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"errors"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -137,5 +138,78 @@ func TestMetastore_AFileFailingReadsLoadsTheCopy(t *testing.T) {
 	d.Inject(fsys.Fault{Op: fsys.OpRead, Path: filepath.Join(dataDir, metastoreFile), Err: syscall.EIO})
 	if _, err := OpenLocalMetastore(d, dataDir); err != nil {
 		t.Errorf("a good copy, and the start is refused: %v", err)
+	}
+}
+
+// Found by a third review.
+
+// TestPurge_AMarkerReadErrorNeverTakesTheLiveDirectory: a late purge of a
+// deleted incarnation (it lost the race with a recreate that opened and
+// acked into the new directory) meets one EIO reading the marker; the
+// copy names the live incarnation, and the purge leaves the directory
+// (found by review: it took the read error for the deleted incarnation's
+// marker and removed the live directory).
+func TestPurge_AMarkerReadErrorNeverTakesTheLiveDirectory(t *testing.T) {
+	d := newTestDisk(t, 1)
+	n := startNode(t, d, Config{})
+	old, _, _ := n.CreateTopic(bg, "orders", 1, 0)
+	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 2))
+	n.ms.DeleteTopic(bg, "orders")
+	n.ms.CreateTopic(bg, "orders", 1, 0)
+	n.background.Wait()
+	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 10, 3)); err != nil {
+		t.Fatal(err)
+	}
+	d.Inject(fsys.Fault{Op: fsys.OpRead, Path: filepath.Join(dataDir, "topics", "orders", "incarnation"), Nth: 1, Err: syscall.EIO})
+	err := n.purge(old)
+	if got := readValues(t, n, "orders", 0); len(got) != 3 {
+		t.Fatalf("purge of the deleted incarnation (err %v) took the live one's acked records: %d left", err, len(got))
+	}
+}
+
+// TestMetastore_BrokenRefusesProduces: one sticky fault (the data
+// directory's fsync failing) fails both the delete's save and the save
+// that takes it back: the files may hold the delete while memory does
+// not, and a power loss keeping the first rename would apply it. The node
+// refuses produces from then on rather than ack records that delete
+// would take (found by review: it kept acking them).
+func TestMetastore_BrokenRefusesProduces(t *testing.T) {
+	d := newTestDisk(t, 1)
+	n := startNode(t, d, Config{})
+	if _, _, err := n.CreateTopic(bg, "orders", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 3)); err != nil {
+		t.Fatal(err)
+	}
+	d.Inject(fsys.Fault{Op: fsys.OpSyncDir, Path: dataDir, Nth: 1, Sticky: true, Err: syscall.EIO})
+	if err := n.DeleteTopic(bg, "orders"); err == nil {
+		t.Fatal("delete succeeded")
+	}
+	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 3, 3)); !errors.Is(err, ErrMetastoreBroken) {
+		t.Fatalf("produce after the failed delete that could not be taken back: %v, want ErrMetastoreBroken", err)
+	}
+}
+
+// TestMetastore_BrokenErrorStaysBounded: once broken, a refused change
+// writes nothing and returns the same error (found by review: each one
+// wrapped the last twice, doubling it).
+func TestMetastore_BrokenErrorStaysBounded(t *testing.T) {
+	d := newTestDisk(t, 1)
+	ms, err := OpenLocalMetastore(d, dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ms.CreateTopic(bg, "orders", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	d.Inject(fsys.Fault{Op: fsys.OpSyncDir, Path: dataDir, Nth: 1, Sticky: true, Err: syscall.EIO})
+	var sizes []int
+	for i := 0; i < 12; i++ {
+		_, err := ms.SetRetention(bg, "orders", int64(i+1))
+		sizes = append(sizes, len(err.Error()))
+	}
+	if sizes[len(sizes)-1] > 4*sizes[1] {
+		t.Fatalf("the refusal's message grows without bound: %v bytes", sizes)
 	}
 }

@@ -62,8 +62,20 @@ func (n *Node) DeleteTopic(ctx context.Context, name string) error {
 func (n *Node) purge(deleted TopicRecord) error {
 	return n.withTopic(deleted.Name, func(t *supervisor.GuardedTopic) error {
 		marker, err := n.readMarker(filepath.Join(n.topicsDir, deleted.Name))
-		if err == nil && deleted.Incarnation != "" && marker != deleted.Incarnation {
+		switch {
+		case err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, wire.ErrCorrupt):
+			// The disk's error, never taken for the deleted incarnation's
+			// marker: the directory may be a recreate's, holding acked
+			// records. The quarantine sweep or the next open settles it.
+			return fmt.Errorf("purge %s: %w", deleted.Name, err)
+		case err == nil && deleted.Incarnation != "" && marker != deleted.Incarnation:
 			return nil // the directory is a newer incarnation's
+		case errors.Is(err, wire.ErrCorrupt):
+			// Neither marker decodes: the directory is the deleted one's
+			// only if no record has the name since.
+			if _, ok, err := n.ms.Topic(context.Background(), deleted.Name); err != nil || ok {
+				return errors.Join(err, fmt.Errorf("purge %s: markers unreadable and the name recreated: left for the next open", deleted.Name))
+			}
 		}
 		return n.purgeLocked(t, deleted)
 	})

@@ -27,6 +27,8 @@ func (a *api) writeNodeError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusConflict, "topic_exists", err.Error())
 	case errors.Is(err, partition.ErrLogPoisoned):
 		writeError(w, http.StatusServiceUnavailable, "log_poisoned", err.Error())
+	case errors.Is(err, runtime.ErrMetastoreBroken):
+		writeError(w, http.StatusServiceUnavailable, "metastore_broken", err.Error())
 	case errors.Is(err, partition.ErrNoSpace):
 		writeError(w, http.StatusInsufficientStorage, "no_space", err.Error())
 	case errors.Is(err, partition.ErrCommitFailed):
