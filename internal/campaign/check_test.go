@@ -35,8 +35,16 @@ func TestCheck_ALieRelaxesOnlyWhatItCanCost(t *testing.T) {
 		}
 	}
 	m.noteLie(fsys.Call{Op: fsys.OpSync, Path: path.Join(DataDir, "topics", Topic, "p00000", "00000000000000000000.log")})
-	if m.LiedMeta || !m.current().Lied || m.Gens[0].Lied {
+	if m.metaLost() || !m.current().Lied || m.Gens[0].Lied {
 		t.Errorf("a lie on a segment of incarnation 2: %+v", m)
+	}
+	m.noteLie(fsys.Call{Op: fsys.OpSync, Path: path.Join(DataDir, "metastore.json.tmp")})
+	if m.metaLost() {
+		t.Error("one lie on the metastore's file: its copy covers it, nothing may be lost")
+	}
+	m.noteLie(fsys.Call{Op: fsys.OpSync, Path: path.Join(DataDir, "metastore.json.copy.tmp")})
+	if !m.metaLost() {
+		t.Error("lies on both copies of the metastore's file: the record may be lost")
 	}
 }
 

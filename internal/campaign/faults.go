@@ -215,7 +215,8 @@ func faultRun(ctx context.Context, bubble Bubble, v Variant, seed uint64, k int,
 		// No power loss: everything whose commit returned is there, a
 		// lie's included.
 		restarted, promised := d.ProcessCrash(), w.snapshot()
-		promised.LiedMeta = false
+		promised.LiedMeta, promised.LiedMetastore, promised.LiedMetastoreCopy = false, false, false
+		promised.LiedMarker, promised.LiedMarkerCopy = false, false
 		for i := range promised.Gens {
 			promised.Gens[i].Lied, promised.Gens[i].Honest = false, promised.Gens[i].Committed
 		}

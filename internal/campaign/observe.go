@@ -83,7 +83,7 @@ func observe(ctx context.Context, d *fsys.Disk, m Model, seed uint64, skip func(
 			return obs, fmt.Errorf("read at %d of [%d, %d): %w", offset, obs.start, obs.hwm, err)
 		}
 		for _, r := range res.Records {
-			if obs.gen == 0 && m.LiedMeta {
+			if obs.gen == 0 && m.metaLost() {
 				// Lying fsyncs took the record's incarnation (the records
 				// were rebuilt from the directories): the first record
 				// served says which incarnation the directory is, and
@@ -125,22 +125,22 @@ func checkAgainst(obs observation, m Model, honest bool) error {
 		if len(m.Gens) == 0 {
 			return nil
 		}
-		if g := m.current(); g.Incarnation != "" && !g.Deleting && !m.LiedMeta {
+		if g := m.current(); g.Incarnation != "" && !g.Deleting && !m.metaLost() {
 			return fmt.Errorf("topic gone, though its create returned and no delete was called")
 		}
 		return nil
 	}
-	if obs.gen == 0 && m.LiedMeta && len(obs.wrong) == 0 {
+	if obs.gen == 0 && m.metaLost() && len(obs.wrong) == 0 {
 		return nil // an incarnation lost to lies, serving nothing: nothing to hold it to
 	}
 	if obs.gen == 0 {
 		return fmt.Errorf("the topic is an incarnation the workload never made (I1)")
 	}
 	g := m.Gens[obs.gen-1]
-	if g.Deleted && !m.LiedMeta {
+	if g.Deleted && !m.metaLost() {
 		return fmt.Errorf("incarnation %d is served after its delete returned", obs.gen)
 	}
-	if obs.gen < len(m.Gens) && m.Gens[obs.gen].Incarnation != "" && !m.LiedMeta {
+	if obs.gen < len(m.Gens) && m.Gens[obs.gen].Incarnation != "" && !m.metaLost() {
 		return fmt.Errorf("incarnation %d is served after incarnation %d was created", obs.gen, obs.gen+1)
 	}
 	if len(obs.wrong) > 0 {
@@ -149,7 +149,7 @@ func checkAgainst(obs observation, m Model, honest bool) error {
 	if obs.hwm > g.Written {
 		return fmt.Errorf("high watermark %d above anything written, %d (I5)", obs.hwm, g.Written)
 	}
-	if honest {
+	if honest && !(g.Deleting && m.metaLost()) { // lies may have brought a deleted record back
 		// Retention may have moved the start past committed offsets; from
 		// there up, every honest commit is served.
 		for o := obs.start; o < g.Honest; o++ {

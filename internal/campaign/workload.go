@@ -104,11 +104,14 @@ type Gen struct {
 // incarnation created so far, the last being the one written to.
 type Model struct {
 	Gens []Gen
-	// LiedMeta: a sync of the metadata lied (the metastore's files, a
-	// marker, or a directory holding their entries): the topic's record
+	// LiedMeta: a sync of a directory holding the metadata's entries lied;
+	// the Lied* pairs: a sync of one of the two copies of the metastore's
+	// file or of a marker lied. Once metaLost says so, the topic's record
 	// and marker may be older than the workload saw, so which incarnation
 	// is served, or whether the topic exists, is no longer promised.
-	LiedMeta bool
+	LiedMeta                         bool
+	LiedMetastore, LiedMetastoreCopy bool
+	LiedMarker, LiedMarkerCopy       bool
 	// Phase is 0 before the reopen at commit 50, 1 after: it selects the
 	// codec new frames use.
 	Phase int
@@ -122,9 +125,15 @@ func (m Model) clone() Model {
 	return m
 }
 
+// metaLost reports whether lies may have lost the topic's record or its
+// marker: a directory holding their entries, or both copies of one.
+func (m Model) metaLost() bool {
+	return m.LiedMeta || m.LiedMetastore && m.LiedMetastoreCopy || m.LiedMarker && m.LiedMarkerCopy
+}
+
 // lied reports whether any sync of the run lied.
 func (m Model) lied() bool {
-	if m.LiedMeta {
+	if m.LiedMeta || m.LiedMetastore || m.LiedMetastoreCopy || m.LiedMarker || m.LiedMarkerCopy {
 		return true
 	}
 	for _, g := range m.Gens {
@@ -474,9 +483,9 @@ func chachaSeed(a, b uint64) (out [32]byte) {
 
 // noteLie records in m what a lying sync of c may cost: the records of
 // the incarnation being written (a file or directory under the topic's
-// directory, or a directory holding its entry), the metadata (the
-// metastore's files, the markers, or a directory holding their entries),
-// or nothing (the consumer's files: a lost write-out only steps the
+// directory, or a directory holding its entry), the metadata (a directory
+// holding its entries, or both copies of the metastore's file or of a
+// marker: one is covered by the other), or nothing (the consumer's files: a lost write-out only steps the
 // frontier back, which is allowed anyway).
 func (m *Model) noteLie(c fsys.Call) {
 	topics := path.Join(DataDir, wire.TopicsDirName)
@@ -485,8 +494,14 @@ func (m *Model) noteLie(c fsys.Call) {
 	holdsEntries := c.Op == fsys.OpSyncDir && (c.Path == DataDir || c.Path == topics || c.Path == topicDir)
 	switch {
 	case strings.HasPrefix(base, "consumer."):
-	case strings.HasPrefix(base, "metastore.json") || strings.HasPrefix(base, wire.IncarnationFileName):
-		m.LiedMeta = true
+	case strings.HasPrefix(base, "metastore.json.copy"):
+		m.LiedMetastoreCopy = true
+	case strings.HasPrefix(base, "metastore.json"):
+		m.LiedMetastore = true
+	case strings.HasPrefix(base, wire.IncarnationCopyFileName):
+		m.LiedMarkerCopy = true
+	case strings.HasPrefix(base, wire.IncarnationFileName):
+		m.LiedMarker = true
 	case holdsEntries || strings.HasPrefix(c.Path, topicDir+"/"):
 		m.LiedMeta = m.LiedMeta || holdsEntries
 		if len(m.Gens) > 0 {
