@@ -119,13 +119,12 @@
 // stale directory, which the sweep reclaims. If the name was recreated
 // meanwhile (the marker is another incarnation's), the purge leaves the
 // directory to the new incarnation; a marker it cannot read (an I/O
-// error) leaves it too, and one that does not decode is purged only if
-// no record has the name since.
+// error) leaves it too (the delete reports the error).
 //
 // A metastore change whose save fails is taken back in memory and the
 // state before it saved again at a fresh version; if that fails too the
-// embedded metastore refuses changes, and the node produces, until it is
-// reopened (ErrMetastoreBroken).
+// embedded metastore refuses changes, and the node produces that start
+// from then on, until it is reopened (ErrMetastoreBroken).
 //
 // Quarantine rename (checkIncarnation, under the topic's guard): the
 // topic's open logs are closed, an earlier leftover of the same

@@ -305,17 +305,15 @@ func (n *Node) Produce(ctx context.Context, topic string, p int, records []parti
 		base, err = l.Produce(ctx, records)
 		return err
 	})
-	if err == nil {
-		err = n.metastoreBroken()
-	}
 	return base, err
 }
 
-// metastoreBroken fails a produce once the embedded metastore could not
+// metastoreBroken refuses a produce once the embedded metastore could not
 // take a failed change back on disk (LocalMetastore.Broken): its files
 // may hold a delete memory does not, which a crash would apply to what
-// the produce acked. A produce that committed as it broke is reported
-// failed, as any commit whose outcome is unknown.
+// the produce acked. A produce already past this check overlapped the
+// failing change, whose outcome is unknown anyway: it is acked, and a
+// crash applying the change is that change taking effect.
 func (n *Node) metastoreBroken() error {
 	if b, ok := n.ms.(interface{ Broken() bool }); ok && b.Broken() {
 		return ErrMetastoreBroken
@@ -344,10 +342,7 @@ func (n *Node) AppendCommit(ctx context.Context, topic string, p int, records []
 	if base, err = l.Append(ctx, records); err != nil {
 		return 0, err
 	}
-	if err := l.CommitDurable(ctx); err != nil {
-		return base, err
-	}
-	return base, n.metastoreBroken()
+	return base, l.CommitDurable(ctx)
 }
 
 // Read reads committed records (partition.Log.Read).

@@ -70,13 +70,10 @@ func (n *Node) purge(deleted TopicRecord) error {
 			return fmt.Errorf("purge %s: %w", deleted.Name, err)
 		case err == nil && deleted.Incarnation != "" && marker != deleted.Incarnation:
 			return nil // the directory is a newer incarnation's
-		case errors.Is(err, wire.ErrCorrupt):
-			// Neither marker decodes: the directory is the deleted one's
-			// only if no record has the name since.
-			if _, ok, err := n.ms.Topic(context.Background(), deleted.Name); err != nil || ok {
-				return errors.Join(err, fmt.Errorf("purge %s: markers unreadable and the name recreated: left for the next open", deleted.Name))
-			}
 		}
+		// The deleted incarnation's, or with neither marker decoding still
+		// its: a recreate that had opened it under this guard would have
+		// stamped markers that decode.
 		return n.purgeLocked(t, deleted)
 	})
 }

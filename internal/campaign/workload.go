@@ -193,7 +193,8 @@ func startNode(ctx context.Context, d *fsys.Disk, c codec.ID, checkLockOrder boo
 // A workload runs the reference workload on one disk, keeping its model
 // current under lock (the explorer snapshots it from the disk's hook).
 // With retry set, a failed step is retried as a broker would: a poisoned
-// log or a failed start by restarting the node, anything else by doing
+// log, a broken metastore or a failed start by restarting the node,
+// anything else by doing
 // the step again (a failed commit with the same records, which must land
 // at the same offsets).
 type workload struct {
@@ -307,7 +308,8 @@ func (w *workload) step(what string, f func() error) error {
 		if err = f(); err == nil || !w.retry {
 			break
 		}
-		if w.n == nil || errors.Is(err, partition.ErrLogPoisoned) || errors.Is(err, runtime.ErrNodeClosed) {
+		if w.n == nil || errors.Is(err, partition.ErrLogPoisoned) || errors.Is(err, runtime.ErrNodeClosed) ||
+			errors.Is(err, runtime.ErrMetastoreBroken) {
 			w.restart()
 		}
 	}
