@@ -194,9 +194,8 @@ func startNode(ctx context.Context, d *fsys.Disk, c codec.ID, checkLockOrder boo
 // current under lock (the explorer snapshots it from the disk's hook).
 // With retry set, a failed step is retried as a broker would: a poisoned
 // log, a broken metastore or a failed start by restarting the node,
-// anything else by doing
-// the step again (a failed commit with the same records, which must land
-// at the same offsets).
+// anything else by doing the step again (a failed commit with the same
+// records, which must land at the same offsets).
 type workload struct {
 	ctx   context.Context
 	d     *fsys.Disk
