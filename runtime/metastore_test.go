@@ -23,13 +23,7 @@ import (
 // fsyncs of the files left a node that could not start).
 func TestMetastore_EveryBitFlipIsFoundAndTheCopyServes(t *testing.T) {
 	d := newTestDisk(t, 3)
-	ms, err := OpenLocalMetastore(d, dataDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := ms.CreateTopic(bg, "orders", 3, 60000); err != nil {
-		t.Fatal(err)
-	}
+	ms := metastoreWithTopic(t, d, 3, 60000)
 	path := filepath.Join(dataDir, metastoreFile)
 	clean, err := d.Contents(path)
 	if err != nil {
@@ -130,13 +124,7 @@ func FuzzDecodeMetastore(f *testing.F) {
 // fault campaign found the node refusing to start there).
 func TestMetastore_ALyingFsyncOfTheFileLosesNoChange(t *testing.T) {
 	d := newTestDisk(t, 5)
-	ms, err := OpenLocalMetastore(d, dataDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := ms.CreateTopic(bg, "orders", 1, 1000); err != nil {
-		t.Fatal(err)
-	}
+	ms := metastoreWithTopic(t, d, 1, 1000)
 	lie := d.Inject(fsys.Fault{Op: fsys.OpSync, Path: filepath.Join(dataDir, metastoreFile+".tmp"), Nth: 1, Lie: true})
 	if _, err := ms.SetRetention(bg, "orders", 2000); err != nil {
 		t.Fatal(err)
@@ -163,13 +151,7 @@ func TestMetastore_ALyingFsyncOfTheFileLosesNoChange(t *testing.T) {
 // (found by review: the file decoded, stale, and was preferred).
 func TestMetastore_AStaleTemporaryAndALyingFsyncLoseNoChange(t *testing.T) {
 	d := newTestDisk(t, 7)
-	ms, err := OpenLocalMetastore(d, dataDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := ms.CreateTopic(bg, "orders", 1, 1000); err != nil {
-		t.Fatal(err)
-	}
+	ms := metastoreWithTopic(t, d, 1, 1000)
 	tmp := filepath.Join(dataDir, metastoreFile+fsys.TempSuffix)
 	// Boot 1 dies at the rename of retention 2000's temporary file: a
 	// power loss that kept the namespace changes (the temporary's entry).
@@ -236,4 +218,18 @@ func TestMetastore_AFirstWriteLostBeforeItsCopyStartsEmpty(t *testing.T) {
 	if _, err := OpenLocalMetastore(d, dataDir); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("the file failing reads: %v, want the I/O error, not a rebuild", err)
 	}
+}
+
+// metastoreWithTopic opens the embedded metastore on d and creates the
+// topic "orders" in it.
+func metastoreWithTopic(t *testing.T, d *fsys.Disk, partitions int, retentionMs int64) *LocalMetastore {
+	t.Helper()
+	ms, err := OpenLocalMetastore(d, dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ms.CreateTopic(bg, "orders", partitions, retentionMs); err != nil {
+		t.Fatal(err)
+	}
+	return ms
 }

@@ -123,18 +123,13 @@ func TestPurge_NeverLeavesDeletedDataUnderTheLiveName(t *testing.T) {
 	}
 }
 
-// One sector of metastore.json failing every read (fault-model row 9's
-// sticky EIO) refuses the start for good, though the copy decodes and,
-// being written after the file, holds every change that returned.
+// TestMetastore_AFileFailingReadsLoadsTheCopy: metastore.json failing
+// every read (fault-model row 9's sticky EIO) no longer refuses the start:
+// the copy, written after it, holds every change that returned (found by
+// review).
 func TestMetastore_AFileFailingReadsLoadsTheCopy(t *testing.T) {
 	d := newTestDisk(t, 1)
-	ms, err := OpenLocalMetastore(d, dataDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := ms.CreateTopic(bg, "orders", 1, 0); err != nil {
-		t.Fatal(err)
-	}
+	metastoreWithTopic(t, d, 1, 0)
 	d.Inject(fsys.Fault{Op: fsys.OpRead, Path: filepath.Join(dataDir, metastoreFile), Err: syscall.EIO})
 	if _, err := OpenLocalMetastore(d, dataDir); err != nil {
 		t.Errorf("a good copy, and the start is refused: %v", err)
@@ -196,13 +191,7 @@ func TestMetastore_BrokenRefusesProduces(t *testing.T) {
 // wrapped the last twice, doubling it).
 func TestMetastore_BrokenErrorStaysBounded(t *testing.T) {
 	d := newTestDisk(t, 1)
-	ms, err := OpenLocalMetastore(d, dataDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := ms.CreateTopic(bg, "orders", 1, 0); err != nil {
-		t.Fatal(err)
-	}
+	ms := metastoreWithTopic(t, d, 1, 0)
 	d.Inject(fsys.Fault{Op: fsys.OpSyncDir, Path: dataDir, Nth: 1, Sticky: true, Err: syscall.EIO})
 	var sizes []int
 	for i := 0; i < 12; i++ {
