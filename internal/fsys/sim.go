@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -506,9 +507,13 @@ func (d *Disk) SyncDir(name string) error {
 		upTo[n] = i
 		return true
 	}
+	// The directory is a node, not a path: a change made in it under an
+	// older name is its change too, one made in an earlier directory of
+	// the same name is not.
+	dir, _ := d.lookup(p)
 	for i, op := range d.pendingNames {
-		for _, parent := range op.parents {
-			if parent == p {
+		for k, parent := range op.parents {
+			if op.parentNodes[k] == dir && (dir != nil || isRoot(parent)) {
 				raise(op.node, i)
 			}
 		}
@@ -548,16 +553,62 @@ func (d *Disk) SyncDir(name string) error {
 			}
 		}
 	}
-	var rest []nameOp
 	for i, op := range d.pendingNames {
 		if carry[i] {
 			op.applyTo(d.durableNames)
-		} else {
+			if op.kind == "rename" && op.node.dir {
+				d.moveEarlierChanges(i, carry)
+			}
+		}
+	}
+	var rest []nameOp
+	for i, op := range d.pendingNames {
+		if !carry[i] {
 			rest = append(rest, op)
 		}
 	}
 	d.pendingNames = rest
 	return nil
+}
+
+// moveEarlierChanges follows the durable rename of a directory,
+// pendingNames[i], with the changes made inside it before the rename and
+// not carried yet: they name it by its old path, and when a later sync or
+// a crash replays them onto the durable namespace (which has the rename
+// already), they must land under the new one.
+func (d *Disk) moveEarlierChanges(i int, carry []bool) {
+	moved := d.pendingNames[i]
+	inside := map[*node]bool{moved.node: true}
+	for p, n := range d.durableNames {
+		if n.dir && strings.HasPrefix(p, moved.to+"/") {
+			inside[n] = true
+		}
+	}
+	for _, op := range d.pendingNames[:i] {
+		if op.node.dir && slices.ContainsFunc(op.parentNodes, func(n *node) bool { return inside[n] }) {
+			inside[op.node] = true
+		}
+	}
+	prefix := moved.from + "/"
+	for j := range d.pendingNames[:i] {
+		if carry[j] {
+			continue
+		}
+		op := &d.pendingNames[j]
+		op.parents = slices.Clone(op.parents)
+		for k, parent := range op.parentNodes {
+			if !inside[parent] || !strings.HasPrefix(op.parents[k]+"/", prefix) {
+				continue
+			}
+			op.parents[k] = moved.to + strings.TrimPrefix(op.parents[k], moved.from)
+			// A rename's first parent is its source's, the second its target's.
+			if op.kind == "remove" || (op.kind == "rename" && k == 0) {
+				op.from = moved.to + strings.TrimPrefix(op.from, moved.from)
+			} else {
+				op.to = moved.to + strings.TrimPrefix(op.to, moved.from)
+			}
+		}
+	}
 }
 
 // applyTo replays a namespace change onto a namespace map.

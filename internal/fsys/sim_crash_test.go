@@ -505,3 +505,91 @@ func TestUnsyncedSectors_ListsWhatASyncWouldCarry(t *testing.T) {
 		t.Fatalf("after a sync: %v, want none", got)
 	}
 }
+
+// TestCrash_RenamedDirectoryKeepsItsUnsyncedEntries: an entry created in a
+// directory whose own SyncDir never came stays the entry of that
+// directory when a rename moves it: once the rename is durable, a later
+// sync that carries the entry (here, the moved directory's removal) puts
+// it under the new name, never back under the old one, where a new
+// directory of that name would show it after a power loss.
+func TestCrash_RenamedDirectoryKeepsItsUnsyncedEntries(t *testing.T) {
+	d := NewDisk(1)
+	mkdirs(t, d, "/data/topic/p0")
+	syncDirs(t, d, "/", "/data", "/data/topic")
+	if err := d.Mkdir("/data/topic/p0/unsynced-dir"); err != nil {
+		t.Fatal(err)
+	}
+	mustWriteSynced(t, d, "/data/topic/p0/segment", []byte("old incarnation")) // its name never synced
+	if err := d.Rename("/data/topic", "/data/topic.stale"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SyncDir("/data"); err != nil { // the rename durable, p0's entries not
+		t.Fatal(err)
+	}
+	if err := d.RemoveAll("/data/topic.stale"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SyncDir("/data"); err != nil { // the removal, carrying p0's history
+		t.Fatal(err)
+	}
+	mkdirs(t, d, "/data/topic/p0")
+	syncDirs(t, d, "/data", "/data/topic")
+	for _, plan := range []CrashPlan{{}, {KeepNameOps: -1}} {
+		after := d.Crash(plan)
+		for _, old := range []string{"/data/topic/p0/segment", "/data/topic/p0/unsynced-dir", "/data/topic.stale"} {
+			if ok, _ := Exists(after, old); ok {
+				t.Fatalf("%s came back after a power loss (plan %+v)", old, plan)
+			}
+		}
+		if ok, _ := Exists(after, "/data/topic/p0"); !ok {
+			t.Fatal("the new directory, synced, is gone")
+		}
+	}
+	// The same history crashed before the removal: the entries, never
+	// synced in their directory, may be lost, but only under the new name.
+	d = NewDisk(1)
+	mkdirs(t, d, "/data/topic/p0")
+	syncDirs(t, d, "/", "/data", "/data/topic")
+	mustWriteSynced(t, d, "/data/topic/p0/segment", []byte("old incarnation"))
+	if err := d.Rename("/data/topic", "/data/topic.stale"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SyncDir("/data"); err != nil {
+		t.Fatal(err)
+	}
+	after := d.Crash(CrashPlan{KeepNameOps: -1})
+	if ok, _ := Exists(after, "/data/topic.stale/p0/segment"); !ok {
+		t.Fatal("the entry, kept by the crash, is not under the directory's new name")
+	}
+	if ok, _ := Exists(after, "/data/topic"); ok {
+		t.Fatal("the old name is back")
+	}
+}
+
+// TestCrash_SyncDirIsOfTheDirectoryNotItsName: SyncDir makes durable the
+// entries of the directory at that path now, whatever name it had when
+// they were made, and not those of an earlier directory of that name.
+func TestCrash_SyncDirIsOfTheDirectoryNotItsName(t *testing.T) {
+	d := NewDisk(1)
+	mkdirs(t, d, "/data/a")
+	syncDirs(t, d, "/", "/data")
+	mustWriteSynced(t, d, "/data/a/f", []byte("made in a")) // a not synced
+	if err := d.Rename("/data/a", "/data/b"); err != nil {
+		t.Fatal(err)
+	}
+	mkdirs(t, d, "/data/a")
+	if err := d.SyncDir("/data/a"); err != nil { // the new a: holds nothing
+		t.Fatal(err)
+	}
+	after := d.Crash(CrashPlan{})
+	if ok, _ := Exists(after, "/data/a/f"); ok {
+		t.Fatal("a sync of a new directory made the old one's entry durable under it")
+	}
+	if err := d.SyncDir("/data/b"); err != nil { // the old a, renamed: holds f
+		t.Fatal(err)
+	}
+	after = d.Crash(CrashPlan{}) // the rename itself is not durable
+	if ok, _ := Exists(after, "/data/a/f"); !ok {
+		t.Fatal("a sync of the renamed directory did not make its entry durable")
+	}
+}
