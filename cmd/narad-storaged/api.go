@@ -4,8 +4,10 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -68,10 +70,30 @@ func newAPI(node *runtime.Node, ms runtime.Metastore, logger *zap.Logger, reg *p
 		a.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		a.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
-	})
+	a.mux.HandleFunc("/", a.noRoute)
 	return a
+}
+
+// noRoute answers a request no route takes: 405 with Allow when the path
+// is an endpoint's and the method is not, else 404.
+func (a *api) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodPost, http.MethodPatch, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := a.mux.Handler(probe); pattern != "/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.URL.Path)
+		return
+	}
+	if slices.Contains(allow, http.MethodGet) {
+		allow = append(allow, http.MethodHead)
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s does not take %s; it takes %s", r.URL.Path, r.Method, strings.Join(allow, ", ")))
 }
 
 // ServeHTTP checks the bearer token (in constant time; /healthz is open),
@@ -88,8 +110,8 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	if len(a.opts.token) > 0 && r.URL.Path != "/healthz" {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), a.opts.token) != 1 {
+		scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimLeft(got, " ")), a.opts.token) != 1 {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			writeError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
 			return
@@ -144,18 +166,6 @@ func partitionParam(r *http.Request) (int, bool) {
 		return 0, false
 	}
 	return p, true
-}
-
-// decodeJSON reads a JSON body into v: one value, no trailing data.
-func decodeJSON(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return errors.New("trailing data after the JSON value")
-	}
-	return nil
 }
 
 // isTooLarge reports a body over the cap.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
@@ -14,6 +15,9 @@ func (a *api) ack(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if _, ok := query(w, r); !ok {
+		return
+	}
 	var body struct {
 		Offsets []int64 `json:"offsets"`
 	}
@@ -22,16 +26,27 @@ func (a *api) ack(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(body.Offsets) == 0 || len(body.Offsets) > maxAcks {
-		writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("give 1 to %d offsets", maxAcks))
+		writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("offsets must hold 1 to %d offsets, not %d", maxAcks, len(body.Offsets)))
 		return
 	}
+	for i, o := range body.Offsets {
+		if o < 0 {
+			writeError(w, http.StatusBadRequest, "invalid_offset", fmt.Sprintf("offsets[%d] is %d: offsets are not negative", i, o))
+			return
+		}
+	}
 	frontier, err := a.node.Ack(r.Context(), topic, p, body.Offsets...)
-	if errors.Is(err, partition.ErrBeyondHighWatermark) || errors.Is(err, runtime.ErrAckedAheadFull) {
-		writeError(w, http.StatusBadRequest, "invalid_offset", err.Error())
+	if errors.Is(err, partition.ErrBeyondHighWatermark) {
+		writeError(w, http.StatusBadRequest, "invalid_offset", fmt.Sprintf("an offset of %d or above was given; only records below the high watermark (%d now) can be acked",
+			slices.Max(body.Offsets), a.hwm(r, topic, p, 0)))
+		return
+	}
+	if errors.Is(err, runtime.ErrAckedAheadFull) {
+		writeError(w, http.StatusBadRequest, "invalid_offset", fmt.Sprintf("too many offsets acked ahead of the frontier (%d); ack the lowest unacked offsets first", runtime.MaxAckedAhead))
 		return
 	}
 	if err != nil {
-		a.writeNodeError(w, err)
+		a.writeNodeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]int64{"frontier": frontier})
@@ -42,9 +57,12 @@ func (a *api) consumer(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if _, ok := query(w, r); !ok {
+		return
+	}
 	st, err := a.node.ConsumerState(r.Context(), topic, p)
 	if err != nil {
-		a.writeNodeError(w, err)
+		a.writeNodeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"frontier": st.Frontier, "acked_ahead": st.AckedAhead})
@@ -59,7 +77,7 @@ func (a *api) partitionOf(w http.ResponseWriter, r *http.Request) (string, int, 
 	}
 	p, ok := partitionParam(r)
 	if !ok {
-		writeError(w, http.StatusNotFound, "partition_not_found", "no partition "+r.PathValue("p"))
+		writeError(w, http.StatusNotFound, "partition_not_found", fmt.Sprintf("no partition %q: partitions are numbered from 0", r.PathValue("p")))
 		return "", 0, false
 	}
 	return topic, p, true

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
@@ -12,41 +14,61 @@ import (
 )
 
 // writeNodeError answers an error of the node with the status and code
-// http-api.md gives it. Anything it does not know is a 500: an I/O error,
-// never bad input.
-func (a *api) writeNodeError(w http.ResponseWriter, err error) {
+// http-api.md gives it. The message is the daemon's own words about the
+// request's topic and partition, never the error's text, which can name
+// files of the server; the error itself goes to the log where it matters.
+// Anything it does not know is a 500: an I/O error, never bad input.
+func (a *api) writeNodeError(w http.ResponseWriter, r *http.Request, err error) {
+	topic, p := r.PathValue("topic"), r.PathValue("p")
+	where := fmt.Sprintf("topic %q", topic)
+	if p != "" {
+		where = fmt.Sprintf("partition %s of topic %q", p, topic)
+	}
 	var unreadable *partition.UnreadableError
 	switch {
 	case errors.Is(err, wire.ErrBadName):
-		writeError(w, http.StatusBadRequest, "invalid_topic_name", err.Error())
+		writeError(w, http.StatusBadRequest, "invalid_topic_name", nameProblem(topic))
 	case errors.Is(err, runtime.ErrTopicNotFound):
-		writeError(w, http.StatusNotFound, "topic_not_found", err.Error())
+		writeError(w, http.StatusNotFound, "topic_not_found", fmt.Sprintf("no topic %q", topic))
 	case errors.Is(err, runtime.ErrPartitionNotFound), errors.Is(err, runtime.ErrNotAssigned):
-		writeError(w, http.StatusNotFound, "partition_not_found", err.Error())
+		writeError(w, http.StatusNotFound, "partition_not_found", fmt.Sprintf("topic %q has no partition %s", topic, p))
 	case errors.Is(err, runtime.ErrTopicExists):
-		writeError(w, http.StatusConflict, "topic_exists", err.Error())
+		writeError(w, http.StatusConflict, "topic_exists", fmt.Sprintf("topic %q exists with other settings; delete it first to change its partitions", topic))
 	case errors.Is(err, partition.ErrLogPoisoned):
-		writeError(w, http.StatusServiceUnavailable, "log_poisoned", err.Error())
+		a.logger.Error("request refused: log poisoned", zap.String("topic", topic), zap.String("partition", p), zap.Error(err))
+		writeError(w, http.StatusServiceUnavailable, "log_poisoned", where+" refuses writes since an fsync failed; a restart of the daemon reopens it")
 	case errors.Is(err, runtime.ErrMetastoreBroken):
-		writeError(w, http.StatusServiceUnavailable, "metastore_broken", err.Error())
+		writeError(w, http.StatusServiceUnavailable, "metastore_broken", "the node could not save its topic metadata; it refuses changes and produce until a restart")
 	case errors.Is(err, partition.ErrNoSpace):
-		writeError(w, http.StatusInsufficientStorage, "no_space", err.Error())
+		writeError(w, http.StatusInsufficientStorage, "no_space", "the disk is full; nothing of the batch was kept")
 	case errors.Is(err, partition.ErrCommitFailed):
+		a.logger.Warn("commit failed", zap.String("topic", topic), zap.String("partition", p), zap.Error(err))
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "commit_failed", err.Error())
+		writeError(w, http.StatusServiceUnavailable, "commit_failed", "the commit failed and nothing of it was kept; retry")
 	case errors.Is(err, partition.ErrTooLarge):
-		writeError(w, http.StatusRequestEntityTooLarge, "batch_too_large", err.Error())
+		writeError(w, http.StatusRequestEntityTooLarge, "batch_too_large", fmt.Sprintf("the batch is over the %d-byte bound of one commit", maxBatchBytes))
 	case errors.As(err, &unreadable):
 		next := unreadable.Next
-		writeErrorBody(w, http.StatusGone, "record_unreadable", err.Error(), func(b *errorBody) { b.NextOffset = &next })
+		writeErrorBody(w, http.StatusGone, "record_unreadable",
+			fmt.Sprintf("offset %d of %s is in a damaged frame; records resume at next_offset %d", unreadable.Offset, where, next),
+			func(b *errorBody) { b.NextOffset = &next })
 	case errors.Is(err, partition.ErrBeyondHighWatermark):
-		writeError(w, http.StatusRequestedRangeNotSatisfiable, "offset_beyond_high_watermark", err.Error())
+		writeError(w, http.StatusRequestedRangeNotSatisfiable, "offset_beyond_high_watermark", "the offset is beyond the high watermark of "+where)
 	case errors.Is(err, partition.ErrLogClosed), errors.Is(err, runtime.ErrNodeClosed),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the node is closing "+where+" or shutting down; retry")
 	default:
-		a.logger.Error("request failed", zap.Error(err))
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		a.logger.Error("request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
+		writeError(w, http.StatusInternalServerError, "internal", "an internal error; the daemon's log has it")
 	}
+}
+
+// nameProblem says what is wrong with a topic name, in the client's terms
+// (wire's error says the same; this one is sure to carry no server path).
+func nameProblem(topic string) string {
+	if err := wire.ValidateTopicName(topic); err != nil {
+		return "invalid " + strings.TrimPrefix(err.Error(), wire.ErrBadName.Error()+": ")
+	}
+	return fmt.Sprintf("invalid topic name %q", topic)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -16,10 +17,11 @@ import (
 
 // TestWriteNodeError_StatusAndCode pins every error of the contract to its
 // status and code, including those the end-to-end tests cannot provoke in
-// a healthy process (a failed commit, a poisoned log, a full disk).
+// a healthy process (a failed commit, a poisoned log, a full disk); no
+// message carries the server's paths or a Go package's words.
 func TestWriteNodeError_StatusAndCode(t *testing.T) {
 	a := &api{logger: zap.NewNop()}
-	wrap := func(err error) error { return fmt.Errorf("context: %w", err) }
+	wrap := func(err error) error { return fmt.Errorf("read /srv/secret/topics/orders/p00003/hwm: %w", err) }
 	cases := []struct {
 		err        error
 		status     int
@@ -41,13 +43,21 @@ func TestWriteNodeError_StatusAndCode(t *testing.T) {
 	}
 	for _, c := range cases {
 		w := httptest.NewRecorder()
-		a.writeNodeError(w, c.err)
+		r := httptest.NewRequest("GET", "/v1/topics/orders/partitions/3/records", nil)
+		r.SetPathValue("topic", "orders")
+		r.SetPathValue("p", "3")
+		a.writeNodeError(w, r, c.err)
 		var body errorBody
 		if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
 			t.Fatalf("%v: body %q is not the error shape: %v", c.err, w.Body.Bytes(), err)
 		}
 		if w.Code != c.status || body.Error.Code != c.code || body.Error.Message == "" {
 			t.Fatalf("%v: %d %q, want %d %q", c.err, w.Code, body.Error.Code, c.status, c.code)
+		}
+		for _, leak := range []string{"/srv", "runtime:", "partition:", "wire:", "context:"} {
+			if strings.Contains(body.Error.Message, leak) {
+				t.Fatalf("%v: the message %q carries %q", c.err, body.Error.Message, leak)
+			}
 		}
 		if (w.Header().Get("Retry-After") != "") != c.retryAfter {
 			t.Fatalf("%v: Retry-After %q", c.err, w.Header().Get("Retry-After"))

@@ -11,8 +11,8 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/wire"
@@ -22,11 +22,6 @@ import (
 // directions.
 const batchContentType = "application/vnd.narad.batch"
 
-type jsonRecord struct {
-	Key   *string `json:"key,omitempty"`
-	Value string  `json:"value"`
-}
-
 // produce appends a request's records and answers only after the durable
 // commit. Concurrent requests to one partition share a group commit.
 func (a *api) produce(w http.ResponseWriter, r *http.Request) {
@@ -34,12 +29,24 @@ func (a *api) produce(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	q, ok := query(w, r, "encoding")
+	if !ok {
+		return
+	}
+	b64, ok := base64Param(w, q)
+	if !ok {
+		return
+	}
 	var records []partition.Record
 	var err error
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == batchContentType {
+		if q.Has("encoding") {
+			writeError(w, http.StatusBadRequest, "invalid_parameter", "encoding applies to JSON bodies; a binary batch carries bytes as they are")
+			return
+		}
 		records, err = decodeBatch(r.Body)
 	} else {
-		records, err = decodeJSONRecords(r, r.URL.Query().Get("encoding") == "base64")
+		records, err = decodeJSONRecords(r.Body, b64)
 	}
 	if err != nil {
 		a.badBody(w, err)
@@ -57,7 +64,7 @@ func (a *api) produce(w http.ResponseWriter, r *http.Request) {
 	}
 	base, err := a.node.Produce(r.Context(), topic, p, records)
 	if err != nil {
-		a.writeNodeError(w, err)
+		a.writeNodeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]int64{"base_offset": base, "count": int64(len(records)), "high_watermark": a.hwm(r, topic, p, base+int64(len(records)))})
@@ -98,35 +105,37 @@ const maxBatchBytes = 64 << 20
 
 // decodeJSONRecords streams {"records": [...]} one record at a time, so
 // a body of millions of tiny records fails at the bound instead of being
-// decoded whole first.
-func decodeJSONRecords(r *http.Request, b64 bool) ([]partition.Record, error) {
-	dec := json.NewDecoder(r.Body)
-	if err := expectDelim(dec, '{'); err != nil {
-		return nil, err
+// decoded whole first. A record is {"key": text, "value": text}, key
+// optional (or null), value required; any other field, a field given
+// twice, or text that is not exactly what was sent is refused, naming
+// the record.
+func decodeJSONRecords(body io.Reader, b64 bool) ([]partition.Record, error) {
+	dec := json.NewDecoder(body)
+	if tok, err := dec.Token(); err != nil {
+		return nil, jsonError(err, nil)
+	} else if tok != json.Delim('{') {
+		return nil, fmt.Errorf("want an object, got %s", tokenName(tok))
 	}
 	var out []partition.Record
 	var budget batchBudget
+	seen := false
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, err
+			return nil, jsonInsideError(err)
 		}
 		if tok != "records" {
-			var skip json.RawMessage
-			if err := dec.Decode(&skip); err != nil {
-				return nil, err
-			}
-			continue
+			return nil, fmt.Errorf("unknown field %q: the body is {\"records\": [...]}", tok)
 		}
+		if seen {
+			return nil, errors.New(`field "records" given twice`)
+		}
+		seen = true
 		if err := expectDelim(dec, '['); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("records: %w", err)
 		}
 		for dec.More() {
-			var rec jsonRecord
-			if err := dec.Decode(&rec); err != nil {
-				return nil, fmt.Errorf("record %d: %w", len(out), err)
-			}
-			pr, err := recordOf(rec, b64)
+			pr, err := decodeJSONRecord(dec, b64)
 			if err != nil {
 				return nil, fmt.Errorf("record %d: %w", len(out), err)
 			}
@@ -142,41 +151,112 @@ func decodeJSONRecords(r *http.Request, b64 bool) ([]partition.Record, error) {
 	if err := expectDelim(dec, '}'); err != nil {
 		return nil, err
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("trailing data after the JSON value")
 	}
 	return out, nil
 }
 
+// decodeJSONRecord reads one record object of a JSON produce.
+func decodeJSONRecord(dec *json.Decoder, b64 bool) (partition.Record, error) {
+	if err := expectDelim(dec, '{'); err != nil {
+		return partition.Record{}, err
+	}
+	var key, value json.RawMessage
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return partition.Record{}, jsonInsideError(err)
+		}
+		var dst *json.RawMessage
+		switch tok {
+		case "key":
+			dst = &key
+		case "value":
+			dst = &value
+		default:
+			return partition.Record{}, fmt.Errorf(`unknown field %q: a record has only "key" and "value"`, tok)
+		}
+		if *dst != nil {
+			return partition.Record{}, fmt.Errorf("field %q given twice", tok)
+		}
+		if err := dec.Decode(dst); err != nil {
+			return partition.Record{}, jsonInsideError(err)
+		}
+	}
+	if err := expectDelim(dec, '}'); err != nil {
+		return partition.Record{}, err
+	}
+	if value == nil {
+		return partition.Record{}, errors.New(`no "value" (an empty value is "value": "")`)
+	}
+	var rec partition.Record
+	var err error
+	if key != nil && string(key) != "null" {
+		if rec.Key, err = recordBytes(key, b64); err != nil {
+			return partition.Record{}, fmt.Errorf("key %w", err)
+		}
+	}
+	if rec.Value, err = recordBytes(value, b64); err != nil {
+		return partition.Record{}, fmt.Errorf("value %w", err)
+	}
+	return rec, nil
+}
+
+// recordBytes is a key's or value's bytes: the text itself, or the bytes
+// it encodes in base64 (standard, padded).
+func recordBytes(raw json.RawMessage, b64 bool) ([]byte, error) {
+	text, err := jsonText(raw)
+	if err != nil {
+		return nil, err
+	}
+	if !b64 {
+		return []byte(text), nil
+	}
+	b, err := base64.StdEncoding.DecodeString(text)
+	if err != nil {
+		return nil, errors.New("is not standard padded base64")
+	}
+	return b, nil
+}
+
 func expectDelim(dec *json.Decoder, want json.Delim) error {
 	tok, err := dec.Token()
 	if err != nil {
-		return err
+		return jsonInsideError(err)
 	}
 	if tok != want {
-		return fmt.Errorf("want %q, got %v", want, tok)
+		return fmt.Errorf("want %s, got %s", delimName(want), tokenName(tok))
 	}
 	return nil
 }
 
-func recordOf(rec jsonRecord, b64 bool) (partition.Record, error) {
-	var key []byte
-	if rec.Key != nil {
-		key = []byte(*rec.Key)
+func delimName(d json.Delim) string {
+	switch d {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case ']':
+		return "the end of the array"
 	}
-	value := []byte(rec.Value)
-	if b64 {
-		var err error
-		if rec.Key != nil {
-			if key, err = base64.StdEncoding.DecodeString(*rec.Key); err != nil {
-				return partition.Record{}, fmt.Errorf("key: %w", err)
-			}
-		}
-		if value, err = base64.StdEncoding.DecodeString(rec.Value); err != nil {
-			return partition.Record{}, fmt.Errorf("value: %w", err)
-		}
+	return "the end of the object"
+}
+
+func tokenName(tok json.Token) string {
+	switch v := tok.(type) {
+	case json.Delim:
+		return delimName(v)
+	case string:
+		return "a string"
+	case float64, json.Number:
+		return "a number"
+	case bool:
+		return "true or false"
+	case nil:
+		return "null"
 	}
-	return partition.Record{Key: key, Value: value}, nil
+	return fmt.Sprint(tok)
 }
 
 // decodeBatch reads the binary batch: for each record uvarint(len(key))
@@ -211,8 +291,11 @@ func decodeBatch(body io.Reader) ([]partition.Record, error) {
 
 func readChunk(br *bufio.Reader) ([]byte, error) {
 	n, err := binary.ReadUvarint(br)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, errors.New("the body ends inside its length")
+	}
 	if err != nil {
-		return nil, err
+		return nil, errors.New("its length is not a valid uvarint")
 	}
 	if n > wire.MaxRecordBytes {
 		return nil, fmt.Errorf("length %d over the %d-byte record bound", n, wire.MaxRecordBytes)
@@ -223,8 +306,8 @@ func readChunk(br *bufio.Reader) ([]byte, error) {
 		start := len(out)
 		out = append(out, make([]byte, step)...)
 		if _, err := io.ReadFull(br, out[start:]); err != nil {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return nil, fmt.Errorf("the body ends %d bytes into its %d", len(out)-step, n)
 			}
 			return nil, err
 		}
@@ -243,22 +326,38 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	q := r.URL.Query()
-	offset, err := strconv.ParseInt(q.Get("offset"), 10, 64)
-	if err != nil || offset < 0 {
-		writeError(w, http.StatusBadRequest, "invalid_offset", "offset must be a non-negative integer")
+	q, ok := query(w, r, "offset", "max_records", "max_bytes", "wait_ms", "encoding")
+	if !ok {
 		return
 	}
-	maxRecords, ok1 := intParam(q.Get("max_records"), 1000, 1, maxFetchRecords)
-	maxBytes, ok2 := intParam(q.Get("max_bytes"), 1<<20, 1, maxFetchBytes)
-	waitMs, ok3 := intParam(q.Get("wait_ms"), 0, 0, maxWait)
-	if !ok1 || !ok2 || !ok3 {
-		writeError(w, http.StatusBadRequest, "invalid_parameter", fmt.Sprintf("max_records 1..%d, max_bytes 1..%d, wait_ms 0..%d", maxFetchRecords, maxFetchBytes, maxWait))
+	offset, err := strconv.ParseInt(q.Get("offset"), 10, 64)
+	if err != nil || offset < 0 {
+		msg := fmt.Sprintf("offset must be an integer from 0 up, not %q", q.Get("offset"))
+		if !q.Has("offset") {
+			msg = "offset is required: the first offset to read"
+		}
+		writeError(w, http.StatusBadRequest, "invalid_offset", msg)
+		return
+	}
+	maxRecords, ok := intParam(w, q, "max_records", 1000, 1, maxFetchRecords)
+	if !ok {
+		return
+	}
+	maxBytes, ok := intParam(w, q, "max_bytes", 1<<20, 1, maxFetchBytes)
+	if !ok {
+		return
+	}
+	waitMs, ok := intParam(w, q, "wait_ms", 0, 0, maxWait)
+	if !ok {
+		return
+	}
+	b64, ok := base64Param(w, q)
+	if !ok {
 		return
 	}
 	l, err := a.node.Log(r.Context(), topic, p)
 	if err != nil {
-		a.writeNodeError(w, err)
+		a.writeNodeError(w, r, err)
 		return
 	}
 	deadline := time.Now().Add(time.Duration(waitMs) * time.Millisecond)
@@ -293,17 +392,19 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		if errors.Is(err, partition.ErrOffsetDeleted) {
 			start, _ := a.startOffset(r, topic, p)
-			writeErrorBody(w, http.StatusGone, "offset_deleted", err.Error(), func(b *errorBody) { b.StartOffset = &start })
+			writeErrorBody(w, http.StatusGone, "offset_deleted",
+				fmt.Sprintf("offset %d is below the partition's start_offset %d: retention deleted it", offset, start),
+				func(b *errorBody) { b.StartOffset = &start })
 			return
 		}
-		a.writeNodeError(w, err)
+		a.writeNodeError(w, r, err)
 		return
 	}
 	if accept, _, _ := mime.ParseMediaType(r.Header.Get("Accept")); accept == batchContentType {
 		writeBatch(w, res)
 		return
 	}
-	writeRecordsJSON(w, res, q.Get("encoding") == "base64")
+	writeRecordsJSON(w, res, b64)
 }
 
 func (a *api) startOffset(r *http.Request, topic string, p int) (int64, error) {
@@ -314,43 +415,48 @@ func (a *api) startOffset(r *http.Request, topic string, p int) (int64, error) {
 	return l.StartOffset(), nil
 }
 
-func intParam(s string, def, lo, hi int) (int, bool) {
-	if s == "" {
-		return def, true
-	}
-	v, err := strconv.Atoi(s)
-	return v, err == nil && v >= lo && v <= hi
-}
-
+// fetchedRecord is one record of a JSON fetch. Encoding is "base64" when
+// key and value are base64 though the fetch asked for text: the record's
+// bytes are not valid UTF-8, and JSON text cannot carry them exactly.
 type fetchedRecord struct {
 	Offset        int64   `json:"offset"`
 	Key           *string `json:"key,omitempty"`
 	Value         string  `json:"value"`
+	Encoding      string  `json:"encoding,omitempty"`
 	CommittedAtMs int64   `json:"committed_at_ms"`
 }
 
 func writeRecordsJSON(w http.ResponseWriter, res partition.ReadResult, b64 bool) {
-	text := func(b []byte) string {
-		if b64 {
-			return base64.StdEncoding.EncodeToString(b)
-		}
-		// Invalid bytes become U+FFFD; encoding=base64 gives exact bytes.
-		return strings.ToValidUTF8(string(b), "\uFFFD")
-	}
 	out := struct {
 		Records       []fetchedRecord `json:"records"`
 		NextOffset    int64           `json:"next_offset"`
 		HighWatermark int64           `json:"high_watermark"`
 	}{Records: make([]fetchedRecord, 0, len(res.Records)), NextOffset: res.Next, HighWatermark: res.HighWatermark}
 	for _, rec := range res.Records {
-		fr := fetchedRecord{Offset: rec.Offset, Value: text(rec.Value), CommittedAtMs: rec.CommittedAtUnixMs}
-		if len(rec.Key) > 0 {
-			k := text(rec.Key)
-			fr.Key = &k
-		}
-		out.Records = append(out.Records, fr)
+		out.Records = append(out.Records, jsonRecordOf(rec, b64))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// jsonRecordOf is rec as JSON: text unless b64, or unless its bytes are
+// not valid UTF-8 (then base64, flagged).
+func jsonRecordOf(rec partition.ReadRecord, b64 bool) fetchedRecord {
+	fr := fetchedRecord{Offset: rec.Offset, CommittedAtMs: rec.CommittedAtUnixMs}
+	if !b64 && !(utf8.Valid(rec.Key) && utf8.Valid(rec.Value)) {
+		b64, fr.Encoding = true, "base64"
+	}
+	text := func(b []byte) string {
+		if b64 {
+			return base64.StdEncoding.EncodeToString(b)
+		}
+		return string(b)
+	}
+	fr.Value = text(rec.Value)
+	if len(rec.Key) > 0 {
+		k := text(rec.Key)
+		fr.Key = &k
+	}
+	return fr
 }
 
 // writeBatch writes the binary fetch encoding: for each record int64

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/narad-io/storage/wire"
@@ -34,6 +35,9 @@ func (a *api) topicRequest(w http.ResponseWriter, r *http.Request) (name string,
 	if !ok {
 		return "", body, false
 	}
+	if _, ok := query(w, r); !ok {
+		return "", body, false
+	}
 	if err := decodeJSON(r, &body); err != nil {
 		a.badBody(w, err)
 		return "", body, false
@@ -45,8 +49,8 @@ func (a *api) topicRequest(w http.ResponseWriter, r *http.Request) (name string,
 // is not a valid name: no path is built from it then.
 func topicOf(w http.ResponseWriter, r *http.Request) (string, bool) {
 	name := r.PathValue("topic")
-	if err := wire.ValidateTopicName(name); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_topic_name", err.Error())
+	if wire.ValidateTopicName(name) != nil {
+		writeError(w, http.StatusBadRequest, "invalid_topic_name", nameProblem(name))
 		return "", false
 	}
 	return name, true
@@ -61,13 +65,20 @@ func (a *api) putTopic(w http.ResponseWriter, r *http.Request) {
 	if body.RetentionMs != nil {
 		retention = *body.RetentionMs
 	}
-	if body.Partitions == nil || *body.Partitions < 1 || *body.Partitions > maxPartitions || retention < 0 {
-		writeError(w, http.StatusBadRequest, "invalid_body", "partitions must be 1 to 100000 and retention_ms not negative")
+	switch {
+	case body.Partitions == nil:
+		writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("partitions is required: an integer from 1 to %d", maxPartitions))
+		return
+	case *body.Partitions < 1 || *body.Partitions > maxPartitions:
+		writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("partitions must be from 1 to %d, not %d", maxPartitions, *body.Partitions))
+		return
+	case retention < 0:
+		writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("retention_ms must be 0 (keep forever) or more, not %d", retention))
 		return
 	}
 	_, created, err := a.node.CreateTopic(r.Context(), name, *body.Partitions, retention)
 	if err != nil {
-		a.writeNodeError(w, err)
+		a.writeNodeError(w, r, err)
 		return
 	}
 	status := http.StatusOK
@@ -78,9 +89,12 @@ func (a *api) putTopic(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) listTopics(w http.ResponseWriter, r *http.Request) {
+	if _, ok := query(w, r); !ok {
+		return
+	}
 	topics, err := a.ms.Topics(r.Context())
 	if err != nil {
-		a.writeNodeError(w, err)
+		a.writeNodeError(w, r, err)
 		return
 	}
 	out := struct {
@@ -97,6 +111,9 @@ func (a *api) listTopics(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) getTopic(w http.ResponseWriter, r *http.Request) {
+	if _, ok := query(w, r); !ok {
+		return
+	}
 	a.describe(w, r, r.PathValue("topic"), http.StatusOK)
 }
 
@@ -105,20 +122,30 @@ func (a *api) patchTopic(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if body.RetentionMs == nil || *body.RetentionMs < 0 || body.Partitions != nil {
-		writeError(w, http.StatusBadRequest, "invalid_body", "give retention_ms (not negative); partitions cannot change")
+	switch {
+	case body.Partitions != nil:
+		writeError(w, http.StatusBadRequest, "invalid_body", "partitions cannot change; PATCH takes retention_ms")
+		return
+	case body.RetentionMs == nil:
+		writeError(w, http.StatusBadRequest, "invalid_body", "retention_ms is required: 0 (keep forever) or more")
+		return
+	case *body.RetentionMs < 0:
+		writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("retention_ms must be 0 (keep forever) or more, not %d", *body.RetentionMs))
 		return
 	}
 	if _, err := a.node.SetRetention(r.Context(), name, *body.RetentionMs); err != nil {
-		a.writeNodeError(w, err)
+		a.writeNodeError(w, r, err)
 		return
 	}
 	a.describe(w, r, name, http.StatusOK)
 }
 
 func (a *api) deleteTopic(w http.ResponseWriter, r *http.Request) {
+	if _, ok := query(w, r); !ok {
+		return
+	}
 	if err := a.node.DeleteTopic(r.Context(), r.PathValue("topic")); err != nil {
-		a.writeNodeError(w, err)
+		a.writeNodeError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -127,7 +154,7 @@ func (a *api) deleteTopic(w http.ResponseWriter, r *http.Request) {
 func (a *api) describe(w http.ResponseWriter, r *http.Request, name string, status int) {
 	d, err := a.description(r, name)
 	if err != nil {
-		a.writeNodeError(w, err)
+		a.writeNodeError(w, r, err)
 		return
 	}
 	writeJSON(w, status, d)

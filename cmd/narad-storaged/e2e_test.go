@@ -351,9 +351,18 @@ func TestE2E_AuthAndListen(t *testing.T) {
 	expect(t, d.req("GET", "/v1/topics", nil), 401, "unauthorized")
 	expect(t, d.req("GET", "/v1/topics", nil, "Authorization", "Bearer wrong"), 401, "unauthorized")
 	expect(t, d.req("GET", "/v1/topics", nil, "Authorization", "Bearer s3cret"), 200, "")
+	expect(t, d.req("GET", "/v1/topics", nil, "Authorization", "bearer s3cret"), 200, "") // the scheme is case-insensitive
+	expect(t, d.req("GET", "/v1/topics", nil, "Authorization", "Basic s3cret"), 401, "unauthorized")
 	d.stop(syscall.SIGTERM)
 
-	out, err := exec.Command(daemonBinary, "serve", "--listen", "0.0.0.0:0", "--data-dir", filepath.Join(dir, "d2")).CombinedOutput()
+	// A token file others can read is refused, as ssh refuses such keys.
+	os.Chmod(tokenFile, 0o644)
+	out, err := exec.Command(daemonBinary, "serve", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"), "--auth-token-file", tokenFile).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "readable by group or others") {
+		t.Fatalf("a world-readable token file was accepted: %v %s", err, out)
+	}
+
+	out, err = exec.Command(daemonBinary, "serve", "--listen", "0.0.0.0:0", "--data-dir", filepath.Join(dir, "d2")).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "not loopback") {
 		t.Fatalf("non-loopback listen without a token started: %v %s", err, out)
 	}

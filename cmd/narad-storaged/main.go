@@ -1,5 +1,5 @@
-// Command narad-storaged serves one node's partitions over HTTP (see
-// ../shared/design/http-api.md), and carries the operator commands verify
+// Command narad-storaged serves one node's partitions over HTTP (the
+// contract is docs/http-api.md), and carries the operator commands verify
 // (an fsck of a data directory) and inspect (a dump of one segment), and
 // produce and consume, small clients for a terminal.
 package main

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/signal"
 	"strings"
 	"sync"
@@ -93,6 +94,14 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 	}()
 	var token []byte
 	if cfg.AuthTokenFile != "" {
+		// As ssh does with keys: a secret others can read is no secret.
+		fi, err := os.Stat(cfg.AuthTokenFile)
+		if err != nil {
+			return fmt.Errorf("auth token file: %w", err)
+		}
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+			return fmt.Errorf("auth token file %s is readable by group or others (mode %#o); chmod 600 it", cfg.AuthTokenFile, perm)
+		}
 		b, err := fsys.ReadFile(files, cfg.AuthTokenFile, 4096)
 		if err != nil {
 			return fmt.Errorf("auth token file: %w", err)
