@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -27,9 +26,9 @@ const SectorSize = 512
 // Invariants, under mu:
 //   - names holds every path that exists now, each parent directory
 //     included; "/" and "." always exist and are in neither map.
-//   - durableNames is the namespace a power loss leaves before the
-//     pendingNames are replayed: a name is in it only once a SyncDir of its
-//     directory (or Crash keeping the op) made it durable.
+//   - durable holds the entries on the media, by directory node (see
+//     sim_names.go); pendingNames the changes since, oldest first. A power
+//     loss leaves durable with a prefix of pendingNames replayed.
 //   - for a file node, apply(durable, pending) is what a crash that keeps
 //     every unsynced change leaves; cache equals it except after a failed
 //     sync, where cache still holds the bytes the kernel marked clean.
@@ -38,7 +37,7 @@ type Disk struct {
 	seed         uint64
 	now          func() time.Time
 	names        map[string]*node
-	durableNames map[string]*node
+	durable      entryMap
 	pendingNames []nameOp
 	faults       []*Injection
 	hook         func(Call) error
@@ -64,40 +63,14 @@ type dataOp struct {
 	data     []byte
 }
 
-// nameOp is one namespace change not yet made durable by a SyncDir.
-type nameOp struct {
-	kind    string // "create", "remove", "rename"
-	from    string // the path removed or renamed; "" for create
-	to      string // the path created or renamed to; "" for remove
-	node    *node
-	parents []string // the directories whose SyncDir makes it durable
-	// parentNodes are those directories themselves, as they were when the
-	// change was made: a path can name another directory later.
-	parentNodes []*node
-	// replaced is the (empty) directory a rename replaced, if any.
-	replaced *node
-}
-
-// removedDir is the directory a change removes: a removed directory, or
-// the one a rename replaced.
-func (op nameOp) removedDir() *node {
-	switch {
-	case op.kind == "remove" && op.node.dir:
-		return op.node
-	case op.kind == "rename":
-		return op.replaced
-	}
-	return nil
-}
-
 // NewDisk returns an empty simulated disk whose random choices (torn
 // sectors, garbage) derive from seed.
 func NewDisk(seed uint64) *Disk {
 	return &Disk{
-		seed:         seed,
-		now:          time.Now,
-		names:        map[string]*node{},
-		durableNames: map[string]*node{},
+		seed:    seed,
+		now:     time.Now,
+		names:   map[string]*node{},
+		durable: entryMap{},
 	}
 }
 
@@ -157,13 +130,6 @@ func (d *Disk) parentIsDir(p string) error {
 	return nil
 }
 
-func (d *Disk) recordName(op nameOp) {
-	for _, parent := range op.parents {
-		op.parentNodes = append(op.parentNodes, d.names[parent]) // nil for the root
-	}
-	d.pendingNames = append(d.pendingNames, op)
-}
-
 // OpenFile implements FS.
 func (d *Disk) OpenFile(name string, flag int) (File, error) {
 	p := clean(name)
@@ -190,7 +156,7 @@ func (d *Disk) OpenFile(name string, flag int) (File, error) {
 		}
 		n = &node{mode: FileMode, mtime: d.now()}
 		d.names[p] = n
-		d.recordName(nameOp{kind: "create", to: p, node: n, parents: []string{path.Dir(p)}})
+		d.recordCreate(p, n)
 	}
 	writable := flag&(os.O_WRONLY|os.O_RDWR) != 0
 	if flag&os.O_TRUNC != 0 && writable && len(n.cache) > 0 {
@@ -263,8 +229,8 @@ func (d *Disk) mkdirLocked(name, p string) error {
 		return pathError("mkdir", name, err)
 	}
 	n := &node{dir: true, mode: DirMode | os.ModeDir, mtime: d.now()}
+	d.recordCreate(p, n)
 	d.names[p] = n
-	d.recordName(nameOp{kind: "create", to: p, node: n, parents: []string{path.Dir(p)}})
 	return nil
 }
 
@@ -318,8 +284,8 @@ func (d *Disk) Remove(name string) error {
 }
 
 func (d *Disk) removeLocked(p string, n *node) {
+	d.recordRemove(p, n)
 	delete(d.names, p)
-	d.recordName(nameOp{kind: "remove", from: p, node: n, parents: []string{path.Dir(p)}})
 }
 
 // RemoveAll implements FS. It removes children before their directory, one
@@ -390,10 +356,14 @@ func (d *Disk) Rename(oldname, newname string) error {
 			return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: syscall.ENOTEMPTY}
 		}
 	}
+	if n.dir && strings.HasPrefix(to, from+"/") {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: syscall.EINVAL}
+	}
 	var replaced *node
 	if target, _ := d.lookup(to); target != nil && target.dir {
 		replaced = target // goes with the rename, atomically, as a removal would
 	}
+	d.recordRename(from, to, n, replaced)
 	moved := []string{from}
 	if n.dir {
 		moved = append(moved, d.descendantsLocked(from)...)
@@ -403,8 +373,6 @@ func (d *Disk) Rename(oldname, newname string) error {
 		d.names[nq] = d.names[q]
 		delete(d.names, q)
 	}
-	d.recordName(nameOp{kind: "rename", from: from, to: to, node: n, replaced: replaced,
-		parents: []string{path.Dir(from), path.Dir(to)}})
 	return nil
 }
 
@@ -476,162 +444,4 @@ func (d *Disk) Stat(name string) (FileInfo, error) {
 
 func (n *node) info(base string) FileInfo {
 	return FileInfo{Name: base, Size: int64(len(n.cache)), Mode: n.mode, ModTime: n.mtime}
-}
-
-// SyncDir implements FS: every pending namespace change in the directory,
-// and the earlier changes of the same nodes, become durable.
-func (d *Disk) SyncDir(name string) error {
-	p := clean(name)
-	err := d.enter(Call{Op: OpSyncDir, Path: p})
-	lie := err == errLie
-	if err != nil && !lie {
-		return pathError("fsync", name, err)
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if n, root := d.lookup(p); !root && (n == nil || !n.dir) {
-		return pathError("fsync", name, syscall.ENOTDIR)
-	}
-	if lie {
-		return nil
-	}
-	// The changes this sync carries: those named in p, and, so a node's
-	// history stays in order, the earlier changes of the same nodes
-	// elsewhere. upTo[n] is the index of n's latest change carried; every
-	// change of n up to it is carried, none after.
-	upTo := map[*node]int{}
-	raise := func(n *node, i int) bool {
-		if cur, ok := upTo[n]; ok && cur >= i {
-			return false
-		}
-		upTo[n] = i
-		return true
-	}
-	// The directory is a node, not a path: a change made in it under an
-	// older name is its change too, one made in an earlier directory of
-	// the same name is not.
-	dir, _ := d.lookup(p)
-	for i, op := range d.pendingNames {
-		for k, parent := range op.parents {
-			if op.parentNodes[k] == dir && (dir != nil || isRoot(parent)) {
-				raise(op.node, i)
-			}
-		}
-	}
-	// A directory can only be removed (or replaced) empty: its removal
-	// carries the earlier changes inside it (and inside its
-	// subdirectories), or a crash would bring its old entries back under
-	// a new directory of the same name. Inside means in that directory
-	// node, whatever its path. Repeat until nothing more is carried.
-	carry := make([]bool, len(d.pendingNames))
-	for changed := true; changed; {
-		changed = false
-		for i, op := range d.pendingNames {
-			if up, ok := upTo[op.node]; ok && !carry[i] && i <= up {
-				carry[i], changed = true, true
-			}
-		}
-		for i := len(d.pendingNames) - 1; i >= 0; i-- {
-			removed := d.pendingNames[i].removedDir()
-			if !carry[i] || removed == nil {
-				continue
-			}
-			inside := map[*node]bool{removed: true}
-			for j := i - 1; j >= 0; j-- {
-				q := d.pendingNames[j]
-				for _, parent := range q.parentNodes {
-					if parent != nil && inside[parent] {
-						if raise(q.node, j) {
-							changed = true
-						}
-						if q.node.dir {
-							inside[q.node] = true
-						}
-						break
-					}
-				}
-			}
-		}
-	}
-	for i, op := range d.pendingNames {
-		if carry[i] {
-			op.applyTo(d.durableNames)
-			if op.kind == "rename" && op.node.dir {
-				d.moveEarlierChanges(i, carry)
-			}
-		}
-	}
-	var rest []nameOp
-	for i, op := range d.pendingNames {
-		if !carry[i] {
-			rest = append(rest, op)
-		}
-	}
-	d.pendingNames = rest
-	return nil
-}
-
-// moveEarlierChanges follows the durable rename of a directory,
-// pendingNames[i], with the changes made inside it before the rename and
-// not carried yet: they name it by its old path, and when a later sync or
-// a crash replays them onto the durable namespace (which has the rename
-// already), they must land under the new one.
-func (d *Disk) moveEarlierChanges(i int, carry []bool) {
-	moved := d.pendingNames[i]
-	inside := map[*node]bool{moved.node: true}
-	for p, n := range d.durableNames {
-		if n.dir && strings.HasPrefix(p, moved.to+"/") {
-			inside[n] = true
-		}
-	}
-	for _, op := range d.pendingNames[:i] {
-		if op.node.dir && slices.ContainsFunc(op.parentNodes, func(n *node) bool { return inside[n] }) {
-			inside[op.node] = true
-		}
-	}
-	prefix := moved.from + "/"
-	for j := range d.pendingNames[:i] {
-		if carry[j] {
-			continue
-		}
-		op := &d.pendingNames[j]
-		op.parents = slices.Clone(op.parents)
-		for k, parent := range op.parentNodes {
-			if !inside[parent] || !strings.HasPrefix(op.parents[k]+"/", prefix) {
-				continue
-			}
-			op.parents[k] = moved.to + strings.TrimPrefix(op.parents[k], moved.from)
-			// A rename's first parent is its source's, the second its target's.
-			if op.kind == "remove" || (op.kind == "rename" && k == 0) {
-				op.from = moved.to + strings.TrimPrefix(op.from, moved.from)
-			} else {
-				op.to = moved.to + strings.TrimPrefix(op.to, moved.from)
-			}
-		}
-	}
-}
-
-// applyTo replays a namespace change onto a namespace map.
-func (op nameOp) applyTo(names map[string]*node) {
-	switch op.kind {
-	case "create":
-		names[op.to] = op.node
-	case "remove":
-		if names[op.from] == op.node {
-			delete(names, op.from)
-		}
-	case "rename":
-		if names[op.from] != op.node {
-			// The create of the source never became durable; neither
-			// does the name it was renamed to.
-			return
-		}
-		prefix := op.from + "/"
-		for q, n := range names {
-			if q == op.from || strings.HasPrefix(q, prefix) {
-				delete(names, q)
-				names[op.to+strings.TrimPrefix(q, op.from)] = n
-			}
-		}
-	}
 }

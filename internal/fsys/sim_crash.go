@@ -3,7 +3,6 @@ package fsys
 import (
 	"hash/fnv"
 	"math/rand/v2"
-	"path"
 	"sort"
 )
 
@@ -53,18 +52,7 @@ type CrashPlan struct {
 func (d *Disk) Crash(plan CrashPlan) *Disk {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	names := make(map[string]*node, len(d.durableNames))
-	for p, n := range d.durableNames {
-		names[p] = n
-	}
-	keep := len(d.pendingNames)
-	if plan.KeepNameOps >= 0 && plan.KeepNameOps < keep {
-		keep = plan.KeepNameOps
-	}
-	for _, op := range d.pendingNames[:keep] {
-		op.applyTo(names)
-	}
-	dropOrphans(names)
+	names := d.imageLocked(plan.KeepNameOps)
 
 	rng := rand.New(rand.NewPCG(d.seed, plan.Seed))
 	out := NewDisk(d.seed)
@@ -72,17 +60,17 @@ func (d *Disk) Crash(plan CrashPlan) *Disk {
 	copies := map[*node]*node{}
 	for _, p := range sortedKeys(names) {
 		n := names[p]
-		c, ok := copies[n]
-		if !ok {
-			c = &node{dir: n.dir, mode: n.mode, mtime: n.mtime}
-			if !n.dir {
-				c.durable = crashImage(p, n, plan, rng)
-				c.cache = append([]byte(nil), c.durable...)
-			}
-			copies[n] = c
+		c := &node{dir: n.dir, mode: n.mode, mtime: n.mtime}
+		if !n.dir {
+			c.durable = crashImage(p, n, plan, rng)
+			c.cache = append([]byte(nil), c.durable...)
 		}
+		copies[n] = c
 		out.names[p] = c
-		out.durableNames[p] = c
+	}
+	// Everything on the media, as the paths say: the parents come first.
+	for _, p := range sortedKeys(names) {
+		out.durable.set(out.entryOf(p), copies[names[p]])
 	}
 	return out
 }
@@ -110,18 +98,20 @@ func (d *Disk) ProcessCrash() *Disk {
 	for p, n := range d.names {
 		out.names[p] = clone(n)
 	}
-	for p, n := range d.durableNames {
-		out.durableNames[p] = clone(n)
+	cloneDir := func(dir *node) *node {
+		if dir == nil {
+			return nil // the root
+		}
+		return clone(dir)
+	}
+	for dir, kids := range d.durable {
+		for name, n := range kids {
+			out.durable.set(dirent{dir: cloneDir(dir), name: name}, clone(n))
+		}
 	}
 	for _, op := range d.pendingNames {
 		op.node = clone(op.node)
-		parents := make([]*node, len(op.parentNodes))
-		for i, pn := range op.parentNodes {
-			if pn != nil {
-				parents[i] = clone(pn)
-			}
-		}
-		op.parentNodes = parents
+		op.from.dir, op.to.dir = cloneDir(op.from.dir), cloneDir(op.to.dir)
 		if op.replaced != nil {
 			op.replaced = clone(op.replaced)
 		}
@@ -198,19 +188,6 @@ func dirtySectors(n *node) []int64 {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
-}
-
-// dropOrphans removes names whose parent directory is not in the map.
-func dropOrphans(names map[string]*node) {
-	for _, p := range sortedKeys(names) { // parents sort before children
-		parent := path.Dir(p)
-		if isRoot(parent) {
-			continue
-		}
-		if pn, ok := names[parent]; !ok || !pn.dir {
-			delete(names, p)
-		}
-	}
 }
 
 func sortedKeys(m map[string]*node) []string {
