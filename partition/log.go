@@ -45,6 +45,7 @@ type Log struct {
 	cache          frameCache
 	hot            hotSet
 	readSinceWrite atomic.Bool // a read happened since the last frame write
+	damage         damageLog   // damaged places reads met, each logged once
 
 	// sweeping is a one-slot semaphore held from a sweep's detach to the
 	// end of its unlinks, and by Close, which so waits for them. A channel

@@ -45,13 +45,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "narad_storage_commit_group_size", Help: "Produce calls coalesced into one commit.", Buckets: prometheus.ExponentialBuckets(1, 2, 10),
 		}),
 		bytesWritten: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "narad_storage_written_bytes_total", Help: "Frame bytes written to segments.",
+			Name: "narad_storage_written_frame_bytes_total", Help: "Frame bytes written to segments: headers and (compressed) payloads, as on disk.",
 		}),
 		recordsWritten: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "narad_storage_written_records_total", Help: "Records written to segments.",
 		}),
 		bytesRead: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "narad_storage_read_bytes_total", Help: "Record bytes served by reads.",
+			Name: "narad_storage_read_record_bytes_total", Help: "Key and value bytes of the records reads served.",
 		}),
 		recordsRead: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "narad_storage_read_records_total", Help: "Records served by reads.",
@@ -84,6 +84,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "narad_storage_segments_rolled_total", Help: "Segments sealed by a roll.",
 		}),
 	}
+	// Every series an alert may name exists from the start, at zero.
+	for _, kind := range []string{kindFsyncPoisoned, kindRetentionUnlink, kindCommitFailed, kindWriteFailed, kindReadCorrupt, kindHWMFile} {
+		m.Errors.WithLabelValues("storage", kind)
+	}
+	m.retentionBytes.WithLabelValues(reasonAge)
+	m.retentionRecords.WithLabelValues(reasonAge)
 	if reg != nil {
 		reg.MustRegister(m.Errors, m.commitSeconds, m.fsyncSeconds, m.commitGroupSize,
 			m.bytesWritten, m.recordsWritten, m.bytesRead, m.recordsRead, m.openLogs,

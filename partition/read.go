@@ -140,14 +140,12 @@ func (l *Log) frameAt(v *view, offset int64) (*cachedFrame, error) {
 			if err == nil {
 				err = fmt.Errorf("%w: frame at byte %d has base offset %d, want %d", wire.ErrCorrupt, pos, h.BaseOffset, expect)
 			}
-			l.metrics.countError(kindReadCorrupt)
-			return nil, &UnreadableError{Offset: offset, Next: nextOffset, Cause: fmt.Errorf("%s byte %d: %w", seg.path, pos, err)}
+			return nil, l.damaged(seg, pos, &UnreadableError{Offset: offset, Next: nextOffset, Cause: fmt.Errorf("%s byte %d: %w", seg.path, pos, err)})
 		}
 		if offset < h.EndOffset() {
 			f, err := decodeFrame(h, frame)
 			if err != nil {
-				l.metrics.countError(kindReadCorrupt)
-				return nil, &UnreadableError{Offset: offset, Next: h.EndOffset(), Cause: fmt.Errorf("%s byte %d: %w", seg.path, pos, err)}
+				return nil, l.damaged(seg, pos, &UnreadableError{Offset: offset, Next: h.EndOffset(), Cause: fmt.Errorf("%s byte %d: %w", seg.path, pos, err)})
 			}
 			l.cache.remember(seg, h.BaseOffset, h.EndOffset(), pos, h.FrameLen())
 			l.cache.put(f)
@@ -159,8 +157,7 @@ func (l *Log) frameAt(v *view, offset int64) (*cachedFrame, error) {
 	}
 	// The segment ends before the offsets its successor's name promises
 	// (a sealed segment whose last sync lied): recorded loss.
-	l.metrics.countError(kindReadCorrupt)
-	return nil, &UnreadableError{Offset: offset, Next: endOffset, Cause: fmt.Errorf("%s ends at offset %d, before %d", seg.path, expect, endOffset)}
+	return nil, l.damaged(seg, limit, &UnreadableError{Offset: offset, Next: endOffset, Cause: fmt.Errorf("%s ends at offset %d, before %d", seg.path, expect, endOffset)})
 }
 
 // explainReadFailure turns a failure to reach a segment into what the

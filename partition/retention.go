@@ -93,6 +93,9 @@ func (l *Log) unlink(todo []detached) (SweepResult, error) {
 		l.metrics.retentionRecords.WithLabelValues(reasonAge).Add(float64(d.records))
 	}
 	if res.DeletedSegments > 0 {
+		l.logger.Info("retention deleted segments", zap.Int("segments", res.DeletedSegments),
+			zap.Int64("bytes", res.DeletedBytes), zap.Int64("records", res.DeletedRecords),
+			zap.Int64("start_offset", l.StartOffset()))
 		if err := files.SyncDir(l.dir); err != nil {
 			// The files may come back after a crash; the next sweep
 			// deletes them again.

@@ -53,7 +53,7 @@ func (n *Node) openAdmitted(key supervisor.Key, rec TopicRecord) (*partition.Log
 		return nil, err
 	}
 	dir, _ := wire.PartitionDirName(key.Partition)
-	return partition.Open(filepath.Join(n.topicsDir, key.Topic, dir), partition.Options{
+	l, err := partition.Open(filepath.Join(n.topicsDir, key.Topic, dir), partition.Options{
 		FS:              n.cfg.FS,
 		Codec:           n.cfg.Codec,
 		Logger:          n.logger.With(zap.String("topic", key.Topic), zap.Int("partition", key.Partition)),
@@ -61,6 +61,10 @@ func (n *Node) openAdmitted(key supervisor.Key, rec TopicRecord) (*partition.Log
 		SegmentMaxBytes: n.cfg.SegmentMaxBytes,
 		RetentionMaxAge: time.Duration(rec.RetentionMs) * time.Millisecond,
 	})
+	if err == nil {
+		n.marks.open(key, rec.Incarnation)
+	}
+	return l, err
 }
 
 // checkIncarnation compares the topic directory's marker with the record

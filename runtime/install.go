@@ -68,6 +68,7 @@ func (n *Node) InstallPartition(ctx context.Context, topic string, p int, incarn
 		if err := n.checkIncarnation(t, cur); err != nil {
 			return err
 		}
+		n.marks.forget(key) // the boundary is the installed files' now
 		return n.install(key, files)
 	})
 	if err != nil {

@@ -119,6 +119,8 @@ type Node struct {
 	consumers       *consumers
 	committer       *committer
 	consumerMetrics consumerMetrics
+	topicMetrics    topicMetrics
+	marks           *partitionMarks // high watermarks for the per-partition gauge
 
 	// dropConsumerState forgets a deleted incarnation's in-memory consumer
 	// state; it runs right after the quarantine rename (and in a purge),
@@ -163,6 +165,8 @@ func New(cfg Config, ms Metastore, logger *zap.Logger, reg prometheus.Registerer
 		logger:          logger,
 		metrics:         partition.NewMetrics(reg),
 		consumerMetrics: newConsumerMetrics(reg),
+		topicMetrics:    newTopicMetrics(reg),
+		marks:           newPartitionMarks(),
 		topicsDir:       filepath.Join(cfg.DataDir, wire.TopicsDirName),
 		promReg:         reg,
 	}
@@ -170,7 +174,10 @@ func New(cfg Config, ms Metastore, logger *zap.Logger, reg prometheus.Registerer
 	n.committer = &committer{n: n, commitInterval: cfg.ConsumerOffsetCommitInterval,
 		dirtySet: map[*consumer]struct{}{}, unsyncedSet: map[*consumer]struct{}{}}
 	n.dropConsumerState = n.consumers.drop
-	n.reg = supervisor.NewRegistry(supervisor.RegistryOptions{CheckLockOrder: cfg.CheckLockOrder, OnClose: n.consumers.settle})
+	n.reg = supervisor.NewRegistry(supervisor.RegistryOptions{CheckLockOrder: cfg.CheckLockOrder, OnClose: n.onClose})
+	if reg != nil {
+		reg.MustRegister(hwmCollector{n})
+	}
 	if err := fsys.MkdirAllDurable(cfg.FS, n.topicsDir); err != nil {
 		return nil, fmt.Errorf("runtime: data directory: %w", err)
 	}
@@ -186,6 +193,13 @@ func New(cfg Config, ms Metastore, logger *zap.Logger, reg prometheus.Registerer
 		return nil, fmt.Errorf("runtime: startup: %w", err)
 	}
 	return n, nil
+}
+
+// onClose runs after the registry closed a log, under its topic's guard:
+// the consumer state beside it is settled, and its boundary remembered.
+func (n *Node) onClose(key supervisor.Key, l *partition.Log) {
+	n.consumers.settle(key)
+	n.marks.close(key, l.HighWatermark())
 }
 
 // Ready reports whether startup has opened every owned partition.
@@ -305,6 +319,9 @@ func (n *Node) Produce(ctx context.Context, topic string, p int, records []parti
 		base, err = l.Produce(ctx, records)
 		return err
 	})
+	if err == nil {
+		n.topicMetrics.countProduce(topic, records)
+	}
 	return base, err
 }
 
@@ -342,7 +359,11 @@ func (n *Node) AppendCommit(ctx context.Context, topic string, p int, records []
 	if base, err = l.Append(ctx, records); err != nil {
 		return 0, err
 	}
-	return base, l.CommitDurable(ctx)
+	if err := l.CommitDurable(ctx); err != nil {
+		return base, err
+	}
+	n.topicMetrics.countProduce(topic, records)
+	return base, nil
 }
 
 // Read reads committed records (partition.Log.Read).
@@ -355,6 +376,9 @@ func (n *Node) Read(ctx context.Context, topic string, p int, offset int64, maxR
 		res, err = l.Read(offset, maxRecords, maxBytes)
 		return err
 	})
+	if err == nil {
+		n.topicMetrics.countFetch(topic, res)
+	}
 	return res, err
 }
 

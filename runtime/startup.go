@@ -52,6 +52,7 @@ func (n *Node) Start(ctx context.Context) error {
 	total := 0
 	for _, t := range topics {
 		total += t.Partitions
+		n.topicMetrics.add(t.Name)
 	}
 	started := time.Now()
 	var opened, skipped atomic.Int64

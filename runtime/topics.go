@@ -10,6 +10,7 @@ import (
 	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/supervisor"
 	"github.com/narad-io/storage/wire"
+	"go.uber.org/zap"
 )
 
 // ErrTopicExists: a topic of that name exists with other settings.
@@ -32,6 +33,11 @@ func (n *Node) CreateTopic(ctx context.Context, name string, partitions int, ret
 	if !created && (rec.Partitions != partitions || rec.RetentionMs != retentionMs) {
 		return rec, false, fmt.Errorf("%w: %s", ErrTopicExists, name)
 	}
+	if created {
+		n.topicMetrics.add(name)
+		n.logger.Info("topic created", zap.String("topic", name), zap.String("incarnation", string(rec.Incarnation)),
+			zap.Int("partitions", partitions), zap.Int64("retention_ms", retentionMs))
+	}
 	return rec, created, nil
 }
 
@@ -53,6 +59,8 @@ func (n *Node) DeleteTopic(ctx context.Context, name string) error {
 	if err := n.ms.DeleteTopic(ctx, name); err != nil {
 		return err
 	}
+	n.topicMetrics.remove(name)
+	n.logger.Info("topic deleted", zap.String("topic", name), zap.String("incarnation", string(rec.Incarnation)))
 	return n.purge(rec)
 }
 
@@ -85,6 +93,7 @@ func (n *Node) purgeLocked(t *supervisor.GuardedTopic, deleted TopicRecord) erro
 	if err := t.CloseAll(); err != nil {
 		n.logger.Warn("closing a deleted topic's logs: " + err.Error())
 	}
+	n.marks.forgetTopic(deleted.Name)
 	n.dropConsumerState(deleted.Name, deleted.Incarnation)
 	dir := filepath.Join(n.topicsDir, deleted.Name)
 	if stale, err := wire.StaleDirName(deleted.Name, deleted.Incarnation); err == nil {
@@ -125,6 +134,7 @@ func (n *Node) SetRetention(ctx context.Context, name string, retentionMs int64)
 	if err != nil {
 		return rec, err
 	}
+	n.logger.Info("topic retention changed", zap.String("topic", name), zap.Int64("retention_ms", retentionMs))
 	var errs []error
 	for _, key := range n.reg.Keys() {
 		if key.Topic == name {

@@ -28,9 +28,9 @@ type RegistryOptions struct {
 	// turn it on; it costs a stack read per lock.
 	CheckLockOrder bool
 	// OnClose, if set, runs after a log is closed, under its topic's
-	// guard: state kept beside the log (consumer progress) is settled and
-	// its files closed with it.
-	OnClose func(Key)
+	// guard, with the closed log: state kept beside the log (consumer
+	// progress) is settled and its files closed with it.
+	OnClose func(Key, *partition.Log)
 }
 
 // Registry is a node's map of open partition logs (the design's
@@ -57,7 +57,7 @@ type RegistryOptions struct {
 //     and settles its entry under the topic's guard, and opens afresh.
 type Registry struct {
 	order   *lockOrder
-	onClose func(Key)
+	onClose func(Key, *partition.Log)
 
 	mu     sync.Mutex
 	closed bool
@@ -264,7 +264,7 @@ func (r *Registry) dropAndClose(key Key) error {
 	}
 	err := e.log.Close()
 	if r.onClose != nil {
-		r.onClose(key)
+		r.onClose(key, e.log)
 	}
 	return err
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/narad-io/storage/runtime"
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,10 +43,11 @@ type api struct {
 	opts    apiOptions
 	mux     *http.ServeMux
 	closing <-chan struct{}
+	metrics httpMetrics
 }
 
 func newAPI(node *runtime.Node, ms runtime.Metastore, logger *zap.Logger, reg *prometheus.Registry, opts apiOptions) *api {
-	a := &api{node: node, ms: ms, logger: logger, opts: opts, mux: http.NewServeMux(), closing: opts.closing}
+	a := &api{node: node, ms: ms, logger: logger, opts: opts, mux: http.NewServeMux(), closing: opts.closing, metrics: newHTTPMetrics(reg)}
 	if a.closing == nil {
 		a.closing = make(chan struct{})
 	}
@@ -97,9 +99,13 @@ func (a *api) noRoute(w http.ResponseWriter, r *http.Request) {
 }
 
 // ServeHTTP checks the bearer token (in constant time; /healthz is open),
-// caps the body, and routes. A panic in a handler answers 500, never
-// takes the daemon down.
+// caps the body, and routes; every request is counted and timed by its
+// route. A panic in a handler answers 500, never takes the daemon down.
 func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &statusRecorder{ResponseWriter: w}
+	w = rec
+	defer func() { a.metrics.observe(routeOf(r), rec.code(), time.Since(start)) }()
 	defer func() {
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {

@@ -1,0 +1,132 @@
+package runtime
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/narad-io/storage/internal/fsys"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// startNodeWithRegistry is startNode with the node's metrics in reg.
+func startNodeWithRegistry(t *testing.T, d *fsys.Disk, reg *prometheus.Registry) *testNode {
+	t.Helper()
+	ms, err := OpenLocalMetastore(d, dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(Config{DataDir: dataDir, FS: d, CheckLockOrder: true, SegmentMaxBytes: 4 << 10}, ms, nil, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := n.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return &testNode{Node: n, disk: d, ms: ms}
+}
+
+// series lists the registry's series of one metric, one line each:
+// "label=value ... value", sorted as the registry gathers them.
+func series(t *testing.T, reg *prometheus.Registry, name string) string {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, mf := range families {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				b.WriteString(lp.GetName() + "=" + lp.GetValue() + " ")
+			}
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			b.WriteString(strconv.FormatFloat(v, 'f', -1, 64) + "\n")
+		}
+	}
+	return b.String()
+}
+
+// TestMetrics_TopicCounters: a topic's produce and fetch counters exist
+// from its creation at zero, count records and their key and value bytes,
+// and go with the topic.
+func TestMetrics_TopicCounters(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	n := startNodeWithRegistry(t, newTestDisk(t, 1), reg)
+	n.CreateTopic(bg, "orders", 1, 0)
+	if got := series(t, reg, "narad_topic_produced_records_total"); got != "topic=orders 0\n" {
+		t.Fatalf("before any produce: %q", got)
+	}
+	recs := recs("orders", 0, 0, 3) // keys "orders", values "orders/0/N"
+	if _, err := n.Produce(bg, "orders", 0, recs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.AppendCommit(bg, "orders", 0, recs[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Read(bg, "orders", 0, 1, 10, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	perRecord := len("orders") + len("orders/0/0")
+	for name, want := range map[string]int{
+		"narad_topic_produced_records_total": 4, "narad_topic_produced_bytes_total": 4 * perRecord,
+		"narad_topic_fetched_records_total": 3, "narad_topic_fetched_bytes_total": 3 * perRecord,
+	} {
+		if got := series(t, reg, name); got != "topic=orders "+strconv.Itoa(want)+"\n" {
+			t.Errorf("%s: %q, want %d", name, got, want)
+		}
+	}
+	if err := n.DeleteTopic(bg, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if got := series(t, reg, "narad_topic_produced_records_total"); got != "" {
+		t.Fatalf("a deleted topic's series remain: %q", got)
+	}
+}
+
+// TestMetrics_HighWatermarkGaugeNeverOpensALog: the per-partition gauge
+// answers from an open log, and from what a closed one's close left,
+// without opening it; a recreated topic never shows the deleted one's
+// boundary.
+func TestMetrics_HighWatermarkGaugeNeverOpensALog(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	n := startNodeWithRegistry(t, newTestDisk(t, 1), reg)
+	n.CreateTopic(bg, "orders", 2, 0)
+	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 7))
+	n.Produce(bg, "orders", 1, recs("orders", 1, 0, 2))
+	const both = "partition=0 topic=orders 7\npartition=1 topic=orders 2\n"
+	if got := series(t, reg, "narad_partition_high_watermark"); got != both {
+		t.Fatalf("open logs: %q", got)
+	}
+	if err := n.reg.CloseLive(key("orders", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if got := series(t, reg, "narad_partition_high_watermark"); got != both {
+		t.Fatalf("one log closed: %q", got)
+	}
+	if _, ok := n.reg.Lookup(key("orders", 0)); ok {
+		t.Fatal("a scrape opened the closed log")
+	}
+	if err := n.DeleteTopic(bg, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if got := series(t, reg, "narad_partition_high_watermark"); got != "" {
+		t.Fatalf("a deleted topic's partitions: %q", got)
+	}
+	n.CreateTopic(bg, "orders", 2, 0)
+	if got := series(t, reg, "narad_partition_high_watermark"); got != "" {
+		t.Fatalf("a recreated topic, never opened, shows %q", got)
+	}
+	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 1))
+	if got := series(t, reg, "narad_partition_high_watermark"); got != "partition=0 topic=orders 1\n" {
+		t.Fatalf("a recreated topic: %q", got)
+	}
+}
