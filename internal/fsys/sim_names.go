@@ -248,6 +248,31 @@ func (d *Disk) SyncDir(name string) error {
 					changed = true
 				}
 			}
+			// A rename into another directory moves a node that may be
+			// durable elsewhere: the destination's pending create (and
+			// its parents') come first, or the node would be at no path
+			// (rename is atomic). A rename within one directory needs
+			// none: a directory not durable yet holds nothing durable,
+			// and its missing parent sync stays a loss the model shows.
+			if op.kind == "rename" && op.from.dir != op.to.dir {
+				x, bound := op.to.dir, i
+				for x != nil {
+					k := -1
+					for j := bound - 1; j >= 0; j-- {
+						if q := d.pendingNames[j]; q.node == x && q.kind == "create" {
+							k = j
+							break
+						}
+					}
+					if k < 0 {
+						break
+					}
+					if raise(x, k) {
+						changed = true
+					}
+					x, bound = d.pendingNames[k].to.dir, k
+				}
+			}
 			// A directory is removed (or replaced) only once empty: the
 			// changes that emptied it, inside it and its subdirectories,
 			// come first.

@@ -435,3 +435,67 @@ func TestCrash_ADurableRenameIsNotUndoneByAnEarlierName(t *testing.T) {
 		t.Errorf("a crash keeping every change differs from the live namespace")
 	}
 }
+
+// TestCrash_ASyncNeverLeavesADurableFileAtNoPath: a SyncDir that carries
+// a rename into a directory whose create is pending carries that create
+// too (and its parents'): a durable file moved into a new directory is,
+// after a crash, at its old name or its new one, never at neither.
+func TestCrash_ASyncNeverLeavesADurableFileAtNoPath(t *testing.T) {
+	d := NewDisk(1)
+	mustWriteSynced(t, d, "/d", []byte("durable"))
+	syncDirs(t, d, "/")
+	if err := d.Mkdir("/b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Rename("/d", "/b/d"); err != nil {
+		t.Fatal(err)
+	}
+	before := crashNames(d, 0)
+	syncDirs(t, d, "/b")
+	after := crashNames(d, 0)
+	t.Logf("live:                       %v", liveNames(d))
+	t.Logf("crash keep 0, before sync:  %v", before)
+	t.Logf("crash keep 0, after sync:   %v", after)
+	for k := 0; k <= pendingCount(d); k++ {
+		t.Logf("crash keep %d after sync:    %v", k, crashNames(d, k))
+	}
+	if len(after) == 0 {
+		t.Errorf("a durable file is at no path after a crash, because a SyncDir carried its rename but not the mkdir of the destination")
+	}
+
+	// The same with the sync of the source directory (to make the move
+	// out durable): /p/f, durable, is lost.
+	d = NewDisk(1)
+	mkdirs(t, d, "/p")
+	syncDirs(t, d, "/")
+	mustWriteSynced(t, d, "/p/f", []byte("durable"))
+	syncDirs(t, d, "/p")
+	mkdirs(t, d, "/x")
+	if err := d.Rename("/p/f", "/x/f"); err != nil {
+		t.Fatal(err)
+	}
+	syncDirs(t, d, "/p")
+	t.Logf("second case, live %v; crash keep 0 after syncdir /p: %v", liveNames(d), crashNames(d, 0))
+	if got := crashNames(d, 0); fmt.Sprint(got) == "[/p]" {
+		t.Errorf("/p/f, durable, is at no path after a crash: SyncDir(/p) carried its rename to /x/f, not the mkdir of /x")
+	}
+}
+
+// TestCrash_ARenameWithinANewDirectoryKeepsItsParentUnsynced: the atomic
+// write of a file in a new directory (create a temporary, sync, rename,
+// sync the directory) makes nothing durable while the directory's own
+// entry is not: a missing sync of its parent still shows as a loss.
+func TestCrash_ARenameWithinANewDirectoryKeepsItsParentUnsynced(t *testing.T) {
+	d := NewDisk(1)
+	mkdirs(t, d, "/data")
+	syncDirs(t, d, "/")
+	mkdirs(t, d, "/data/topic") // /data never synced
+	mustWriteSynced(t, d, "/data/topic/marker.tmp", []byte("id"))
+	if err := d.Rename("/data/topic/marker.tmp", "/data/topic/marker"); err != nil {
+		t.Fatal(err)
+	}
+	syncDirs(t, d, "/data/topic")
+	if ok, _ := Exists(d.Crash(CrashPlan{}), "/data/topic"); ok {
+		t.Fatal("a sync inside a new directory made the directory's own entry durable")
+	}
+}
