@@ -1,0 +1,58 @@
+package client
+
+import (
+	"fmt"
+	"time"
+)
+
+// Error is an error answer of the API: its status, its code (the API's
+// snake_case code) and message, and what some codes carry.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+	// StartOffset is the partition's start, with offset_deleted.
+	StartOffset *int64
+	// NextOffset is the offset after a damaged frame, with
+	// record_unreadable.
+	NextOffset *int64
+	// RetryAfter is the server's Retry-After, when it gave one.
+	RetryAfter time.Duration
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("narad: %s (%d): %s", e.Code, e.Status, e.Message)
+}
+
+// Is matches an *Error against a sentinel of the same code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Status == 0 && t.Code == e.Code
+}
+
+func code(c string) *Error { return &Error{Code: c} }
+
+// Sentinels, one per code of the API, for errors.Is.
+var (
+	ErrInvalidParameter          = code("invalid_parameter")
+	ErrInvalidBody               = code("invalid_body")
+	ErrInvalidOffset             = code("invalid_offset")
+	ErrInvalidTopicName          = code("invalid_topic_name")
+	ErrUnauthorized              = code("unauthorized")
+	ErrNotFound                  = code("not_found")
+	ErrTopicNotFound             = code("topic_not_found")
+	ErrPartitionNotFound         = code("partition_not_found")
+	ErrMethodNotAllowed          = code("method_not_allowed")
+	ErrTopicExists               = code("topic_exists")
+	ErrOffsetDeleted             = code("offset_deleted")
+	ErrRecordUnreadable          = code("record_unreadable")
+	ErrBatchTooLarge             = code("batch_too_large")
+	ErrOffsetBeyondHighWatermark = code("offset_beyond_high_watermark")
+	ErrCommitFailed              = code("commit_failed")
+	ErrLogPoisoned               = code("log_poisoned")
+	ErrMetastoreBroken           = code("metastore_broken")
+	ErrUnavailable               = code("unavailable")
+	ErrNotReady                  = code("not_ready")
+	ErrNoSpace                   = code("no_space")
+	ErrInternal                  = code("internal")
+)
