@@ -20,6 +20,8 @@ type config struct {
 	DataDir                      string   `json:"data_dir"`
 	Listen                       string   `json:"listen"`
 	AuthTokenFile                string   `json:"auth_token_file"`
+	TLSCert                      string   `json:"tls_cert"`
+	TLSKey                       string   `json:"tls_key"`
 	Insecure                     bool     `json:"insecure"`
 	Codec                        string   `json:"codec"`
 	ReaperInterval               duration `json:"reaper_interval"`
@@ -97,6 +99,8 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "address; a non-loopback address needs --auth-token-file or --insecure")
 	fs.StringVar(&cfg.AuthTokenFile, "auth-token-file", cfg.AuthTokenFile, "file holding a bearer token every request but /healthz must carry")
 	fs.BoolVar(&cfg.Insecure, "insecure", cfg.Insecure, "allow a non-loopback --listen without a token")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", cfg.TLSCert, "PEM certificate (chain) to serve HTTPS with; read again on SIGHUP")
+	fs.StringVar(&cfg.TLSKey, "tls-key", cfg.TLSKey, "PEM private key of --tls-cert")
 	fs.StringVar(&cfg.Codec, "codec", cfg.Codec, "codec of new frames: none or zstd")
 	fs.Var(durationFlag{&cfg.ReaperInterval}, "reaper-interval", "retention sweep of open logs")
 	fs.Var(durationFlag{&cfg.ColdWalkInterval}, "cold-walk-interval", "cold retention walk of closed logs; 0 turns it off")
@@ -136,6 +140,8 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 		merge("listen", func() { cfg.Listen = fromFile.Listen })
 		merge("auth-token-file", func() { cfg.AuthTokenFile = fromFile.AuthTokenFile })
 		merge("insecure", func() { cfg.Insecure = fromFile.Insecure })
+		merge("tls-cert", func() { cfg.TLSCert = fromFile.TLSCert })
+		merge("tls-key", func() { cfg.TLSKey = fromFile.TLSKey })
 		merge("codec", func() { cfg.Codec = fromFile.Codec })
 		merge("reaper-interval", func() { cfg.ReaperInterval = fromFile.ReaperInterval })
 		merge("cold-walk-interval", func() { cfg.ColdWalkInterval = fromFile.ColdWalkInterval })
@@ -153,6 +159,9 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 func (c config) validate() error {
 	if c.Codec != "none" && c.Codec != "zstd" {
 		return fmt.Errorf("codec %q: want none or zstd", c.Codec)
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("give both --tls-cert and --tls-key, or neither")
 	}
 	if c.MaxBodyBytes <= 0 {
 		return errors.New("max-body-bytes must be positive")

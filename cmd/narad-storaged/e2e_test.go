@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	daemonBinary = filepath.Join(dir, "narad-storaged")
-	build := exec.Command("go", "build", "-race", "-o", daemonBinary, ".")
+	build := exec.Command("go", "build", "-race", "-buildvcs=auto", "-o", daemonBinary, ".")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		panic("build: " + err.Error())
@@ -49,6 +49,9 @@ type daemon struct {
 	exited  chan error
 	logs    *bytes.Buffer
 	logMu   *sync.Mutex
+	logged  *sync.Cond // on logMu: a line was logged, or the log ended
+	logEnd  bool
+	http    *http.Client // requests go through it; nil: http.DefaultClient
 }
 
 // startDaemon starts the binary and returns once it logs "ready".
@@ -64,6 +67,7 @@ func startDaemon(t *testing.T, dataDir string, extra ...string) *daemon {
 		t.Fatal(err)
 	}
 	d := &daemon{t: t, cmd: cmd, dataDir: dataDir, exited: make(chan error, 1), logs: &bytes.Buffer{}, logMu: &sync.Mutex{}}
+	d.logged = sync.NewCond(d.logMu)
 	ready := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -73,21 +77,27 @@ func startDaemon(t *testing.T, dataDir string, extra ...string) *daemon {
 			line := sc.Text()
 			d.logMu.Lock()
 			d.logs.WriteString(line + "\n")
+			d.logged.Broadcast()
 			d.logMu.Unlock()
 			var entry struct {
-				Msg  string `json:"msg"`
-				Addr string `json:"addr"`
+				Msg    string `json:"msg"`
+				Addr   string `json:"addr"`
+				Scheme string `json:"scheme"`
 			}
 			if json.Unmarshal([]byte(line), &entry) != nil {
 				continue
 			}
 			if entry.Msg == "listening" {
-				addr = entry.Addr
+				addr = entry.Scheme + "://" + entry.Addr
 			}
 			if entry.Msg == "ready" {
 				ready <- addr
 			}
 		}
+		d.logMu.Lock()
+		d.logEnd = true
+		d.logged.Broadcast()
+		d.logMu.Unlock()
 		close(ready)
 	}()
 	go func() { d.exited <- cmd.Wait() }()
@@ -96,7 +106,7 @@ func startDaemon(t *testing.T, dataDir string, extra ...string) *daemon {
 		<-d.exited
 		t.Fatalf("daemon exited before ready:\n%s", d.log())
 	}
-	d.addr = "http://" + addr
+	d.addr = addr
 	t.Cleanup(func() {
 		if d.cmd.ProcessState == nil {
 			d.cmd.Process.Kill()
@@ -104,6 +114,20 @@ func startDaemon(t *testing.T, dataDir string, extra ...string) *daemon {
 		}
 	})
 	return d
+}
+
+// waitLog waits until the daemon has logged a line holding text (true),
+// or its log ended without one (false).
+func (d *daemon) waitLog(text string) bool {
+	d.logMu.Lock()
+	defer d.logMu.Unlock()
+	for !strings.Contains(d.logs.String(), text) {
+		if d.logEnd {
+			return false
+		}
+		d.logged.Wait()
+	}
+	return true
 }
 
 func (d *daemon) log() string {
@@ -144,7 +168,11 @@ func (d *daemon) req(method, path string, body any, header ...string) response {
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	hc := d.http
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		d.t.Fatalf("%s %s: %v", method, path, err)
 	}

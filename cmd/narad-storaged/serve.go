@@ -95,11 +95,11 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 	var token []byte
 	if cfg.AuthTokenFile != "" {
 		// As ssh does with keys: a secret others can read is no secret.
-		fi, err := os.Stat(cfg.AuthTokenFile)
+		fi, err := files.Stat(cfg.AuthTokenFile)
 		if err != nil {
 			return fmt.Errorf("auth token file: %w", err)
 		}
-		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		if perm := fi.Mode.Perm(); perm&0o077 != 0 {
 			return fmt.Errorf("auth token file %s is readable by group or others (mode %#o); chmod 600 it", cfg.AuthTokenFile, perm)
 		}
 		b, err := fsys.ReadFile(files, cfg.AuthTokenFile, 4096)
@@ -109,6 +109,12 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		token = []byte(strings.TrimSpace(string(b)))
 		if len(token) == 0 {
 			return errors.New("auth token file is empty")
+		}
+	}
+	var certs *certReloader
+	if cfg.TLSCert != "" {
+		if certs, err = newCertReloader(cfg.TLSCert, cfg.TLSKey); err != nil {
+			return err
 		}
 	}
 	cd, err := codec.ByName(cfg.Codec)
@@ -144,6 +150,8 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		node.Close()
 		return err
 	}
+	stopReloads := reloadOnHangup(certs, logger)
+	defer stopReloads()
 	closing := make(chan struct{})
 	var closeOnce sync.Once
 	endLongPolls := func() { closeOnce.Do(func() { close(closing) }) }
@@ -158,10 +166,17 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		ErrorLog:          zap.NewStdLog(logger.Named("http")),
 	}
 	served := make(chan error, 1)
-	go func() { served <- server.Serve(listener) }()
+	scheme := "http"
+	if certs != nil {
+		scheme = "https"
+		server.TLSConfig = certs.config()
+		go func() { served <- server.ServeTLS(listener, "", "") }()
+	} else {
+		go func() { served <- server.Serve(listener) }()
+	}
 	logger.Info("narad-storaged starting", zap.String("version", version), zap.String("data_dir", cfg.DataDir),
 		zap.String("addr", listener.Addr().String()), zap.String("codec", cfg.Codec))
-	logger.Info("listening", zap.String("addr", listener.Addr().String()))
+	logger.Info("listening", zap.String("addr", listener.Addr().String()), zap.String("scheme", scheme))
 
 	startCtx, stopStart := context.WithCancel(ctx)
 	defer stopStart()
@@ -175,6 +190,9 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		}
 		if err == nil {
 			logger.Info("ready")
+			if err := sdNotify("READY=1"); err != nil {
+				logger.Warn("systemd notification", zap.Error(err))
+			}
 		}
 	case err := <-served:
 		stopStart()
@@ -198,6 +216,9 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 // requests finish (their contexts stay live: a produce in flight completes
 // its commit), then closes every log.
 func shutdown(server *http.Server, endLongPolls func(), node *runtime.Node, cfg config, logger *zap.Logger) error {
+	if err := sdNotify("STOPPING=1"); err != nil {
+		logger.Warn("systemd notification", zap.Error(err))
+	}
 	timeout, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.ShutdownTimeout))
 	defer cancel()
 	endLongPolls()
@@ -209,4 +230,33 @@ func shutdown(server *http.Server, endLongPolls func(), node *runtime.Node, cfg 
 		logger.Info("stopped: every log closed")
 	}
 	return err
+}
+
+// reloadOnHangup reloads the TLS certificate (if TLS is on) at each
+// SIGHUP until the returned stop; a SIGHUP never stops the daemon.
+func reloadOnHangup(certs *certReloader, logger *zap.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			select {
+			case <-hup:
+				if certs == nil {
+					logger.Info("SIGHUP: TLS is off, nothing to reload")
+					continue
+				}
+				certs.reloadAndLog(logger)
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		close(done)
+		<-finished
+	}
 }

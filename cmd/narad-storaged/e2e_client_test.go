@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/narad-io/storage/client"
+)
+
+// TestE2E_Client: the Go client against the real daemon, every endpoint,
+// and the error codes a client meets, each matched by its sentinel.
+func TestE2E_Client(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	os.WriteFile(tokenFile, []byte("tok\n"), 0o600)
+	d := startDaemon(t, filepath.Join(dir, "data"), "--auth-token-file", tokenFile)
+	ctx := context.Background()
+	c, err := client.New(d.addr, client.Options{Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	isErr := func(what string, err, want error) {
+		t.Helper()
+		if !errors.Is(err, want) {
+			t.Fatalf("%s: %v, want %v", what, err, want)
+		}
+	}
+
+	top, created, err := c.CreateTopic(ctx, "orders", 2, 0)
+	if err != nil || !created || top.Name != "orders" || len(top.Partitions) != 2 || len(top.Incarnation) != 16 {
+		t.Fatalf("create: %+v %v %v", top, created, err)
+	}
+	if _, created, err := c.CreateTopic(ctx, "orders", 2, 0); err != nil || created {
+		t.Fatalf("create again: %v %v", created, err)
+	}
+	_, _, err = c.CreateTopic(ctx, "orders", 3, 0)
+	isErr("create with other settings", err, client.ErrTopicExists)
+	_, _, err = c.CreateTopic(ctx, "bad name", 1, 0)
+	isErr("a bad name", err, client.ErrInvalidTopicName)
+
+	exact := []client.Record{{Key: []byte("k"), Value: []byte{0, 0xff, 'x'}}, {Value: []byte("text")}}
+	res, err := c.Produce(ctx, "orders", 1, exact)
+	if err != nil || res.BaseOffset != 0 || res.Count != 2 || res.HighWatermark != 2 {
+		t.Fatalf("produce binary: %+v %v", res, err)
+	}
+	if res, err = c.Produce(ctx, "orders", 1, exact[1:], client.WithEncoding(client.JSONText)); err != nil || res.BaseOffset != 2 {
+		t.Fatalf("produce JSON text: %+v %v", res, err)
+	}
+	if res, err = c.Produce(ctx, "orders", 1, exact[:1], client.WithEncoding(client.JSONBase64)); err != nil || res.BaseOffset != 3 {
+		t.Fatalf("produce JSON base64: %+v %v", res, err)
+	}
+	_, err = c.Produce(ctx, "orders", 1, nil)
+	isErr("an empty produce", err, client.ErrInvalidBody)
+	_, err = c.Produce(ctx, "orders", 7, exact)
+	isErr("a partition that does not exist", err, client.ErrPartitionNotFound)
+	_, err = c.Produce(ctx, "nope", 0, exact)
+	isErr("a topic that does not exist", err, client.ErrTopicNotFound)
+	_, err = c.Produce(ctx, "orders", 0, []client.Record{{Value: make([]byte, 65<<20)}})
+	isErr("a batch over the bound", err, client.ErrBatchTooLarge)
+
+	f, err := c.Fetch(ctx, "orders", 1, 0, client.FetchOptions{})
+	if err != nil || len(f.Records) != 4 || f.NextOffset != 4 || f.HighWatermark != 4 {
+		t.Fatalf("fetch: %+v %v", f, err)
+	}
+	for i, want := range append(append(exact, exact[1]), exact[0]) {
+		got := f.Records[i]
+		if got.Offset != int64(i) || !bytes.Equal(got.Key, want.Key) || !bytes.Equal(got.Value, want.Value) || got.CommittedAt.IsZero() {
+			t.Fatalf("record %d: %+v, want %+v", i, got, want)
+		}
+	}
+	_, err = c.Fetch(ctx, "orders", 1, 9, client.FetchOptions{})
+	isErr("a fetch past the high watermark", err, client.ErrOffsetBeyondHighWatermark)
+	woken := make(chan client.Fetched, 1)
+	go func() {
+		f, _ := c.Fetch(ctx, "orders", 0, 0, client.FetchOptions{Wait: time.Minute})
+		woken <- f
+	}()
+	if _, err := c.Produce(ctx, "orders", 0, exact[1:]); err != nil {
+		t.Fatal(err)
+	}
+	if f := <-woken; len(f.Records) != 1 || string(f.Records[0].Value) != "text" {
+		t.Fatalf("long poll: %+v", f)
+	}
+
+	if fr, err := c.Ack(ctx, "orders", 1, 0, 2); err != nil || fr != 1 {
+		t.Fatalf("ack: %d %v", fr, err)
+	}
+	_, err = c.Ack(ctx, "orders", 1, 10)
+	isErr("an ack past the high watermark", err, client.ErrInvalidOffset)
+	if st, err := c.Consumer(ctx, "orders", 1); err != nil || st.Frontier != 1 || len(st.AckedAhead) != 1 || st.AckedAhead[0] != 2 {
+		t.Fatalf("consumer: %+v %v", st, err)
+	}
+
+	if top, err = c.SetRetention(ctx, "orders", 3600000); err != nil || top.RetentionMs != 3600000 {
+		t.Fatalf("set retention: %+v %v", top, err)
+	}
+	if top, err = c.Topic(ctx, "orders"); err != nil || top.Partitions[1].HighWatermark != 4 {
+		t.Fatalf("describe: %+v %v", top, err)
+	}
+	if all, err := c.Topics(ctx); err != nil || len(all) != 1 {
+		t.Fatalf("list: %+v %v", all, err)
+	}
+	if err := c.DeleteTopic(ctx, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Topic(ctx, "orders")
+	isErr("a deleted topic", err, client.ErrTopicNotFound)
+
+	anonymous, _ := client.New(d.addr, client.Options{})
+	_, err = anonymous.Topics(ctx)
+	isErr("no token", err, client.ErrUnauthorized)
+	if err := d.stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("exit: %v\n%s", err, d.log())
+	}
+}
