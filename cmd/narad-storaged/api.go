@@ -32,6 +32,7 @@ type apiOptions struct {
 	token   []byte // empty: no authentication
 	maxBody int64
 	pprof   bool
+	access  bool // log every request (--access-log)
 	closing <-chan struct{} // closed at shutdown: long polls answer at once
 }
 
@@ -105,7 +106,15 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w}
 	w = rec
-	defer func() { a.metrics.observe(routeOf(r), rec.code(), time.Since(start)) }()
+	defer func() {
+		took := time.Since(start)
+		a.metrics.observe(routeOf(r), rec.code(), took)
+		if a.opts.access {
+			a.logger.Info("request", zap.String("method", r.Method), zap.String("path", r.URL.Path),
+				zap.String("route", routeOf(r)), zap.Int("status", rec.code()), zap.Duration("took", took),
+				zap.Int64("body_bytes", r.ContentLength), zap.String("remote", r.RemoteAddr))
+		}
+	}()
 	defer func() {
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {

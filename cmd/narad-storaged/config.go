@@ -31,6 +31,7 @@ type config struct {
 	LogLevel                     string   `json:"log_level"`
 	LogFormat                    string   `json:"log_format"`
 	Pprof                        bool     `json:"pprof"`
+	AccessLog                    bool     `json:"access_log"`
 	MaxBodyBytes                 int64    `json:"max_body_bytes"`
 	ShutdownTimeout              duration `json:"shutdown_timeout"`
 }
@@ -110,6 +111,7 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "json or console")
 	fs.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "serve /debug/pprof/")
+	fs.BoolVar(&cfg.AccessLog, "access-log", cfg.AccessLog, "log every request at info (method, path, route, status, time)")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", cfg.MaxBodyBytes, "largest request body accepted")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -151,6 +153,7 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 		merge("log-level", func() { cfg.LogLevel = fromFile.LogLevel })
 		merge("log-format", func() { cfg.LogFormat = fromFile.LogFormat })
 		merge("pprof", func() { cfg.Pprof = fromFile.Pprof })
+		merge("access-log", func() { cfg.AccessLog = fromFile.AccessLog })
 		merge("max-body-bytes", func() { cfg.MaxBodyBytes = fromFile.MaxBodyBytes })
 	}
 	return cfg, cfg.validate()

@@ -198,6 +198,17 @@ func TestE2E_DamagedSegments(t *testing.T) {
 				if e.NextOffset == nil || *e.NextOffset != gapTo {
 					t.Fatalf("record_unreadable next_offset %v, want %d", e.NextOffset, gapTo)
 				}
+				if strings.Contains(e.Error.Message, dataDir) {
+					t.Fatalf("the 410 message shows the server's path: %q", e.Error.Message)
+				}
+				if c.gapAt == -4 { // found by the read, not by recovery: logged once however often read
+					for range 2 {
+						expect(t, d.req("GET", fmt.Sprintf("/v1/topics/orders/partitions/0/records?offset=%d", gapFrom), nil), 410, "record_unreadable")
+					}
+					if n := strings.Count(d.log(), "read met a damaged frame"); n != 1 {
+						t.Fatalf("the damaged frame was logged %d times over 3 reads, want once:\n%s", n, d.log())
+					}
+				}
 				r = d.req("GET", fmt.Sprintf("/v1/topics/orders/partitions/0/records?offset=%d&max_records=10000", gapTo), nil)
 				expect(t, r, 200, "")
 				r.json(t, &f)

@@ -36,8 +36,11 @@ func expectMetric(t *testing.T, exposition, series string, want float64) {
 // route and code; produce and fetch are counted per topic; each
 // partition's high watermark is a gauge.
 func TestE2E_Metrics(t *testing.T) {
-	d := startDaemon(t, t.TempDir())
+	d := startDaemon(t, t.TempDir(), "--access-log")
 	first := string(d.req("GET", "/metrics", nil).body)
+	if !d.waitLog(`"msg":"request","method":"GET","path":"/metrics","route":"GET /metrics","status":200`) {
+		t.Fatalf("--access-log logged no line for the scrape:\n%s", d.log())
+	}
 	for _, kind := range []string{"commit_failed", "fsync_poisoned", "hwm_file", "read_corrupt", "retention_unlink", "write_failed"} {
 		expectMetric(t, first, `errors_total{component="storage",kind="`+kind+`"}`, 0)
 	}

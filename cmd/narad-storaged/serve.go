@@ -156,7 +156,7 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 	var closeOnce sync.Once
 	endLongPolls := func() { closeOnce.Do(func() { close(closing) }) }
 	defer endLongPolls()
-	api := newAPI(node, ms, logger, reg, apiOptions{token: token, maxBody: cfg.MaxBodyBytes, pprof: cfg.Pprof, closing: closing})
+	api := newAPI(node, ms, logger, reg, apiOptions{token: token, maxBody: cfg.MaxBodyBytes, pprof: cfg.Pprof, access: cfg.AccessLog, closing: closing})
 	server := &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
