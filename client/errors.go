@@ -38,6 +38,7 @@ var (
 	ErrInvalidBody               = code("invalid_body")
 	ErrInvalidOffset             = code("invalid_offset")
 	ErrInvalidTopicName          = code("invalid_topic_name")
+	ErrBadRequest                = code("bad_request")
 	ErrUnauthorized              = code("unauthorized")
 	ErrNotFound                  = code("not_found")
 	ErrTopicNotFound             = code("topic_not_found")

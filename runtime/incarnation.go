@@ -23,7 +23,14 @@ func (n *Node) openUnderGuard(ctx context.Context, t *supervisor.GuardedTopic, k
 	if err != nil {
 		return nil, err
 	}
-	return n.openAdmitted(key, rec)
+	l, err := n.openAdmitted(key, rec)
+	if err == nil {
+		// Only logs the registry holds count: a cold sweep's open and
+		// close go around it.
+		n.marks.open(key, rec.Incarnation, l)
+		n.topicMetrics.add(key.Topic)
+	}
+	return l, err
 }
 
 // admit is the open path's checks, under the topic's guard: the metastore
@@ -53,7 +60,7 @@ func (n *Node) openAdmitted(key supervisor.Key, rec TopicRecord) (*partition.Log
 		return nil, err
 	}
 	dir, _ := wire.PartitionDirName(key.Partition)
-	l, err := partition.Open(filepath.Join(n.topicsDir, key.Topic, dir), partition.Options{
+	return partition.Open(filepath.Join(n.topicsDir, key.Topic, dir), partition.Options{
 		FS:              n.cfg.FS,
 		Codec:           n.cfg.Codec,
 		Logger:          n.logger.With(zap.String("topic", key.Topic), zap.Int("partition", key.Partition)),
@@ -61,10 +68,6 @@ func (n *Node) openAdmitted(key supervisor.Key, rec TopicRecord) (*partition.Log
 		SegmentMaxBytes: n.cfg.SegmentMaxBytes,
 		RetentionMaxAge: time.Duration(rec.RetentionMs) * time.Millisecond,
 	})
-	if err == nil {
-		n.marks.open(key, rec.Incarnation)
-	}
-	return l, err
 }
 
 // checkIncarnation compares the topic directory's marker with the record

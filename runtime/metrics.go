@@ -13,10 +13,17 @@ import (
 
 // topicMetrics are the node's per-topic counters: records, and the key and
 // value bytes of records, committed by Produce and served by Read. A
-// topic's series exist from its creation (or the node's start) at zero,
-// and go when it is deleted.
+// topic's series exist from its creation (or the node's start, or its
+// first open here) at zero, and go with its purge.
+//
+// Invariant: a topic's series exist only while it is in live; mu is held
+// shared to count and exclusive to add or remove, so a count racing a
+// purge never brings a deleted topic's series back. mu is a leaf.
 type topicMetrics struct {
 	produced, producedBytes, fetched, fetchedBytes *prometheus.CounterVec
+
+	mu   *sync.RWMutex
+	live map[string]bool
 }
 
 func newTopicMetrics(reg prometheus.Registerer) topicMetrics {
@@ -28,6 +35,8 @@ func newTopicMetrics(reg prometheus.Registerer) topicMetrics {
 		producedBytes: vec("narad_topic_produced_bytes_total", "Key and value bytes of the records committed by produce, by topic."),
 		fetched:       vec("narad_topic_fetched_records_total", "Records served by reads, by topic."),
 		fetchedBytes:  vec("narad_topic_fetched_bytes_total", "Key and value bytes of the records served by reads, by topic."),
+		mu:            &sync.RWMutex{},
+		live:          map[string]bool{},
 	}
 	if reg != nil {
 		reg.MustRegister(m.produced, m.producedBytes, m.fetched, m.fetchedBytes)
@@ -39,8 +48,14 @@ func (m topicMetrics) all() []*prometheus.CounterVec {
 	return []*prometheus.CounterVec{m.produced, m.producedBytes, m.fetched, m.fetchedBytes}
 }
 
-// add makes the topic's series, at zero.
+// add makes the topic's series, at zero, if they are not there.
 func (m topicMetrics) add(topic string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.live[topic] {
+		return
+	}
+	m.live[topic] = true
 	for _, v := range m.all() {
 		v.WithLabelValues(topic)
 	}
@@ -48,14 +63,27 @@ func (m topicMetrics) add(topic string) {
 
 // remove drops the topic's series.
 func (m topicMetrics) remove(topic string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.live, topic)
 	for _, v := range m.all() {
 		v.DeleteLabelValues(topic)
 	}
 }
 
+// count adds to the topic's series, if it has them.
+func (m topicMetrics) count(topic string, records, records2 *prometheus.CounterVec, n, bytes int) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if !m.live[topic] {
+		return
+	}
+	records.WithLabelValues(topic).Add(float64(n))
+	records2.WithLabelValues(topic).Add(float64(bytes))
+}
+
 func (m topicMetrics) countProduce(topic string, records []partition.Record) {
-	m.produced.WithLabelValues(topic).Add(float64(len(records)))
-	m.producedBytes.WithLabelValues(topic).Add(float64(recordBytes(records)))
+	m.count(topic, m.produced, m.producedBytes, len(records), recordBytes(records))
 }
 
 func (m topicMetrics) countFetch(topic string, res partition.ReadResult) {
@@ -66,8 +94,7 @@ func (m topicMetrics) countFetch(topic string, res partition.ReadResult) {
 	for _, r := range res.Records {
 		bytes += len(r.Key) + len(r.Value)
 	}
-	m.fetched.WithLabelValues(topic).Add(float64(len(res.Records)))
-	m.fetchedBytes.WithLabelValues(topic).Add(float64(bytes))
+	m.count(topic, m.fetched, m.fetchedBytes, len(res.Records), bytes)
 }
 
 func recordBytes(records []partition.Record) int {
@@ -79,19 +106,26 @@ func recordBytes(records []partition.Record) int {
 }
 
 // partitionMarks knows every partition's high watermark for the
-// per-partition gauge without opening a closed log: an open log answers
-// itself; a closed one is remembered from its close. Each is kept with the
-// incarnation its log was opened under, so a topic deleted and recreated
-// (here or by another node) never shows the old incarnation's boundary.
+// per-partition gauge without opening a closed log: each log the registry
+// opened is kept with the incarnation it was opened under, and answers
+// its own boundary (a closed one its last); a close through the registry
+// keeps just the boundary. So a topic deleted and recreated (here or by
+// another node) never shows the old incarnation's boundary, and a scrape
+// reads the incarnation and the boundary of one log together.
 //
 // Invariants: mu guards both maps and is a leaf (nothing else is taken
-// while it is held); a key is in opened from an open under its topic's
-// guard until the close, then in closed until the next open, an install
+// while it is held); a key is in opened from its open under the topic's
+// guard until its close, then in closed until the next open, an install
 // or the topic's purge forgets it.
 type partitionMarks struct {
 	mu     sync.Mutex
-	opened map[supervisor.Key]wire.IncarnationID
+	opened map[supervisor.Key]openMark
 	closed map[supervisor.Key]closedMark
+}
+
+type openMark struct {
+	incarnation wire.IncarnationID
+	log         *partition.Log
 }
 
 type closedMark struct {
@@ -100,21 +134,22 @@ type closedMark struct {
 }
 
 func newPartitionMarks() *partitionMarks {
-	return &partitionMarks{opened: map[supervisor.Key]wire.IncarnationID{}, closed: map[supervisor.Key]closedMark{}}
+	return &partitionMarks{opened: map[supervisor.Key]openMark{}, closed: map[supervisor.Key]closedMark{}}
 }
 
-func (m *partitionMarks) open(key supervisor.Key, id wire.IncarnationID) {
+func (m *partitionMarks) open(key supervisor.Key, id wire.IncarnationID, l *partition.Log) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.opened[key] = id
+	m.opened[key] = openMark{incarnation: id, log: l}
 	delete(m.closed, key)
 }
 
-func (m *partitionMarks) close(key supervisor.Key, hwm int64) {
+// close keeps the boundary l closed at, if l is the log opened for key.
+func (m *partitionMarks) close(key supervisor.Key, l *partition.Log) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if id, ok := m.opened[key]; ok {
-		m.closed[key] = closedMark{incarnation: id, hwm: hwm}
+	if o, ok := m.opened[key]; ok && o.log == l {
+		m.closed[key] = closedMark{incarnation: o.incarnation, hwm: l.HighWatermark()}
 		delete(m.opened, key)
 	}
 }
@@ -123,13 +158,19 @@ func (m *partitionMarks) close(key supervisor.Key, hwm int64) {
 func (m *partitionMarks) forget(key supervisor.Key) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	delete(m.opened, key)
 	delete(m.closed, key)
 }
 
-// forgetTopic drops what is known of a purged topic's closed partitions.
+// forgetTopic drops what is known of a purged topic's partitions.
 func (m *partitionMarks) forgetTopic(topic string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for key := range m.opened {
+		if key.Topic == topic {
+			delete(m.opened, key)
+		}
+	}
 	for key := range m.closed {
 		if key.Topic == topic {
 			delete(m.closed, key)
@@ -137,23 +178,19 @@ func (m *partitionMarks) forgetTopic(topic string) {
 	}
 }
 
-func (m *partitionMarks) openedAs(key supervisor.Key) (wire.IncarnationID, bool) {
+// highWatermark is key's boundary under incarnation id, if known.
+func (m *partitionMarks) highWatermark(key supervisor.Key, id wire.IncarnationID) (int64, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	id, ok := m.opened[key]
-	return id, ok
-}
-
-func (m *partitionMarks) closedAs(key supervisor.Key) (closedMark, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	if o, ok := m.opened[key]; ok {
+		return o.log.HighWatermark(), o.incarnation == id
+	}
 	c, ok := m.closed[key]
-	return c, ok
+	return c.hwm, ok && c.incarnation == id
 }
 
 // hwmCollector is narad_partition_high_watermark{topic,partition},
-// computed at each scrape from the open logs and the marks of closed
-// ones: a scrape never opens a log. A partition not opened since the node
+// computed at each scrape from the marks: a scrape never opens a log. A partition not opened since the node
 // started (startup opens them all; one that failed to) has no series.
 type hwmCollector struct{ n *Node }
 
@@ -163,22 +200,13 @@ var hwmDesc = prometheus.NewDesc("narad_partition_high_watermark",
 func (c hwmCollector) Describe(ch chan<- *prometheus.Desc) { ch <- hwmDesc }
 
 func (c hwmCollector) Collect(ch chan<- prometheus.Metric) {
-	n := c.n
-	topics, err := n.ms.Topics(context.Background())
+	topics, err := c.n.ms.Topics(context.Background())
 	if err != nil {
 		return
 	}
 	for _, rec := range topics {
 		for p := range rec.Partitions {
-			key := supervisor.Key{Topic: rec.Name, Partition: p}
-			hwm, ok := int64(0), false
-			if l, open := n.reg.Lookup(key); open && !l.Closed() {
-				id, known := n.marks.openedAs(key)
-				hwm, ok = l.HighWatermark(), known && id == rec.Incarnation
-			} else if m, known := n.marks.closedAs(key); known && m.incarnation == rec.Incarnation {
-				hwm, ok = m.hwm, true
-			}
-			if ok {
+			if hwm, ok := c.n.marks.highWatermark(supervisor.Key{Topic: rec.Name, Partition: p}, rec.Incarnation); ok {
 				ch <- prometheus.MustNewConstMetric(hwmDesc, prometheus.GaugeValue, float64(hwm), rec.Name, strconv.Itoa(p))
 			}
 		}

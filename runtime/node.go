@@ -199,7 +199,7 @@ func New(cfg Config, ms Metastore, logger *zap.Logger, reg prometheus.Registerer
 // the consumer state beside it is settled, and its boundary remembered.
 func (n *Node) onClose(key supervisor.Key, l *partition.Log) {
 	n.consumers.settle(key)
-	n.marks.close(key, l.HighWatermark())
+	n.marks.close(key, l)
 }
 
 // Ready reports whether startup has opened every owned partition.

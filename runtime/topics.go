@@ -59,7 +59,6 @@ func (n *Node) DeleteTopic(ctx context.Context, name string) error {
 	if err := n.ms.DeleteTopic(ctx, name); err != nil {
 		return err
 	}
-	n.topicMetrics.remove(name)
 	n.logger.Info("topic deleted", zap.String("topic", name), zap.String("incarnation", string(rec.Incarnation)))
 	return n.purge(rec)
 }
@@ -94,6 +93,7 @@ func (n *Node) purgeLocked(t *supervisor.GuardedTopic, deleted TopicRecord) erro
 		n.logger.Warn("closing a deleted topic's logs: " + err.Error())
 	}
 	n.marks.forgetTopic(deleted.Name)
+	n.topicMetrics.remove(deleted.Name)
 	n.dropConsumerState(deleted.Name, deleted.Incarnation)
 	dir := filepath.Join(n.topicsDir, deleted.Name)
 	if stale, err := wire.StaleDirName(deleted.Name, deleted.Incarnation); err == nil {

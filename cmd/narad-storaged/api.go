@@ -104,14 +104,21 @@ func (a *api) noRoute(w http.ResponseWriter, r *http.Request) {
 // route. A panic in a handler answers 500, never takes the daemon down.
 func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	// The cap reports a body over it to the server's own writer (so the
+	// connection closes at once), never to the wrapper below.
+	r.Body = http.MaxBytesReader(w, r.Body, a.opts.maxBody)
 	rec := &statusRecorder{ResponseWriter: w}
 	w = rec
+	route := "unmatched"
 	defer func() {
+		if r.Pattern != "" && r.Pattern != "/" {
+			route = r.Pattern
+		}
 		took := time.Since(start)
-		a.metrics.observe(routeOf(r), rec.code(), took)
+		a.metrics.observe(route, rec.code(), took)
 		if a.opts.access {
 			a.logger.Info("request", zap.String("method", r.Method), zap.String("path", r.URL.Path),
-				zap.String("route", routeOf(r)), zap.Int("status", rec.code()), zap.Duration("took", took),
+				zap.String("route", route), zap.Int("status", rec.code()), zap.Duration("took", took),
 				zap.Int64("body_bytes", r.ContentLength), zap.String("remote", r.RemoteAddr))
 		}
 	}()
@@ -124,15 +131,21 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, "internal", "internal error")
 		}
 	}()
+	if !strings.HasPrefix(r.URL.Path, "/") {
+		// "*" or a CONNECT's host:port: no endpoint's; answered here, in
+		// JSON, not by the router's plain text.
+		writeError(w, http.StatusBadRequest, "bad_request", "the request target must be a path")
+		return
+	}
 	if len(a.opts.token) > 0 && r.URL.Path != "/healthz" {
 		scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimLeft(got, " ")), a.opts.token) != 1 {
+			route = "unauthorized"
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			writeError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
 			return
 		}
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, a.opts.maxBody)
 	a.mux.ServeHTTP(w, r)
 }
 

@@ -81,16 +81,49 @@ func intParam(w http.ResponseWriter, q url.Values, name string, def, lo, hi int)
 	return v, true
 }
 
-// decodeJSON reads a JSON body into v: one object, no trailing data, no
-// field v does not have. Its errors are worded for the client.
+// decodeJSON reads a JSON body into v, a pointer to a struct: one
+// object, no trailing data, each field one of v's by its exact name and
+// given once (encoding/json alone matches names in any case and lets a
+// repeated field win). Its errors are worded for the client.
 func decodeJSON(r *http.Request, v any) error {
+	fields := fieldsOf(v)
 	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return jsonError(err, fieldsOf(v))
+	if tok, err := dec.Token(); err != nil {
+		return jsonError(err, fields)
+	} else if tok != json.Delim('{') {
+		return fmt.Errorf("the body must be a JSON object, not %s", tokenName(tok))
+	}
+	exact := map[string]json.RawMessage{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return jsonInsideError(err)
+		}
+		name, _ := tok.(string)
+		if !slices.Contains(fields, name) {
+			return fmt.Errorf("unknown field %q: the body has only %s", name, strings.Join(quoted(fields), ", "))
+		}
+		if _, twice := exact[name]; twice {
+			return fmt.Errorf("field %q given twice", name)
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return jsonInsideError(err)
+		}
+		exact[name] = raw
+	}
+	if _, err := dec.Token(); err != nil {
+		return jsonInsideError(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("trailing data after the JSON value")
+	}
+	b, err := json.Marshal(exact)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return jsonError(err, fields)
 	}
 	return nil
 }

@@ -9,8 +9,8 @@ import (
 )
 
 // httpMetrics count the API's requests by route (the endpoint's pattern,
-// "unmatched" for no endpoint, "unauthorized" for one refused before
-// routing) and status code, and time them by route.
+// "unmatched" for no endpoint, "unauthorized" for one refused for its
+// token) and status code, and time them by route.
 type httpMetrics struct {
 	requests *prometheus.CounterVec
 	seconds  *prometheus.HistogramVec
@@ -33,17 +33,6 @@ func newHTTPMetrics(reg prometheus.Registerer) httpMetrics {
 func (m httpMetrics) observe(route string, status int, took time.Duration) {
 	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
 	m.seconds.WithLabelValues(route).Observe(took.Seconds())
-}
-
-// routeOf is the label of the route a request took.
-func routeOf(r *http.Request) string {
-	switch r.Pattern {
-	case "":
-		return "unauthorized"
-	case "/":
-		return "unmatched"
-	}
-	return r.Pattern
 }
 
 // statusRecorder remembers the status a handler answered.

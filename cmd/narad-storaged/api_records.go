@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -213,8 +214,9 @@ func recordBytes(raw json.RawMessage, b64 bool) ([]byte, error) {
 	if !b64 {
 		return []byte(text), nil
 	}
-	b, err := base64.StdEncoding.DecodeString(text)
-	if err != nil {
+	// Strict, and no line breaks: one text per byte string, never two.
+	b, err := base64.StdEncoding.Strict().DecodeString(text)
+	if err != nil || strings.ContainsAny(text, "\r\n") {
 		return nil, errors.New("is not standard padded base64")
 	}
 	return b, nil
