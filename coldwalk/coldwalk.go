@@ -1,5 +1,5 @@
 // Package coldwalk is the retention walk over closed partitions
-// (storage-engine.txt, "Retention"). The reaper sweeps only open logs, so a
+// (docs/design.md, "Retention"). The reaper sweeps only open logs, so a
 // partition closed by idle eviction, or not reopened since a restart, would
 // keep its expired segments until something touched it. Every Interval the
 // walk lists the partition directories on disk (topics/<name>/pNNNNN),
@@ -38,7 +38,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// Defaults (storage-engine.txt, "Retention": storage.cold_retention_walk_ms
+// Defaults (docs/design.md, "Retention": storage.cold_retention_walk_ms
 // defaults to 5 minutes; a panicking partition is left alone for 30).
 const (
 	DefaultInterval     = 5 * time.Minute

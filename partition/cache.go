@@ -34,7 +34,7 @@ type navEntry struct {
 	pos, bytes int64
 }
 
-// frameCache holds a log's decoded frames (storage-engine.txt, "Flusher
+// frameCache holds a log's decoded frames (docs/design.md, "Flusher
 // pipeline": frameCache) and frame positions (navCache), shared by readers
 // and the actor. Both are invalidated on a failed commit's truncate
 // (forgetFrom) and a retention detach (forgetBelow).
@@ -167,7 +167,7 @@ const hotSetSize = 2
 
 // hotSet is the two sealed segments read most recently: only they keep a
 // file handle and a sparse index, so a log with thousands of sealed
-// segments holds a handful of descriptors (storage-engine.txt, "Sealed
+// segments holds a handful of descriptors (docs/design.md, "Sealed
 // segments do not pin a file descriptor").
 type hotSet struct {
 	mu   sync.Mutex

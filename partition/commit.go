@@ -84,7 +84,7 @@ func envBytes(envs [][]byte) int {
 	return n
 }
 
-// commit is the durable commit (storage-engine.txt, "Write path"): release
+// commit is the durable commit (docs/design.md, "Write path"): release
 // the hwm file once, write everything pending as frames, fdatasync, read
 // the new frames back and CRC-check them, and only then advance the high
 // watermark. On any failure the tail above the high watermark is discarded
@@ -175,7 +175,7 @@ func (s *state) fail(step string, cause error) error {
 	return commitError(step, cause)
 }
 
-// discard drops everything above the high watermark (storage-engine.txt,
+// discard drops everything above the high watermark (docs/design.md,
 // "Commit failure"): the buffer and the unwritten frame, the written frames
 // (the active segment is truncated back to the high watermark's frame
 // boundary and the truncate fsynced), their index entries and cached
@@ -210,11 +210,11 @@ func (s *state) discard(cause error) {
 	s.syncedPos, s.unsyncedSince = s.hwmPos, time.Time{}
 }
 
-// poisonWith latches a failed fdatasync (storage-engine.txt, "Fsync
+// poisonWith latches a failed fdatasync (docs/design.md, "Fsync
 // failure"): every later append and commit fails with ErrLogPoisoned
 // wrapping it. The tail above the high watermark is cut at once, so bytes
 // the kernel marked clean without writing them are gone from the page
-// cache before anything can read them (fault-model R3).
+// cache before anything can read them (docs/design.md R3).
 func (s *state) poisonWith(cause error) {
 	if s.poison != nil {
 		return

@@ -37,7 +37,7 @@ func (tr *trace) ops() []fsys.Op {
 
 // TestCommit_WriteSyncReadBackThenAdvance: a commit writes one frame,
 // fdatasyncs, reads the frame back, and only then moves the high watermark
-// (storage-engine.txt, "Write path").
+// (docs/design.md, "Write path").
 func TestCommit_WriteSyncReadBackThenAdvance(t *testing.T) {
 	d := newDisk(t, 1)
 	l := openLog(t, testOptions(d))
@@ -98,7 +98,7 @@ func TestCommit_AppendThenCommitDurable(t *testing.T) {
 // failure leaves nothing of the batch; a retry after a non-fsync failure
 // lands exactly one copy at the same offsets; an fsync failure poisons the
 // log until it is reopened, and the reopened log holds every committed
-// record once (storage-engine.txt, "Commit failure", "Fsync failure").
+// record once (docs/design.md, "Commit failure", "Fsync failure").
 func TestCommitFailure_EveryStepLeavesNothing(t *testing.T) {
 	for _, prefill := range []int{0, 7, 8} { // 8 commits fill a 4 KiB segment: the next commit rolls first
 		for _, errno := range []syscall.Errno{syscall.EIO, syscall.ENOSPC} {
@@ -259,7 +259,7 @@ func TestFsyncFailure_PoisonsUntilReopen(t *testing.T) {
 // TestFsyncFailure_ReopenThenPowerLoss: after a failed fdatasync the page
 // cache holds bytes marked clean that never reached the media. A reopen in
 // the same boot must not expose them, or a later power loss takes back
-// what it served (fault-model R3, matrix row 21).
+// what it served (docs/design.md R3, matrix row 21).
 func TestFsyncFailure_ReopenThenPowerLoss(t *testing.T) {
 	d := newDisk(t, 1)
 	opts := testOptions(d)
@@ -287,7 +287,7 @@ func TestFsyncFailure_ReopenThenPowerLoss(t *testing.T) {
 	}
 }
 
-// TestCommitFailure_ENOSPCIsErrNoSpaceAndNoPoison (fault-model row 17).
+// TestCommitFailure_ENOSPCIsErrNoSpaceAndNoPoison (docs/durability.md row 17).
 func TestCommitFailure_ENOSPCIsErrNoSpaceAndNoPoison(t *testing.T) {
 	d := newDisk(t, 1)
 	l := openLog(t, testOptions(d))
@@ -461,7 +461,7 @@ func TestAppend_DiscardedByAnotherCommitIsReported(t *testing.T) {
 }
 
 // TestCommit_CommitTimeNeverDecreases: a record's commit time is raised to
-// the partition's newest (storage-engine.txt, "Segments, frames and
+// the partition's newest (docs/design.md, "Segments, frames and
 // records").
 func TestCommit_CommitTimeNeverDecreases(t *testing.T) {
 	d := newDisk(t, 1)
@@ -501,7 +501,7 @@ func setTime(t *testing.T, env []byte, ms int64) {
 }
 
 // TestOpen_NewLogIsDurable: a new log's directory entries and first
-// segment survive a power loss right after Open (fault-model R7).
+// segment survive a power loss right after Open (docs/design.md R7).
 func TestOpen_NewLogIsDurable(t *testing.T) {
 	d := newDisk(t, 1)
 	l := openLog(t, testOptions(d))

@@ -10,7 +10,7 @@ import (
 	"github.com/narad-io/storage/internal/fsys"
 )
 
-// crashOracle is fault-model.md's three-valued state per offset: set once
+// crashOracle is docs/durability.md's three-valued state per offset: set once
 // an honest commit returned, maybe while a commit is in flight, unset
 // otherwise. Record bytes are a pure function of (seed, seq), and seq of
 // the offset's batch, so every served byte is checked.
@@ -148,7 +148,7 @@ func checkCrashImage(t *testing.T, img crashImage, o *crashOracle, opts Options,
 		// A sector torn into garbage also destroys the synced bytes that
 		// shared it with the unsynced write (the end of the last committed
 		// frame): media damage no format without padding survives. The
-		// matrix asks I1, I2 and I10 of it (fault-model row 4), not I4.
+		// matrix asks I1, I2 and I10 of it (docs/durability.md row 4), not I4.
 		if hwm < img.committed && !img.garbage {
 			t.Fatalf("%s: high watermark %d below the honest commits' %d (I4)", img.label, hwm, img.committed)
 		}
@@ -187,7 +187,7 @@ func checkCrashImage(t *testing.T, img crashImage, o *crashOracle, opts Options,
 // TestCrash_LyingFsync makes one fdatasync in turn lie (report success,
 // persist nothing), then crashes at every later mutating call with the
 // unsynced data dropped. The design's five "must never happen"
-// (storage-engine.txt, "Drives that lie about fsync") are checked: no torn
+// (docs/design.md, "Drives that lie about fsync") are checked: no torn
 // or fabricated record served (I1), no failing or unstable open (I2), a
 // sparse index that agrees with the file (every read verifies the frame
 // it lands on: I3), every record whose frame an honest fdatasync covered

@@ -1,6 +1,6 @@
 // Package partition is one partition's log: a directory of segment files
 // holding CRC-checked frames of keyed records, owned by one goroutine, the
-// actor (architecture.md, "The shape"). It implements storage-engine.txt's
+// actor (docs/architecture.md, "The shape"). It implements docs/design.md's
 // "Segments, frames and records", "Write path", "Commit failure", "Fsync
 // failure", "High watermark and hidden tail", "Recovery", "Flusher
 // pipeline", "Wake-ups for waiting readers", and the per-log half of
@@ -45,7 +45,7 @@
 // on every later append and commit until the log is reopened; reads of
 // committed records go on. An fsync is never retried.
 //
-// # Decisions on the risks fault-model.md leaves open
+// # Decisions on the risks the design left open (docs/design.md, R1 to R8)
 //
 // R1, the hwm file at close. The file keeps the design's format (8 bytes,
 // written in place at close, fdatasynced; emptied once before the first

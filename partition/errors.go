@@ -7,11 +7,11 @@ import (
 )
 
 // Sentinel errors callers branch on with errors.Is. Each is wrapped with
-// where it happened (architecture.md, "Errors").
+// where it happened (docs/architecture.md, "Errors").
 var (
 	// ErrLogPoisoned: an fdatasync of this log failed. Every later append
 	// and commit fails with it, wrapping the fsync error, until the log is
-	// reopened (storage-engine.txt, "Fsync failure").
+	// reopened (docs/design.md, "Fsync failure").
 	ErrLogPoisoned = errors.New("partition: log poisoned by a failed fsync")
 	// ErrLogClosed: the log is closed. A read of a closed log answers this
 	// and nothing else.

@@ -23,7 +23,7 @@ func (f *pendingFrame) end() int64 { return f.base + int64(f.count) }
 
 // appendEnvelopes puts envelopes in the buffer at the next offsets, raising
 // each commit time to the partition's newest so it never decreases along
-// the partition (storage-engine.txt, "Segments, frames and records").
+// the partition (docs/design.md, "Segments, frames and records").
 func (s *state) appendEnvelopes(envs [][]byte) (base int64) {
 	base = s.nextOffset
 	if len(s.buffer) == 0 {
@@ -196,7 +196,7 @@ func (s *state) flushPass() {
 // needsTimer reports whether a flush pass is owed, and when: buffered
 // records, written bytes not yet synced, or a failed write to retry. A
 // high-watermark advance owes nothing. An idle log holds no timer
-// (storage-engine.txt, "Flusher pipeline"): any new "the timer will pick it
+// (docs/design.md, "Flusher pipeline"): any new "the timer will pick it
 // up" path needs its condition here.
 func (s *state) needsTimer() (due time.Time, ok bool) {
 	if s.poison != nil {

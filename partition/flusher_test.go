@@ -15,7 +15,7 @@ import (
 	"github.com/narad-io/storage/wire"
 )
 
-// Tests of storage-engine.txt, "Flusher pipeline", and partition/doc.go,
+// Tests of docs/design.md, "Flusher pipeline", and partition/doc.go,
 // "Flusher" and R2. Everything that involves time runs in a synctest bubble:
 // the log and the disk are made inside it, so the actor's timer runs on the
 // bubble's fake clock.

@@ -58,7 +58,7 @@ func closeLog(t testing.TB, l *Log) {
 }
 
 // value is the bytes of record seq of a test run: a pure function of
-// (seed, seq), so any served byte can be checked (fault-model "Oracle").
+// (seed, seq), so any served byte can be checked (docs/durability.md, the oracle).
 func value(seed uint64, seq int64) []byte {
 	h := fnv.New64a()
 	binary.Write(h, binary.BigEndian, seed)

@@ -22,7 +22,7 @@ type hwmFileState struct {
 // readHWMFile reads the hwm file. A missing or empty file holds no value; a
 // file of any other length, or a negative value, is damage: logged, counted
 // and treated as holding no value, so the boundary comes from the tail
-// (fault-model row 12). Only an I/O error fails the open.
+// (docs/durability.md row 12). Only an I/O error fails the open.
 func readHWMFile(files fsys.FS, path string, logger *zap.Logger) (hwmFileState, error) {
 	b, err := fsys.ReadFile(files, path, 64)
 	switch {
@@ -45,7 +45,7 @@ func readHWMFile(files fsys.FS, path string, logger *zap.Logger) (hwmFileState, 
 // emptyHWMFile truncates the hwm file to empty and fsyncs it: done once,
 // before the first high-watermark advance of the log's life, so that a
 // crash while the log is open leaves no stale boundary behind
-// (storage-engine.txt, "High watermark and hidden tail").
+// (docs/design.md, "High watermark and hidden tail").
 func emptyHWMFile(files fsys.FS, dir string) error {
 	path := filepath.Join(dir, wire.HWMFileName)
 	f, err := files.OpenFile(path, os.O_WRONLY)
@@ -67,10 +67,10 @@ func emptyHWMFile(files fsys.FS, dir string) error {
 
 // writeHWMFile writes the exact high watermark at close: 8 bytes written in
 // place at offset 0 and fdatasynced; the directory is synced when the call
-// created the file (fault-model R7). A crash part-way leaves the old
+// created the file (docs/design.md R7). A crash part-way leaves the old
 // content, an empty file or 8 bytes of any value; open trusts the file only
 // when it equals the CRC-verified tail, so none of these can hide a record
-// (fault-model R1).
+// (docs/design.md R1).
 func writeHWMFile(files fsys.FS, dir string, hwm int64, existed bool) error {
 	path := filepath.Join(dir, wire.HWMFileName)
 	content, err := wire.EncodeOffsetFile(hwm)

@@ -3,7 +3,7 @@ package partition
 import "github.com/prometheus/client_golang/prometheus"
 
 // Metrics are the counters and histograms every log of a process shares
-// (architecture.md, "Metrics").
+// (docs/architecture.md, "Metrics").
 type Metrics struct {
 	// Errors is errors_total{component,kind}; other components count into
 	// it too.

@@ -6,7 +6,7 @@ import (
 )
 
 // notifier is a log's announcement that records may have become
-// deliverable (storage-engine.txt, "Wake-ups for waiting readers"): a
+// deliverable (docs/design.md, "Wake-ups for waiting readers"): a
 // broadcast channel closed to wake every waiter at once, and a wake
 // notifier function. A broadcast nobody fetched the channel for allocates
 // nothing.

@@ -10,7 +10,7 @@ import (
 	"github.com/narad-io/storage/internal/fsys"
 )
 
-// Tests of storage-engine.txt, "Wake-ups for waiting readers".
+// Tests of docs/design.md, "Wake-ups for waiting readers".
 
 // isClosed reports whether c is closed, without waiting.
 func isClosed(c <-chan struct{}) bool {

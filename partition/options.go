@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// DefaultSegmentMaxBytes caps a segment (storage-engine.txt, "Segments,
+// DefaultSegmentMaxBytes caps a segment (docs/design.md, "Segments,
 // frames and records").
 const DefaultSegmentMaxBytes = 64 << 20
 
@@ -36,7 +36,7 @@ type Options struct {
 	// RetentionMaxAge (and with no retention, never rolls on age).
 	MaxSegmentAge time.Duration
 
-	// flush holds the flusher's internal thresholds (storage-engine.txt,
+	// flush holds the flusher's internal thresholds (docs/design.md,
 	// "Flusher pipeline"); not a setting a config file can change, so only
 	// this package's tests lower them.
 	flush flushPolicy

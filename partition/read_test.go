@@ -13,7 +13,7 @@ import (
 	"github.com/narad-io/storage/wire"
 )
 
-// Tests of the read path: storage-engine.txt, "High watermark and hidden
+// Tests of the read path: docs/design.md, "High watermark and hidden
 // tail" (reads stop at the boundary), "Recovery" (damage and I/O errors in
 // sealed segments are found by the read that lands on them), "Sealed
 // segments do not pin a file descriptor", "Flusher pipeline" (frame cache),
@@ -275,7 +275,7 @@ func TestRead_SegmentEvictedFromHotSetWhileInUseClosesAtRelease(t *testing.T) {
 	})
 }
 
-// "Recovery", fault-model row 8: a bit flip in a sealed segment is found by
+// "Recovery", docs/durability.md row 8: a bit flip in a sealed segment is found by
 // the read that lands on it, never at open, and never served: the read
 // fails with an *UnreadableError whose Next is the next frame's base (the
 // successor segment's base for the last frame); reading from Next goes on,
@@ -442,7 +442,7 @@ func firstOffset(res ReadResult) int64 {
 	return res.Records[0].Offset
 }
 
-// "Recovery", fault-model row 9: an I/O error in a sealed segment fails the
+// "Recovery", docs/durability.md row 9: an I/O error in a sealed segment fails the
 // reads that need it, with an error wrapping the cause (not ErrUnreadable,
 // not a panic), and nothing else: the open, and reads of other segments,
 // go on; once the disk recovers, the read succeeds.
@@ -595,7 +595,7 @@ func TestRead_TailReaderServedFromFrameCache(t *testing.T) {
 }
 
 // TestRead_EIOAfterADamagedFrameIsNeverAGap: a damaged frame followed by
-// one whose header's block fails reads (fault-model rows 8 and 9): a read
+// one whose header's block fails reads (docs/durability.md rows 8 and 9): a read
 // of the second's offsets is the I/O error, never a permanent gap a queue
 // consumer would skip for good (found by review of the step over
 // unreadable frames).

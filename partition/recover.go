@@ -31,7 +31,7 @@ type walkResult struct {
 	index   []indexEntry
 }
 
-// recoverLog opens the segments of dir (storage-engine.txt, "Recovery";
+// recoverLog opens the segments of dir (docs/design.md, "Recovery";
 // partition/doc.go has the argument).
 func recoverLog(dir string, opts Options) (*recovered, error) {
 	files := opts.FS
@@ -53,7 +53,7 @@ func recoverLog(dir string, opts Options) (*recovered, error) {
 	rec := &recovered{}
 	if len(bases) == 0 {
 		// A new log. The directory's own entry is made durable here too,
-		// before anything depends on it (fault-model R7), even when an
+		// before anything depends on it (docs/design.md R7), even when an
 		// earlier process created it and crashed before its sync.
 		if err := files.SyncDir(filepath.Dir(dir)); err != nil {
 			return nil, fmt.Errorf("open %s: sync parent directory: %w", dir, err)
@@ -77,7 +77,7 @@ func recoverLog(dir string, opts Options) (*recovered, error) {
 }
 
 // statSealed makes the segment of a sealed file from its name and a stat:
-// a sealed segment is never opened at recovery (storage-engine.txt,
+// a sealed segment is never opened at recovery (docs/design.md,
 // "Sealed segments do not pin a file descriptor").
 func statSealed(files fsys.FS, dir string, base int64) (*segment, error) {
 	name, _ := wire.SegmentFileName(base)
@@ -119,7 +119,7 @@ func createSegment(files fsys.FS, dir string, base int64) error {
 // between, and the boundary is taken from the CRC-verified tail after an
 // fsync. That path also drops the segment's cached pages and walks again,
 // so it sees what the media holds, not what a failed fsync left clean in
-// the page cache (fault-model R1, R3, row 12).
+// the page cache (docs/design.md R1, R3, row 12).
 func (rec *recovered) openActive(dir string, base int64, opts Options) error {
 	files := opts.FS
 	name, _ := wire.SegmentFileName(base)

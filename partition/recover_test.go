@@ -65,7 +65,7 @@ func emptyHWM(t *testing.T, d *fsys.Disk) {
 
 // TestRecovery_TornTailTruncated: a partly written last frame (every
 // prefix of its bytes) is truncated and the truncate fsynced; no gap; the
-// next commit reuses its offsets (storage-engine.txt, "Recovery"; matrix
+// next commit reuses its offsets (docs/design.md, "Recovery"; matrix
 // rows 2 and 5).
 func TestRecovery_TornTailTruncated(t *testing.T) {
 	d, pos := committedLog(t, 5)
@@ -158,7 +158,7 @@ func TestRecovery_DamageUnderValidFramesIsAGap(t *testing.T) {
 
 // TestRecovery_HugeLengthNeverAllocates: a header claiming ~4 GiB (or
 // 2 GiB) in the last or a middle frame is rejected before any allocation
-// (fault-model R6, matrix row 11).
+// (docs/design.md R6, matrix row 11).
 func TestRecovery_HugeLengthNeverAllocates(t *testing.T) {
 	d, pos := committedLog(t, 5)
 	for _, victim := range []int64{pos[2], pos[4]} {
@@ -190,7 +190,7 @@ func TestRecovery_HugeLengthNeverAllocates(t *testing.T) {
 
 // TestRecovery_MisplacedFrameIsNeverServed: a CRC-valid frame copied to
 // another position (a misdirected write) is rejected by the position
-// check (fault-model R5, matrix row 25).
+// check (docs/design.md R5, matrix row 25).
 func TestRecovery_MisplacedFrameIsNeverServed(t *testing.T) {
 	d, pos := committedLog(t, 5)
 	b := contentsOf(t, d, activeSeg)
@@ -214,7 +214,7 @@ func TestRecovery_MisplacedFrameIsNeverServed(t *testing.T) {
 // commit after an open empties the file and fsyncs it; a crash while the
 // log is open leaves it empty and the boundary comes from the tail; a
 // crash before the first advance keeps the old value, still equal to the
-// tail (storage-engine.txt, "High watermark and hidden tail").
+// tail (docs/design.md, "High watermark and hidden tail").
 func TestRecovery_HWMFileProtocol(t *testing.T) {
 	d, _ := committedLog(t, 3)
 	hwmPath := testDir + "/" + wire.HWMFileName
@@ -244,7 +244,7 @@ func TestRecovery_HWMFileProtocol(t *testing.T) {
 // TestRecovery_DamagedHWMFileNeverHidesRecords: whatever the hwm file
 // holds (zeros, all ones, a value above or below the tail, 1 to 7 bytes,
 // a bit flip in any byte), the boundary is never below the last honest
-// commit (fault-model R1, matrix rows 12 and 13).
+// commit (docs/design.md R1, matrix rows 12 and 13).
 func TestRecovery_DamagedHWMFileNeverHidesRecords(t *testing.T) {
 	d, _ := committedLog(t, 5) // high watermark 10
 	cases := map[string][]byte{
@@ -314,7 +314,7 @@ func TestClose_CutsTheHiddenTail(t *testing.T) {
 
 // TestRecovery_CrashInsideRecovery: a crash at any write recovery makes
 // (the torn-tail truncate, its fsync, the fsync of the active segment)
-// leads the next open to the same state (fault-model R8, matrix row 27).
+// leads the next open to the same state (docs/design.md R8, matrix row 27).
 func TestRecovery_CrashInsideRecovery(t *testing.T) {
 	d, pos := committedLog(t, 5)
 	base := d.ProcessCrash()

@@ -148,7 +148,7 @@ func TestRegression_PanicInUnlinkKeepsSegmentsPending(t *testing.T) {
 // TestEMFILE_TypedRetriableNoPoisonNoLeak: with the descriptor limit
 // reached, a roll's create and a read's lazy open fail with EMFILE, the
 // log is not poisoned, no descriptor leaks, and everything works once
-// descriptors are free again (fault-model matrix row 30).
+// descriptors are free again (docs/durability.md row 30).
 func TestEMFILE_TypedRetriableNoPoisonNoLeak(t *testing.T) {
 	d := newDisk(t, 1)
 	opts := testOptions(d) // 4 KiB segments

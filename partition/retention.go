@@ -38,7 +38,7 @@ type SweepResult struct {
 	FailedUnlinks   int   // unlinks that failed, kept for the next sweep
 }
 
-// Sweep applies retention once (storage-engine.txt, "Retention"): the
+// Sweep applies retention once (docs/design.md, "Retention"): the
 // actor seals an idle, fully committed active segment whose last write is
 // older than the retention bound, and detaches every sealed segment whose
 // last write is older, oldest first; the files are unlinked here, after the

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// Tests of storage-engine.txt, "Retention" (the per-log half: the sweep,
+// Tests of docs/design.md, "Retention" (the per-log half: the sweep,
 // the time-based roll, the rotation of an idle active segment, the detach
 // and unlink, the counters). All of them run in a synctest bubble: segment
 // ages come from the bubble's fake clock, through the simulated disk's

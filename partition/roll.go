@@ -20,7 +20,7 @@ func (s *state) fullyCommitted() bool {
 
 // rollDue reports whether the next frame write must go to a new segment:
 // the active one is full, or its oldest record is older than the roll age
-// (storage-engine.txt, "Retention", time-based roll), and it is fully
+// (docs/design.md, "Retention", time-based roll), and it is fully
 // committed.
 func (s *state) rollDue(now time.Time) bool {
 	if s.active.size == 0 || s.written != s.hwm {

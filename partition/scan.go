@@ -17,7 +17,7 @@ const scanBufferSize = 1 << 20
 
 // scanBuffers is the process-wide free list of scan buffers: sync.Pool
 // keeps at most about one per P alive between uses, rather than one pinned
-// per partition (storage-engine.txt, "Flusher pipeline").
+// per partition (docs/design.md, "Flusher pipeline").
 var scanBuffers = sync.Pool{New: func() any {
 	b := make([]byte, scanBufferSize)
 	return &b
@@ -35,7 +35,7 @@ const (
 // scanner reads the frames of one file between two byte positions through
 // one buffer, refilled with large reads. A frame is never read past limit,
 // so a corrupt length can make it allocate at most limit - pos bytes, and
-// never more than wire.MaxFrameBytes (fault-model R6).
+// never more than wire.MaxFrameBytes (docs/design.md R6).
 //
 // Invariants: buf[:n] holds the file's bytes [at, at+n); at+n <= limit.
 type scanner struct {
@@ -57,7 +57,7 @@ type scanner struct {
 const unreadableStep = 512
 
 // stepOver finds where the frames resume after a frame at pos, holding
-// offsets from expect on, that cannot be read (fault-model row 9). A
+// offsets from expect on, that cannot be read (docs/durability.md row 9). A
 // candidate is taken only when the valid frames from it chain, each at
 // its predecessor's end, to the segment's end: endOffset at byte limit.
 // A frame image inside a record's value (a value may hold anything) does
@@ -148,7 +148,7 @@ func (s *scanner) window(pos int64, want int) ([]byte, error) {
 	if err != nil && !errors.Is(err, io.EOF) && n > int64(want) && s.skipUnreadable {
 		// A read's wide window failed: the failing block may lie outside
 		// the bytes asked for, so read exactly those before giving up.
-		// One bad block then costs only the frames on it (fault-model
+		// One bad block then costs only the frames on it (docs/durability.md
 		// row 9).
 		got, err = s.file.ReadAt(s.buf[:want], pos)
 	}

@@ -17,7 +17,7 @@ import (
 )
 
 // BenchmarkRestartSweep measures what the first sweep after a restart does
-// to the readers of a live partition (storage-engine.txt, "Retention": a
+// to the readers of a live partition (docs/design.md, "Retention": a
 // backlog of expired segments must not stall readers). Each iteration lays
 // out 100 partitions of 100 small segments each (10,000 segments, every
 // one a valid frame of 10 records, all last written two days ago) on the

@@ -1,5 +1,5 @@
 // Package reaper is the node's one retention loop over open partition logs
-// (storage-engine.txt, "Retention"): a single supervised goroutine, not one
+// (docs/design.md, "Retention"): a single supervised goroutine, not one
 // per partition, that about once a minute sweeps every open log through
 // partition.Log.Sweep. The sweep itself is the log's: it rotates an idle,
 // fully committed active segment, detaches expired sealed segments under
@@ -28,7 +28,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// Defaults (storage-engine.txt, "Retention").
+// Defaults (docs/design.md, "Retention").
 const (
 	DefaultInterval    = time.Minute
 	DefaultStallAfter  = time.Minute

@@ -21,7 +21,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 )
 
-// Tests of the reaper loop (storage-engine.txt, "Retention"). All run in a
+// Tests of the reaper loop (docs/design.md, "Retention"). All run in a
 // synctest bubble: the loop's timers, the logs' segment times and the
 // simulated disk's modification times all read its fake clock. What one
 // sweep deletes is partition's and tested there.

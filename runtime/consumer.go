@@ -37,7 +37,7 @@ type ConsumerState struct {
 }
 
 // consumer is one partition's consumer progress and the files it persists
-// to (storage-engine.txt, "Retention", the consumer-frontier paragraphs).
+// to (docs/design.md, "Retention", the consumer-frontier paragraphs).
 //
 // Invariants, under mu:
 //   - every offset in ahead is > frontier and < the high watermark it was
@@ -252,7 +252,7 @@ func (n *Node) consumerOf(ctx context.Context, topic string, p int) (*consumer, 
 // only where it cannot skip an unacked record: not above the high
 // watermark, and not above the ahead record's frontier when there is one
 // (it is levelled only from a durable ahead frontier). What is rejected is
-// logged and counted (fault-model R4, matrix rows 15 and 16).
+// logged and counted (docs/design.md R4, matrix rows 15 and 16).
 func (n *Node) recoverConsumer(c *consumer, hwm int64) (err error) {
 	files := n.cfg.FS
 	aheadPath := filepath.Join(c.dir, wire.ConsumerAheadFileName)

@@ -143,7 +143,7 @@ func (cm *committer) tickLocked(c *consumer) error {
 		if err != nil {
 			return err
 		}
-		if err := cm.n.cfg.FS.SyncDir(c.dir); err != nil { // fault-model R7
+		if err := cm.n.cfg.FS.SyncDir(c.dir); err != nil { // docs/design.md R7
 			f.Close()
 			return err
 		}

@@ -167,7 +167,7 @@ func TestConsumer_CrashAtEveryPointOfTheCycle(t *testing.T) {
 // TestConsumer_DamagedFilesFallBackSafely: a corrupt slot falls back to
 // the other; both corrupt fall back to consumer.offset; a consumer.offset
 // above consumer.ahead's frontier or above the high watermark is rejected
-// (fault-model R4, matrix rows 15 and 16).
+// (docs/design.md R4, matrix rows 15 and 16).
 func TestConsumer_DamagedFilesFallBackSafely(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})

@@ -4,7 +4,7 @@
 //
 //   - Lazy open: a partition's log opens on first use, under its topic's
 //     guard, after the metastore lookup, the assignment check and the
-//     incarnation check (storage-engine.txt, "The incarnation marker"): a
+//     incarnation check (docs/design.md, "The incarnation marker"): a
 //     matching marker is served, a missing one adopted, a different one
 //     quarantined to topics/<name>.stale-<oldid> (the old incarnation's
 //     consumer state dropped before the fresh directory exists) and a fresh
@@ -42,7 +42,7 @@
 //     becomes the anchor) once per ConsumerOffsetCommitInterval; a
 //     consumer.offset levelled at most every 30 s and at close, only ever
 //     from a durable frontier, so one above consumer.ahead's is damage and
-//     is rejected (fault-model R4). Recovery is lazy, on first touch, from
+//     is rejected (docs/design.md R4). Recovery is lazy, on first touch, from
 //     both files; a frontier above the high watermark is rejected and
 //     counted. A set too large for a slot keeps its lowest offsets: the
 //     frontier is never moved, the rest are redelivered after a crash.

@@ -257,7 +257,7 @@ func TestNodeClose_FencesAnOpenAlreadyUnderWay(t *testing.T) {
 }
 
 // noIncarnation is a metastore whose records carry no incarnation id
-// (name-based bookkeeping, storage-engine.txt "The incarnation marker").
+// (name-based bookkeeping, docs/design.md "The incarnation marker").
 type noIncarnation struct{ *LocalMetastore }
 
 func (m noIncarnation) Topic(ctx context.Context, name string) (TopicRecord, bool, error) {

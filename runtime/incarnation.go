@@ -71,7 +71,7 @@ func (n *Node) openAdmitted(key supervisor.Key, rec TopicRecord) (*partition.Log
 }
 
 // checkIncarnation compares the topic directory's marker with the record
-// (storage-engine.txt, "The incarnation marker"): a match is served; no
+// (docs/design.md, "The incarnation marker"): a match is served; no
 // marker is adopted (stamped, unless the record has no id); a different
 // marker is a deleted incarnation's leftover, quarantined. The marker has
 // a copy (wire.IncarnationCopyFileName): when one is missing or damaged,

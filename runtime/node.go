@@ -41,7 +41,7 @@ type Config struct {
 	// checked for reclaim; default 5m.
 	QuarantineSweepInterval time.Duration
 	// ReaperInterval is how often the reaper sweeps every open log;
-	// default 1m (storage-engine.txt, "Retention").
+	// default 1m (docs/design.md, "Retention").
 	ReaperInterval time.Duration
 	// ColdWalkInterval is how often the cold retention walk sweeps closed
 	// logs (storage.cold_retention_walk_ms); 0 turns it off, and the daemon

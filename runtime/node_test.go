@@ -246,7 +246,7 @@ func TestNode_ConcurrentTopicsAgainstAModel(t *testing.T) {
 // directory without one is adopted (stamped with the record's id); a
 // different one is quarantined as <name>.stale-<oldid>, never served, the
 // old consumer state dropped before the fresh directory exists, and a
-// fresh log starts at offset 0 (storage-engine.txt, "The incarnation
+// fresh log starts at offset 0 (docs/design.md, "The incarnation
 // marker"). A later sweep reclaims the quarantined directory once the
 // metastore confirms its incarnation is gone.
 func TestIncarnation_MatchAdoptAndQuarantine(t *testing.T) {

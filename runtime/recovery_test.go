@@ -124,7 +124,7 @@ func TestPurge_NeverLeavesDeletedDataUnderTheLiveName(t *testing.T) {
 }
 
 // TestMetastore_AFileFailingReadsLoadsTheCopy: metastore.json failing
-// every read (fault-model row 9's sticky EIO) no longer refuses the start:
+// every read (docs/durability.md row 9's sticky EIO) no longer refuses the start:
 // the copy, written after it, holds every change that returned (found by
 // review).
 func TestMetastore_AFileFailingReadsLoadsTheCopy(t *testing.T) {

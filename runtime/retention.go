@@ -15,7 +15,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// The node's half of storage-engine.txt, "Retention": it starts the reaper
+// The node's half of docs/design.md, "Retention": it starts the reaper
 // over its open logs and, when ColdWalkInterval is set, the cold walk over
 // its closed partitions, and it gives the walk its guarded open. Retention
 // changes reach open logs in place through recheck (incarnation.go); idle

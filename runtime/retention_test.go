@@ -20,7 +20,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 )
 
-// Tests of storage-engine.txt, "Retention", through a node: the reaper
+// Tests of docs/design.md, "Retention", through a node: the reaper
 // over open logs, the cold walk over closed ones, retention changes in
 // place, and eviction's rule. Every one runs in a synctest bubble, with
 // the simulated disk made inside it so its modification times read the

@@ -16,7 +16,7 @@ import (
 )
 
 // Start opens every partition this node owns before it reports ready
-// (storage-engine.txt, "High watermark and hidden tail"): up to min(8,
+// (docs/design.md, "High watermark and hidden tail"): up to min(8,
 // GOMAXPROCS) topics at once, each topic's partitions one after another,
 // skipping with a warning one whose assignment lookup or open fails, and
 // logging progress so a node with thousands of partitions does not look

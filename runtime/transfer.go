@@ -32,7 +32,7 @@ type TransferListing struct {
 
 // TransferListing lists a partition's segment files and boundary from its
 // directory, without opening its log, and refuses a directory whose
-// incarnation marker is not the metastore's (storage-engine.txt, "The
+// incarnation marker is not the metastore's (docs/design.md, "The
 // incarnation marker": the listing makes the open path's comparison
 // itself). It waits for a close in progress, under the topic's guard.
 func (n *Node) TransferListing(ctx context.Context, topic string, p int) (TransferListing, error) {

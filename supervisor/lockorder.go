@@ -8,7 +8,7 @@ import (
 	"sync"
 )
 
-// Lock levels, in the order they must be taken (architecture.md): a
+// Lock levels, in the order they must be taken (docs/architecture.md): a
 // goroutine holding a lock may take only locks of a higher level, and at
 // most one of each level.
 const (

@@ -94,7 +94,7 @@ func TestParsePartitionDirName_Rejects(t *testing.T) {
 }
 
 func TestValidateTopicName_HTTPRule(t *testing.T) {
-	// http-api.md: 1 to 200 characters of [A-Za-z0-9._-], not "." or "..",
+	// docs/http-api.md: 1 to 200 characters of [A-Za-z0-9._-], not "." or "..",
 	// and not containing ".stale-".
 	valid := []string{"orders", "a", "A-Z_0.9", "...", ".hidden", "stale-x", "a.stale", strings.Repeat("x", 200), "-", "_"}
 	for _, name := range valid {

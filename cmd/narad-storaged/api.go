@@ -32,11 +32,11 @@ type apiOptions struct {
 	token   []byte // empty: no authentication
 	maxBody int64
 	pprof   bool
-	access  bool // log every request (--access-log)
+	access  bool            // log every request (--access-log)
 	closing <-chan struct{} // closed at shutdown: long polls answer at once
 }
 
-// api is the HTTP API of http-api.md over a runtime.Node.
+// api is the HTTP API of docs/http-api.md over a runtime.Node.
 type api struct {
 	node    *runtime.Node
 	ms      runtime.Metastore

@@ -14,7 +14,7 @@ import (
 )
 
 // writeNodeError answers an error of the node with the status and code
-// http-api.md gives it. The message is the daemon's own words about the
+// docs/http-api.md gives it. The message is the daemon's own words about the
 // request's topic and partition, never the error's text, which can name
 // files of the server; the error itself goes to the log where it matters.
 // Anything it does not know is a 500: an I/O error, never bad input.

@@ -218,7 +218,7 @@ type fetched struct {
 	HighWatermark int64 `json:"high_watermark"`
 }
 
-// TestE2E_Contract walks every endpoint and error of http-api.md.
+// TestE2E_Contract walks every endpoint and error of docs/http-api.md.
 func TestE2E_Contract(t *testing.T) {
 	d := startDaemon(t, t.TempDir(), "--pprof")
 	expect(t, d.req("GET", "/healthz", nil), 200, "")

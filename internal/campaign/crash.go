@@ -88,7 +88,7 @@ func (r *run) workload(ctx context.Context, v Variant, seed uint64, opts Options
 }
 
 // CheckCrashState starts a fresh node on a crash image and checks it
-// against the model (fault-model invariants; checkAgainst has the rest):
+// against the model (docs/durability.md's invariants; checkAgainst has the rest):
 //   - I2: the node starts, and a second start on the same image serves
 //     the same bounds and the same records;
 //   - I6: the next commit lands exactly at the high watermark, and reads

@@ -80,7 +80,7 @@ type frameSpan struct {
 }
 
 // Damage runs the reference workload cleanly, then damages every sector
-// of every file it left (fault-model rows 6 to 9, 12, 15 and 16), every
+// of every file it left (docs/durability.md rows 6 to 9, 12, 15 and 16), every
 // frame header's length fields (row 11) and every frame by a misdirected
 // copy of its predecessor (row 25), and checks each damaged state on a
 // fresh node: it starts (a damaged sealed segment never fails the open;

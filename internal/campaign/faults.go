@@ -16,7 +16,7 @@ import (
 	"github.com/narad-io/storage/wire"
 )
 
-// A failure is one way a call fails (fault-model rows 17 to 23, 26, 30
+// A failure is one way a call fails (docs/durability.md rows 17 to 23, 26, 30
 // to 32).
 type failure struct {
 	name   string

@@ -82,7 +82,7 @@ type Explorer[M any] struct {
 	// ones; names is how many namespace changes are pending there.
 	Plans func(call, names int) []fsys.CrashPlan
 	// Sectors adds, at every point, images that keep chosen sectors of
-	// the unsynced writes (fault-model rows 2 to 5): every prefix
+	// the unsynced writes (docs/durability.md rows 2 to 5): every prefix
 	// of each file's unsynced sectors (zeros beyond, and garbage beyond),
 	// every single hole, and the new size with no data at all.
 	Sectors bool

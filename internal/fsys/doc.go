@@ -1,5 +1,5 @@
 // Package fsys is the one seam through which every file operation of the
-// project goes (STYLE habit 1): open and create with the engine's modes,
+// project goes: open and create with the engine's modes,
 // read, write, pread, pwrite, fdatasync, truncate, rename, remove, mkdir,
 // readdir, stat, directory fsync and page-cache eviction.
 //

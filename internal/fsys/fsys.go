@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Modes the engine creates everything with (storage-engine.txt, "On disk"):
+// Modes the engine creates everything with (docs/design.md, "On disk"):
 // private to the broker's user. They are applied at creation only; an
 // existing file or directory keeps the mode it has.
 const (
@@ -73,7 +73,7 @@ type File interface {
 	// Sync is fdatasync: the file's data and size are durable when it
 	// returns nil. After an error the written data is of unknown state (a
 	// failed fdatasync on Linux marks the dirty pages clean): the caller
-	// must treat the file as crashed (storage-engine.txt, "Fsync failure").
+	// must treat the file as crashed (docs/design.md, "Fsync failure").
 	Sync() error
 	// Truncate changes the file's size; it is durable after Sync.
 	Truncate(size int64) error
@@ -81,7 +81,7 @@ type File interface {
 	// DropCache evicts the file's clean cached pages
 	// (posix_fadvise(POSIX_FADV_DONTNEED)), so the next read comes from the
 	// media. A reopen after a failed fdatasync uses it to scan what the
-	// disk holds rather than what the page cache remembers (fault-model R3).
+	// disk holds rather than what the page cache remembers (docs/design.md R3).
 	DropCache() error
 }
 

@@ -233,7 +233,7 @@ func TestFS_WriteFileAtomicReplaces(t *testing.T) {
 }
 
 // TestOS_ModesIgnoreUmask: files 0600 and directories 0700 exactly, even
-// under a umask that would strip the owner's bits (storage-engine.txt, "On
+// under a umask that would strip the owner's bits (docs/design.md, "On
 // disk"); an existing file keeps its mode.
 func TestOS_ModesIgnoreUmask(t *testing.T) {
 	old := syscall.Umask(0o377)

@@ -11,7 +11,7 @@ import (
 )
 
 // forbidden are the calls that bypass the seam: a package that makes them
-// cannot have faults injected into it (STYLE habit 1).
+// cannot have faults injected into it.
 var forbidden = map[string]map[string]bool{
 	"os": {"Open": true, "OpenFile": true, "Create": true, "Remove": true, "RemoveAll": true,
 		"Rename": true, "Truncate": true, "Mkdir": true, "MkdirAll": true, "ReadDir": true,

@@ -94,7 +94,7 @@ func TestCrash_TearChosenSectors(t *testing.T) {
 }
 
 // TestCrash_NewSizeWithoutData: the size reached the media, the data did
-// not: a zero-filled tail (storage-engine.txt, "Recovery"; fault-model
+// not: a zero-filled tail (docs/design.md, "Recovery"; docs/durability.md
 // row 5).
 func TestCrash_NewSizeWithoutData(t *testing.T) {
 	d, f := newSynced(t, sectors(1, 'a'))
@@ -169,7 +169,7 @@ func TestCrash_RandomTearIsDeterministic(t *testing.T) {
 }
 
 // TestCrash_DirectoryEntriesNeedSyncDir: a create, rename or unlink is
-// lost at a power loss unless its directory was synced (fault-model R7).
+// lost at a power loss unless its directory was synced (docs/design.md R7).
 func TestCrash_DirectoryEntriesNeedSyncDir(t *testing.T) {
 	d, _ := newSynced(t, []byte("old"))
 	g, err := d.OpenFile("/d/new", os.O_RDWR|os.O_CREATE)

@@ -13,7 +13,7 @@ import (
 // TestFault_FailedSyncMarksPagesClean: a failed fdatasync returns the error
 // once and drops the dirty state without persisting it, as Linux does;
 // reads still see the bytes, a crash loses them, and a later sync that
-// "succeeds" brings nothing back (storage-engine.txt, "Fsync failure").
+// "succeeds" brings nothing back (docs/design.md, "Fsync failure").
 func TestFault_FailedSyncMarksPagesClean(t *testing.T) {
 	d, f := newSynced(t, sectors(1, 'a'))
 	in := d.Inject(Fault{Op: OpSync, Path: "/d/f", Nth: 1, Err: syscall.EIO})
@@ -36,7 +36,7 @@ func TestFault_FailedSyncMarksPagesClean(t *testing.T) {
 	if got := contents(t, d.Crash(CrashPlan{Data: KeepUnsynced}), "/d/f"); len(got) != SectorSize {
 		t.Fatalf("after a crash: %d bytes, want only the %d synced", len(got), SectorSize)
 	}
-	// DropCache shows what the media holds (fault-model R3).
+	// DropCache shows what the media holds (docs/design.md R3).
 	if err := f.DropCache(); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestFault_FailedSyncMarksPagesClean(t *testing.T) {
 }
 
 // TestFault_LyingSyncPersistsNothing: success is reported, nothing reaches
-// the media (storage-engine.txt, "Drives that lie about fsync").
+// the media (docs/design.md, "Drives that lie about fsync").
 func TestFault_LyingSyncPersistsNothing(t *testing.T) {
 	d, f := newSynced(t, sectors(1, 'a'))
 	d.Inject(Fault{Op: OpSync, Nth: 1, Lie: true})
@@ -143,7 +143,7 @@ func equalBools(a, b []bool) bool {
 }
 
 // TestFault_ShortWrite: part of the buffer reaches the file, then the call
-// fails; a crash may keep or drop the part (fault-model row 19).
+// fails; a crash may keep or drop the part (docs/durability.md row 19).
 func TestFault_ShortWrite(t *testing.T) {
 	d, f := newSynced(t, nil)
 	d.Inject(Fault{Op: OpWrite, Nth: 1, Short: 3})
@@ -162,7 +162,7 @@ func TestFault_ShortWrite(t *testing.T) {
 }
 
 // TestFault_ReadRangeEIO: a read fails only where it overlaps the damaged
-// range, every time (sticky per sector, fault-model row 9).
+// range, every time (sticky per sector, docs/durability.md row 9).
 func TestFault_ReadRangeEIO(t *testing.T) {
 	d, f := newSynced(t, sectors(4, 'a'))
 	d.Inject(Fault{Op: OpRead, Path: "/d/f", Off: 2 * SectorSize, Len: SectorSize, Err: syscall.EIO})
@@ -247,7 +247,7 @@ func TestHook_ErrorFailsTheCall(t *testing.T) {
 
 // TestWriteFileAtomic_CrashAtEveryCall: a power loss after any call of the
 // sequence, with any unsynced state, leaves the old content or the new,
-// never a mix, a short file or nothing (fault-model R1).
+// never a mix, a short file or nothing (docs/design.md R1).
 func TestWriteFileAtomic_CrashAtEveryCall(t *testing.T) {
 	old, replacement := []byte("old-content"), []byte("new")
 	for stop := 1; ; stop++ {

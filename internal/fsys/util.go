@@ -17,7 +17,7 @@ const TempSuffix = ".tmp"
 // WriteFileAtomic replaces name with data so that a crash at any point
 // leaves either the old content or the new, never a mix or a short file:
 // write a temporary file, fdatasync it, rename it over name, fsync the
-// directory (STYLE habit 5; fault-model R1 and R7).
+// directory (docs/design.md R1 and R7).
 func WriteFileAtomic(fsys FS, name string, data []byte) error {
 	tmp := name + TempSuffix
 	// A temporary file a crash left before its rename is removed, not
@@ -91,8 +91,8 @@ func RemoveDurable(fsys FS, name string) error {
 
 // MkdirAllDurable creates name and any missing parents, and fsyncs the
 // parent of each directory it created, oldest first, so every created
-// entry survives a power loss before anything is put inside it (STYLE habit
-// 5; fault-model R7). A directory that already exists is left as it is;
+// entry survives a power loss before anything is put inside it
+// (docs/design.md R7). A directory that already exists is left as it is;
 // on a failed sync the directories it created are removed again.
 func MkdirAllDurable(fsys FS, name string) error {
 	var missing []string
