@@ -30,9 +30,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/supervisor"
+	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -83,7 +83,7 @@ type Node interface {
 // Config configures the walk. Zero values take the defaults.
 type Config struct {
 	// FS is the file system the walk lists and stats through. Required.
-	FS fsys.FS
+	FS vfs.FS
 	// TopicsDir is the data directory's topics/. Required.
 	TopicsDir string
 	// Node sweeps what the walk finds. Required.
@@ -288,7 +288,7 @@ func (w *walker) leftAloneNow(key partitionKey) bool {
 // segment, and the active (newest) one, rotated once its last write is
 // older than the cutoff if it holds anything (a closed log is fully
 // committed).
-func expiredOnDisk(files fsys.FS, dir string, cutoff time.Time) (bool, error) {
+func expiredOnDisk(files vfs.FS, dir string, cutoff time.Time) (bool, error) {
 	entries, err := files.ReadDir(dir)
 	if err != nil {
 		return false, err

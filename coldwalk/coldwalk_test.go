@@ -11,8 +11,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
@@ -98,7 +99,7 @@ func (f *fakeNode) takeSwept() []string {
 
 // writeSegment creates topic/pNNNNN/<base>.log holding size bytes, its
 // mtime the bubble's now.
-func writeSegment(t *testing.T, d *fsys.Disk, topic string, p int, base int64, size int) {
+func writeSegment(t *testing.T, d *sim.Disk, topic string, p int, base int64, size int) {
 	t.Helper()
 	dirName, _ := wire.PartitionDirName(p)
 	name, _ := wire.SegmentFileName(base)
@@ -117,13 +118,13 @@ func writeSegment(t *testing.T, d *fsys.Disk, topic string, p int, base int64, s
 }
 
 type walkTest struct {
-	disk *fsys.Disk
+	disk *sim.Disk
 	node *fakeNode
 	reg  *prometheus.Registry
 	logs *observer.ObservedLogs
 }
 
-func startWalk(t *testing.T, d *fsys.Disk, node *fakeNode) *walkTest {
+func startWalk(t *testing.T, d *sim.Disk, node *fakeNode) *walkTest {
 	core, logs := observer.New(zapcore.DebugLevel)
 	reg := prometheus.NewRegistry()
 	loop := Start(Config{FS: d, TopicsDir: topicsDir, Node: node, Logger: zap.New(core), Registerer: reg})
@@ -157,7 +158,7 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // names no partition has.
 func TestWalk_SweepsOnlyOwnedClosedExpiredPartitions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := fsys.NewDisk(1)
+		d := sim.NewDisk(1)
 		node := newFakeNode()
 		node.retention["orders"] = time.Hour
 		node.retention["forever"] = 0
@@ -169,7 +170,7 @@ func TestWalk_SweepsOnlyOwnedClosedExpiredPartitions(t *testing.T) {
 		writeSegment(t, d, "forever", 0, 0, 100)                       // no age bound
 		d.MkdirAll(path.Join(topicsDir, "orders", "p00009.staging"))   // a move's staging directory
 		d.MkdirAll(path.Join(topicsDir, "orders", "p7"))
-		fsys.WriteFileAtomic(d, path.Join(topicsDir, "orders", wire.IncarnationFileName), []byte("x"))
+		vfs.WriteFileAtomic(d, path.Join(topicsDir, "orders", wire.IncarnationFileName), []byte("x"))
 		node.open["orders/1"] = true
 		node.foreign["orders/2"] = true
 		advance(2 * time.Hour)
@@ -178,8 +179,8 @@ func TestWalk_SweepsOnlyOwnedClosedExpiredPartitions(t *testing.T) {
 		writeSegment(t, d, "orders", 5, 10, 0)   // p5: an expired sealed segment, an empty active one
 		var mu sync.Mutex
 		stats := map[string]int{}
-		d.SetHook(func(c fsys.Call) error {
-			if c.Op == fsys.OpStat {
+		d.SetHook(func(c sim.Call) error {
+			if c.Op == sim.OpStat {
 				mu.Lock()
 				stats[path.Dir(c.Path)]++
 				mu.Unlock()
@@ -212,7 +213,7 @@ func TestWalk_SweepsOnlyOwnedClosedExpiredPartitions(t *testing.T) {
 // even list the data directory until it is.
 func TestWalk_RunsOnlyWhileCaughtUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := fsys.NewDisk(2)
+		d := sim.NewDisk(2)
 		node := newFakeNode()
 		node.retention["orders"] = time.Hour
 		node.caughtUp = false
@@ -220,8 +221,8 @@ func TestWalk_RunsOnlyWhileCaughtUp(t *testing.T) {
 		advance(2 * time.Hour)
 		var mu sync.Mutex
 		listings := 0
-		d.SetHook(func(c fsys.Call) error {
-			if c.Op == fsys.OpReadDir {
+		d.SetHook(func(c sim.Call) error {
+			if c.Op == sim.OpReadDir {
 				mu.Lock()
 				listings++
 				mu.Unlock()
@@ -253,7 +254,7 @@ func TestWalk_RunsOnlyWhileCaughtUp(t *testing.T) {
 // visited again.
 func TestWalk_PanicIsContainedAndThePartitionLeftAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := fsys.NewDisk(3)
+		d := sim.NewDisk(3)
 		node := newFakeNode()
 		node.retention["orders"] = time.Hour
 		for p := range 3 {
@@ -319,7 +320,7 @@ func TestExpiredOnDisk(t *testing.T) {
 			{"fresh sealed segments, an old written active", []seg{{0, 10, false}, {5, 10, true}}, true},
 		}
 		for i, tc := range tests {
-			d := fsys.NewDisk(uint64(i))
+			d := sim.NewDisk(uint64(i))
 			topic := fmt.Sprintf("t%d", i)
 			d.MkdirAll(path.Join(topicsDir, topic, "p00000"))
 			for _, old := range []bool{true, false} {

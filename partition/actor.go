@@ -3,7 +3,7 @@ package partition
 import (
 	"time"
 
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs"
 )
 
 // message is what the actor takes from its mailbox. Every message carries
@@ -63,7 +63,7 @@ type state struct {
 
 	sealed []*segment // oldest first; replaced, never changed in place
 	active *segment
-	file   fsys.File // the active segment, open read-write
+	file   vfs.File // the active segment, open read-write
 
 	nextOffset int64 // offset the next appended record gets
 	written    int64 // offset after the last frame written to the file

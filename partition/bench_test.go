@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
 )
 
@@ -22,7 +23,7 @@ import (
 
 func benchLog(b *testing.B, dir string) *Log {
 	b.Helper()
-	l, err := Open(dir, Options{FS: fsys.OS{}})
+	l, err := Open(dir, Options{FS: vfs.OS{}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func frameBytesOf(recs []Record) int {
 func BenchmarkRawAppendFdatasync(b *testing.B) {
 	b.Run("size=256", func(b *testing.B) {
 		buf := make([]byte, frameBytesOf(benchRecords(1, 256)))
-		f, err := fsys.OS{}.OpenFile(filepath.Join(b.TempDir(), "raw"), os.O_RDWR|os.O_CREATE)
+		f, err := vfs.OS{}.OpenFile(filepath.Join(b.TempDir(), "raw"), os.O_RDWR|os.O_CREATE)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -208,7 +209,7 @@ func BenchmarkOpen(b *testing.B) {
 		b.SetBytes(60 << 20)
 		b.ReportAllocs()
 		for b.Loop() {
-			f, err := fsys.OS{}.OpenFile(path, os.O_RDONLY)
+			f, err := vfs.OS{}.OpenFile(path, os.O_RDONLY)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -242,7 +243,7 @@ func writeFrames(b *testing.B, dir string, total, frameSize int, segment int64, 
 		payload, _ = wire.AppendRecordFrame(payload, e)
 	}
 	offset, written := int64(0), 0
-	var f fsys.File
+	var f vfs.File
 	var size int64
 	for written < total {
 		if f == nil || size >= segment {
@@ -250,7 +251,7 @@ func writeFrames(b *testing.B, dir string, total, frameSize int, segment int64, 
 				f.Close()
 			}
 			name, _ := wire.SegmentFileName(offset)
-			if f, err = (fsys.OS{}).OpenFile(filepath.Join(dir, name), os.O_RDWR|os.O_CREATE); err != nil {
+			if f, err = (vfs.OS{}).OpenFile(filepath.Join(dir, name), os.O_RDWR|os.O_CREATE); err != nil {
 				b.Fatal(err)
 			}
 			size = 0
@@ -285,7 +286,7 @@ func writeFrames(b *testing.B, dir string, total, frameSize int, segment int64, 
 func BenchmarkIdleLogs(b *testing.B) {
 	const n = 10000
 	for b.Loop() {
-		d := fsys.NewDisk(1)
+		d := sim.NewDisk(1)
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)

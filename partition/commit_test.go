@@ -8,7 +8,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -16,19 +17,19 @@ import (
 
 // trace records the disk calls made while it is on.
 type trace struct {
-	calls []fsys.Call
+	calls []sim.Call
 	on    bool
 }
 
-func (tr *trace) hook(c fsys.Call) error {
+func (tr *trace) hook(c sim.Call) error {
 	if tr.on {
 		tr.calls = append(tr.calls, c)
 	}
 	return nil
 }
 
-func (tr *trace) ops() []fsys.Op {
-	var out []fsys.Op
+func (tr *trace) ops() []sim.Op {
+	var out []sim.Op
 	for _, c := range tr.calls {
 		out = append(out, c.Op)
 	}
@@ -51,7 +52,7 @@ func TestCommit_WriteSyncReadBackThenAdvance(t *testing.T) {
 	if err != nil || base != 0 {
 		t.Fatalf("produce = %d, %v", base, err)
 	}
-	want := []fsys.Op{fsys.OpWrite, fsys.OpSync, fsys.OpRead}
+	want := []sim.Op{sim.OpWrite, sim.OpSync, sim.OpRead}
 	if got := tr.ops(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("disk calls of a commit = %v, want %v", got, want)
 	}
@@ -134,8 +135,8 @@ func commitFailureCase(t *testing.T, prefill int, errno syscall.Errno, i int) (d
 	defer l.Close()
 
 	calls, failed := 0, false
-	d.SetHook(func(c fsys.Call) error {
-		if c.Op == fsys.OpClose {
+	d.SetHook(func(c sim.Call) error {
+		if c.Op == sim.OpClose {
 			return nil // a close after a successful sync loses nothing
 		}
 		calls++
@@ -224,7 +225,7 @@ func TestFsyncFailure_PoisonsUntilReopen(t *testing.T) {
 	if _, err := l.Produce(bg, records(1, 0, 5)); err != nil {
 		t.Fatal(err)
 	}
-	d.Inject(fsys.Fault{Op: fsys.OpSync, Nth: 1, Err: syscall.EIO})
+	d.Inject(sim.Fault{Op: sim.OpSync, Nth: 1, Err: syscall.EIO})
 	_, err := l.Produce(bg, records(1, 5, 5))
 	if !errors.Is(err, ErrLogPoisoned) || !errors.Is(err, syscall.EIO) {
 		t.Fatalf("commit with a failing fsync: %v, want ErrLogPoisoned wrapping EIO", err)
@@ -267,19 +268,19 @@ func TestFsyncFailure_ReopenThenPowerLoss(t *testing.T) {
 	if _, err := l.Produce(bg, records(1, 0, 5)); err != nil {
 		t.Fatal(err)
 	}
-	d.Inject(fsys.Fault{Op: fsys.OpSync, Nth: 1, Err: syscall.EIO})
+	d.Inject(sim.Fault{Op: sim.OpSync, Nth: 1, Err: syscall.EIO})
 	if _, err := l.Produce(bg, records(1, 5, 5)); !errors.Is(err, ErrLogPoisoned) {
 		t.Fatalf("want poison, got %v", err)
 	}
 	l.Close()
-	for _, reopen := range []*fsys.Disk{d, d.ProcessCrash()} {
+	for _, reopen := range []*sim.Disk{d, d.ProcessCrash()} {
 		l := openLog(t, Options{FS: reopen, SegmentMaxBytes: opts.SegmentMaxBytes})
 		hwm := l.HighWatermark()
 		l.Close()
 		if hwm != 5 {
 			t.Fatalf("reopen after a failed fsync: high watermark %d, want 5", hwm)
 		}
-		after := openLog(t, Options{FS: reopen.Crash(fsys.CrashPlan{}), SegmentMaxBytes: opts.SegmentMaxBytes})
+		after := openLog(t, Options{FS: reopen.Crash(sim.CrashPlan{}), SegmentMaxBytes: opts.SegmentMaxBytes})
 		if after.HighWatermark() < hwm {
 			t.Fatalf("power loss took back records a reopen served: %d < %d", after.HighWatermark(), hwm)
 		}
@@ -292,7 +293,7 @@ func TestCommitFailure_ENOSPCIsErrNoSpaceAndNoPoison(t *testing.T) {
 	d := newDisk(t, 1)
 	l := openLog(t, testOptions(d))
 	defer closeLog(t, l)
-	in := d.Inject(fsys.Fault{Op: fsys.OpWrite, Sticky: true, Nth: 1, Short: 10, Err: syscall.ENOSPC})
+	in := d.Inject(sim.Fault{Op: sim.OpWrite, Sticky: true, Nth: 1, Short: 10, Err: syscall.ENOSPC})
 	for range 3 {
 		_, err := l.Produce(bg, records(1, 0, 2))
 		if !errors.Is(err, ErrNoSpace) || !errors.Is(err, ErrCommitFailed) || errors.Is(err, ErrLogPoisoned) {
@@ -316,16 +317,16 @@ func TestProduce_GroupCommit(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	first := true
 	var syncs, writes int
-	d.SetHook(func(c fsys.Call) error {
+	d.SetHook(func(c sim.Call) error {
 		switch c.Op {
-		case fsys.OpSync:
+		case sim.OpSync:
 			syncs++
 			if first {
 				first = false
 				close(entered)
 				<-release
 			}
-		case fsys.OpWrite:
+		case sim.OpWrite:
 			writes++
 		}
 		return nil
@@ -397,8 +398,8 @@ func TestProduce_GroupFailureFailsEveryCaller(t *testing.T) {
 	defer closeLog(t, l)
 	entered, release := make(chan struct{}), make(chan struct{})
 	first := true
-	d.SetHook(func(c fsys.Call) error {
-		if c.Op == fsys.OpSync && first {
+	d.SetHook(func(c sim.Call) error {
+		if c.Op == sim.OpSync && first {
 			first = false
 			close(entered)
 			<-release
@@ -409,7 +410,7 @@ func TestProduce_GroupFailureFailsEveryCaller(t *testing.T) {
 	errs := make(chan error, 5)
 	go func() { _, err := l.Produce(bg, records(3, 0, 1)); errs <- err }()
 	<-entered
-	d.Inject(fsys.Fault{Op: fsys.OpWrite, Nth: 1, Err: syscall.EIO})
+	d.Inject(sim.Fault{Op: sim.OpWrite, Nth: 1, Err: syscall.EIO})
 	for p := range 4 {
 		go func() { _, err := l.Produce(bg, records(3, int64(10*(p+1)), 2)); errs <- err }()
 	}
@@ -445,7 +446,7 @@ func TestAppend_DiscardedByAnotherCommitIsReported(t *testing.T) {
 	if _, err := l.Append(bg, records(1, 0, 2)); err != nil {
 		t.Fatal(err)
 	}
-	d.Inject(fsys.Fault{Op: fsys.OpWrite, Nth: 1, Err: syscall.EIO})
+	d.Inject(sim.Fault{Op: sim.OpWrite, Nth: 1, Err: syscall.EIO})
 	if _, err := l.Produce(bg, records(1, 2, 1)); err == nil {
 		t.Fatal("produce with a failing write succeeded")
 	}
@@ -509,7 +510,7 @@ func TestOpen_NewLogIsDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No close: a power loss.
-	crashed := d.Crash(fsys.CrashPlan{})
+	crashed := d.Crash(sim.CrashPlan{})
 	l.Close()
 	if _, err := crashed.Stat(testDir + "/00000000000000000000.log"); err != nil {
 		t.Fatalf("first segment lost in a power loss: %v", err)
@@ -517,7 +518,7 @@ func TestOpen_NewLogIsDurable(t *testing.T) {
 	r := openLog(t, Options{FS: crashed, SegmentMaxBytes: 4 << 10})
 	defer closeLog(t, r)
 	checkExactlyOnce(t, "after power loss", r, 1, 3)
-	if fi, err := crashed.Stat(testDir); err != nil || fi.Mode.Perm() != fsys.DirMode&os.ModePerm {
+	if fi, err := crashed.Stat(testDir); err != nil || fi.Mode.Perm() != vfs.DirMode&os.ModePerm {
 		t.Fatalf("partition dir: %+v %v", fi, err)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/narad-io/storage/codec"
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs/sim"
 )
 
 // crashOracle is docs/durability.md's three-valued state per offset: set once
@@ -22,7 +22,7 @@ type crashOracle struct {
 }
 
 type crashImage struct {
-	disk      *fsys.Disk
+	disk      *sim.Disk
 	committed int64
 	inflight  int64
 	garbage   bool // torn sectors hold garbage: see checkCrashImage
@@ -30,14 +30,14 @@ type crashImage struct {
 }
 
 // crashPlans are the power losses every crash point is explored with.
-func crashPlans(point int) []fsys.CrashPlan {
-	return []fsys.CrashPlan{
-		{Data: fsys.DropUnsynced},
-		{Data: fsys.KeepUnsynced, KeepNameOps: -1},
-		{Data: fsys.TearUnsynced, Seed: uint64(point)},
-		{Data: fsys.TearUnsynced, Seed: uint64(point) + 1<<32, KeepNameOps: 1},
-		{Data: fsys.TearUnsynced, Seed: uint64(point) + 2<<32, Garbage: true},
-		{Data: fsys.TearUnsynced, KeepSector: func(string, int64) bool { return false }, KeepNewSize: func(string) bool { return true }},
+func crashPlans(point int) []sim.CrashPlan {
+	return []sim.CrashPlan{
+		{Data: sim.DropUnsynced},
+		{Data: sim.KeepUnsynced, KeepNameOps: -1},
+		{Data: sim.TearUnsynced, Seed: uint64(point)},
+		{Data: sim.TearUnsynced, Seed: uint64(point) + 1<<32, KeepNameOps: 1},
+		{Data: sim.TearUnsynced, Seed: uint64(point) + 2<<32, Garbage: true},
+		{Data: sim.TearUnsynced, KeepSector: func(string, int64) bool { return false }, KeepNewSize: func(string) bool { return true }},
 	}
 }
 
@@ -68,9 +68,9 @@ func runCrashExploration(t *testing.T, codecID codec.ID, seed uint64) {
 	o := &crashOracle{seqAt: map[int64]int64{}}
 	var images []crashImage
 	point := 0
-	mutating := map[fsys.Op]bool{fsys.OpWrite: true, fsys.OpSync: true, fsys.OpTruncate: true,
-		fsys.OpOpen: true, fsys.OpRename: true, fsys.OpRemove: true, fsys.OpSyncDir: true, fsys.OpMkdir: true}
-	d.SetHook(func(c fsys.Call) error {
+	mutating := map[sim.Op]bool{sim.OpWrite: true, sim.OpSync: true, sim.OpTruncate: true,
+		sim.OpOpen: true, sim.OpRename: true, sim.OpRemove: true, sim.OpSyncDir: true, sim.OpMkdir: true}
+	d.SetHook(func(c sim.Call) error {
 		if !mutating[c.Op] {
 			return nil
 		}
@@ -206,7 +206,7 @@ func runLyingFsync(t *testing.T, lie int) int {
 	const seed = 3
 	d := newDisk(t, seed)
 	opts := Options{FS: d, SegmentMaxBytes: 2 << 10}
-	d.Inject(fsys.Fault{Op: fsys.OpSync, Nth: lie, Lie: true})
+	d.Inject(sim.Fault{Op: sim.OpSync, Nth: lie, Lie: true})
 
 	type commit struct {
 		base, end int64
@@ -221,11 +221,11 @@ func runLyingFsync(t *testing.T, lie int) int {
 		images  []crashImage
 		durable []map[int64]bool
 	)
-	d.SetHook(func(c fsys.Call) error {
+	d.SetHook(func(c sim.Call) error {
 		mu.Lock()
 		defer mu.Unlock()
 		// The image first: it is the state before this call runs.
-		if c.Op == fsys.OpWrite || c.Op == fsys.OpSync || c.Op == fsys.OpOpen {
+		if c.Op == sim.OpWrite || c.Op == sim.OpSync || c.Op == sim.OpOpen {
 			req := map[int64]bool{}
 			for _, cm := range commits {
 				if cm.durable {
@@ -238,16 +238,16 @@ func runLyingFsync(t *testing.T, lie int) int {
 			if n := len(commits); n > 0 {
 				inflight = commits[n-1].end
 			}
-			images = append(images, crashImage{disk: d.Crash(fsys.CrashPlan{}), inflight: inflight,
+			images = append(images, crashImage{disk: d.Crash(sim.CrashPlan{}), inflight: inflight,
 				label: fmt.Sprintf("lie at sync %d, crash before %s %s", lie, c.Op, c.Path)})
 			durable = append(durable, req)
 		}
 		switch c.Op {
-		case fsys.OpWrite:
+		case sim.OpWrite:
 			if current != nil {
 				current.path = c.Path
 			}
-		case fsys.OpSync:
+		case sim.OpSync:
 			syncs++
 			if syncs != lie {
 				// An honest fdatasync persists everything written to the

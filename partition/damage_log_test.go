@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs/sim"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -20,7 +20,7 @@ import (
 // bounded however many places are damaged.
 func TestRead_DamageIsLoggedOncePerPlace(t *testing.T) {
 	const seed = 27
-	d := fsys.NewDisk(seed)
+	d := sim.NewDisk(seed)
 	l := openLog(t, testOptions(d))
 	produceRecords(t, l, seed, 0, 400, 3)
 	closeLog(t, l)

@@ -9,7 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs/sim"
 )
 
 // TestRetention_CloseWaitsForTheSweepsUnlinks: a close (and the reopen
@@ -39,8 +39,8 @@ func TestRetention_CloseWaitsForTheSweepsUnlinks(t *testing.T) {
 		reopenDone := make(chan error, 1)
 		var once sync.Once
 		var raced bool
-		d.SetHook(func(c fsys.Call) error {
-			if c.Op != fsys.OpRemove || path.Dir(c.Path) != testDir {
+		d.SetHook(func(c sim.Call) error {
+			if c.Op != sim.OpRemove || path.Dir(c.Path) != testDir {
 				return nil
 			}
 			once.Do(func() {
@@ -111,8 +111,8 @@ func TestFlusher_FailedBackgroundRollBacksOff(t *testing.T) {
 		var mu sync.Mutex
 		attempts := map[time.Time]int{}
 		spun := false
-		d.SetHook(func(c fsys.Call) error {
-			if c.Op != fsys.OpOpen || c.Path != next {
+		d.SetHook(func(c sim.Call) error {
+			if c.Op != sim.OpOpen || c.Path != next {
 				return nil
 			}
 			mu.Lock()

@@ -11,7 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
 )
 
@@ -39,7 +39,7 @@ func segmentPathOf(t testing.TB, base int64) string {
 }
 
 // segmentBases lists the segment files of the test log, by base offset.
-func segmentBases(t testing.TB, d *fsys.Disk) []int64 {
+func segmentBases(t testing.TB, d *sim.Disk) []int64 {
 	t.Helper()
 	entries, err := d.ReadDir(testDir)
 	if err != nil {
@@ -66,7 +66,7 @@ func (f frameSpan) end() int64 { return f.base + int64(f.count) }
 
 // framesIn parses the frame headers of a segment file as they are now; the
 // file must hold only whole, valid frames.
-func framesIn(t testing.TB, d *fsys.Disk, path string) []frameSpan {
+func framesIn(t testing.TB, d *sim.Disk, path string) []frameSpan {
 	t.Helper()
 	b, err := d.Contents(path)
 	if err != nil {
@@ -87,10 +87,10 @@ func framesIn(t testing.TB, d *fsys.Disk, path string) []frameSpan {
 // diskCalls records the disk calls a hook sees; safe for concurrent use.
 type diskCalls struct {
 	mu    sync.Mutex
-	calls []fsys.Call
+	calls []sim.Call
 }
 
-func (c *diskCalls) hook(call fsys.Call) error {
+func (c *diskCalls) hook(call sim.Call) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls = append(c.calls, call)
@@ -98,7 +98,7 @@ func (c *diskCalls) hook(call fsys.Call) error {
 }
 
 // count is the number of calls of op on path ("" for any path).
-func (c *diskCalls) count(op fsys.Op, path string) int {
+func (c *diskCalls) count(op sim.Op, path string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
@@ -111,10 +111,10 @@ func (c *diskCalls) count(op fsys.Op, path string) int {
 }
 
 // ops is the sequence of calls on path whose op is one of ops.
-func (c *diskCalls) ops(path string, ops ...fsys.Op) []fsys.Op {
+func (c *diskCalls) ops(path string, ops ...sim.Op) []sim.Op {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []fsys.Op
+	var out []sim.Op
 	for _, call := range c.calls {
 		if call.Path == path && slices.Contains(ops, call.Op) {
 			out = append(out, call.Op)
@@ -123,7 +123,7 @@ func (c *diskCalls) ops(path string, ops ...fsys.Op) []fsys.Op {
 	return out
 }
 
-func (c *diskCalls) all() []fsys.Call {
+func (c *diskCalls) all() []sim.Call {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.calls)
@@ -135,7 +135,7 @@ func (c *diskCalls) all() []fsys.Call {
 // then writes nothing more: the drained frame is the commit's.
 func TestFlusher_BackgroundDrainAfter100ms(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := fsys.NewDisk(1)
+		d := sim.NewDisk(1)
 		l := openLog(t, testOptions(d))
 		defer closeLog(t, l)
 		seg := segmentPathOf(t, 0)
@@ -147,14 +147,14 @@ func TestFlusher_BackgroundDrainAfter100ms(t *testing.T) {
 			t.Fatalf("append: base %d, err %v; want 0, nil", base, err)
 		}
 		advanceBy(99 * time.Millisecond)
-		if n := calls.count(fsys.OpWrite, seg); n != 0 {
+		if n := calls.count(sim.OpWrite, seg); n != 0 {
 			t.Fatalf("after 99ms: %d writes to %s, want 0 (drain interval is 100ms)", n, seg)
 		}
 		if b, _ := d.Contents(seg); len(b) != 0 {
 			t.Fatalf("after 99ms the segment holds %d bytes, want 0", len(b))
 		}
 		advanceBy(time.Millisecond)
-		if n := calls.count(fsys.OpWrite, seg); n != 1 {
+		if n := calls.count(sim.OpWrite, seg); n != 1 {
 			t.Fatalf("after 100ms: %d writes to %s, want 1", n, seg)
 		}
 		frames := framesIn(t, d, seg)
@@ -177,7 +177,7 @@ func TestFlusher_BackgroundDrainAfter100ms(t *testing.T) {
 		if hwm := l.HighWatermark(); hwm != 3 {
 			t.Fatalf("high watermark %d after the commit, want 3", hwm)
 		}
-		if n := calls.count(fsys.OpWrite, seg); n != 1 {
+		if n := calls.count(sim.OpWrite, seg); n != 1 {
 			t.Fatalf("%d frame writes in all, want 1: the commit writes nothing the drain already wrote", n)
 		}
 		recs, gaps := readAll(t, l)
@@ -260,7 +260,7 @@ func TestFlusher_DrainAt1000RecordsOr1MiB(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				d := fsys.NewDisk(2)
+				d := sim.NewDisk(2)
 				l := openLog(t, testOptions(d))
 				defer closeLog(t, l)
 				seg := segmentPathOf(t, 0)
@@ -271,7 +271,7 @@ func TestFlusher_DrainAt1000RecordsOr1MiB(t *testing.T) {
 					if _, err := l.Append(bg, batch); err != nil {
 						t.Fatalf("append %d: %v", i, err)
 					}
-					if n := calls.count(fsys.OpWrite, seg); n != tc.wantWrites[i] {
+					if n := calls.count(sim.OpWrite, seg); n != tc.wantWrites[i] {
 						t.Fatalf("after append %d: %d frame writes, want %d", i, n, tc.wantWrites[i])
 					}
 				}
@@ -294,7 +294,7 @@ func TestFlusher_DrainAt1000RecordsOr1MiB(t *testing.T) {
 // synced 1 s after its write, not before.
 func TestFlusher_BackgroundSyncOneSecondAfterWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := fsys.NewDisk(3)
+		d := sim.NewDisk(3)
 		l := openLog(t, testOptions(d))
 		defer closeLog(t, l)
 		seg := segmentPathOf(t, 0)
@@ -305,18 +305,18 @@ func TestFlusher_BackgroundSyncOneSecondAfterWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		advanceBy(100 * time.Millisecond)
-		if got := calls.ops(seg, fsys.OpWrite, fsys.OpSync); !slices.Equal(got, []fsys.Op{fsys.OpWrite}) {
+		if got := calls.ops(seg, sim.OpWrite, sim.OpSync); !slices.Equal(got, []sim.Op{sim.OpWrite}) {
 			t.Fatalf("after the drain: %v, want [write]", got)
 		}
 		if !d.Pending(seg) {
 			t.Fatal("the drained frame is already durable; want it unsynced until the sync interval")
 		}
 		advanceBy(999 * time.Millisecond)
-		if n := calls.count(fsys.OpSync, seg); n != 0 {
+		if n := calls.count(sim.OpSync, seg); n != 0 {
 			t.Fatalf("%d syncs 999ms after the write, want 0", n)
 		}
 		advanceBy(time.Millisecond)
-		if got := calls.ops(seg, fsys.OpWrite, fsys.OpSync); !slices.Equal(got, []fsys.Op{fsys.OpWrite, fsys.OpSync}) {
+		if got := calls.ops(seg, sim.OpWrite, sim.OpSync); !slices.Equal(got, []sim.Op{sim.OpWrite, sim.OpSync}) {
 			t.Fatalf("1s after the write: %v, want [write sync]", got)
 		}
 		if d.Pending(seg) {
@@ -334,7 +334,7 @@ func TestFlusher_BackgroundSyncOneSecondAfterWrite(t *testing.T) {
 // first frame before it writes the next.
 func TestFlusher_R2_SecondDrainSyncsFirstFrameBeforeWriting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := fsys.NewDisk(4)
+		d := sim.NewDisk(4)
 		l := openLog(t, testOptions(d))
 		defer closeLog(t, l)
 		seg := segmentPathOf(t, 0)
@@ -349,13 +349,13 @@ func TestFlusher_R2_SecondDrainSyncsFirstFrameBeforeWriting(t *testing.T) {
 			t.Fatal(err)
 		}
 		advanceBy(100 * time.Millisecond) // second drain, 200ms: first frame still inside its sync interval
-		want := []fsys.Op{fsys.OpWrite, fsys.OpSync, fsys.OpWrite}
-		if got := calls.ops(seg, fsys.OpWrite, fsys.OpSync); !slices.Equal(got, want) {
+		want := []sim.Op{sim.OpWrite, sim.OpSync, sim.OpWrite}
+		if got := calls.ops(seg, sim.OpWrite, sim.OpSync); !slices.Equal(got, want) {
 			t.Fatalf("disk calls %v, want %v: the first frame must be synced before the second is written", got, want)
 		}
 		advanceBy(time.Second)
-		want = append(want, fsys.OpSync)
-		if got := calls.ops(seg, fsys.OpWrite, fsys.OpSync); !slices.Equal(got, want) {
+		want = append(want, sim.OpSync)
+		if got := calls.ops(seg, sim.OpWrite, sim.OpSync); !slices.Equal(got, want) {
 			t.Fatalf("disk calls %v, want %v", got, want)
 		}
 		if frames := framesIn(t, d, seg); len(frames) != 2 || frames[1].base != 2 {
@@ -428,7 +428,7 @@ func TestFlusher_NeedsTimer(t *testing.T) {
 // the empty buffer arms the timer again.
 func TestFlusher_IdleLogDoesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := fsys.NewDisk(5)
+		d := sim.NewDisk(5)
 		l := openLog(t, testOptions(d))
 		defer closeLog(t, l)
 		seg := segmentPathOf(t, 0)
@@ -455,7 +455,7 @@ func TestFlusher_IdleLogDoesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		advanceBy(100 * time.Millisecond)
-		if n := calls.count(fsys.OpWrite, seg); n != 1 {
+		if n := calls.count(sim.OpWrite, seg); n != 1 {
 			t.Fatalf("%d frame writes 100ms after an append into the empty buffer, want 1", n)
 		}
 	})
@@ -467,7 +467,7 @@ func TestFlusher_IdleLogDoesNothing(t *testing.T) {
 // their own times, in order.
 func TestFlusher_CommitTimeNonDecreasingAcrossProduces(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := fsys.NewDisk(6)
+		d := sim.NewDisk(6)
 		l := openLog(t, testOptions(d))
 		defer closeLog(t, l)
 		var want []int64

@@ -8,7 +8,7 @@ import (
 	"hash/fnv"
 	"testing"
 
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs/sim"
 	"go.uber.org/goleak"
 )
 
@@ -20,9 +20,9 @@ var bg = context.Background()
 
 // newDisk returns a simulated disk holding the topic directory of
 // testDir, durably, as the runtime leaves it before it opens a log.
-func newDisk(t testing.TB, seed uint64) *fsys.Disk {
+func newDisk(t testing.TB, seed uint64) *sim.Disk {
 	t.Helper()
-	d := fsys.NewDisk(seed)
+	d := sim.NewDisk(seed)
 	if err := d.MkdirAll("/data/topics/orders"); err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func newDisk(t testing.TB, seed uint64) *fsys.Disk {
 }
 
 // testOptions are small-segment options over a simulated disk.
-func testOptions(d *fsys.Disk) Options {
+func testOptions(d *sim.Disk) Options {
 	return Options{FS: d, SegmentMaxBytes: 4 << 10}
 }
 

@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
 	"go.uber.org/zap"
 )
@@ -23,12 +23,12 @@ type hwmFileState struct {
 // file of any other length, or a negative value, is damage: logged, counted
 // and treated as holding no value, so the boundary comes from the tail
 // (docs/durability.md row 12). Only an I/O error fails the open.
-func readHWMFile(files fsys.FS, path string, logger *zap.Logger) (hwmFileState, error) {
-	b, err := fsys.ReadFile(files, path, 64)
+func readHWMFile(files vfs.FS, path string, logger *zap.Logger) (hwmFileState, error) {
+	b, err := vfs.ReadFile(files, path, 64)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return hwmFileState{}, nil
-	case errors.Is(err, fsys.ErrFileTooLarge):
+	case errors.Is(err, vfs.ErrFileTooLarge):
 		logger.Warn("hwm file is damaged; taking the boundary from the tail", zap.String("path", path), zap.Error(err))
 		return hwmFileState{exists: true}, nil
 	case err != nil:
@@ -46,7 +46,7 @@ func readHWMFile(files fsys.FS, path string, logger *zap.Logger) (hwmFileState, 
 // before the first high-watermark advance of the log's life, so that a
 // crash while the log is open leaves no stale boundary behind
 // (docs/design.md, "High watermark and hidden tail").
-func emptyHWMFile(files fsys.FS, dir string) error {
+func emptyHWMFile(files vfs.FS, dir string) error {
 	path := filepath.Join(dir, wire.HWMFileName)
 	f, err := files.OpenFile(path, os.O_WRONLY)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -71,7 +71,7 @@ func emptyHWMFile(files fsys.FS, dir string) error {
 // content, an empty file or 8 bytes of any value; open trusts the file only
 // when it equals the CRC-verified tail, so none of these can hide a record
 // (docs/design.md R1).
-func writeHWMFile(files fsys.FS, dir string, hwm int64, existed bool) error {
+func writeHWMFile(files vfs.FS, dir string, hwm int64, existed bool) error {
 	path := filepath.Join(dir, wire.HWMFileName)
 	content, err := wire.EncodeOffsetFile(hwm)
 	if err != nil {

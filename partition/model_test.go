@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/narad-io/storage/codec"
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs/sim"
 	"pgregory.net/rapid"
 )
 
@@ -68,7 +68,7 @@ func TestModel_RandomOperations(t *testing.T) {
 				}
 			}
 		}
-		reopen := func(fs *fsys.Disk) {
+		reopen := func(fs *sim.Disk) {
 			opts.FS = fs
 			var err error
 			if l, err = Open(testDir, opts); err != nil {
@@ -116,7 +116,7 @@ func TestModel_RandomOperations(t *testing.T) {
 				m.pending = nil
 			},
 			"failedProduce": func(rt *rapid.T) {
-				in := d.Inject(fsys.Fault{Op: fsys.OpWrite, Nth: 1, Err: syscall.EIO})
+				in := d.Inject(sim.Fault{Op: sim.OpWrite, Nth: 1, Err: syscall.EIO})
 				_, err := l.Produce(bg, next(2))
 				in.Remove()
 				if !errors.Is(err, ErrCommitFailed) {
@@ -135,8 +135,8 @@ func TestModel_RandomOperations(t *testing.T) {
 				m.pending, m.appendLost = nil, false
 			},
 			"powerLoss": func(rt *rapid.T) {
-				plan := fsys.CrashPlan{
-					Data:        fsys.DataLoss(rapid.IntRange(0, 2).Draw(rt, "mode")),
+				plan := sim.CrashPlan{
+					Data:        sim.DataLoss(rapid.IntRange(0, 2).Draw(rt, "mode")),
 					Seed:        rapid.Uint64().Draw(rt, "seed"),
 					KeepNameOps: rapid.IntRange(-1, 3).Draw(rt, "nameOps"),
 				}

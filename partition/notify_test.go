@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs/sim"
 )
 
 // Tests of docs/design.md, "Wake-ups for waiting readers".
@@ -73,7 +73,7 @@ func TestNotify_AnnouncesAdvanceWakeAndCloseOnly(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				d := fsys.NewDisk(10)
+				d := sim.NewDisk(10)
 				l := openLog(t, testOptions(d))
 				defer l.Close()
 				if _, err := l.Produce(bg, records(1, 0, 2)); err != nil {
@@ -118,7 +118,7 @@ func TestNotify_AnnouncesAdvanceWakeAndCloseOnly(t *testing.T) {
 // every announcement and no other time; nil removes it.
 func TestNotify_WakeNotifierCalledOnAdvanceWakeAndClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := fsys.NewDisk(11)
+		d := sim.NewDisk(11)
 		l := openLog(t, testOptions(d))
 		var wakes atomic.Int64
 		l.SetWakeNotifier(func() { wakes.Add(1) })
@@ -158,7 +158,7 @@ func TestNotify_WakeNotifierCalledOnAdvanceWakeAndClose(t *testing.T) {
 // wait still wakes it.
 func TestNotify_CommitBetweenCheckAndWaitIsNotMissed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := fsys.NewDisk(12)
+		d := sim.NewDisk(12)
 		l := openLog(t, testOptions(d))
 		defer closeLog(t, l)
 
@@ -211,7 +211,7 @@ func TestNotify_CommitBetweenCheckAndWaitIsNotMissed(t *testing.T) {
 // last broadcast, a broadcast does nothing and allocates nothing (so
 // appends stay allocation-free). The log has no wake notifier.
 func TestNotify_BroadcastNobodyFetchedAllocatesNothing(t *testing.T) {
-	d := fsys.NewDisk(13)
+	d := sim.NewDisk(13)
 	l := openLog(t, testOptions(d))
 	defer closeLog(t, l)
 

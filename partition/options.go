@@ -1,11 +1,10 @@
 package partition
 
 import (
-	"errors"
 	"time"
 
 	"github.com/narad-io/storage/codec"
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs"
 	"go.uber.org/zap"
 )
 
@@ -13,10 +12,11 @@ import (
 // frames and records").
 const DefaultSegmentMaxBytes = 64 << 20
 
-// Options configure a Log. FS is required; everything else has a default.
+// Options configure a Log; every field has a default.
 type Options struct {
-	// FS is the file system every file operation goes through.
-	FS fsys.FS
+	// FS is the file system every file operation goes through. Default:
+	// vfs.OS, the real one.
+	FS vfs.FS
 	// Codec encodes each new frame's payload (storage.codec); frames are
 	// read with the codec their flags name. Default: none.
 	Codec codec.Codec
@@ -64,7 +64,7 @@ var defaultFlushPolicy = flushPolicy{
 
 func (o Options) withDefaults() (Options, error) {
 	if o.FS == nil {
-		return o, errors.New("partition: Options.FS is required")
+		o.FS = vfs.OS{}
 	}
 	if o.Codec == nil {
 		o.Codec, _ = codec.ByID(codec.None)

@@ -9,7 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
 )
 
@@ -60,7 +60,7 @@ func recordBytes(r Record) int { return len(r.Key) + len(r.Value) }
 func TestRead_BoundsAndLimits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const seed = 20
-		d := fsys.NewDisk(seed)
+		d := sim.NewDisk(seed)
 		l := openLog(t, Options{FS: d})
 		defer closeLog(t, l)
 		produceRecords(t, l, seed, 0, 10, 4)
@@ -122,7 +122,7 @@ func TestRead_BoundsAndLimits(t *testing.T) {
 // segments or each record is read alone.
 func TestRead_AcrossManySegments(t *testing.T) {
 	const seed = 21
-	d := fsys.NewDisk(seed)
+	d := sim.NewDisk(seed)
 	l := openLog(t, testOptions(d))
 	defer closeLog(t, l)
 	const n = 600
@@ -154,7 +154,7 @@ func TestRead_AcrossManySegments(t *testing.T) {
 // "Opening and closing logs": reading a closed log answers ErrLogClosed and
 // nothing else, never "not found", "deleted" or "beyond".
 func TestRead_ClosedLogIsErrLogClosedOnly(t *testing.T) {
-	d := fsys.NewDisk(22)
+	d := sim.NewDisk(22)
 	l := openLog(t, testOptions(d))
 	produceRecords(t, l, 22, 0, 100, 10)
 	closeLog(t, l)
@@ -168,7 +168,7 @@ func TestRead_ClosedLogIsErrLogClosedOnly(t *testing.T) {
 
 // makeSealedSegments produces into a 4 KiB-segment log until it has at least
 // want sealed segments, closes it, and returns how many records it holds.
-func makeSealedSegments(t testing.TB, d *fsys.Disk, seed uint64, want int) int64 {
+func makeSealedSegments(t testing.TB, d *sim.Disk, seed uint64, want int) int64 {
 	t.Helper()
 	l := openLog(t, testOptions(d))
 	next := int64(0)
@@ -186,7 +186,7 @@ func makeSealedSegments(t testing.TB, d *fsys.Disk, seed uint64, want int) int64
 // segments lazily, and only the two-segment hot set keeps its handles.
 func TestRead_SealedSegmentsDoNotPinDescriptors(t *testing.T) {
 	const seed = 23
-	d := fsys.NewDisk(seed)
+	d := sim.NewDisk(seed)
 	n := makeSealedSegments(t, d, seed, 50)
 	bases := segmentBases(t, d)
 	if d.OpenFiles() != 0 {
@@ -200,11 +200,11 @@ func TestRead_SealedSegmentsDoNotPinDescriptors(t *testing.T) {
 	d.SetHook(nil)
 	active := segmentPathOf(t, bases[len(bases)-1])
 	for _, base := range bases[:len(bases)-1] {
-		if n := calls.count(fsys.OpOpen, segmentPathOf(t, base)); n != 0 {
+		if n := calls.count(sim.OpOpen, segmentPathOf(t, base)); n != 0 {
 			t.Fatalf("open opened sealed segment %d %d times, want 0 (stat only)", base, n)
 		}
 	}
-	if n := calls.count(fsys.OpOpen, active); n != 1 {
+	if n := calls.count(sim.OpOpen, active); n != 1 {
 		t.Fatalf("open opened the active segment %d times, want 1", n)
 	}
 	if got := d.OpenFiles(); got != 1 {
@@ -233,7 +233,7 @@ func TestRead_SealedSegmentsDoNotPinDescriptors(t *testing.T) {
 func TestRead_SegmentEvictedFromHotSetWhileInUseClosesAtRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const seed = 24
-		d := fsys.NewDisk(seed)
+		d := sim.NewDisk(seed)
 		makeSealedSegments(t, d, seed, 4)
 		bases := segmentBases(t, d)
 		l := openLog(t, testOptions(d))
@@ -244,8 +244,8 @@ func TestRead_SegmentEvictedFromHotSetWhileInUseClosesAtRelease(t *testing.T) {
 		x := segmentPathOf(t, bases[0])
 		blocked, release := make(chan struct{}), make(chan struct{})
 		var once sync.Once
-		d.SetHook(func(c fsys.Call) error {
-			if c.Op == fsys.OpRead && c.Path == x {
+		d.SetHook(func(c sim.Call) error {
+			if c.Op == sim.OpRead && c.Path == x {
 				once.Do(func() {
 					close(blocked)
 					<-release
@@ -292,7 +292,7 @@ func TestRead_BitFlipInSealedSegment(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			const seed = 25
-			d := fsys.NewDisk(seed)
+			d := sim.NewDisk(seed)
 			// Small batches: several frames per segment.
 			l := openLog(t, testOptions(d))
 			produceRecords(t, l, seed, 0, 400, 3)
@@ -372,7 +372,7 @@ func TestRead_BitFlipInSealedSegment(t *testing.T) {
 // misdirected write) must not be served at the later frame's offsets.
 func TestRead_R5_MisdirectedFrameInSealedSegment(t *testing.T) {
 	const seed = 26
-	d := fsys.NewDisk(seed)
+	d := sim.NewDisk(seed)
 	l := openLog(t, testOptions(d))
 	produceRecords(t, l, seed, 0, 400, 3)
 	closeLog(t, l)
@@ -448,11 +448,11 @@ func firstOffset(res ReadResult) int64 {
 // go on; once the disk recovers, the read succeeds.
 func TestRead_EIOInSealedSegment(t *testing.T) {
 	const seed = 27
-	d := fsys.NewDisk(seed)
+	d := sim.NewDisk(seed)
 	n := makeSealedSegments(t, d, seed, 5)
 	bases := segmentBases(t, d)
 	sick := segmentPathOf(t, bases[2])
-	inj := d.Inject(fsys.Fault{Op: fsys.OpRead, Path: sick, Err: syscall.EIO})
+	inj := d.Inject(sim.Fault{Op: sim.OpRead, Path: sick, Err: syscall.EIO})
 
 	l := openLog(t, testOptions(d))
 	defer closeLog(t, l)
@@ -503,7 +503,7 @@ func TestRead_EIOInSealedSegment(t *testing.T) {
 // header or only its payload (found by the fault campaign's damage part).
 func TestRead_EIOOnOneBlockCostsOnlyItsFrames(t *testing.T) {
 	const seed = 29
-	d := fsys.NewDisk(seed)
+	d := sim.NewDisk(seed)
 	n := makeSealedSegments(t, d, seed, 3)
 	bases := segmentBases(t, d)
 	sick := segmentPathOf(t, bases[1])
@@ -516,7 +516,7 @@ func TestRead_EIOOnOneBlockCostsOnlyItsFrames(t *testing.T) {
 		{"payload", positions[1] + wire.FrameHeaderSize + 1},
 	} {
 		l := openLog(t, testOptions(d))
-		inj := d.Inject(fsys.Fault{Op: fsys.OpRead, Path: sick, Off: where.off, Len: 1, Err: syscall.EIO})
+		inj := d.Inject(sim.Fault{Op: sim.OpRead, Path: sick, Off: where.off, Len: 1, Err: syscall.EIO})
 		bad := frames[1]
 		for offset := int64(0); offset < n; offset++ {
 			res, err := l.Read(offset, 1, 1<<20)
@@ -570,7 +570,7 @@ func TestRead_TailReaderServedFromFrameCache(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			const seed = 28
-			d := fsys.NewDisk(seed)
+			d := sim.NewDisk(seed)
 			l := openLog(t, testOptions(d))
 			defer closeLog(t, l)
 			produceRecords(t, l, seed, 0, 5, 5)
@@ -586,7 +586,7 @@ func TestRead_TailReaderServedFromFrameCache(t *testing.T) {
 				t.Fatalf("read at %d: %d records, %v", tail, len(res.Records), err)
 			}
 			checkRun(t, seed, tail, res.Records)
-			reads := calls.count(fsys.OpRead, "")
+			reads := calls.count(sim.OpRead, "")
 			if got := reads > 0; got != tc.wantDiskReads {
 				t.Fatalf("the tail read made %d disk reads; want disk reads: %v", reads, tc.wantDiskReads)
 			}
@@ -601,7 +601,7 @@ func TestRead_TailReaderServedFromFrameCache(t *testing.T) {
 // unreadable frames).
 func TestRead_EIOAfterADamagedFrameIsNeverAGap(t *testing.T) {
 	const seed = 29
-	d := fsys.NewDisk(seed)
+	d := sim.NewDisk(seed)
 	makeSealedSegments(t, d, seed, 3)
 	bases := segmentBases(t, d)
 	sick := segmentPathOf(t, bases[1])
@@ -613,7 +613,7 @@ func TestRead_EIOAfterADamagedFrameIsNeverAGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	// F1: its header's block fails reads (an I/O error, not damage).
-	d.Inject(fsys.Fault{Op: fsys.OpRead, Path: sick, Off: positions[1], Len: 1, Err: syscall.EIO})
+	d.Inject(sim.Fault{Op: sim.OpRead, Path: sick, Off: positions[1], Len: 1, Err: syscall.EIO})
 	l := openLog(t, testOptions(d))
 	defer closeLog(t, l)
 	_, err := l.Read(frames[1].BaseOffset, 1, 1<<20)
@@ -630,7 +630,7 @@ func TestRead_EIOAfterADamagedFrameIsNeverAGap(t *testing.T) {
 // by review).
 func TestRead_EIOOnAHeaderNeverServesAFrameImageInsideAValue(t *testing.T) {
 	// The image: a valid one-record frame at base 12, from a scratch log.
-	scratch := fsys.NewDisk(1)
+	scratch := sim.NewDisk(1)
 	sl := openLog(t, testOptions(scratch))
 	if _, err := sl.Produce(bg, records(1, 0, 12)); err != nil {
 		t.Fatal(err)
@@ -651,7 +651,7 @@ func TestRead_EIOOnAHeaderNeverServesAFrameImageInsideAValue(t *testing.T) {
 	image = image[:mustHeader(t, image).FrameLen()]
 
 	const seed = 31
-	d := fsys.NewDisk(seed)
+	d := sim.NewDisk(seed)
 	l := openLog(t, testOptions(d))
 	produceRecords(t, l, seed, 0, 10, 10) // F0: 0..9
 	carrier := append(make([]byte, 1100), image...)
@@ -668,7 +668,7 @@ func TestRead_EIOOnAHeaderNeverServesAFrameImageInsideAValue(t *testing.T) {
 	h0, _ := wire.ParseFrameHeader(b)
 	p1 := h0.FrameLen()
 	sector := p1 / 512 * 512
-	d.Inject(fsys.Fault{Op: fsys.OpRead, Path: path, Off: sector, Len: 512, Sticky: true, Err: syscall.EIO})
+	d.Inject(sim.Fault{Op: sim.OpRead, Path: path, Off: sector, Len: 512, Sticky: true, Err: syscall.EIO})
 	l = openLog(t, testOptions(d))
 	defer closeLog(t, l)
 	res, err := l.Read(12, 1, 1<<20)
@@ -692,7 +692,7 @@ func mustHeader(t *testing.T, b []byte) wire.FrameHeader {
 
 // framesOf walks a segment file for its frames and their positions; it
 // fails the test unless there are at least three.
-func framesOf(t *testing.T, d *fsys.Disk, path string, base int64) (frames []wire.FrameHeader, positions []int64) {
+func framesOf(t *testing.T, d *sim.Disk, path string, base int64) (frames []wire.FrameHeader, positions []int64) {
 	t.Helper()
 	f, err := d.OpenFile(path, os.O_RDONLY)
 	if err != nil {

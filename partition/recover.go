@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"sort"
 
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
 	"go.uber.org/zap"
 )
@@ -15,9 +15,9 @@ import (
 type recovered struct {
 	sealed    []*segment
 	active    *segment
-	file      fsys.File // the active segment, open read-write
-	tail      int64     // offset after the last valid frame of the active segment
-	hwm       int64     // the boundary: the tail, after an fsync unless the hwm file vouched for it
+	file      vfs.File // the active segment, open read-write
+	tail      int64    // offset after the last valid frame of the active segment
+	hwm       int64    // the boundary: the tail, after an fsync unless the hwm file vouched for it
 	hwmFile   hwmFileState
 	tornTails int
 }
@@ -35,7 +35,7 @@ type walkResult struct {
 // partition/doc.go has the argument).
 func recoverLog(dir string, opts Options) (*recovered, error) {
 	files := opts.FS
-	if err := fsys.MkdirAllDurable(files, dir); err != nil {
+	if err := vfs.MkdirAllDurable(files, dir); err != nil {
 		return nil, fmt.Errorf("open %s: %w", dir, err)
 	}
 	entries, err := files.ReadDir(dir)
@@ -79,7 +79,7 @@ func recoverLog(dir string, opts Options) (*recovered, error) {
 // statSealed makes the segment of a sealed file from its name and a stat:
 // a sealed segment is never opened at recovery (docs/design.md,
 // "Sealed segments do not pin a file descriptor").
-func statSealed(files fsys.FS, dir string, base int64) (*segment, error) {
+func statSealed(files vfs.FS, dir string, base int64) (*segment, error) {
 	name, _ := wire.SegmentFileName(base)
 	path := filepath.Join(dir, name)
 	fi, err := files.Stat(path)
@@ -92,7 +92,7 @@ func statSealed(files fsys.FS, dir string, base int64) (*segment, error) {
 
 // createSegment creates an empty segment file named for base and makes its
 // entry durable.
-func createSegment(files fsys.FS, dir string, base int64) error {
+func createSegment(files vfs.FS, dir string, base int64) error {
 	name, err := wire.SegmentFileName(base)
 	if err != nil {
 		return err
@@ -188,7 +188,7 @@ func (rec *recovered) openActive(dir string, base int64, opts Options) error {
 // walkActive walks the active segment (WalkSegment) and collects what
 // recovery needs: the tail, the index, the gaps and where a torn tail
 // starts.
-func walkActive(f fsys.File, base int64) (walkResult, error) {
+func walkActive(f vfs.File, base int64) (walkResult, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return walkResult{}, fmt.Errorf("open %s: stat: %w", f.Name(), err)

@@ -8,7 +8,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -34,7 +35,7 @@ func framePositions(t *testing.T, b []byte) []int64 {
 
 // committedLog makes a log of n commits of 2 records each in one 64 KiB
 // segment, closes it, and returns the disk and the frame positions.
-func committedLog(t *testing.T, n int) (*fsys.Disk, []int64) {
+func committedLog(t *testing.T, n int) (*sim.Disk, []int64) {
 	t.Helper()
 	d := newDisk(t, 1)
 	l := openLog(t, Options{FS: d, SegmentMaxBytes: 64 << 10})
@@ -47,7 +48,7 @@ func committedLog(t *testing.T, n int) (*fsys.Disk, []int64) {
 	return d, framePositions(t, contentsOf(t, d, activeSeg))
 }
 
-func contentsOf(t *testing.T, d *fsys.Disk, name string) []byte {
+func contentsOf(t *testing.T, d *sim.Disk, name string) []byte {
 	t.Helper()
 	b, err := d.Contents(name)
 	if err != nil {
@@ -56,7 +57,7 @@ func contentsOf(t *testing.T, d *fsys.Disk, name string) []byte {
 	return b
 }
 
-func emptyHWM(t *testing.T, d *fsys.Disk) {
+func emptyHWM(t *testing.T, d *sim.Disk) {
 	t.Helper()
 	if err := emptyHWMFile(d, testDir); err != nil {
 		t.Fatal(err)
@@ -223,13 +224,13 @@ func TestRecovery_HWMFileProtocol(t *testing.T) {
 	}
 	l := openLog(t, Options{FS: d, SegmentMaxBytes: 64 << 10})
 	// Crash before the first advance: the file still holds 6.
-	if got := len(contentsOf(t, d.Crash(fsys.CrashPlan{}), hwmPath)); got != 8 {
+	if got := len(contentsOf(t, d.Crash(sim.CrashPlan{}), hwmPath)); got != 8 {
 		t.Fatalf("hwm file before the first advance: %d bytes", got)
 	}
 	if _, err := l.Produce(bg, records(1, 6, 2)); err != nil {
 		t.Fatal(err)
 	}
-	crashed := d.Crash(fsys.CrashPlan{})
+	crashed := d.Crash(sim.CrashPlan{})
 	if got := len(contentsOf(t, crashed, hwmPath)); got != 0 || d.Pending(hwmPath) {
 		t.Fatalf("hwm file after the first advance: %d bytes (pending %v), want emptied durably", got, d.Pending(hwmPath))
 	}
@@ -265,7 +266,7 @@ func TestRecovery_DamagedHWMFileNeverHidesRecords(t *testing.T) {
 	}
 	for name, content := range cases {
 		img := d.ProcessCrash()
-		if err := fsys.WriteFileAtomic(img, testDir+"/"+wire.HWMFileName, content); err != nil {
+		if err := vfs.WriteFileAtomic(img, testDir+"/"+wire.HWMFileName, content); err != nil {
 			t.Fatal(err)
 		}
 		l := openLog(t, Options{FS: img, SegmentMaxBytes: 64 << 10})
@@ -294,8 +295,8 @@ func TestClose_CutsTheHiddenTail(t *testing.T) {
 	}
 	closeLog(t, l)
 	var syncs int
-	d.SetHook(func(c fsys.Call) error {
-		if c.Op == fsys.OpSync {
+	d.SetHook(func(c sim.Call) error {
+		if c.Op == sim.OpSync {
 			syncs++
 		}
 		return nil
@@ -327,14 +328,14 @@ func TestRecovery_CrashInsideRecovery(t *testing.T) {
 	for stop := 1; ; stop++ {
 		img := base.ProcessCrash()
 		calls := 0
-		var crashed []*fsys.Disk
-		img.SetHook(func(c fsys.Call) error {
+		var crashed []*sim.Disk
+		img.SetHook(func(c sim.Call) error {
 			switch c.Op {
-			case fsys.OpTruncate, fsys.OpSync, fsys.OpWrite, fsys.OpSyncDir:
+			case sim.OpTruncate, sim.OpSync, sim.OpWrite, sim.OpSyncDir:
 				calls++
 				if calls == stop {
-					crashed = append(crashed, img.Crash(fsys.CrashPlan{}), img.Crash(fsys.CrashPlan{Data: fsys.KeepUnsynced}),
-						img.Crash(fsys.CrashPlan{Data: fsys.TearUnsynced, Seed: uint64(stop)}))
+					crashed = append(crashed, img.Crash(sim.CrashPlan{}), img.Crash(sim.CrashPlan{Data: sim.KeepUnsynced}),
+						img.Crash(sim.CrashPlan{Data: sim.TearUnsynced, Seed: uint64(stop)}))
 					return errors.New("crash")
 				}
 			}
@@ -355,7 +356,7 @@ func TestRecovery_CrashInsideRecovery(t *testing.T) {
 	}
 }
 
-func recoveredState(t *testing.T, d *fsys.Disk) string {
+func recoveredState(t *testing.T, d *sim.Disk) string {
 	t.Helper()
 	l := openLog(t, Options{FS: d, SegmentMaxBytes: 64 << 10})
 	defer closeLog(t, l)
@@ -369,7 +370,7 @@ func recoveredState(t *testing.T, d *fsys.Disk) string {
 func TestRecovery_ReadErrorFailsOpenThenRecovers(t *testing.T) {
 	d, _ := committedLog(t, 5)
 	emptyHWM(t, d)
-	in := d.Inject(fsys.Fault{Op: fsys.OpRead, Path: activeSeg, Err: syscall.EIO})
+	in := d.Inject(sim.Fault{Op: sim.OpRead, Path: activeSeg, Err: syscall.EIO})
 	if _, err := Open(testDir, Options{FS: d, SegmentMaxBytes: 64 << 10}); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("open with a failing read: %v, want EIO", err)
 	}

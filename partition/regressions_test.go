@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs/sim"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -24,7 +24,7 @@ func TestRegression_FailedBackgroundWriteDoesNotSpin(t *testing.T) {
 		opts.flush.drainRecords = 1
 		l := openLog(t, opts)
 		defer l.Close()
-		in := d.Inject(fsys.Fault{Op: fsys.OpWrite, Sticky: true, Nth: 1, Err: syscall.ENOSPC})
+		in := d.Inject(sim.Fault{Op: sim.OpWrite, Sticky: true, Nth: 1, Err: syscall.ENOSPC})
 		if _, err := l.Append(bg, records(1, 0, 1)); err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +53,7 @@ func TestRegression_FailedCommitDoesNotFailItsRetry(t *testing.T) {
 	l := openLog(t, testOptions(d))
 	defer closeLog(t, l)
 	l.Append(bg, records(1, 0, 2))
-	d.Inject(fsys.Fault{Op: fsys.OpWrite, Nth: 1, Err: syscall.EIO})
+	d.Inject(sim.Fault{Op: sim.OpWrite, Nth: 1, Err: syscall.EIO})
 	if err := l.CommitDurable(bg); !errors.Is(err, ErrCommitFailed) {
 		t.Fatalf("commit with a failing write: %v", err)
 	}
@@ -75,7 +75,7 @@ func TestRegression_ShortWriteIsCut(t *testing.T) {
 	opts.Metrics = metrics
 	l := openLog(t, opts)
 	l.Produce(bg, records(1, 0, 1))
-	d.Inject(fsys.Fault{Op: fsys.OpWrite, Nth: 1, Short: 20, Err: syscall.ENOSPC})
+	d.Inject(sim.Fault{Op: sim.OpWrite, Nth: 1, Short: 20, Err: syscall.ENOSPC})
 	if _, err := l.Produce(bg, records(1, 1, 1)); !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("short write: %v", err)
 	}
@@ -118,8 +118,8 @@ func TestRegression_PanicInUnlinkKeepsSegmentsPending(t *testing.T) {
 			}
 		}
 		<-time.After(2 * time.Hour)
-		d.SetHook(func(c fsys.Call) error {
-			if c.Op == fsys.OpRemove {
+		d.SetHook(func(c sim.Call) error {
+			if c.Op == sim.OpRemove {
 				panic("unlink")
 			}
 			return nil
@@ -204,10 +204,10 @@ func TestRetention_CrashMidSweepLeavesAContiguousSuffix(t *testing.T) {
 			}
 		}
 		<-time.After(2 * time.Hour)
-		var images []*fsys.Disk
-		d.SetHook(func(c fsys.Call) error {
-			if c.Op == fsys.OpRemove || c.Op == fsys.OpSyncDir {
-				images = append(images, d.Crash(fsys.CrashPlan{}), d.Crash(fsys.CrashPlan{KeepNameOps: -1}))
+		var images []*sim.Disk
+		d.SetHook(func(c sim.Call) error {
+			if c.Op == sim.OpRemove || c.Op == sim.OpSyncDir {
+				images = append(images, d.Crash(sim.CrashPlan{}), d.Crash(sim.CrashPlan{KeepNameOps: -1}))
 			}
 			return nil
 		})

@@ -9,7 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs/sim"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -21,7 +21,7 @@ import (
 // modification times too.
 
 // retentionOptions are 4 KiB-segment options with a retention bound.
-func retentionOptions(d *fsys.Disk, maxAge time.Duration) Options {
+func retentionOptions(d *sim.Disk, maxAge time.Duration) Options {
 	o := testOptions(d)
 	o.RetentionMaxAge = maxAge
 	return o
@@ -30,7 +30,7 @@ func retentionOptions(d *fsys.Disk, maxAge time.Duration) Options {
 // fillSealed produces batches of 10 records from sequence from on until the
 // log has at least want sealed segments, then one more record if the active
 // segment is empty, and returns the next sequence number.
-func fillSealed(t testing.TB, l *Log, d *fsys.Disk, seed uint64, from int64, want int) int64 {
+func fillSealed(t testing.TB, l *Log, d *sim.Disk, seed uint64, from int64, want int) int64 {
 	t.Helper()
 	next := from
 	for len(segmentBases(t, d)) < want+1 {
@@ -46,7 +46,7 @@ func fillSealed(t testing.TB, l *Log, d *fsys.Disk, seed uint64, from int64, wan
 }
 
 // segmentBytes is the sum of the sizes of the test log's segments at bases.
-func segmentBytes(t testing.TB, d *fsys.Disk, bases []int64) int64 {
+func segmentBytes(t testing.TB, d *sim.Disk, bases []int64) int64 {
 	t.Helper()
 	var n int64
 	for _, base := range bases {
@@ -78,7 +78,7 @@ func TestRetention_RecordLifetimeBoundedByRollAgePlusMaxAgePlusSweep(t *testing.
 				const seed = 40
 				const maxAge = time.Hour
 				const bound = maxAge + maxAge + time.Minute
-				d := fsys.NewDisk(seed)
+				d := sim.NewDisk(seed)
 				l := openLog(t, Options{FS: d, SegmentMaxBytes: tc.segmentMaxBytes, RetentionMaxAge: maxAge})
 				defer closeLog(t, l)
 				var written []time.Time
@@ -141,7 +141,7 @@ func TestRetention_TimeBasedRollBeforeFirstWriteOlderThanRollAge(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				d := fsys.NewDisk(41)
+				d := sim.NewDisk(41)
 				l := openLog(t, Options{FS: d, MaxSegmentAge: tc.maxSegmentAge, RetentionMaxAge: tc.retention})
 				defer closeLog(t, l)
 				wantBases := []int64{0}
@@ -178,7 +178,7 @@ func TestRetention_TimeBasedRollBeforeFirstWriteOlderThanRollAge(t *testing.T) {
 func TestRetention_RotatesIdleActiveSegment(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const seed = 42
-		d := fsys.NewDisk(seed)
+		d := sim.NewDisk(seed)
 		l := openLog(t, retentionOptions(d, time.Hour))
 		defer closeLog(t, l)
 		produceRecords(t, l, seed, 0, 5, 5)
@@ -220,7 +220,7 @@ func TestRetention_RotatesIdleActiveSegment(t *testing.T) {
 func TestRetention_ActiveSegmentWithUncommittedRecordsIsNotRotated(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const seed = 43
-		d := fsys.NewDisk(seed)
+		d := sim.NewDisk(seed)
 		l := openLog(t, retentionOptions(d, time.Hour))
 		defer closeLog(t, l)
 		produceRecords(t, l, seed, 0, 5, 5)
@@ -263,7 +263,7 @@ func TestRetention_ActiveSegmentWithUncommittedRecordsIsNotRotated(t *testing.T)
 func TestRetention_UnlinkRunsOutsideTheActor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const seed = 44
-		d := fsys.NewDisk(seed)
+		d := sim.NewDisk(seed)
 		l := openLog(t, retentionOptions(d, time.Hour))
 		defer closeLog(t, l)
 		next := fillSealed(t, l, d, seed, 0, 4)
@@ -279,8 +279,8 @@ func TestRetention_UnlinkRunsOutsideTheActor(t *testing.T) {
 
 		blocked, release := make(chan struct{}), make(chan struct{})
 		var once sync.Once
-		d.SetHook(func(c fsys.Call) error {
-			if c.Op == fsys.OpRemove {
+		d.SetHook(func(c sim.Call) error {
+			if c.Op == sim.OpRemove {
 				once.Do(func() {
 					close(blocked)
 					<-release
@@ -352,7 +352,7 @@ func TestRetention_FailedUnlinkCountedAndRetried(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				const seed = 45
-				d := fsys.NewDisk(seed)
+				d := sim.NewDisk(seed)
 				m := NewMetrics(prometheus.NewRegistry())
 				opts := retentionOptions(d, time.Hour)
 				opts.Metrics = m
@@ -369,7 +369,7 @@ func TestRetention_FailedUnlinkCountedAndRetried(t *testing.T) {
 				advanceBy(2 * time.Hour)
 
 				unlinkErrors := m.Errors.WithLabelValues("storage", "retention_unlink")
-				inj := d.Inject(fsys.Fault{Op: fsys.OpRemove, Path: segmentPathOf(t, expired[0]), Nth: 1, Err: syscall.EIO})
+				inj := d.Inject(sim.Fault{Op: sim.OpRemove, Path: segmentPathOf(t, expired[0]), Nth: 1, Err: syscall.EIO})
 				res, err := l.Sweep(bg)
 				if err == nil {
 					t.Fatal("a sweep whose unlink failed returned no error")
@@ -413,7 +413,7 @@ func TestRetention_FailedUnlinkCountedAndRetried(t *testing.T) {
 func TestRetention_SetRetentionMaxAgeAppliesInPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const seed = 46
-		d := fsys.NewDisk(seed)
+		d := sim.NewDisk(seed)
 		l := openLog(t, testOptions(d)) // no retention
 		defer closeLog(t, l)
 		next := fillSealed(t, l, d, seed, 0, 3)
@@ -464,7 +464,7 @@ func TestRetention_SetRetentionMaxAgeAppliesInPlace(t *testing.T) {
 func TestRetention_RecoveredSegmentAgesFromMtime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const seed = 47
-		d := fsys.NewDisk(seed)
+		d := sim.NewDisk(seed)
 		l := openLog(t, retentionOptions(d, time.Hour))
 		next := fillSealed(t, l, d, seed, 0, 3)
 		closeLog(t, l)
@@ -495,7 +495,7 @@ func TestRetention_RecoveredSegmentAgesFromMtime(t *testing.T) {
 func TestRetention_DeletionCountersReasonAge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const seed = 48
-		d := fsys.NewDisk(seed)
+		d := sim.NewDisk(seed)
 		m := NewMetrics(prometheus.NewRegistry())
 		opts := retentionOptions(d, time.Hour)
 		opts.Metrics = m

@@ -7,7 +7,7 @@ import (
 	"io"
 	"sync"
 
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
 )
 
@@ -39,7 +39,7 @@ const (
 //
 // Invariants: buf[:n] holds the file's bytes [at, at+n); at+n <= limit.
 type scanner struct {
-	file  fsys.File
+	file  vfs.File
 	limit int64 // bytes of the file the scan may read
 	buf   []byte
 	at    int64
@@ -112,7 +112,7 @@ func (s *scanner) chainsToEnd(at, base, end int64) bool {
 // of its own size instead, so opening a log with a small (or empty) active
 // segment, or reading back one small frame, never allocates a pooled
 // buffer the pool had dropped.
-func newScanner(file fsys.File, limit, span int64) *scanner {
+func newScanner(file vfs.File, limit, span int64) *scanner {
 	if span < scanBufferSize/4 {
 		return &scanner{file: file, limit: limit, buf: make([]byte, max(span, wire.FrameHeaderSize))}
 	}

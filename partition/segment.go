@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs"
 )
 
 // indexSpacing is the sparse index's grain: an entry at most every this
@@ -71,18 +71,18 @@ func (s *segment) gapAt(offset int64) (gap, bool) {
 //   - index is sorted by offset and by pos; every entry points at a frame
 //     start that a CRC-checked write or walk found there.
 type segFile struct {
-	fs   fsys.FS
+	fs   vfs.FS
 	path string
 
 	mu       sync.Mutex
-	file     fsys.File
+	file     vfs.File
 	refs     int
 	retired  bool // detached from the log: close at the last release
 	dropping bool // left the hot set while in use: close at the last release
 	index    []indexEntry
 }
 
-func newSegFile(fs fsys.FS, path string) *segFile {
+func newSegFile(fs vfs.FS, path string) *segFile {
 	return &segFile{fs: fs, path: path}
 }
 
@@ -90,7 +90,7 @@ var errSegmentRetired = errors.New("segment retired")
 
 // acquire returns the open handle, opening it read-only if needed. Every
 // successful acquire is paired with a release.
-func (sf *segFile) acquire() (fsys.File, error) {
+func (sf *segFile) acquire() (vfs.File, error) {
 	sf.mu.Lock()
 	defer sf.mu.Unlock()
 	if sf.retired {
@@ -109,7 +109,7 @@ func (sf *segFile) acquire() (fsys.File, error) {
 
 // adopt installs an already open handle (the actor's handle of the active
 // segment) and takes a reference for the adopter.
-func (sf *segFile) adopt(f fsys.File) {
+func (sf *segFile) adopt(f vfs.File) {
 	sf.mu.Lock()
 	defer sf.mu.Unlock()
 	sf.file = f

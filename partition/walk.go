@@ -3,7 +3,7 @@ package partition
 import (
 	"fmt"
 
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
 )
 
@@ -52,7 +52,7 @@ type SegmentWalk struct {
 // uses it for the active segment, and the daemon's verify and inspect for
 // every segment, so what they call a gap or a torn tail is what an open
 // does.
-func WalkSegment(file fsys.File, size, base int64, onFrame func(pos int64, h wire.FrameHeader, frame []byte), onDamage func(SegmentDamage)) (SegmentWalk, error) {
+func WalkSegment(file vfs.File, size, base int64, onFrame func(pos int64, h wire.FrameHeader, frame []byte), onDamage func(SegmentDamage)) (SegmentWalk, error) {
 	sc := newScanner(file, size, size)
 	defer sc.release()
 	expect := base

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/narad-io/storage/codec"
-	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/supervisor"
+	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -36,7 +36,7 @@ func BenchmarkRestartSweep(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		root := b.TempDir()
-		files := fsys.OS{}
+		files := vfs.OS{}
 		layOut(b, root, partitions, segmentsPer, recordsPer)
 		var targets []Target
 		for p := range partitions {

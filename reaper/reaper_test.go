@@ -11,8 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
@@ -46,7 +46,7 @@ func partitionDir(p int) string {
 
 // openLogs opens n logs of topic "orders" with 4 KiB segments and the
 // given retention over d; they are closed when the test ends.
-func openLogs(t *testing.T, d *fsys.Disk, n int, retention time.Duration) []Target {
+func openLogs(t *testing.T, d *sim.Disk, n int, retention time.Duration) []Target {
 	t.Helper()
 	var out []Target
 	for p := range n {
@@ -62,7 +62,7 @@ func openLogs(t *testing.T, d *fsys.Disk, n int, retention time.Duration) []Targ
 
 // fill produces 200-byte records into l until its directory holds sealed
 // segments sealed segments and a non-empty active one.
-func fill(t *testing.T, d *fsys.Disk, l *partition.Log, sealed int) {
+func fill(t *testing.T, d *sim.Disk, l *partition.Log, sealed int) {
 	t.Helper()
 	for seq := 0; len(segmentNames(t, d, l.Dir())) < sealed+1 || l.HighWatermark() == lastBase(t, d, l.Dir()); seq++ {
 		if _, err := l.Produce(bg, []partition.Record{{Value: []byte(fmt.Sprintf("%-200d", seq))}}); err != nil {
@@ -71,7 +71,7 @@ func fill(t *testing.T, d *fsys.Disk, l *partition.Log, sealed int) {
 	}
 }
 
-func segmentNames(t *testing.T, d *fsys.Disk, dir string) []string {
+func segmentNames(t *testing.T, d *sim.Disk, dir string) []string {
 	t.Helper()
 	entries, err := d.ReadDir(dir)
 	if err != nil {
@@ -86,7 +86,7 @@ func segmentNames(t *testing.T, d *fsys.Disk, dir string) []string {
 	return out
 }
 
-func lastBase(t *testing.T, d *fsys.Disk, dir string) int64 {
+func lastBase(t *testing.T, d *sim.Disk, dir string) int64 {
 	names := segmentNames(t, d, dir)
 	base, _ := wire.ParseSegmentFileName(names[len(names)-1])
 	return base
@@ -135,7 +135,7 @@ func startReaper(t *testing.T, targets func() []Target) (*prometheus.Registry, *
 // is skipped without a word; sweeps and their durations are counted.
 func TestReaper_SweepsEveryOpenLogEachInterval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := fsys.NewDisk(1)
+		d := sim.NewDisk(1)
 		targets := openLogs(t, d, 3, time.Hour)
 		forever := openLogs(t, d, 4, 0)[3]
 		for _, tg := range append(targets, forever) {
@@ -185,13 +185,13 @@ func TestReaper_SweepsEveryOpenLogEachInterval(t *testing.T) {
 // partitions 0 and 2, before and after it in the pass, are swept.
 func TestReaper_PanickingSweepLeavesTheOthersSwept(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := fsys.NewDisk(2)
+		d := sim.NewDisk(2)
 		targets := openLogs(t, d, 3, time.Hour)
 		for _, tg := range targets {
 			fill(t, d, tg.Log, 2)
 		}
-		d.SetHook(func(c fsys.Call) error {
-			if c.Op == fsys.OpRemove && path.Dir(c.Path) == partitionDir(1) {
+		d.SetHook(func(c sim.Call) error {
+			if c.Op == sim.OpRemove && path.Dir(c.Path) == partitionDir(1) {
 				panic("unlink exploded")
 			}
 			return nil
@@ -225,7 +225,7 @@ func TestReaper_PanickingSweepLeavesTheOthersSwept(t *testing.T) {
 // the stuck unlink, once released, finishes its own partition.
 func TestReaper_StalledLoopIsReplaced(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := fsys.NewDisk(3)
+		d := sim.NewDisk(3)
 		targets := openLogs(t, d, 3, time.Hour)
 		for _, tg := range targets {
 			fill(t, d, tg.Log, 2)
@@ -233,8 +233,8 @@ func TestReaper_StalledLoopIsReplaced(t *testing.T) {
 		advance(time.Hour) // everything has expired: the first pass finds it
 		release := make(chan struct{})
 		var once sync.Once
-		d.SetHook(func(c fsys.Call) error {
-			if c.Op == fsys.OpRemove && path.Dir(c.Path) == partitionDir(0) {
+		d.SetHook(func(c sim.Call) error {
+			if c.Op == sim.OpRemove && path.Dir(c.Path) == partitionDir(0) {
 				once.Do(func() { <-release })
 			}
 			return nil
@@ -274,7 +274,7 @@ func TestReaper_StalledLoopIsReplaced(t *testing.T) {
 // goes on, and nothing is logged or counted for it.
 func TestReaper_SkipsLogsClosedUnderIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := fsys.NewDisk(4)
+		d := sim.NewDisk(4)
 		targets := openLogs(t, d, 2, time.Hour)
 		targets[0].Log.Close()
 		if _, err := targets[0].Log.Sweep(bg); !errors.Is(err, partition.ErrLogClosed) {

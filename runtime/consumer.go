@@ -12,9 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/supervisor"
+	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
 	"go.uber.org/zap"
 )
@@ -60,7 +60,7 @@ type consumer struct {
 	ahead          map[int64]struct{}
 	dirty          bool      // acked since the last tick
 	unsynced       bool      // written into the window since the last write-out
-	file           fsys.File // consumer.ahead, held open once written
+	file           vfs.File  // consumer.ahead, held open once written
 	anchor         int       // slot holding the durable record
 	seq            uint64    // sequence of the last record written
 	durable        int64     // frontier of the anchor record
@@ -309,10 +309,10 @@ func (n *Node) recoverConsumer(c *consumer, hwm int64) (err error) {
 		}
 	}
 	offset := int64(-1)
-	b, err := fsys.ReadFile(files, filepath.Join(c.dir, wire.ConsumerOffsetFileName), 64)
+	b, err := vfs.ReadFile(files, filepath.Join(c.dir, wire.ConsumerOffsetFileName), 64)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-	case err != nil && !errors.Is(err, fsys.ErrFileTooLarge):
+	case err != nil && !errors.Is(err, vfs.ErrFileTooLarge):
 		return fmt.Errorf("consumer progress %s: %w", c.dir, err)
 	default:
 		v, present, derr := wire.DecodeOffsetFile(b)

@@ -4,15 +4,16 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/vfs/sim"
 )
 
 // BenchmarkAck: acks per second on one partition, each ack one offset in
 // order (the committer's ticks run as in production).
 func BenchmarkAck(b *testing.B) {
 	dir := b.TempDir()
-	ms, _ := OpenLocalMetastore(fsys.OS{}, dir)
+	ms, _ := OpenLocalMetastore(vfs.OS{}, dir)
 	n, err := New(Config{DataDir: dir}, ms, nil, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -46,7 +47,7 @@ func BenchmarkAck(b *testing.B) {
 func BenchmarkCommitterTick(b *testing.B) {
 	for _, total := range []int{10, 10000} {
 		b.Run(fmt.Sprintf("partitions=%d/acked=10", total), func(b *testing.B) {
-			d := fsys.NewDisk(1)
+			d := sim.NewDisk(1)
 			d.MkdirAll(dataDir)
 			ms, _ := OpenLocalMetastore(d, dataDir)
 			n, err := New(Config{DataDir: dataDir, FS: d}, ms, nil, nil)

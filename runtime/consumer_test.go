@@ -9,8 +9,9 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
 )
 
@@ -79,7 +80,7 @@ func TestConsumer_CrashAtEveryPointOfTheCycle(t *testing.T) {
 		model := &ackModel{acked: map[int64]bool{}}
 		durable := int64(0)
 		type image struct {
-			disk     *fsys.Disk
+			disk     *sim.Disk
 			acked    map[int64]bool
 			frontier int64
 			durable  int64
@@ -87,15 +88,15 @@ func TestConsumer_CrashAtEveryPointOfTheCycle(t *testing.T) {
 		}
 		var images []image
 		lie := 0
-		d.SetHook(func(c fsys.Call) error {
-			if !strings.Contains(c.Path, "consumer.") || (c.Op != fsys.OpWrite && c.Op != fsys.OpSync && c.Op != fsys.OpOpen) {
+		d.SetHook(func(c sim.Call) error {
+			if !strings.Contains(c.Path, "consumer.") || (c.Op != sim.OpWrite && c.Op != sim.OpSync && c.Op != sim.OpOpen) {
 				return nil
 			}
 			acked := map[int64]bool{}
 			for o := range model.acked {
 				acked[o] = true
 			}
-			for i, plan := range []fsys.CrashPlan{{}, {Data: fsys.KeepUnsynced, KeepNameOps: -1}, {Data: fsys.TearUnsynced, Seed: uint64(len(images))}, {Data: fsys.TearUnsynced, Garbage: true, Seed: 7}} {
+			for i, plan := range []sim.CrashPlan{{}, {Data: sim.KeepUnsynced, KeepNameOps: -1}, {Data: sim.TearUnsynced, Seed: uint64(len(images))}, {Data: sim.TearUnsynced, Garbage: true, Seed: 7}} {
 				images = append(images, image{d.Crash(plan), acked, model.frontier(), durable, fmt.Sprintf("before %s %s, plan %d", c.Op, filepath.Base(c.Path), i)})
 			}
 			return nil
@@ -117,7 +118,7 @@ func TestConsumer_CrashAtEveryPointOfTheCycle(t *testing.T) {
 			if round%3 == 2 {
 				if round%9 == 8 {
 					lie++
-					d.Inject(fsys.Fault{Op: fsys.OpSync, Nth: 1, Lie: true})
+					d.Inject(sim.Fault{Op: sim.OpSync, Nth: 1, Lie: true})
 				}
 				ticked := model.frontier()
 				n.committer.writeOutAll(runItem)
@@ -186,7 +187,7 @@ func TestConsumer_DamagedFilesFallBackSafely(t *testing.T) {
 	}
 	n.reg.CloseLive(key("orders", 0)) // close writes both files out
 	base := d.ProcessCrash()
-	recovered := func(d *fsys.Disk) int64 {
+	recovered := func(d *sim.Disk) int64 {
 		t.Helper()
 		m, _ := OpenLocalMetastore(d, dataDir)
 		r, err := New(Config{DataDir: dataDir, FS: d}, m, nil, nil)
@@ -214,26 +215,26 @@ func TestConsumer_DamagedFilesFallBackSafely(t *testing.T) {
 	}
 	cases := []struct {
 		name   string
-		damage func(*fsys.Disk)
+		damage func(*sim.Disk)
 		want   func(int64) bool
 	}{
-		{"newest slot bit flip: the other slot", func(d *fsys.Disk) {
+		{"newest slot bit flip: the other slot", func(d *sim.Disk) {
 			d.Damage(ahead, int64(newest*4096+30), []byte{0xff})
 		}, func(f int64) bool { return f <= 20 && f >= 10 }},
-		{"both slots bad: consumer.offset", func(d *fsys.Disk) {
+		{"both slots bad: consumer.offset", func(d *sim.Disk) {
 			d.Damage(ahead, 30, []byte{0xff})
 			d.Damage(ahead, 4096+30, []byte{0xff})
 		}, func(f int64) bool { return f <= 20 }},
-		{"consumer.offset raised by a bit flip: rejected", func(d *fsys.Disk) {
-			fsys.WriteFileAtomic(d, offset, []byte{0, 0, 0, 0, 0, 0, 0, 40})
+		{"consumer.offset raised by a bit flip: rejected", func(d *sim.Disk) {
+			vfs.WriteFileAtomic(d, offset, []byte{0, 0, 0, 0, 0, 0, 0, 40})
 		}, func(f int64) bool { return f == 20 }},
-		{"consumer.offset above the high watermark, ahead gone: rejected", func(d *fsys.Disk) {
+		{"consumer.offset above the high watermark, ahead gone: rejected", func(d *sim.Disk) {
 			d.Remove(ahead)
-			fsys.WriteFileAtomic(d, offset, []byte{0, 0, 0, 1, 0, 0, 0, 0})
+			vfs.WriteFileAtomic(d, offset, []byte{0, 0, 0, 1, 0, 0, 0, 0})
 		}, func(f int64) bool { return f == 0 }},
-		{"short consumer.offset, ahead gone", func(d *fsys.Disk) {
+		{"short consumer.offset, ahead gone", func(d *sim.Disk) {
 			d.Remove(ahead)
-			fsys.WriteFileAtomic(d, offset, []byte{0, 0, 3})
+			vfs.WriteFileAtomic(d, offset, []byte{0, 0, 3})
 		}, func(f int64) bool { return f == 0 }},
 	}
 	for _, c := range cases {
@@ -264,7 +265,7 @@ func TestConsumer_DeletedIncarnationNeverWritesIntoTheNewDirectory(t *testing.T)
 	n.committer.tickAll(runItem)
 	n.committer.writeOutAll(runItem)
 	fresh := filepath.Join(dataDir, "topics", "orders", "p00000", wire.ConsumerAheadFileName)
-	if ok, _ := fsys.Exists(d, fresh); ok {
+	if ok, _ := vfs.Exists(d, fresh); ok {
 		t.Fatal("an ack of the deleted incarnation was written into the recreated directory")
 	}
 	if st, _ := n.ConsumerState(bg, "orders", 0); st.Frontier != 0 {
@@ -285,7 +286,7 @@ func TestConsumer_CloseWritesBothFilesOut(t *testing.T) {
 	if d.OpenFiles() >= open {
 		t.Fatalf("files open %d after close, %d before: the consumer file was not closed", d.OpenFiles(), open)
 	}
-	crashed := d.Crash(fsys.CrashPlan{})
+	crashed := d.Crash(sim.CrashPlan{})
 	b, err := crashed.Contents(filepath.Join(dataDir, "topics", "orders", "p00000", wire.ConsumerOffsetFileName))
 	if v, _, _ := wire.DecodeOffsetFile(b); err != nil || v != 3 {
 		t.Fatalf("consumer.offset after close = %v (%v), want 3", b, err)
@@ -317,7 +318,7 @@ func TestConsumer_SetTooLargeForASlotDegradesSafely(t *testing.T) {
 	n.Ack(bg, "orders", 0, 0) // frontier moves to 2
 	n.committer.tickAll(runItem)
 	n.committer.writeOutAll(runItem)
-	crashed := d.Crash(fsys.CrashPlan{})
+	crashed := d.Crash(sim.CrashPlan{})
 	m, _ := OpenLocalMetastore(crashed, dataDir)
 	r, err := New(Config{DataDir: dataDir, FS: crashed}, m, nil, nil)
 	if err != nil {
@@ -365,7 +366,7 @@ func TestConsumer_RejectedRecordsAreRepairedBeforeServing(t *testing.T) {
 			f.Close()
 			// consumer.offset (3) is then all that is left.
 		case "offset":
-			fsys.WriteFileAtomic(d, filepath.Join(dir, wire.ConsumerOffsetFileName), []byte{0, 0, 0, 0, 0, 0, 1, 0xf4})
+			vfs.WriteFileAtomic(d, filepath.Join(dir, wire.ConsumerOffsetFileName), []byte{0, 0, 0, 0, 0, 0, 1, 0xf4})
 		}
 		st, err := n.ConsumerState(bg, "orders", 0)
 		if err != nil || st.Frontier > 3 {
@@ -373,7 +374,7 @@ func TestConsumer_RejectedRecordsAreRepairedBeforeServing(t *testing.T) {
 		}
 		n.Produce(bg, "orders", 0, recs("orders", 0, 300, 300)) // the hwm passes 500
 		n.reg.CloseLive(key("orders", 0))
-		crashed := d.Crash(fsys.CrashPlan{})
+		crashed := d.Crash(sim.CrashPlan{})
 		m, _ := OpenLocalMetastore(crashed, dataDir)
 		r, _ := New(Config{DataDir: dataDir, FS: crashed}, m, nil, nil)
 		st, err = r.ConsumerState(bg, "orders", 0)

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
 )
 
@@ -22,30 +22,30 @@ var ErrDataDirLocked = errors.New("runtime: data directory in use")
 // directory (two daemons on one data dir would each ack records the other
 // overwrites, and each stamp its own incarnation over the other's).
 //
-// It is an exclusive lock on <data dir>/LOCK (fsys.FS.Lock: an
+// It is an exclusive lock on <data dir>/LOCK (vfs.FS.Lock: an
 // open-file-description lock, as flock is, so it is released when the
 // holder closes it or its process ends and a crash never leaves a stale
 // lock, and it can be queried without being taken); the file holds the
 // holder's pid, so a refused caller can name it.
 type DataDirLock struct {
 	dir  string
-	file fsys.File
+	file vfs.File
 }
 
 // LockDataDir takes the data directory's lock, creating the directory
 // (durably) if it is missing. Nothing else in the directory is read or
 // written before it. A held lock is ErrDataDirLocked, naming the holder's
 // pid.
-func LockDataDir(files fsys.FS, dir string) (*DataDirLock, error) {
+func LockDataDir(files vfs.FS, dir string) (*DataDirLock, error) {
 	if files == nil {
-		files = fsys.OS{}
+		files = vfs.OS{}
 	}
-	if err := fsys.MkdirAllDurable(files, dir); err != nil {
+	if err := vfs.MkdirAllDurable(files, dir); err != nil {
 		return nil, fmt.Errorf("runtime: data directory: %w", err)
 	}
 	name := filepath.Join(dir, wire.LockFileName)
 	f, err := files.Lock(name)
-	if errors.Is(err, fsys.ErrLocked) {
+	if errors.Is(err, vfs.ErrLocked) {
 		return nil, fmt.Errorf("%w: %s is locked by %s", ErrDataDirLocked, dir, holderOf(files, name))
 	}
 	if err != nil {
@@ -74,9 +74,9 @@ func (l *DataDirLock) Release() error { return l.file.Close() }
 // lock, and names it, without writing anything: the read-only operator
 // commands (verify, inspect) use it to warn that a torn tail may be a
 // write in flight. A directory that never had a lock file is not in use.
-func DataDirInUse(files fsys.FS, dir string) (holder string, inUse bool, err error) {
+func DataDirInUse(files vfs.FS, dir string) (holder string, inUse bool, err error) {
 	if files == nil {
-		files = fsys.OS{}
+		files = vfs.OS{}
 	}
 	name := filepath.Join(dir, wire.LockFileName)
 	held, err := files.LockHeld(name)
@@ -90,8 +90,8 @@ func DataDirInUse(files fsys.FS, dir string) (holder string, inUse bool, err err
 }
 
 // holderOf names the process a lock file says holds it.
-func holderOf(files fsys.FS, name string) string {
-	b, err := fsys.ReadFile(files, name, 64)
+func holderOf(files vfs.FS, name string) string {
+	b, err := vfs.ReadFile(files, name, 64)
 	pid := strings.TrimSpace(string(b))
 	if _, perr := strconv.Atoi(pid); err != nil || perr != nil {
 		return "another process (its pid is not readable)"

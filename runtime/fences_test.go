@@ -13,8 +13,9 @@ import (
 	"testing"
 
 	"github.com/narad-io/storage/internal/crashtest"
-	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
 )
 
@@ -75,8 +76,8 @@ func TestInstall_NoProduceOrReopenReachesThePartitionMidInstall(t *testing.T) {
 	var violations []string
 	var once sync.Once
 	raced := make(chan []string, 1)
-	n.disk.SetHook(func(c fsys.Call) error {
-		if !strings.Contains(c.Path+c.Path2, "p00000.install") && c.Op != fsys.OpSyncDir {
+	n.disk.SetHook(func(c sim.Call) error {
+		if !strings.Contains(c.Path+c.Path2, "p00000.install") && c.Op != sim.OpSyncDir {
 			return nil
 		}
 		if gate.TryLockForTest() {
@@ -178,7 +179,7 @@ func TestInstall_CrashAtEveryCallLeavesTheOldOrTheNewPartition(t *testing.T) {
 }
 
 // startImage starts a fresh node on a crash image.
-func startImage(t *testing.T, d *fsys.Disk) *testNode {
+func startImage(t *testing.T, d *sim.Disk) *testNode {
 	t.Helper()
 	ms, err := OpenLocalMetastore(d, dataDir)
 	if err != nil {
@@ -195,7 +196,7 @@ func startImage(t *testing.T, d *fsys.Disk) *testNode {
 	return &testNode{Node: n, disk: d, ms: ms}
 }
 
-func assertNoInstallLeftovers(t *testing.T, d *fsys.Disk, label string) {
+func assertNoInstallLeftovers(t *testing.T, d *sim.Disk, label string) {
 	t.Helper()
 	topics, _ := d.ReadDir(filepath.Join(dataDir, wire.TopicsDirName))
 	for _, topic := range topics {
@@ -226,8 +227,8 @@ func TestNodeClose_FencesAnOpenAlreadyUnderWay(t *testing.T) {
 	n.background.Wait() // the create's recheck: Close waits for it, and it for the guard
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	n.disk.SetHook(func(c fsys.Call) error {
-		if c.Op == fsys.OpReadDir && c.Path == partitionPath("orders", 0) {
+	n.disk.SetHook(func(c sim.Call) error {
+		if c.Op == sim.OpReadDir && c.Path == partitionPath("orders", 0) {
 			once.Do(func() {
 				close(entered)
 				<-release
@@ -294,8 +295,8 @@ func TestTopicDir_WithoutIncarnationIsDurableBeforeAnAck(t *testing.T) {
 	}
 	acked := false
 	explore := crashtest.NewExplorer(d, func() bool { return acked })
-	d.SetHook(func(c fsys.Call) error {
-		if c.Op == fsys.OpSyncDir || c.Op == fsys.OpMkdir {
+	d.SetHook(func(c sim.Call) error {
+		if c.Op == sim.OpSyncDir || c.Op == sim.OpMkdir {
 			t.Logf("%s %s pending %d", c.Op, c.Path, d.PendingNameOps())
 		}
 		return nil
@@ -425,7 +426,7 @@ func TestInstall_RecordReplacedBeforeTheGuardRefusesTheInstall(t *testing.T) {
 func TestInstall_FailureAfterStagingCompletesIsSettledFirst(t *testing.T) {
 	n := startNode(t, nil, Config{SegmentMaxBytes: 1 << 10})
 	files, rec := installFixture(t, n)
-	in := n.disk.Inject(fsys.Fault{Op: fsys.OpSyncDir, Path: filepath.Join(dataDir, "topics", "orders"), Nth: 1, Err: syscall.EIO})
+	in := n.disk.Inject(sim.Fault{Op: sim.OpSyncDir, Path: filepath.Join(dataDir, "topics", "orders"), Nth: 1, Err: syscall.EIO})
 	err := n.InstallPartition(bg, "orders", 0, rec.Incarnation, files)
 	in.Remove()
 	if err == nil {
@@ -455,7 +456,7 @@ func TestInstall_FailureAfterStagingCompletesIsSettledFirst(t *testing.T) {
 func TestInstall_UnsettledPartitionIsNeverDescribedAsEmpty(t *testing.T) {
 	n := startNode(t, nil, Config{SegmentMaxBytes: 1 << 10})
 	files, rec := installFixture(t, n)
-	in := n.disk.Inject(fsys.Fault{Op: fsys.OpRename, Path: partitionPath("orders", 0) + ".install", Nth: 2, Err: syscall.EIO})
+	in := n.disk.Inject(sim.Fault{Op: sim.OpRename, Path: partitionPath("orders", 0) + ".install", Nth: 2, Err: syscall.EIO})
 	err := n.InstallPartition(bg, "orders", 0, rec.Incarnation, files)
 	in.Remove()
 	if err == nil {
@@ -481,8 +482,8 @@ func TestNodeClose_WaitsForAnInstallBeforeReleasingTheLock(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	final := partitionPath("orders", 0)
-	n.disk.SetHook(func(c fsys.Call) error {
-		if c.Op == fsys.OpRename && c.Path == final && c.Path2 == final+wire.ReplacedDirSuffix {
+	n.disk.SetHook(func(c sim.Call) error {
+		if c.Op == sim.OpRename && c.Path == final && c.Path2 == final+wire.ReplacedDirSuffix {
 			once.Do(func() {
 				close(entered)
 				<-release
@@ -540,12 +541,12 @@ func TestDeleteTopic_PurgeCutOffByCloseIsFinishedBySweep(t *testing.T) {
 		t.Fatalf("delete after Close: %v, want the record removed and ErrNodeClosed for the purge", err)
 	}
 	dir := filepath.Join(dataDir, wire.TopicsDirName, "orders")
-	if ok, _ := fsys.Exists(n.disk, dir); !ok {
+	if ok, _ := vfs.Exists(n.disk, dir); !ok {
 		t.Fatal("fixture: the purge ran")
 	}
 	r := startImage(t, n.disk) // Start sweeps
 	defer r.Close()
-	if ok, _ := fsys.Exists(r.disk, dir); ok {
+	if ok, _ := vfs.Exists(r.disk, dir); ok {
 		t.Fatal("the deleted topic's directory outlives a restart")
 	}
 	// A live topic's directory is never purged by the sweep.
@@ -608,7 +609,7 @@ func TestSweep_NeverPurgesATopicItsOwnRecordNames(t *testing.T) {
 	}
 	// legacy's directory carries a marker its id-less record never checks.
 	b, _ := wire.EncodeIncarnationMarker("0123456789abcdef")
-	if err := fsys.WriteFileAtomic(d, filepath.Join(dataDir, wire.TopicsDirName, "legacy", wire.IncarnationFileName), b); err != nil {
+	if err := vfs.WriteFileAtomic(d, filepath.Join(dataDir, wire.TopicsDirName, "legacy", wire.IncarnationFileName), b); err != nil {
 		t.Fatal(err)
 	}
 	if removed := n.SweepQuarantine(bg); removed != 0 {

@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/supervisor"
+	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
 	"go.uber.org/zap"
 )
@@ -83,7 +83,7 @@ func (n *Node) checkIncarnation(t *supervisor.GuardedTopic, rec TopicRecord) err
 		// A record without an id keeps name-based bookkeeping: nothing
 		// to compare, nothing to stamp; the directory is made durable
 		// before anything acked can live in it.
-		return fsys.MkdirAllDurable(n.cfg.FS, dir)
+		return vfs.MkdirAllDurable(n.cfg.FS, dir)
 	}
 	marker, copied := readMarkerFile(n.cfg.FS, dir, wire.IncarnationFileName), readMarkerFile(n.cfg.FS, dir, wire.IncarnationCopyFileName)
 	vouches := func(r markerRead) bool { return r.err == nil && r.id == rec.Incarnation }
@@ -118,7 +118,7 @@ func (n *Node) checkIncarnation(t *supervisor.GuardedTopic, rec TopicRecord) err
 		}
 		return n.createTopicDir(dir, rec)
 	case errors.Is(marker.err, fs.ErrNotExist) && errors.Is(copied.err, fs.ErrNotExist):
-		exists, err := fsys.Exists(n.cfg.FS, dir)
+		exists, err := vfs.Exists(n.cfg.FS, dir)
 		if err != nil {
 			return err
 		}
@@ -164,7 +164,7 @@ func (n *Node) otherIncarnationIn(dir string, id wire.IncarnationID) (wire.Incar
 		if _, err := wire.ParsePartitionDirName(e.Name); err != nil {
 			continue
 		}
-		b, err := fsys.ReadFile(n.cfg.FS, filepath.Join(dir, e.Name, wire.ConsumerAheadFileName), wire.AheadFileSize)
+		b, err := vfs.ReadFile(n.cfg.FS, filepath.Join(dir, e.Name, wire.ConsumerAheadFileName), wire.AheadFileSize)
 		if err != nil {
 			continue // none, or unreadable: no evidence either way
 		}
@@ -196,9 +196,9 @@ type markerRead struct {
 	err error // fs.ErrNotExist, wire.ErrCorrupt, or an I/O error
 }
 
-func readMarkerFile(files fsys.FS, dir, name string) markerRead {
-	b, err := fsys.ReadFile(files, filepath.Join(dir, name), 64)
-	if errors.Is(err, fsys.ErrFileTooLarge) {
+func readMarkerFile(files vfs.FS, dir, name string) markerRead {
+	b, err := vfs.ReadFile(files, filepath.Join(dir, name), 64)
+	if errors.Is(err, vfs.ErrFileTooLarge) {
 		return markerRead{err: fmt.Errorf("%w: %w", wire.ErrCorrupt, err)}
 	}
 	if err != nil {
@@ -214,7 +214,7 @@ func readMarkerFile(files fsys.FS, dir, name string) markerRead {
 // wire.ErrCorrupt; an I/O error with no copy to decode, that error.
 func (n *Node) readMarker(dir string) (wire.IncarnationID, error) { return readMarker(n.cfg.FS, dir) }
 
-func readMarker(files fsys.FS, dir string) (wire.IncarnationID, error) {
+func readMarker(files vfs.FS, dir string) (wire.IncarnationID, error) {
 	marker := readMarkerFile(files, dir, wire.IncarnationFileName)
 	if marker.err == nil {
 		return marker.id, nil
@@ -236,15 +236,15 @@ func (n *Node) writeMarker(dir string, id wire.IncarnationID) error {
 	if err != nil {
 		return err
 	}
-	if err := fsys.WriteFileAtomic(n.cfg.FS, filepath.Join(dir, wire.IncarnationFileName), b); err != nil {
+	if err := vfs.WriteFileAtomic(n.cfg.FS, filepath.Join(dir, wire.IncarnationFileName), b); err != nil {
 		return err
 	}
-	return fsys.WriteFileAtomic(n.cfg.FS, filepath.Join(dir, wire.IncarnationCopyFileName), b)
+	return vfs.WriteFileAtomic(n.cfg.FS, filepath.Join(dir, wire.IncarnationCopyFileName), b)
 }
 
 // createTopicDir makes a topic's directory durable and stamps it.
 func (n *Node) createTopicDir(dir string, rec TopicRecord) error {
-	if err := fsys.MkdirAllDurable(n.cfg.FS, dir); err != nil {
+	if err := vfs.MkdirAllDurable(n.cfg.FS, dir); err != nil {
 		return fmt.Errorf("create topic directory %s: %w", dir, err)
 	}
 	return n.stamp(dir, rec.Incarnation)

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/supervisor"
+	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
 	"go.uber.org/zap"
 )
@@ -142,7 +142,7 @@ func (n *Node) install(key supervisor.Key, files []InstallFile) error {
 func (n *Node) settleInstall(key supervisor.Key) error {
 	paths := n.installPathsOf(key)
 	fs := n.cfg.FS
-	exists := func(p string) (bool, error) { return fsys.Exists(fs, p) }
+	exists := func(p string) (bool, error) { return vfs.Exists(fs, p) }
 	log := n.logger.With(zap.String("topic", key.Topic), zap.Int("partition", key.Partition))
 	installing, err := exists(paths.installing)
 	if err != nil {
@@ -295,7 +295,7 @@ func (n *Node) settleBeforeOpen(key supervisor.Key) error {
 	return nil
 }
 
-func writeSynced(files fsys.FS, path string, data []byte) error {
+func writeSynced(files vfs.FS, path string, data []byte) error {
 	f, err := files.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
 	if err != nil {
 		return err

@@ -15,7 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
 )
 
@@ -83,7 +83,7 @@ const maxMetastoreBytes = 64 << 20
 // Invariants, under mu: topics is what the file holds; version is the
 // highest Version any record ever had, so versions never repeat.
 type LocalMetastore struct {
-	fs        fsys.FS
+	fs        vfs.FS
 	path      string
 	recovered string    // set once, at open
 	broken    error     // set when a change could not be taken back on disk; under mu
@@ -107,8 +107,12 @@ type metastoreState struct {
 // from whichever of its file and the copy decodes with the higher
 // version (a lost write of the file may leave it holding an older valid
 // state, e.g. a leftover temporary file's, while the copy holds the
-// change that returned), the file on a tie.
-func OpenLocalMetastore(files fsys.FS, dataDir string) (*LocalMetastore, error) {
+// change that returned), the file on a tie. A nil files is the real file
+// system.
+func OpenLocalMetastore(files vfs.FS, dataDir string) (*LocalMetastore, error) {
+	if files == nil {
+		files = vfs.OS{}
+	}
 	m := &LocalMetastore{fs: files, path: filepath.Join(dataDir, metastoreFile), topics: map[string]TopicRecord{}, subs: map[int]func(string){}}
 	copyPath := filepath.Join(dataDir, metastoreCopy)
 	st, found, err := loadMetastore(files, m.path)
@@ -159,7 +163,7 @@ func OpenLocalMetastore(files fsys.FS, dataDir string) (*LocalMetastore, error) 
 // many partitions as its highest partition directory says, and retention
 // 0 (keep forever: a rebuilt record must never delete what its lost
 // setting would have kept).
-func rebuildFromTopicDirs(files fsys.FS, dataDir string) (st metastoreState, names []string, err error) {
+func rebuildFromTopicDirs(files vfs.FS, dataDir string) (st metastoreState, names []string, err error) {
 	topics := filepath.Join(dataDir, wire.TopicsDirName)
 	entries, err := files.ReadDir(topics)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -196,8 +200,8 @@ func rebuildFromTopicDirs(files fsys.FS, dataDir string) (st metastoreState, nam
 
 // loadMetastore reads one of the metastore's files; found is false when
 // it does not exist.
-func loadMetastore(files fsys.FS, path string) (st metastoreState, found bool, err error) {
-	b, err := fsys.ReadFile(files, path, maxMetastoreBytes)
+func loadMetastore(files vfs.FS, path string) (st metastoreState, found bool, err error) {
+	b, err := vfs.ReadFile(files, path, maxMetastoreBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return st, false, nil
 	}
@@ -270,10 +274,10 @@ func (m *LocalMetastore) saveLocked() error {
 	if err != nil {
 		return err
 	}
-	if err := fsys.WriteFileAtomic(m.fs, m.path, b); err != nil {
+	if err := vfs.WriteFileAtomic(m.fs, m.path, b); err != nil {
 		return err
 	}
-	return fsys.WriteFileAtomic(m.fs, filepath.Join(filepath.Dir(m.path), metastoreCopy), b)
+	return vfs.WriteFileAtomic(m.fs, filepath.Join(filepath.Dir(m.path), metastoreCopy), b)
 }
 
 // ErrMetastoreDamaged: the embedded metastore's file fails its checksum

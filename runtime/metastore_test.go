@@ -8,7 +8,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
 )
 
@@ -58,7 +59,7 @@ func TestMetastore_EveryBitFlipIsFoundAndTheCopyServes(t *testing.T) {
 	if err := d.MkdirAll(filepath.Join(topicDir, "p00002")); err != nil {
 		t.Fatal(err)
 	}
-	if err := fsys.WriteFileAtomic(d, filepath.Join(topicDir, wire.IncarnationFileName), []byte(want.Incarnation+"\n")); err != nil {
+	if err := vfs.WriteFileAtomic(d, filepath.Join(topicDir, wire.IncarnationFileName), []byte(want.Incarnation+"\n")); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Damage(copyPath, 0, []byte("x")); err != nil {
@@ -125,14 +126,14 @@ func FuzzDecodeMetastore(f *testing.F) {
 func TestMetastore_ALyingFsyncOfTheFileLosesNoChange(t *testing.T) {
 	d := newTestDisk(t, 5)
 	ms := metastoreWithTopic(t, d, 1, 1000)
-	lie := d.Inject(fsys.Fault{Op: fsys.OpSync, Path: filepath.Join(dataDir, metastoreFile+".tmp"), Nth: 1, Lie: true})
+	lie := d.Inject(sim.Fault{Op: sim.OpSync, Path: filepath.Join(dataDir, metastoreFile+".tmp"), Nth: 1, Lie: true})
 	if _, err := ms.SetRetention(bg, "orders", 2000); err != nil {
 		t.Fatal(err)
 	}
 	if lie.Fired() != 1 {
 		t.Fatalf("the lie fired %d times", lie.Fired())
 	}
-	crashed := d.Crash(fsys.CrashPlan{Data: fsys.DropUnsynced})
+	crashed := d.Crash(sim.CrashPlan{Data: sim.DropUnsynced})
 	again, err := OpenLocalMetastore(crashed, dataDir)
 	if err != nil {
 		t.Fatalf("open after the lie and a power loss: %v", err)
@@ -152,14 +153,14 @@ func TestMetastore_ALyingFsyncOfTheFileLosesNoChange(t *testing.T) {
 func TestMetastore_AStaleTemporaryAndALyingFsyncLoseNoChange(t *testing.T) {
 	d := newTestDisk(t, 7)
 	ms := metastoreWithTopic(t, d, 1, 1000)
-	tmp := filepath.Join(dataDir, metastoreFile+fsys.TempSuffix)
+	tmp := filepath.Join(dataDir, metastoreFile+vfs.TempSuffix)
 	// Boot 1 dies at the rename of retention 2000's temporary file: a
 	// power loss that kept the namespace changes (the temporary's entry).
-	var image *fsys.Disk
+	var image *sim.Disk
 	errCrash := errors.New("power loss")
-	d.SetHook(func(c fsys.Call) error {
-		if c.Op == fsys.OpRename && c.Path == tmp && image == nil {
-			image = d.Crash(fsys.CrashPlan{KeepNameOps: -1})
+	d.SetHook(func(c sim.Call) error {
+		if c.Op == sim.OpRename && c.Path == tmp && image == nil {
+			image = d.Crash(sim.CrashPlan{KeepNameOps: -1})
 			return errCrash
 		}
 		return nil
@@ -176,7 +177,7 @@ func TestMetastore_AStaleTemporaryAndALyingFsyncLoseNoChange(t *testing.T) {
 	if got, _, _ := ms2.Topic(bg, "orders"); got.RetentionMs != 1000 {
 		t.Fatalf("boot 2 starts with retention %d, want 1000", got.RetentionMs)
 	}
-	lie := image.Inject(fsys.Fault{Op: fsys.OpSync, Path: tmp, Nth: 1, Lie: true})
+	lie := image.Inject(sim.Fault{Op: sim.OpSync, Path: tmp, Nth: 1, Lie: true})
 	if _, err := ms2.SetRetention(bg, "orders", 3000); err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +185,7 @@ func TestMetastore_AStaleTemporaryAndALyingFsyncLoseNoChange(t *testing.T) {
 		t.Fatalf("the lie fired %d times", lie.Fired())
 	}
 	// Power loss; boot 3.
-	ms3, err := OpenLocalMetastore(image.Crash(fsys.CrashPlan{Data: fsys.DropUnsynced}), dataDir)
+	ms3, err := OpenLocalMetastore(image.Crash(sim.CrashPlan{Data: sim.DropUnsynced}), dataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +215,7 @@ func TestMetastore_AFirstWriteLostBeforeItsCopyStartsEmpty(t *testing.T) {
 	if topics, _ := ms.Topics(bg); len(topics) != 0 {
 		t.Fatalf("started with %v", topics)
 	}
-	d.Inject(fsys.Fault{Op: fsys.OpRead, Path: path, Err: syscall.EIO})
+	d.Inject(sim.Fault{Op: sim.OpRead, Path: path, Err: syscall.EIO})
 	if _, err := OpenLocalMetastore(d, dataDir); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("the file failing reads: %v, want the I/O error, not a rebuild", err)
 	}
@@ -222,7 +223,7 @@ func TestMetastore_AFirstWriteLostBeforeItsCopyStartsEmpty(t *testing.T) {
 
 // metastoreWithTopic opens the embedded metastore on d and creates the
 // topic "orders" in it.
-func metastoreWithTopic(t *testing.T, d *fsys.Disk, partitions int, retentionMs int64) *LocalMetastore {
+func metastoreWithTopic(t *testing.T, d *sim.Disk, partitions int, retentionMs int64) *LocalMetastore {
 	t.Helper()
 	ms, err := OpenLocalMetastore(d, dataDir)
 	if err != nil {

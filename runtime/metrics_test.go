@@ -5,12 +5,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs/sim"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // startNodeWithRegistry is startNode with the node's metrics in reg.
-func startNodeWithRegistry(t *testing.T, d *fsys.Disk, reg *prometheus.Registry) *testNode {
+func startNodeWithRegistry(t *testing.T, d *sim.Disk, reg *prometheus.Registry) *testNode {
 	t.Helper()
 	ms, err := OpenLocalMetastore(d, dataDir)
 	if err != nil {

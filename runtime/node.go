@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/narad-io/storage/codec"
-	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/supervisor"
+	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -30,7 +30,7 @@ type Config struct {
 	// DataDir holds topics/ and the embedded metastore's file.
 	DataDir string
 	// FS is the file system; default the real one.
-	FS fsys.FS
+	FS vfs.FS
 	// Codec encodes new frames (storage.codec); default none.
 	Codec codec.Codec
 	// IdleEvictAfter closes a log nobody used for this long; default 30m.
@@ -66,7 +66,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.FS == nil {
-		c.FS = fsys.OS{}
+		c.FS = vfs.OS{}
 	}
 	if c.Codec == nil {
 		c.Codec, _ = codec.ByID(codec.None)
@@ -178,7 +178,7 @@ func New(cfg Config, ms Metastore, logger *zap.Logger, reg prometheus.Registerer
 	if reg != nil {
 		reg.MustRegister(hwmCollector{n})
 	}
-	if err := fsys.MkdirAllDurable(cfg.FS, n.topicsDir); err != nil {
+	if err := vfs.MkdirAllDurable(cfg.FS, n.topicsDir); err != nil {
 		return nil, fmt.Errorf("runtime: data directory: %w", err)
 	}
 	// A process that crashed may have left entries here that only the

@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/supervisor"
+	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
 	"go.uber.org/goleak"
 )
@@ -27,9 +28,9 @@ const dataDir = "/data"
 
 // newTestDisk returns a simulated disk holding the data directory,
 // durably, as an installer leaves it.
-func newTestDisk(t *testing.T, seed uint64) *fsys.Disk {
+func newTestDisk(t *testing.T, seed uint64) *sim.Disk {
 	t.Helper()
-	d := fsys.NewDisk(seed)
+	d := sim.NewDisk(seed)
 	if err := d.MkdirAll(dataDir); err != nil {
 		t.Fatal(err)
 	}
@@ -41,13 +42,13 @@ func newTestDisk(t *testing.T, seed uint64) *fsys.Disk {
 
 type testNode struct {
 	*Node
-	disk *fsys.Disk
+	disk *sim.Disk
 	ms   *LocalMetastore
 }
 
 // startNode starts a node over a simulated disk with the lock-order
 // checker on; the test fails if any lock was taken out of order.
-func startNode(t *testing.T, d *fsys.Disk, cfg Config) *testNode {
+func startNode(t *testing.T, d *sim.Disk, cfg Config) *testNode {
 	t.Helper()
 	if d == nil {
 		d = newTestDisk(t, 1)
@@ -280,7 +281,7 @@ func TestIncarnation_MatchAdoptAndQuarantine(t *testing.T) {
 	// behind its back (a metastore change only), the old directory stays.
 	var dropped []wire.IncarnationID
 	n.dropConsumerState = func(topic string, id wire.IncarnationID) {
-		if ok, _ := fsys.Exists(d, filepath.Join(dataDir, "topics", "orders")); ok {
+		if ok, _ := vfs.Exists(d, filepath.Join(dataDir, "topics", "orders")); ok {
 			t.Errorf("consumer state dropped after the fresh directory exists")
 		}
 		dropped = append(dropped, id)
@@ -295,7 +296,7 @@ func TestIncarnation_MatchAdoptAndQuarantine(t *testing.T) {
 		t.Fatalf("recreated topic served the deleted incarnation's records: %v", got)
 	}
 	stale := filepath.Join(dataDir, "topics", "orders.stale-"+string(rec.Incarnation))
-	if ok, _ := fsys.Exists(d, stale); !ok {
+	if ok, _ := vfs.Exists(d, stale); !ok {
 		t.Fatal("the old directory was not quarantined")
 	}
 	if len(dropped) != 1 || dropped[0] != rec.Incarnation {
@@ -310,7 +311,7 @@ func TestIncarnation_MatchAdoptAndQuarantine(t *testing.T) {
 	if removed := n.SweepQuarantine(bg); removed != 1 {
 		t.Fatalf("quarantine sweep reclaimed %d, want 1", removed)
 	}
-	if ok, _ := fsys.Exists(d, stale); ok {
+	if ok, _ := vfs.Exists(d, stale); ok {
 		t.Fatal("quarantined directory still there after the sweep")
 	}
 }
@@ -442,7 +443,7 @@ func TestIncarnation_DamagedMarkerOfADeletedIncarnationIsNeverServed(t *testing.
 		t.Fatal(err)
 	}
 	dir := filepath.Join(dataDir, "topics", "orders")
-	purge := d.Inject(fsys.Fault{Op: fsys.OpRename, Path: dir, Nth: 1, Err: syscall.EIO})
+	purge := d.Inject(sim.Fault{Op: sim.OpRename, Path: dir, Nth: 1, Err: syscall.EIO})
 	if err := n.DeleteTopic(bg, "orders"); err == nil || purge.Fired() != 1 {
 		t.Fatalf("delete with its purge failing: %v", err)
 	}
@@ -599,7 +600,7 @@ func TestIncarnation_DeletedTopicNeverServedWhenItsDirectoryReappears(t *testing
 			t.Fatal(err)
 		}
 		d.MkdirAll(filepath.Join(dataDir, "topics", "orders", "p00000"))
-		if err := fsys.WriteFileAtomic(d, filepath.Join(dataDir, "topics", "orders", name), b); err != nil {
+		if err := vfs.WriteFileAtomic(d, filepath.Join(dataDir, "topics", "orders", name), b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -618,8 +619,8 @@ func TestNode_SlowOpenOfOneTopicDoesNotBlockAnother(t *testing.T) {
 	n.CreateTopic(bg, "fast", 1, 0)
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	d.SetHook(func(c fsys.Call) error {
-		if c.Op == fsys.OpReadDir && c.Path == filepath.Join(dataDir, "topics", "slow", "p00000") {
+	d.SetHook(func(c sim.Call) error {
+		if c.Op == sim.OpReadDir && c.Path == filepath.Join(dataDir, "topics", "slow", "p00000") {
 			once.Do(func() { close(entered) })
 			<-release
 		}
@@ -654,7 +655,7 @@ func TestStartup_SkipsFailuresThenReady(t *testing.T) {
 	first.Close()
 
 	bad := filepath.Join(dataDir, "topics", "a", "p00001")
-	d.Inject(fsys.Fault{Op: fsys.OpReadDir, Path: bad, Err: syscall.EIO})
+	d.Inject(sim.Fault{Op: sim.OpReadDir, Path: bad, Err: syscall.EIO})
 	ms, _ := OpenLocalMetastore(d, dataDir)
 	n, err := New(Config{DataDir: dataDir, FS: d, CheckLockOrder: true}, ms, nil, nil)
 	if err != nil {
@@ -692,7 +693,7 @@ func TestPeek_AnswersWithoutOpening(t *testing.T) {
 		t.Fatal("peek opened the log")
 	}
 	hwmFile := filepath.Join(dataDir, "topics", "orders", "p00000", "hwm")
-	fsys.WriteFileAtomic(d, hwmFile, nil) // as a crash leaves it
+	vfs.WriteFileAtomic(d, hwmFile, nil) // as a crash leaves it
 	if _, known, _ := n.PeekHighWatermark("orders", 0); known {
 		t.Fatal("an empty hwm file with records was taken as a boundary")
 	}
@@ -781,14 +782,14 @@ func TestTopicDir_AFailedSyncOfItsEntryLosesNothingAcked(t *testing.T) {
 	if _, _, err := n.CreateTopic(bg, "orders", 1, 0); err != nil {
 		t.Fatal(err)
 	}
-	fault := d.Inject(fsys.Fault{Op: fsys.OpSyncDir, Path: filepath.Join(dataDir, "topics"), Nth: 1, Err: syscall.EIO})
+	fault := d.Inject(sim.Fault{Op: sim.OpSyncDir, Path: filepath.Join(dataDir, "topics"), Nth: 1, Err: syscall.EIO})
 	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 3)); err == nil || fault.Fired() != 1 {
 		t.Fatalf("produce with the topic directory's sync failing: %v (the fault fired %d times)", err, fault.Fired())
 	}
 	if base, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 3)); err != nil || base != 0 {
 		t.Fatalf("the retry: %d, %v", base, err)
 	}
-	crashed := d.Crash(fsys.CrashPlan{Data: fsys.DropUnsynced})
+	crashed := d.Crash(sim.CrashPlan{Data: sim.DropUnsynced})
 	after := startNode(t, crashed, Config{})
 	if got := readValues(t, after, "orders", 0); len(got) != 3 {
 		t.Fatalf("after a power loss: %d records, want the 3 acked", len(got))

@@ -7,7 +7,8 @@ import (
 	"testing"
 
 	"github.com/narad-io/storage/internal/crashtest"
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/vfs/sim"
 )
 
 // Regressions found by a review of the metastore's and the markers'
@@ -30,7 +31,7 @@ func TestMetastore_AFailedChangeIsTakenBackOnDisk(t *testing.T) {
 	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 3)); err != nil {
 		t.Fatal(err)
 	}
-	d.Inject(fsys.Fault{Op: fsys.OpSync, Path: filepath.Join(dataDir, metastoreCopy+".tmp"), Nth: 1, Err: syscall.EIO})
+	d.Inject(sim.Fault{Op: sim.OpSync, Path: filepath.Join(dataDir, metastoreCopy+".tmp"), Nth: 1, Err: syscall.EIO})
 	if err := n.DeleteTopic(bg, "orders"); err == nil {
 		t.Fatal("delete succeeded; the fault did not fire")
 	}
@@ -44,12 +45,12 @@ func TestMetastore_AFailedChangeIsTakenBackOnDisk(t *testing.T) {
 	if got := readValues(t, n, "orders", 0); len(got) != 6 {
 		t.Fatalf("before the crash: %d records, want 6", len(got))
 	}
-	crashed := d.Crash(fsys.CrashPlan{Data: fsys.DropUnsynced})
+	crashed := d.Crash(sim.CrashPlan{Data: sim.DropUnsynced})
 	again := startNode(t, crashed, Config{})
 	if _, ok, _ := again.ms.Topic(bg, "orders"); !ok {
 		t.Errorf("after the crash the topic is gone (its delete had failed)")
 	}
-	if ok, _ := fsys.Exists(crashed, filepath.Join(dataDir, "topics", "orders")); !ok {
+	if ok, _ := vfs.Exists(crashed, filepath.Join(dataDir, "topics", "orders")); !ok {
 		t.Errorf("after the crash the sweep purged topics/orders: 6 acked records lost, 3 of them acked after the delete failed")
 	}
 }
@@ -70,7 +71,7 @@ func TestRecheck_AMarkerReadErrorNeverRetiresALiveLog(t *testing.T) {
 	if _, ok := n.reg.Lookup(key("orders", 0)); !ok {
 		t.Fatal("log not open")
 	}
-	d.Inject(fsys.Fault{Op: fsys.OpRead, Path: filepath.Join(dataDir, "topics", "orders", "incarnation"), Nth: 1, Err: syscall.EIO})
+	d.Inject(sim.Fault{Op: sim.OpRead, Path: filepath.Join(dataDir, "topics", "orders", "incarnation"), Nth: 1, Err: syscall.EIO})
 	// A metadata change of the live topic (the change feed), e.g. made
 	// through the metastore by another node in a cluster.
 	if _, err := n.ms.SetRetention(bg, "orders", 0); err != nil {
@@ -130,7 +131,7 @@ func TestPurge_NeverLeavesDeletedDataUnderTheLiveName(t *testing.T) {
 func TestMetastore_AFileFailingReadsLoadsTheCopy(t *testing.T) {
 	d := newTestDisk(t, 1)
 	metastoreWithTopic(t, d, 1, 0)
-	d.Inject(fsys.Fault{Op: fsys.OpRead, Path: filepath.Join(dataDir, metastoreFile), Err: syscall.EIO})
+	d.Inject(sim.Fault{Op: sim.OpRead, Path: filepath.Join(dataDir, metastoreFile), Err: syscall.EIO})
 	if _, err := OpenLocalMetastore(d, dataDir); err != nil {
 		t.Errorf("a good copy, and the start is refused: %v", err)
 	}
@@ -155,7 +156,7 @@ func TestPurge_AMarkerReadErrorNeverTakesTheLiveDirectory(t *testing.T) {
 	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 10, 3)); err != nil {
 		t.Fatal(err)
 	}
-	d.Inject(fsys.Fault{Op: fsys.OpRead, Path: filepath.Join(dataDir, "topics", "orders", "incarnation"), Nth: 1, Err: syscall.EIO})
+	d.Inject(sim.Fault{Op: sim.OpRead, Path: filepath.Join(dataDir, "topics", "orders", "incarnation"), Nth: 1, Err: syscall.EIO})
 	err := n.purge(old)
 	if got := readValues(t, n, "orders", 0); len(got) != 3 {
 		t.Fatalf("purge of the deleted incarnation (err %v) took the live one's acked records: %d left", err, len(got))
@@ -177,7 +178,7 @@ func TestMetastore_BrokenRefusesProduces(t *testing.T) {
 	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 3)); err != nil {
 		t.Fatal(err)
 	}
-	d.Inject(fsys.Fault{Op: fsys.OpSyncDir, Path: dataDir, Nth: 1, Sticky: true, Err: syscall.EIO})
+	d.Inject(sim.Fault{Op: sim.OpSyncDir, Path: dataDir, Nth: 1, Sticky: true, Err: syscall.EIO})
 	if err := n.DeleteTopic(bg, "orders"); err == nil {
 		t.Fatal("delete succeeded")
 	}
@@ -192,7 +193,7 @@ func TestMetastore_BrokenRefusesProduces(t *testing.T) {
 func TestMetastore_BrokenErrorStaysBounded(t *testing.T) {
 	d := newTestDisk(t, 1)
 	ms := metastoreWithTopic(t, d, 1, 0)
-	d.Inject(fsys.Fault{Op: fsys.OpSyncDir, Path: dataDir, Nth: 1, Sticky: true, Err: syscall.EIO})
+	d.Inject(sim.Fault{Op: sim.OpSyncDir, Path: dataDir, Nth: 1, Sticky: true, Err: syscall.EIO})
 	var sizes []int
 	for i := 0; i < 12; i++ {
 		_, err := ms.SetRetention(bg, "orders", int64(i+1))

@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/narad-io/storage/coldwalk"
-	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/reaper"
 	"github.com/narad-io/storage/supervisor"
+	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
 	"go.uber.org/zap"
 )
@@ -126,8 +126,8 @@ func (c coldNode) SweepCold(ctx context.Context, topic string, p int) (res parti
 
 // mustExist answers coldwalk.ErrPartitionGone for a directory that is not
 // there, and the error of a stat that could not tell.
-func mustExist(files fsys.FS, dir string) error {
-	exists, err := fsys.Exists(files, dir)
+func mustExist(files vfs.FS, dir string) error {
+	exists, err := vfs.Exists(files, dir)
 	if err != nil {
 		return fmt.Errorf("cold retention: stat %s: %w", dir, err)
 	}

@@ -10,9 +10,10 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/supervisor"
+	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -82,10 +83,10 @@ type retentionNode struct {
 // startRetentionNode starts a node over d (a new disk if nil) with 4 KiB
 // segments, the lock-order checker on, a metrics registry and observed
 // logs; it is closed, and checked for lock-order violations, at the end.
-func startRetentionNode(t *testing.T, d *fsys.Disk, cfg Config) *retentionNode {
+func startRetentionNode(t *testing.T, d *sim.Disk, cfg Config) *retentionNode {
 	t.Helper()
 	if d == nil {
-		d = fsys.NewDisk(1)
+		d = sim.NewDisk(1)
 		if err := d.MkdirAll(dataDir); err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +146,7 @@ func partitionPath(topic string, p int) string {
 }
 
 // segmentsOf lists a partition's segment files.
-func segmentsOf(t *testing.T, d *fsys.Disk, topic string, p int) []string {
+func segmentsOf(t *testing.T, d *sim.Disk, topic string, p int) []string {
 	t.Helper()
 	entries, err := d.ReadDir(partitionPath(topic, p))
 	if err != nil {
@@ -307,7 +308,7 @@ func TestRetention_ClosedLogSweptByTheColdWalk(t *testing.T) {
 // log that did open is the reaper's, at its first pass.
 func TestRetention_LogNotReopenedSinceRestartSweptByTheColdWalk(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := fsys.NewDisk(7)
+		d := sim.NewDisk(7)
 		d.MkdirAll(dataDir)
 		func() {
 			first := startRetentionNode(t, d, Config{})
@@ -326,7 +327,7 @@ func TestRetention_LogNotReopenedSinceRestartSweptByTheColdWalk(t *testing.T) {
 			t.Fatalf("only %d segments laid out", got)
 		}
 		advanceBy(3 * time.Hour) // the node is down; everything expires
-		d.Inject(fsys.Fault{Op: fsys.OpReadDir, Path: partitionPath("cold", 0), Nth: 1, Err: syscall.EIO})
+		d.Inject(sim.Fault{Op: sim.OpReadDir, Path: partitionPath("cold", 0), Nth: 1, Err: syscall.EIO})
 		n := startRetentionNode(t, d, Config{ColdWalkInterval: 5 * time.Minute})
 		if _, ok := n.reg.Lookup(key("cold", 0)); ok {
 			t.Fatal("the injected fault did not keep the startup open out")
@@ -436,8 +437,8 @@ func TestColdWalk_PartitionRemovedBetweenListingAndOpenIsNotRecreated(t *testing
 		gone := partitionPath("orders", 1)
 		var mu sync.Mutex
 		listed, removed := false, false
-		n.disk.SetHook(func(c fsys.Call) error {
-			if c.Op == fsys.OpStat && path.Dir(c.Path) == gone { // the walk stats its segments
+		n.disk.SetHook(func(c sim.Call) error {
+			if c.Op == sim.OpStat && path.Dir(c.Path) == gone { // the walk stats its segments
 				mu.Lock()
 				listed = true
 				mu.Unlock()
@@ -463,7 +464,7 @@ func TestColdWalk_PartitionRemovedBetweenListingAndOpenIsNotRecreated(t *testing
 			t.Fatal("the walk never stat'ed the partition: the test removed nothing")
 		}
 		mu.Unlock()
-		if ok, _ := fsys.Exists(n.disk, gone); ok {
+		if ok, _ := vfs.Exists(n.disk, gone); ok {
 			t.Fatal("the removed partition directory was recreated")
 		}
 		for _, p := range []int{0, 2} {
@@ -489,8 +490,8 @@ func TestColdWalk_PanicClosesTheLogAndLeavesThePartitionAlone(t *testing.T) {
 		n := closedExpired(t, 3)
 		var mu sync.Mutex
 		panicking, removes := true, 0
-		n.disk.SetHook(func(c fsys.Call) error {
-			if c.Op == fsys.OpRemove && path.Dir(c.Path) == partitionPath("orders", 1) {
+		n.disk.SetHook(func(c sim.Call) error {
+			if c.Op == sim.OpRemove && path.Dir(c.Path) == partitionPath("orders", 1) {
 				mu.Lock()
 				removes++
 				boom := panicking

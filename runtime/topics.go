@@ -7,8 +7,8 @@ import (
 	"io/fs"
 	"path/filepath"
 
-	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/supervisor"
+	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
 	"go.uber.org/zap"
 )
@@ -236,7 +236,7 @@ func (n *Node) peekLocked(t *supervisor.GuardedTopic, key supervisor.Key) (info 
 		info.StartOffset, info.HighWatermark, info.Known = l.StartOffset(), l.HighWatermark(), true
 		return info, segments, nil
 	}
-	b, err := fsys.ReadFile(n.cfg.FS, filepath.Join(dir, wire.HWMFileName), 64)
+	b, err := vfs.ReadFile(n.cfg.FS, filepath.Join(dir, wire.HWMFileName), 64)
 	if err == nil {
 		if v, present, err := wire.DecodeOffsetFile(b); err == nil && present {
 			info.HighWatermark, info.Known = v, true

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
 )
 
@@ -74,7 +74,7 @@ func TestTransfer_ListThenInstallElsewhere(t *testing.T) {
 
 	// A stale directory is refused.
 	src.reg.CloseLive(key("orders", 0))
-	if err := fsys.WriteFileAtomic(src.disk, filepath.Join(dataDir, "topics", "orders", wire.IncarnationFileName), []byte("0123456789abcdef\n")); err != nil {
+	if err := vfs.WriteFileAtomic(src.disk, filepath.Join(dataDir, "topics", "orders", wire.IncarnationFileName), []byte("0123456789abcdef\n")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := src.TransferListing(bg, "orders", 0); !errors.Is(err, ErrStaleIncarnation) {

@@ -7,11 +7,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/vfs/sim"
 )
 
-func openTestLog(t *testing.T, d *fsys.Disk, dir string) func(*GuardedTopic) (*partition.Log, error) {
+func openTestLog(t *testing.T, d *sim.Disk, dir string) func(*GuardedTopic) (*partition.Log, error) {
 	return func(*GuardedTopic) (*partition.Log, error) { return partition.Open(dir, partition.Options{FS: d}) }
 }
 
@@ -50,7 +50,7 @@ func TestLockOrder_CheckerCatchesAnInversion(t *testing.T) {
 // CloseLive waits for produce calls holding the gate and closes between
 // them; a closed log reopens lazily.
 func TestRegistry_OpenOnceCloseLive(t *testing.T) {
-	d := fsys.NewDisk(1)
+	d := sim.NewDisk(1)
 	r := NewRegistry(RegistryOptions{CheckLockOrder: true})
 	k := Key{"orders", 0}
 	opens := 0
@@ -113,7 +113,7 @@ func TestRegistry_OpenOnceCloseLive(t *testing.T) {
 // ErrRegistryClosed; Close returns only once that open let go of its
 // topic's guard, and nothing is left registered.
 func TestRegistry_CloseFencesAnOpenInFlight(t *testing.T) {
-	d := fsys.NewDisk(1)
+	d := sim.NewDisk(1)
 	r := NewRegistry(RegistryOptions{CheckLockOrder: true})
 	closed := make(chan struct{})
 	var opened *partition.Log

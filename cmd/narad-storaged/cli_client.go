@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/narad-io/storage/client"
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs"
 )
 
 // clientFlags are the flags of the commands that talk to a daemon.
@@ -34,14 +34,14 @@ func (c *clientFlags) client() (*client.Client, error) {
 	}
 	var opts client.Options
 	if c.tokenFile != "" {
-		b, err := fsys.ReadFile(fsys.OS{}, c.tokenFile, 4096)
+		b, err := vfs.ReadFile(vfs.OS{}, c.tokenFile, 4096)
 		if err != nil {
 			return nil, fmt.Errorf("auth token file: %w", err)
 		}
 		opts.Token = strings.TrimSpace(string(b))
 	}
 	if c.caFile != "" {
-		pem, err := fsys.ReadFile(fsys.OS{}, c.caFile, 1<<20)
+		pem, err := vfs.ReadFile(vfs.OS{}, c.caFile, 1<<20)
 		if err != nil {
 			return nil, fmt.Errorf("tls-ca: %w", err)
 		}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs"
 )
 
 // config is serve's configuration. A JSON file given with --config holds
@@ -121,7 +121,7 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if *configFile != "" {
 		fromFile := defaultConfig()
-		b, err := fsys.ReadFile(fsys.OS{}, *configFile, 1<<20)
+		b, err := vfs.ReadFile(vfs.OS{}, *configFile, 1<<20)
 		if err != nil {
 			return cfg, fmt.Errorf("config file: %w", err)
 		}

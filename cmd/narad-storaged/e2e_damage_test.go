@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
 )
 
@@ -28,7 +28,7 @@ func seedPartition(t *testing.T, records int) (dataDir string, segments []string
 	expect(t, d.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 1}), 201, "")
 	d.stop(syscall.SIGTERM)
 	dir := filepath.Join(dataDir, "topics", "orders", "p00000")
-	l, err := partition.Open(dir, partition.Options{FS: fsys.OS{}, SegmentMaxBytes: 2 << 10})
+	l, err := partition.Open(dir, partition.Options{FS: vfs.OS{}, SegmentMaxBytes: 2 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}

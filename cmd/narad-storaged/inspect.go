@@ -22,7 +22,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/narad-io/storage/codec"
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
 )
 
@@ -80,7 +80,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	if dataDir, ok := dataDirOfSegment(positional[0]); ok {
 		warnInUse(stderr, "inspect", dataDir)
 	}
-	in := inspector{files: fsys.OS{}, records: *withRecords, json: *asJSON, maxBytes: *maxBytes}
+	in := inspector{files: vfs.OS{}, records: *withRecords, json: *asJSON, maxBytes: *maxBytes}
 	out := bufio.NewWriter(stdout)
 	problems, err := in.run(positional[0], out, stderr)
 	if ferr := out.Flush(); err == nil && ferr != nil {
@@ -119,7 +119,7 @@ func parseInterleaved(flags *flag.FlagSet, args []string) ([]string, error) {
 
 // inspector dumps one file.
 type inspector struct {
-	files    fsys.FS
+	files    vfs.FS
 	records  bool // print records
 	json     bool // JSON lines instead of text
 	maxBytes int  // bytes of a key or value shown; 0 for all

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/narad-io/storage/codec"
-	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/runtime"
+	"github.com/narad-io/storage/vfs"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
@@ -79,7 +79,7 @@ func newLogger(cfg config, stderr io.Writer) (*zap.Logger, error) {
 // accepting, finish in-flight requests (long polls end early), close every
 // log (each hwm file written), within the shutdown timeout.
 func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
-	files := fsys.OS{}
+	files := vfs.OS{}
 	// The data directory's lock comes before anything in it is read or
 	// written; the node owns it from New on and releases it at Close.
 	lock, err := runtime.LockDataDir(files, cfg.DataDir)
@@ -102,7 +102,7 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		if perm := fi.Mode.Perm(); perm&0o077 != 0 {
 			return fmt.Errorf("auth token file %s is readable by group or others (mode %#o); chmod 600 it", cfg.AuthTokenFile, perm)
 		}
-		b, err := fsys.ReadFile(files, cfg.AuthTokenFile, 4096)
+		b, err := vfs.ReadFile(files, cfg.AuthTokenFile, 4096)
 		if err != nil {
 			return fmt.Errorf("auth token file: %w", err)
 		}

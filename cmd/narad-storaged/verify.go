@@ -19,8 +19,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/runtime"
+	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
 )
 
@@ -75,7 +75,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "verify: --data-dir is empty")
 		return 2
 	}
-	v := verifier{files: fsys.OS{}, progress: stderr, progressEvery: verifyProgressEvery}
+	v := verifier{files: vfs.OS{}, progress: stderr, progressEvery: verifyProgressEvery}
 	report, err := v.run(*dataDir)
 	if err != nil {
 		fmt.Fprintf(stderr, "verify: %v\n", err)
@@ -107,7 +107,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 // directory's lock (the read-only commands still run), and returns its
 // name, or "" when none does.
 func warnInUse(stderr io.Writer, command, dataDir string) string {
-	holder, inUse, err := runtime.DataDirInUse(fsys.OS{}, dataDir)
+	holder, inUse, err := runtime.DataDirInUse(vfs.OS{}, dataDir)
 	switch {
 	case err != nil:
 		fmt.Fprintf(stderr, "%s: warning: cannot tell whether %s is in use: %v\n", command, dataDir, err)
@@ -193,7 +193,7 @@ func ptr[T any](v T) *T { return &v }
 
 // verifier checks one data directory.
 type verifier struct {
-	files         fsys.FS
+	files         vfs.FS
 	progress      io.Writer // progress lines; nil for none
 	progressEvery int       // segments between two progress lines
 
@@ -431,11 +431,11 @@ func (v *verifier) checkSegment(dir string, seg segmentName, sealed bool, succes
 // readHWM reads the partition's hwm file the way the engine does: missing
 // and empty hold no value, 8 bytes hold one, anything else is damage.
 func (v *verifier) readHWM(dir string, pr *partitionReport) hwmReport {
-	b, err := fsys.ReadFile(v.files, filepath.Join(dir, wire.HWMFileName), hwmFileLimit)
+	b, err := vfs.ReadFile(v.files, filepath.Join(dir, wire.HWMFileName), hwmFileLimit)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return hwmReport{State: "missing"}
-	case errors.Is(err, fsys.ErrFileTooLarge):
+	case errors.Is(err, vfs.ErrFileTooLarge):
 		pr.Problems = append(pr.Problems, problem{Kind: problemHWMDamaged, Detail: err.Error()})
 		return hwmReport{State: "damaged"}
 	case err != nil:

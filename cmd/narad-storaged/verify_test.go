@@ -14,8 +14,8 @@ import (
 	"testing"
 
 	"github.com/narad-io/storage/codec"
-	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
 )
 
@@ -56,7 +56,7 @@ func buildPartition(t *testing.T, dataDir, topic string, p, batches, perBatch in
 // at dir.
 func buildLog(t *testing.T, dir string, batches int, batch func(offset int64) []partition.Record) testPartition {
 	t.Helper()
-	return buildLogWith(t, dir, partition.Options{FS: fsys.OS{}, SegmentMaxBytes: 4 << 10}, batches, batch)
+	return buildLogWith(t, dir, partition.Options{FS: vfs.OS{}, SegmentMaxBytes: 4 << 10}, batches, batch)
 }
 
 func buildLogWith(t *testing.T, dir string, opts partition.Options, batches int, batch func(offset int64) []partition.Record) testPartition {
@@ -214,7 +214,7 @@ func wantInt(t *testing.T, what string, got *int64, want int64) {
 // next offset must be what an open recovers.
 func engineNextOffset(t *testing.T, dir string) int64 {
 	t.Helper()
-	l, err := partition.Open(dir, partition.Options{FS: fsys.OS{}, SegmentMaxBytes: 4 << 10})
+	l, err := partition.Open(dir, partition.Options{FS: vfs.OS{}, SegmentMaxBytes: 4 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,7 +478,7 @@ func TestVerifyZstdFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(dataDir, wire.TopicsDirName, "orders", "p00000")
-	tp := buildLogWith(t, dir, partition.Options{FS: fsys.OS{}, SegmentMaxBytes: 4 << 10, Codec: zstd}, 30, func(offset int64) []partition.Record {
+	tp := buildLogWith(t, dir, partition.Options{FS: vfs.OS{}, SegmentMaxBytes: 4 << 10, Codec: zstd}, 30, func(offset int64) []partition.Record {
 		return []partition.Record{{Key: fmt.Appendf(nil, "k%d", offset), Value: bytes.Repeat([]byte("compressible "), 40)}}
 	})
 	if h := framesOf(t, tp.active())[0].h; h.Codec != wire.CodecZstd {
@@ -655,7 +655,7 @@ func TestVerifyProgressLines(t *testing.T) {
 	tp := buildPartition(t, dataDir, "orders", 0, 40, 3)
 	n := len(tp.segments)
 	var progress bytes.Buffer
-	v := verifier{files: fsys.OS{}, progress: &progress, progressEvery: 2}
+	v := verifier{files: vfs.OS{}, progress: &progress, progressEvery: 2}
 	report, err := v.run(dataDir)
 	if err != nil || !report.Clean {
 		t.Fatalf("err %v, report %+v", err, report)

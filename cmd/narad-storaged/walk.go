@@ -10,8 +10,8 @@ import (
 	"fmt"
 
 	"github.com/narad-io/storage/codec"
-	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
 )
 
@@ -62,7 +62,7 @@ func newWalker() *walker { return &walker{} }
 // onFrame for every frame accepted in sequence (frame holds its bytes,
 // valid until onFrame returns) and onDamage for every departure from the
 // sequence, in file order. Only an I/O error fails the walk.
-func (w *walker) walk(file fsys.File, size, base int64, onFrame func(pos int64, h wire.FrameHeader, frame []byte), onDamage func(damage)) (walkResult, error) {
+func (w *walker) walk(file vfs.File, size, base int64, onFrame func(pos int64, h wire.FrameHeader, frame []byte), onDamage func(damage)) (walkResult, error) {
 	res, err := partition.WalkSegment(file, size, base, onFrame, func(d partition.SegmentDamage) {
 		reason := ""
 		if d.Reason != nil {

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs/sim"
 )
 
 // TestCheck_ALieRelaxesOnlyWhatItCanCost: a lie on a consumer file costs
@@ -23,7 +23,7 @@ func TestCheck_ALieRelaxesOnlyWhatItCanCost(t *testing.T) {
 		{Incarnation: "1111111111111111", Deleting: true, Deleted: true, Committed: 10, Written: 10, Honest: 10, Consumed: map[int64]bool{}},
 		{Incarnation: "2222222222222222", Committed: 200, Written: 200, Honest: 200, Consumed: map[int64]bool{}},
 	}}
-	m.noteLie(fsys.Call{Op: fsys.OpSync, Path: path.Join(DataDir, "topics", Topic, "p00000", "consumer.ahead")})
+	m.noteLie(sim.Call{Op: sim.OpSync, Path: path.Join(DataDir, "topics", Topic, "p00000", "consumer.ahead")})
 	cases := map[string]observation{
 		"the deleted incarnation 1 served":              {found: true, gen: 1, start: 0, hwm: 10, served: served},
 		"incarnation 2 served empty, 200 acked missing": {found: true, gen: 2, start: 0, hwm: 0, served: map[int64]bool{}},
@@ -34,15 +34,15 @@ func TestCheck_ALieRelaxesOnlyWhatItCanCost(t *testing.T) {
 			t.Errorf("%s: passes after a lie on a consumer file", name)
 		}
 	}
-	m.noteLie(fsys.Call{Op: fsys.OpSync, Path: path.Join(DataDir, "topics", Topic, "p00000", "00000000000000000000.log")})
+	m.noteLie(sim.Call{Op: sim.OpSync, Path: path.Join(DataDir, "topics", Topic, "p00000", "00000000000000000000.log")})
 	if m.metaLost() || !m.current().Lied || m.Gens[0].Lied {
 		t.Errorf("a lie on a segment of incarnation 2: %+v", m)
 	}
-	m.noteLie(fsys.Call{Op: fsys.OpSync, Path: path.Join(DataDir, "metastore.json.tmp")})
+	m.noteLie(sim.Call{Op: sim.OpSync, Path: path.Join(DataDir, "metastore.json.tmp")})
 	if m.metaLost() {
 		t.Error("one lie on the metastore's file: its copy covers it, nothing may be lost")
 	}
-	m.noteLie(fsys.Call{Op: fsys.OpSync, Path: path.Join(DataDir, "metastore.json.copy.tmp")})
+	m.noteLie(sim.Call{Op: sim.OpSync, Path: path.Join(DataDir, "metastore.json.copy.tmp")})
 	if !m.metaLost() {
 		t.Error("lies on both copies of the metastore's file: the record may be lost")
 	}
@@ -55,7 +55,7 @@ func TestCheck_ALieRelaxesOnlyWhatItCanCost(t *testing.T) {
 func TestCheck_AReadEIODamageLooksAtTheDamagedDisk(t *testing.T) {
 	warmZstd(t)
 	ctx := context.Background()
-	var clean *fsys.Disk
+	var clean *sim.Disk
 	var m Model
 	bubble(t)(func() {
 		w, err := newRun(1)
@@ -65,20 +65,20 @@ func TestCheck_AReadEIODamageLooksAtTheDamagedDisk(t *testing.T) {
 		if err := w.workload(ctx, Variants[0], 1, Options{}); err != nil {
 			t.Fatal(err)
 		}
-		clean, m = w.d.Crash(fsys.CrashPlan{}), w.m
+		clean, m = w.d.Crash(sim.CrashPlan{}), w.m
 	})
-	want, err := observe(ctx, clean.Crash(fsys.CrashPlan{}), m, 1, nil, nil)
+	want, err := observe(ctx, clean.Crash(sim.CrashPlan{}), m, 1, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	metastore := path.Join(DataDir, "metastore.json")
 	dm := damage{file: metastore, sector: 0, kind: "read EIO", lost: map[int64]bool{},
-		apply: func(d *fsys.Disk) (*fsys.Injection, error) {
+		apply: func(d *sim.Disk) (*sim.Injection, error) {
 			// Stands for a start that destroys data and then fails.
 			if err := d.RemoveAll(path.Join(DataDir, "topics")); err != nil {
 				return nil, err
 			}
-			return d.Inject(fsys.Fault{Op: fsys.OpRead, Path: metastore + "*", Err: syscall.EIO}), nil
+			return d.Inject(sim.Fault{Op: sim.OpRead, Path: metastore + "*", Err: syscall.EIO}), nil
 		}}
 	err = checkDamage(ctx, clean, dm, m, 1, want, false)
 	if err == nil || !strings.Contains(err.Error(), "before the damage") {

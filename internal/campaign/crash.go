@@ -6,9 +6,9 @@ import (
 	"sync"
 
 	"github.com/narad-io/storage/internal/crashtest"
-	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
+	"github.com/narad-io/storage/vfs/sim"
 )
 
 // Crash explores every crash state of the reference workload in each
@@ -53,8 +53,8 @@ func Crash(ctx context.Context, bubble Bubble, seed uint64, every int, seen *sta
 }
 
 // newDisk is a fresh simulated disk holding the data directory, durably.
-func newDisk(seed uint64) (*fsys.Disk, error) {
-	d := fsys.NewDisk(seed)
+func newDisk(seed uint64) (*sim.Disk, error) {
+	d := sim.NewDisk(seed)
 	if err := d.MkdirAll(DataDir); err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func newDisk(seed uint64) (*fsys.Disk, error) {
 // the explorer snapshots from the disk's hook while the workload updates
 // it, so both go through lock.
 type run struct {
-	d  *fsys.Disk
+	d  *sim.Disk
 	mu sync.Mutex
 	m  Model
 }
@@ -103,7 +103,7 @@ func CheckCrashState(ctx context.Context, img crashtest.Image[Model], seed uint6
 }
 
 // checkDisk is CheckCrashState on any disk with no process running on it.
-func checkDisk(ctx context.Context, d *fsys.Disk, m Model, seed uint64, honest bool) error {
+func checkDisk(ctx context.Context, d *sim.Disk, m Model, seed uint64, honest bool) error {
 	first, err := observe(ctx, d, m, seed, nil, nil)
 	if err != nil {
 		return err

@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
 )
 
@@ -27,7 +27,7 @@ type damage struct {
 	kind   string
 	// apply damages d; a fault in force (a read EIO) is returned, so the
 	// check can lift it.
-	apply func(d *fsys.Disk) (*fsys.Injection, error)
+	apply func(d *sim.Disk) (*sim.Injection, error)
 	// lost are the offsets the damage may cost: those of the frames it
 	// touches. Every other offset must still be served.
 	lost   map[int64]bool
@@ -96,7 +96,7 @@ func Damage(ctx context.Context, bubble Bubble, seed uint64, every int) Report {
 		r.Violations = append(r.Violations, fmt.Sprintf("seed %d, damage: ", seed)+fmt.Sprintf(format, args...))
 		return r
 	}
-	var clean *fsys.Disk
+	var clean *sim.Disk
 	var m Model
 	var runErr error
 	bubble(func() {
@@ -106,12 +106,12 @@ func Damage(ctx context.Context, bubble Bubble, seed uint64, every int) Report {
 			return
 		}
 		runErr = w.workload(ctx, Variants[0], seed, Options{})
-		clean, m = w.d.Crash(fsys.CrashPlan{}), w.m
+		clean, m = w.d.Crash(sim.CrashPlan{}), w.m
 	})
 	if runErr != nil {
 		return fail("the workload failed with nothing injected: %v", runErr)
 	}
-	want, err := observe(ctx, clean.Crash(fsys.CrashPlan{}), m, seed, nil, nil)
+	want, err := observe(ctx, clean.Crash(sim.CrashPlan{}), m, seed, nil, nil)
 	if err != nil {
 		return fail("the clean disk: %v", err)
 	}
@@ -156,7 +156,7 @@ func Damage(ctx context.Context, bubble Bubble, seed uint64, every int) Report {
 }
 
 // damagesOf lists the damages of every file on d.
-func damagesOf(d *fsys.Disk, seed uint64) ([]damage, error) {
+func damagesOf(d *sim.Disk, seed uint64) ([]damage, error) {
 	files, err := filesUnder(d, DataDir)
 	if err != nil {
 		return nil, err
@@ -184,24 +184,24 @@ func damagesOf(d *fsys.Disk, seed uint64) ([]damage, error) {
 			}
 			return lost
 		}
-		for s := int64(0); s*fsys.SectorSize < int64(len(content)); s++ {
-			from, to := s*fsys.SectorSize, min((s+1)*fsys.SectorSize, int64(len(content)))
+		for s := int64(0); s*sim.SectorSize < int64(len(content)); s++ {
+			from, to := s*sim.SectorSize, min((s+1)*sim.SectorSize, int64(len(content)))
 			lost := lostIn(from, to)
 			h := fnv.New64a()
 			fmt.Fprint(h, seed, file, s)
 			bit := h.Sum64() % uint64(8*(to-from))
 			flipped := content[from+int64(bit/8)] ^ 1<<(bit%8)
 			out = append(out, damage{file: file, sector: s, kind: "bit flip", lost: lost,
-				apply: func(d *fsys.Disk) (*fsys.Injection, error) {
+				apply: func(d *sim.Disk) (*sim.Injection, error) {
 					return nil, d.Damage(file, from+int64(bit/8), []byte{flipped})
 				}})
 			if !bytes.Equal(content[from:to], make([]byte, to-from)) {
 				out = append(out, damage{file: file, sector: s, kind: "zeroed", lost: lost,
-					apply: func(d *fsys.Disk) (*fsys.Injection, error) { return nil, d.Damage(file, from, make([]byte, to-from)) }})
+					apply: func(d *sim.Disk) (*sim.Injection, error) { return nil, d.Damage(file, from, make([]byte, to-from)) }})
 			}
 			out = append(out, damage{file: file, sector: s, kind: "read EIO", lost: lost,
-				apply: func(d *fsys.Disk) (*fsys.Injection, error) {
-					return d.Inject(fsys.Fault{Op: fsys.OpRead, Path: file, Off: from, Len: to - from, Err: syscall.EIO}), nil
+				apply: func(d *sim.Disk) (*sim.Injection, error) {
+					return d.Inject(sim.Fault{Op: sim.OpRead, Path: file, Off: from, Len: to - from, Err: syscall.EIO}), nil
 				}})
 		}
 		out = append(out, frameDamages(file, frames, content)...)
@@ -239,7 +239,7 @@ func frameDamages(file string, frames []frameSpan, content []byte) []damage {
 			at := f.pos + field.at
 			out = append(out, damage{file: file, sector: -1, lost: lost,
 				kind:  fmt.Sprintf("frame %d at byte %d: %s", i, f.pos, field.name),
-				apply: func(d *fsys.Disk) (*fsys.Injection, error) { return nil, d.Damage(file, at, b) }})
+				apply: func(d *sim.Disk) (*sim.Injection, error) { return nil, d.Damage(file, at, b) }})
 		}
 		if i == 0 {
 			continue
@@ -256,13 +256,13 @@ func frameDamages(file string, frames []frameSpan, content []byte) []damage {
 		}
 		out = append(out, damage{file: file, sector: -1, lost: lost,
 			kind:  fmt.Sprintf("frame %d at byte %d overwritten by frame %d", i, f.pos, i-1),
-			apply: func(d *fsys.Disk) (*fsys.Injection, error) { return nil, d.Damage(file, f.pos, misdirected) }})
+			apply: func(d *sim.Disk) (*sim.Injection, error) { return nil, d.Damage(file, f.pos, misdirected) }})
 	}
 	return out
 }
 
 // filesUnder lists every file under dir on d.
-func filesUnder(d *fsys.Disk, dir string) ([]string, error) {
+func filesUnder(d *sim.Disk, dir string) ([]string, error) {
 	entries, err := d.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -284,7 +284,7 @@ func filesUnder(d *fsys.Disk, dir string) ([]string, error) {
 }
 
 // framesOf walks a segment file for its frames.
-func framesOf(d *fsys.Disk, file string, size, base int64) ([]frameSpan, error) {
+func framesOf(d *sim.Disk, file string, size, base int64) ([]frameSpan, error) {
 	f, err := d.OpenFile(file, os.O_RDONLY)
 	if err != nil {
 		return nil, err
@@ -299,8 +299,8 @@ func framesOf(d *fsys.Disk, file string, size, base int64) ([]frameSpan, error) 
 
 // checkDamage checks one damaged state against the clean one (want).
 // A damaged sealed segment must never fail the start.
-func checkDamage(ctx context.Context, clean *fsys.Disk, dm damage, m Model, seed uint64, want observation, sealed bool) error {
-	d := clean.Crash(fsys.CrashPlan{}) // a copy
+func checkDamage(ctx context.Context, clean *sim.Disk, dm damage, m Model, seed uint64, want observation, sealed bool) error {
+	d := clean.Crash(sim.CrashPlan{}) // a copy
 	fault, err := dm.apply(d)
 	if err != nil {
 		return err

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/narad-io/storage/internal/crashtest"
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
 )
 
@@ -33,15 +33,15 @@ var readOnly = failure{name: "EROFS from here on", err: syscall.EROFS, sticky: t
 
 // failuresOf are the ways a call can fail; prev is the mutating call
 // before it.
-func failuresOf(c, prev fsys.Call) []failure {
+func failuresOf(c, prev sim.Call) []failure {
 	eio := failure{name: "EIO", err: syscall.EIO}
 	enospc := failure{name: "ENOSPC", err: syscall.ENOSPC}
 	switch c.Op {
-	case fsys.OpWrite:
+	case sim.OpWrite:
 		return []failure{enospc, eio, {name: "short write", short: true}, readOnly}
-	case fsys.OpSync:
+	case sim.OpSync:
 		ways := []failure{eio, {name: "lie", lie: true}, enospc}
-		if path.Ext(c.Path) == wire.SegmentFileSuffix && prev.Op == fsys.OpWrite && prev.Path == c.Path {
+		if path.Ext(c.Path) == wire.SegmentFileSuffix && prev.Op == sim.OpWrite && prev.Path == c.Path {
 			// Only a commit's or a roll's, right after a frame write: a
 			// synctest bubble's clock stands still while anything waits
 			// on a mutex, and recovery and the consumer's write-outs
@@ -50,11 +50,11 @@ func failuresOf(c, prev fsys.Call) []failure {
 			ways = append(ways, failure{name: "slow (5 s)", delay: 5 * time.Second})
 		}
 		return ways
-	case fsys.OpSyncDir:
+	case sim.OpSyncDir:
 		return []failure{eio, {name: "lie", lie: true}}
-	case fsys.OpOpen:
+	case sim.OpOpen:
 		return []failure{eio, enospc, {name: "EMFILE", err: syscall.EMFILE}, readOnly}
-	case fsys.OpMkdir:
+	case sim.OpMkdir:
 		return []failure{eio, enospc}
 	}
 	return []failure{eio, readOnly} // truncate, remove, rename
@@ -92,7 +92,7 @@ func Faults(ctx context.Context, bubble Bubble, seed uint64, every int, all bool
 		}
 		c := startCheckers(func(check func() error) error { return check() })
 		for k := 1; k <= len(calls); k += every {
-			var prev fsys.Call
+			var prev sim.Call
 			if k > 1 {
 				prev = calls[k-2]
 			}
@@ -127,8 +127,8 @@ func Faults(ctx context.Context, bubble Bubble, seed uint64, every int, all bool
 }
 
 // callsOf records the mutating calls of a clean run.
-func callsOf(ctx context.Context, bubble Bubble, v Variant, seed uint64) ([]fsys.Call, error) {
-	var calls []fsys.Call
+func callsOf(ctx context.Context, bubble Bubble, v Variant, seed uint64) ([]sim.Call, error) {
+	var calls []sim.Call
 	var runErr error
 	bubble(func() {
 		d, err := newDisk(seed)
@@ -137,7 +137,7 @@ func callsOf(ctx context.Context, bubble Bubble, v Variant, seed uint64) ([]fsys
 			return
 		}
 		var mu sync.Mutex
-		d.SetHook(func(c fsys.Call) error {
+		d.SetHook(func(c sim.Call) error {
 			if crashtest.Mutating(c) {
 				mu.Lock()
 				calls = append(calls, c)
@@ -174,7 +174,7 @@ func faultRun(ctx context.Context, bubble Bubble, v Variant, seed uint64, k int,
 			states++
 			check(func() error { return CheckCrashState(ctx, img, seed) })
 		}
-		explore.Fail = func(call int, c fsys.Call) error {
+		explore.Fail = func(call int, c sim.Call) error {
 			if f.sticky && call > k {
 				return f.err
 			}
@@ -187,9 +187,9 @@ func faultRun(ctx context.Context, bubble Bubble, v Variant, seed uint64, k int,
 				time.Sleep(f.delay)
 			case f.lie:
 				w.lock(func() { m.noteLie(c) })
-				d.Inject(fsys.Fault{Op: c.Op, Path: c.Path, Nth: 1, Lie: true})
+				d.Inject(sim.Fault{Op: c.Op, Path: c.Path, Nth: 1, Lie: true})
 			case f.short:
-				d.Inject(fsys.Fault{Op: fsys.OpWrite, Path: c.Path, Nth: 1, Short: max(c.Len/2, 1), Err: io.ErrShortWrite})
+				d.Inject(sim.Fault{Op: sim.OpWrite, Path: c.Path, Nth: 1, Short: max(c.Len/2, 1), Err: io.ErrShortWrite})
 			default:
 				return f.err
 			}

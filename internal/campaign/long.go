@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/narad-io/storage/internal/crashtest"
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs/sim"
 )
 
 // The long campaign's randomized runs (fault model, "Figures to reach",
@@ -56,7 +56,7 @@ func LongRun(ctx context.Context, bubble Bubble, seed uint64, run int, seen *sta
 	lie := lieOdds[rng.IntN(len(lieOdds))]
 	label := fmt.Sprintf("seed %d run %d (%s, workload seed %d, fsync lies %.0f %%)", seed, run, v, wseed, 100*lie)
 	c := startCheckers(func(check func() error) error { return check() })
-	var end *fsys.Disk
+	var end *sim.Disk
 	var m Model
 	var runErr error
 	bubble(func() {
@@ -76,27 +76,27 @@ func LongRun(ctx context.Context, bubble Bubble, seed uint64, run int, seen *sta
 			defer drawsMu.Unlock()
 			return draws.Float64() < longCrashOdds
 		}
-		explore.Plans = func(call, names int) []fsys.CrashPlan {
+		explore.Plans = func(call, names int) []sim.CrashPlan {
 			drawsMu.Lock()
 			defer drawsMu.Unlock()
-			plans := make([]fsys.CrashPlan, longPlans)
+			plans := make([]sim.CrashPlan, longPlans)
 			for i := range plans {
 				keep := draws.Float64()
 				sectors := rand.New(rand.NewPCG(draws.Uint64(), 0))
-				plans[i] = fsys.CrashPlan{
-					Data: fsys.TearUnsynced, Seed: draws.Uint64(), Garbage: draws.IntN(2) == 0,
+				plans[i] = sim.CrashPlan{
+					Data: sim.TearUnsynced, Seed: draws.Uint64(), Garbage: draws.IntN(2) == 0,
 					KeepNameOps: draws.IntN(names + 1),
 					KeepSector:  func(string, int64) bool { return sectors.Float64() < keep },
 				}
 			}
 			return plans
 		}
-		explore.Fail = func(_ int, c fsys.Call) error {
+		explore.Fail = func(_ int, c sim.Call) error {
 			drawsMu.Lock()
 			defer drawsMu.Unlock()
-			if (c.Op == fsys.OpSync || c.Op == fsys.OpSyncDir) && draws.Float64() < lie {
+			if (c.Op == sim.OpSync || c.Op == sim.OpSyncDir) && draws.Float64() < lie {
 				w.lock(func() { w.m.noteLie(c) })
-				d.Inject(fsys.Fault{Op: c.Op, Path: c.Path, Nth: 1, Lie: true})
+				d.Inject(sim.Fault{Op: c.Op, Path: c.Path, Nth: 1, Lie: true})
 				r.Injected++
 			}
 			return nil
@@ -139,9 +139,9 @@ func LongRun(ctx context.Context, bubble Bubble, seed uint64, run int, seen *sta
 
 // oneDamage draws one damaged state of the clean disk end and returns
 // its check.
-func oneDamage(ctx context.Context, end *fsys.Disk, m Model, seed uint64, rng *rand.Rand) (func() error, error) {
-	clean := end.Crash(fsys.CrashPlan{Data: fsys.KeepUnsynced})
-	want, err := observe(ctx, clean.Crash(fsys.CrashPlan{}), m, seed, nil, nil)
+func oneDamage(ctx context.Context, end *sim.Disk, m Model, seed uint64, rng *rand.Rand) (func() error, error) {
+	clean := end.Crash(sim.CrashPlan{Data: sim.KeepUnsynced})
+	want, err := observe(ctx, clean.Crash(sim.CrashPlan{}), m, seed, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("the clean end state: %w", err)
 	}

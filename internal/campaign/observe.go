@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
+	"github.com/narad-io/storage/vfs/sim"
 )
 
 // An observation is what a fresh node started on a disk serves: the
@@ -29,7 +29,7 @@ type observation struct {
 // closes it, running then (when not nil) on the node before the close.
 // The model names the incarnations, so each record is checked against the
 // bytes of its own.
-func observe(ctx context.Context, d *fsys.Disk, m Model, seed uint64, skip func(offset int64) int64,
+func observe(ctx context.Context, d *sim.Disk, m Model, seed uint64, skip func(offset int64) int64,
 	then func(*runtime.Node, observation) error) (obs observation, err error) {
 	n, err := startNode(ctx, d, codecOf(m.Phase), false, seed)
 	if err != nil {

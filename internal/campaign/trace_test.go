@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/narad-io/storage/internal/crashtest"
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs/sim"
 )
 
 // TestWorkload_IsDeterministic: two runs of the reference workload make
@@ -25,7 +25,7 @@ func TestWorkload_IsDeterministic(t *testing.T) {
 					t.Fatal(err)
 				}
 				var mu sync.Mutex
-				d.SetHook(func(c fsys.Call) error {
+				d.SetHook(func(c sim.Call) error {
 					mu.Lock()
 					defer mu.Unlock()
 					if crashtest.Mutating(c) {

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/narad-io/storage/codec"
-	"github.com/narad-io/storage/internal/fsys"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
+	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
 )
 
@@ -157,7 +157,7 @@ func codecOf(phase int) codec.ID {
 
 // config is the workload's node config over d; the lock-order checker
 // costs a stack walk per lock, so only the workload's own nodes run it.
-func config(d *fsys.Disk, c codec.ID, checkLockOrder bool) runtime.Config {
+func config(d *sim.Disk, c codec.ID, checkLockOrder bool) runtime.Config {
 	cd, _ := codec.ByID(c)
 	return runtime.Config{
 		DataDir: DataDir, FS: d, Codec: cd, SegmentMaxBytes: segmentMaxBytes,
@@ -169,7 +169,7 @@ func config(d *fsys.Disk, c codec.ID, checkLockOrder bool) runtime.Config {
 // startNode starts a node on d with the workload's config. Its
 // incarnation ids come from the seed and the metastore's file, so a run
 // replays byte for byte and states dedupe across runs.
-func startNode(ctx context.Context, d *fsys.Disk, c codec.ID, checkLockOrder bool, seed uint64) (*runtime.Node, error) {
+func startNode(ctx context.Context, d *sim.Disk, c codec.ID, checkLockOrder bool, seed uint64) (*runtime.Node, error) {
 	ms, err := runtime.OpenLocalMetastore(d, DataDir)
 	if err != nil {
 		return nil, err
@@ -198,7 +198,7 @@ func startNode(ctx context.Context, d *fsys.Disk, c codec.ID, checkLockOrder boo
 // records, which must land at the same offsets).
 type workload struct {
 	ctx   context.Context
-	d     *fsys.Disk
+	d     *sim.Disk
 	v     Variant
 	seed  uint64
 	m     *Model
@@ -230,7 +230,7 @@ type Options struct {
 
 // Run runs the reference workload on d, keeping m current; it must run in
 // a synctest bubble (it sleeps on the fake clock).
-func Run(ctx context.Context, d *fsys.Disk, v Variant, seed uint64, m *Model, lock func(func()), opts Options) (err error) {
+func Run(ctx context.Context, d *sim.Disk, v Variant, seed uint64, m *Model, lock func(func()), opts Options) (err error) {
 	retry := opts.Retry
 	w := &workload{ctx: ctx, d: d, v: v, seed: seed, m: m, lock: lock, retry: retry}
 	defer func() {
@@ -488,11 +488,11 @@ func chachaSeed(a, b uint64) (out [32]byte) {
 // holding its entries, or both copies of the metastore's file or of a
 // marker: one is covered by the other), or nothing (the consumer's files: a lost write-out only steps the
 // frontier back, which is allowed anyway).
-func (m *Model) noteLie(c fsys.Call) {
+func (m *Model) noteLie(c sim.Call) {
 	topics := path.Join(DataDir, wire.TopicsDirName)
 	topicDir := path.Join(topics, Topic)
 	base := path.Base(c.Path)
-	holdsEntries := c.Op == fsys.OpSyncDir && (c.Path == DataDir || c.Path == topics || c.Path == topicDir)
+	holdsEntries := c.Op == sim.OpSyncDir && (c.Path == DataDir || c.Path == topics || c.Path == topicDir)
 	switch {
 	case strings.HasPrefix(base, "consumer."):
 	case strings.HasPrefix(base, "metastore.json.copy"):

@@ -1,5 +1,5 @@
 // Package crashtest enumerates crash states: before every mutating call a
-// workload makes on the simulated disk (fsys.Disk), it takes the images a
+// workload makes on the simulated disk (sim.Disk), it takes the images a
 // power loss would leave there, in every crash mode the disk has, and
 // keeps the distinct ones with the workload's model of what it had
 // promised at that point. A test then starts a fresh node (or log) on
@@ -15,18 +15,18 @@ import (
 	"os"
 	"sync"
 
-	"github.com/narad-io/storage/internal/fsys"
+	"github.com/narad-io/storage/vfs/sim"
 )
 
 // Mutating reports whether an image is taken before a call: whether it
 // may change what a power loss could leave (an open only when it may
 // create or truncate; a read-only open in a background loop would make
 // the count of calls depend on scheduling).
-func Mutating(c fsys.Call) bool {
+func Mutating(c sim.Call) bool {
 	switch c.Op {
-	case fsys.OpOpen:
+	case sim.OpOpen:
 		return c.Flag&(os.O_CREATE|os.O_TRUNC) != 0
-	case fsys.OpWrite, fsys.OpSync, fsys.OpTruncate, fsys.OpMkdir, fsys.OpRemove, fsys.OpRename, fsys.OpSyncDir:
+	case sim.OpWrite, sim.OpSync, sim.OpTruncate, sim.OpMkdir, sim.OpRemove, sim.OpRename, sim.OpSyncDir:
 		return true
 	}
 	return false
@@ -35,7 +35,7 @@ func Mutating(c fsys.Call) bool {
 // Image is the disk a power loss leaves at one point of a workload, with
 // the workload's model as it stood there.
 type Image[M any] struct {
-	Disk  *fsys.Disk
+	Disk  *sim.Disk
 	Model M
 	Label string // where and how: replays the state with the seed
 	// Hash identifies the state: the image's hash and the model's. Two
@@ -57,7 +57,7 @@ type Image[M any] struct {
 // (a record acked) is checked against that promise too.
 type Explorer[M any] struct {
 	mu       sync.Mutex // calls may come from the workload and from the node's goroutines
-	disk     *fsys.Disk
+	disk     *sim.Disk
 	snapshot func() M // the workload's model at the image's point
 	seen     map[[2]uint64]bool
 	images   []Image[M]
@@ -72,7 +72,7 @@ type Explorer[M any] struct {
 	// mutating call are taken; an error it returns fails the call (an
 	// injected fault), and it may put a fault of its own in force on the
 	// disk for the call (a lie, a short write).
-	Fail func(call int, c fsys.Call) error
+	Fail func(call int, c sim.Call) error
 	// Take, when set before Run, chooses the calls (1-based, in the order
 	// made) before which images are taken; nil takes them before every
 	// mutating call. The end state's images are always taken.
@@ -80,7 +80,7 @@ type Explorer[M any] struct {
 	// Plans, when set before Run, replaces the crash plans taken at each
 	// point (the fixed modes and Sectors) with its own, e.g. randomized
 	// ones; names is how many namespace changes are pending there.
-	Plans func(call, names int) []fsys.CrashPlan
+	Plans func(call, names int) []sim.CrashPlan
 	// Sectors adds, at every point, images that keep chosen sectors of
 	// the unsynced writes (docs/durability.md rows 2 to 5): every prefix
 	// of each file's unsynced sectors (zeros beyond, and garbage beyond),
@@ -89,12 +89,12 @@ type Explorer[M any] struct {
 }
 
 // NewExplorer explores d; snapshot returns a copy of the workload's model.
-func NewExplorer[M any](d *fsys.Disk, snapshot func() M) *Explorer[M] {
+func NewExplorer[M any](d *sim.Disk, snapshot func() M) *Explorer[M] {
 	return &Explorer[M]{disk: d, snapshot: snapshot, seen: map[[2]uint64]bool{}}
 }
 
 // Hook is the disk hook that takes the images; Run installs it.
-func (e *Explorer[M]) Hook(c fsys.Call) error {
+func (e *Explorer[M]) Hook(c sim.Call) error {
 	if !Mutating(c) {
 		return nil
 	}
@@ -117,7 +117,7 @@ func (e *Explorer[M]) take(label string) {
 	modelHash := fnv.New64a()
 	fmt.Fprint(modelHash, model)
 	names := e.disk.PendingNameOps()
-	add := func(plan fsys.CrashPlan, how string) {
+	add := func(plan sim.CrashPlan, how string) {
 		img := e.disk.Crash(plan)
 		h := [2]uint64{img.Hash(), modelHash.Sum64()}
 		if e.seen[h] {
@@ -139,11 +139,11 @@ func (e *Explorer[M]) take(label string) {
 		return
 	}
 	for keep := 0; keep <= names; keep++ {
-		add(fsys.CrashPlan{Data: fsys.DropUnsynced, KeepNameOps: keep}, "unsynced dropped")
-		add(fsys.CrashPlan{Data: fsys.KeepUnsynced, KeepNameOps: keep}, "unsynced kept")
-		add(fsys.CrashPlan{Data: fsys.TearUnsynced, Seed: uint64(e.calls), KeepNameOps: keep},
+		add(sim.CrashPlan{Data: sim.DropUnsynced, KeepNameOps: keep}, "unsynced dropped")
+		add(sim.CrashPlan{Data: sim.KeepUnsynced, KeepNameOps: keep}, "unsynced kept")
+		add(sim.CrashPlan{Data: sim.TearUnsynced, Seed: uint64(e.calls), KeepNameOps: keep},
 			fmt.Sprintf("torn, seed %d", e.calls))
-		add(fsys.CrashPlan{Data: fsys.TearUnsynced, Garbage: true, Seed: uint64(e.calls) + 1, KeepNameOps: keep},
+		add(sim.CrashPlan{Data: sim.TearUnsynced, Garbage: true, Seed: uint64(e.calls) + 1, KeepNameOps: keep},
 			fmt.Sprintf("torn into garbage, seed %d", e.calls+1))
 	}
 	if e.Sectors {
@@ -153,16 +153,16 @@ func (e *Explorer[M]) take(label string) {
 
 // takeSectors adds the chosen-sector images of Sectors, with every
 // pending namespace change kept.
-func (e *Explorer[M]) takeSectors(add func(fsys.CrashPlan, string), names int) {
+func (e *Explorer[M]) takeSectors(add func(sim.CrashPlan, string), names int) {
 	unsynced := e.disk.UnsyncedSectors()
 	longest := 0
 	for _, list := range unsynced {
 		longest = max(longest, len(list))
 	}
 	// keeps reports whether the i-th unsynced sector of its file is kept.
-	plan := func(garbage bool, keeps func(i int) bool) fsys.CrashPlan {
-		return fsys.CrashPlan{
-			Data: fsys.TearUnsynced, Garbage: garbage, Seed: uint64(e.calls), KeepNameOps: names,
+	plan := func(garbage bool, keeps func(i int) bool) sim.CrashPlan {
+		return sim.CrashPlan{
+			Data: sim.TearUnsynced, Garbage: garbage, Seed: uint64(e.calls), KeepNameOps: names,
 			KeepNewSize: func(string) bool { return true },
 			KeepSector: func(p string, sector int64) bool {
 				for i, s := range unsynced[p] {

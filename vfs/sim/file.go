@@ -1,6 +1,7 @@
-package fsys
+package sim
 
 import (
+	"github.com/narad-io/storage/vfs"
 	"io"
 	"os"
 	"syscall"
@@ -167,14 +168,14 @@ func (f *simFile) Sync() error {
 	return nil
 }
 
-func (f *simFile) Stat() (FileInfo, error) {
+func (f *simFile) Stat() (vfs.FileInfo, error) {
 	if err := f.disk.enter(Call{Op: OpStat, Path: f.path}); err != nil {
-		return FileInfo{}, pathError("stat", f.name, err)
+		return vfs.FileInfo{}, pathError("stat", f.name, err)
 	}
 	f.disk.mu.Lock()
 	defer f.disk.mu.Unlock()
 	if f.closed {
-		return FileInfo{}, pathError("stat", f.name, os.ErrClosed)
+		return vfs.FileInfo{}, pathError("stat", f.name, os.ErrClosed)
 	}
 	return f.node.info(baseName(f.path)), nil
 }

@@ -1,8 +1,9 @@
-package fsys
+package sim
 
 import (
 	"bytes"
 	"errors"
+	"github.com/narad-io/storage/vfs"
 	"io"
 	"os"
 	"sync"
@@ -73,7 +74,7 @@ func TestFault_LyingSyncDirPersistsNoName(t *testing.T) {
 	if err := d.SyncDir("/"); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := Exists(d.Crash(CrashPlan{}), "/f"); ok {
+	if ok, _ := vfs.Exists(d.Crash(CrashPlan{}), "/f"); ok {
 		t.Fatal("a name survived a lying directory sync")
 	}
 }
@@ -190,7 +191,7 @@ func TestFault_RenameMatchesEitherPath(t *testing.T) {
 	if err := d.Rename("/hwm.tmp", "/hwm"); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("rename onto the faulted path: %v", err)
 	}
-	if ok, _ := Exists(d, "/hwm.tmp"); !ok {
+	if ok, _ := vfs.Exists(d, "/hwm.tmp"); !ok {
 		t.Fatal("a failed rename moved the file")
 	}
 }
@@ -222,7 +223,7 @@ func TestHook_BlocksOneCallOnly(t *testing.T) {
 	mustWrite(t, d, "/fast", []byte("x")) // would deadlock if the hook held the disk
 	close(release)
 	wg.Wait()
-	if ok, _ := Exists(d, "/slow"); !ok {
+	if ok, _ := vfs.Exists(d, "/slow"); !ok {
 		t.Fatal("the held call never completed")
 	}
 }
@@ -252,7 +253,7 @@ func TestWriteFileAtomic_CrashAtEveryCall(t *testing.T) {
 	old, replacement := []byte("old-content"), []byte("new")
 	for stop := 1; ; stop++ {
 		d := NewDisk(uint64(stop))
-		if err := WriteFileAtomic(d, "/meta", old); err != nil {
+		if err := vfs.WriteFileAtomic(d, "/meta", old); err != nil {
 			t.Fatal(err)
 		}
 		d.SyncDir("/")
@@ -265,7 +266,7 @@ func TestWriteFileAtomic_CrashAtEveryCall(t *testing.T) {
 			}
 			return nil
 		})
-		err := WriteFileAtomic(d, "/meta", replacement)
+		err := vfs.WriteFileAtomic(d, "/meta", replacement)
 		d.SetHook(nil)
 		for seed := range uint64(8) {
 			crashed = append(crashed, d.Crash(CrashPlan{Data: TearUnsynced, Seed: seed, KeepNameOps: int(seed % 3)}))

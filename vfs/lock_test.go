@@ -1,7 +1,9 @@
-package fsys
+package vfs_test
 
 import (
 	"errors"
+	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/vfs/sim"
 	"io/fs"
 	"path/filepath"
 	"syscall"
@@ -12,7 +14,7 @@ import (
 // ErrLocked, whatever holder asks, until the first holder closes its File;
 // what the holder writes is readable by the refused caller.
 func TestLock_ExclusiveUntilClosed(t *testing.T) {
-	implementations(t, func(t *testing.T, fsys FS, root string) {
+	implementations(t, func(t *testing.T, fsys vfs.FS, root string) {
 		name := filepath.Join(root, "LOCK")
 		held, err := fsys.Lock(name)
 		if err != nil {
@@ -21,7 +23,7 @@ func TestLock_ExclusiveUntilClosed(t *testing.T) {
 		if _, err := held.WriteAt([]byte("4242\n"), 0); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := fsys.Lock(name); !errors.Is(err, ErrLocked) {
+		if _, err := fsys.Lock(name); !errors.Is(err, vfs.ErrLocked) {
 			t.Fatalf("second lock: %v, want ErrLocked", err)
 		}
 		if held, err := fsys.LockHeld(name); err != nil || !held {
@@ -52,20 +54,20 @@ func TestLock_ExclusiveUntilClosed(t *testing.T) {
 // TestLock_NoLockSurvivesACrash: the process that held a lock is gone
 // after a crash of either kind, and so is its lock.
 func TestLock_NoLockSurvivesACrash(t *testing.T) {
-	d := NewDisk(1)
+	d := sim.NewDisk(1)
 	held, err := d.Lock("/LOCK")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	for name, after := range map[string]*Disk{"power loss": d.Crash(CrashPlan{KeepNameOps: -1}), "process crash": d.ProcessCrash()} {
+	for name, after := range map[string]*sim.Disk{"power loss": d.Crash(sim.CrashPlan{KeepNameOps: -1}), "process crash": d.ProcessCrash()} {
 		f, err := after.Lock("/LOCK")
 		if err != nil {
 			t.Fatalf("%s: lock: %v", name, err)
 		}
 		f.Close()
 	}
-	if _, err := d.Lock("/LOCK"); !errors.Is(err, ErrLocked) {
+	if _, err := d.Lock("/LOCK"); !errors.Is(err, vfs.ErrLocked) {
 		t.Fatalf("the original disk lost its lock: %v", err)
 	}
 }
@@ -74,27 +76,27 @@ func TestLock_NoLockSurvivesACrash(t *testing.T) {
 // namespace change kept past the syncs it made, every directory it
 // created is still there.
 func TestMkdirAllDurable_EveryCreatedEntrySurvivesAPowerLoss(t *testing.T) {
-	d := NewDisk(1)
+	d := sim.NewDisk(1)
 	if err := d.MkdirAll("/data"); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.SyncDir("/"); err != nil {
 		t.Fatal(err)
 	}
-	if err := MkdirAllDurable(d, "/data/topics/orders/p00000"); err != nil {
+	if err := vfs.MkdirAllDurable(d, "/data/topics/orders/p00000"); err != nil {
 		t.Fatal(err)
 	}
-	after := d.Crash(CrashPlan{})
+	after := d.Crash(sim.CrashPlan{})
 	for _, dir := range []string{"/data/topics", "/data/topics/orders", "/data/topics/orders/p00000"} {
-		if ok, err := Exists(after, dir); err != nil || !ok {
+		if ok, err := vfs.Exists(after, dir); err != nil || !ok {
 			t.Fatalf("%s after a power loss: exists %v, %v", dir, ok, err)
 		}
 	}
-	plain := NewDisk(1)
+	plain := sim.NewDisk(1)
 	if err := plain.MkdirAll("/data/topics"); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := Exists(plain.Crash(CrashPlan{}), "/data/topics"); ok {
+	if ok, _ := vfs.Exists(plain.Crash(sim.CrashPlan{}), "/data/topics"); ok {
 		t.Fatal("the crash image kept an unsynced directory: the test above proves nothing")
 	}
 }
@@ -105,24 +107,24 @@ func TestMkdirAllDurable_EveryCreatedEntrySurvivesAPowerLoss(t *testing.T) {
 // no retry would ever make their entries durable (found by the fault
 // campaign).
 func TestMkdirAllDurable_AFailedSyncIsRetriedByTheNextCall(t *testing.T) {
-	d := NewDisk(1)
+	d := sim.NewDisk(1)
 	if err := d.MkdirAll("/data"); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.SyncDir("/"); err != nil {
 		t.Fatal(err)
 	}
-	d.Inject(Fault{Op: OpSyncDir, Path: "/data", Nth: 1, Err: syscall.EIO})
-	if err := MkdirAllDurable(d, "/data/topics/orders"); !errors.Is(err, syscall.EIO) {
+	d.Inject(sim.Fault{Op: sim.OpSyncDir, Path: "/data", Nth: 1, Err: syscall.EIO})
+	if err := vfs.MkdirAllDurable(d, "/data/topics/orders"); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("with the sync failing: %v, want EIO", err)
 	}
-	if ok, _ := Exists(d, "/data/topics"); ok {
+	if ok, _ := vfs.Exists(d, "/data/topics"); ok {
 		t.Fatal("the failed call left /data/topics in place")
 	}
-	if err := MkdirAllDurable(d, "/data/topics/orders"); err != nil {
+	if err := vfs.MkdirAllDurable(d, "/data/topics/orders"); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := Exists(d.Crash(CrashPlan{}), "/data/topics/orders"); !ok {
+	if ok, _ := vfs.Exists(d.Crash(sim.CrashPlan{}), "/data/topics/orders"); !ok {
 		t.Fatal("the retry's directories did not survive a power loss")
 	}
 }

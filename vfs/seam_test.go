@@ -1,4 +1,4 @@
-package fsys
+package vfs
 
 import (
 	"go/ast"
@@ -22,8 +22,8 @@ var forbidden = map[string]map[string]bool{
 
 // TestSeam_NoFileCallsOutsideFsys fails if any non-test file outside this
 // package and bench/ calls the file system directly.
-func TestSeam_NoFileCallsOutsideFsys(t *testing.T) {
-	root, err := filepath.Abs("../..")
+func TestSeam_NoFileCallsOutsideVFS(t *testing.T) {
+	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestSeam_NoFileCallsOutsideFsys(t *testing.T) {
 		}
 		rel, _ := filepath.Rel(root, p)
 		if e.IsDir() {
-			if rel == filepath.Join("internal", "fsys") || rel == "bench" || strings.HasPrefix(e.Name(), ".") && rel != "." {
+			if rel == "vfs" || rel == "bench" || strings.HasPrefix(e.Name(), ".") && rel != "." {
 				return filepath.SkipDir
 			}
 			return nil
@@ -54,7 +54,7 @@ func TestSeam_NoFileCallsOutsideFsys(t *testing.T) {
 			}
 			pkg, ok := sel.X.(*ast.Ident)
 			if ok && forbidden[pkg.Name][sel.Sel.Name] {
-				t.Errorf("%s calls %s.%s: go through internal/fsys", rel, pkg.Name, sel.Sel.Name)
+				t.Errorf("%s calls %s.%s: go through vfs", rel, pkg.Name, sel.Sel.Name)
 			}
 			return true
 		})

@@ -1,4 +1,4 @@
-package fsys
+package sim
 
 import (
 	"hash/fnv"

@@ -1,8 +1,10 @@
-package fsys
+package vfs_test
 
 import (
 	"bytes"
 	"errors"
+	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/vfs/sim"
 	"io"
 	"io/fs"
 	"os"
@@ -17,10 +19,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // implementations runs a test against the real file system and the
 // simulated disk, so both keep the same semantics.
-func implementations(t *testing.T, test func(t *testing.T, fsys FS, root string)) {
-	t.Run("os", func(t *testing.T) { test(t, OS{}, t.TempDir()) })
+func implementations(t *testing.T, test func(t *testing.T, fsys vfs.FS, root string)) {
+	t.Run("os", func(t *testing.T) { test(t, vfs.OS{}, t.TempDir()) })
 	t.Run("sim", func(t *testing.T) {
-		d := NewDisk(1)
+		d := sim.NewDisk(1)
 		if err := d.MkdirAll("/data"); err != nil {
 			t.Fatal(err)
 		}
@@ -28,7 +30,7 @@ func implementations(t *testing.T, test func(t *testing.T, fsys FS, root string)
 	})
 }
 
-func mustWrite(t *testing.T, fsys FS, name string, data []byte) {
+func mustWrite(t *testing.T, fsys vfs.FS, name string, data []byte) {
 	t.Helper()
 	f, err := fsys.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 	if err != nil {
@@ -43,7 +45,7 @@ func mustWrite(t *testing.T, fsys FS, name string, data []byte) {
 }
 
 // mustWriteSynced is mustWrite with the data synced (the name is not).
-func mustWriteSynced(t *testing.T, fsys FS, name string, data []byte) {
+func mustWriteSynced(t *testing.T, fsys vfs.FS, name string, data []byte) {
 	t.Helper()
 	f, err := fsys.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 	if err != nil {
@@ -58,9 +60,9 @@ func mustWriteSynced(t *testing.T, fsys FS, name string, data []byte) {
 	}
 }
 
-func mustRead(t *testing.T, fsys FS, name string) []byte {
+func mustRead(t *testing.T, fsys vfs.FS, name string) []byte {
 	t.Helper()
-	b, err := ReadFile(fsys, name, 1<<20)
+	b, err := vfs.ReadFile(fsys, name, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +70,7 @@ func mustRead(t *testing.T, fsys FS, name string) []byte {
 }
 
 func TestFS_FileOperations(t *testing.T) {
-	implementations(t, func(t *testing.T, fsys FS, root string) {
+	implementations(t, func(t *testing.T, fsys vfs.FS, root string) {
 		name := filepath.Join(root, "a")
 		f, err := fsys.OpenFile(name, os.O_RDWR|os.O_CREATE)
 		if err != nil {
@@ -97,8 +99,8 @@ func TestFS_FileOperations(t *testing.T) {
 			t.Fatal(err)
 		}
 		fi, err := f.Stat()
-		if err != nil || fi.Size != 5 || fi.Mode.Perm() != FileMode {
-			t.Fatalf("Stat = %+v %v, want size 5 mode %v", fi, err, FileMode)
+		if err != nil || fi.Size != 5 || fi.Mode.Perm() != vfs.FileMode {
+			t.Fatalf("Stat = %+v %v, want size 5 mode %v", fi, err, vfs.FileMode)
 		}
 		if err := f.DropCache(); err != nil {
 			t.Fatal(err)
@@ -132,7 +134,7 @@ func TestFS_FileOperations(t *testing.T) {
 }
 
 func TestFS_Namespace(t *testing.T) {
-	implementations(t, func(t *testing.T, fsys FS, root string) {
+	implementations(t, func(t *testing.T, fsys vfs.FS, root string) {
 		dir := filepath.Join(root, "topics", "orders", "p00001")
 		if err := fsys.MkdirAll(dir); err != nil {
 			t.Fatal(err)
@@ -142,8 +144,8 @@ func TestFS_Namespace(t *testing.T) {
 		}
 		for _, d := range []string{filepath.Join(root, "topics"), dir} {
 			fi, err := fsys.Stat(d)
-			if err != nil || !fi.IsDir() || fi.Mode.Perm() != DirMode {
-				t.Fatalf("Stat(%s) = %+v %v, want a directory of mode %v", d, fi, err, DirMode)
+			if err != nil || !fi.IsDir() || fi.Mode.Perm() != vfs.DirMode {
+				t.Fatalf("Stat(%s) = %+v %v, want a directory of mode %v", d, fi, err, vfs.DirMode)
 			}
 		}
 		if err := fsys.Mkdir(dir); !errors.Is(err, fs.ErrExist) {
@@ -159,7 +161,7 @@ func TestFS_Namespace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []DirEntry{{"a.log", false}, {"b.log", false}, {"c", false}, {"sub", true}}
+		want := []vfs.DirEntry{{"a.log", false}, {"b.log", false}, {"c", false}, {"sub", true}}
 		if len(entries) != len(want) {
 			t.Fatalf("ReadDir = %v, want %v", entries, want)
 		}
@@ -196,7 +198,7 @@ func TestFS_Namespace(t *testing.T) {
 		if err := fsys.RemoveAll(stale); err != nil {
 			t.Fatal(err)
 		}
-		if ok, err := Exists(fsys, stale); ok || err != nil {
+		if ok, err := vfs.Exists(fsys, stale); ok || err != nil {
 			t.Fatalf("Exists after RemoveAll = %v %v", ok, err)
 		}
 		if err := fsys.RemoveAll(stale); err != nil {
@@ -206,27 +208,27 @@ func TestFS_Namespace(t *testing.T) {
 }
 
 func TestFS_ReadFileRefusesOversizedFile(t *testing.T) {
-	implementations(t, func(t *testing.T, fsys FS, root string) {
+	implementations(t, func(t *testing.T, fsys vfs.FS, root string) {
 		name := filepath.Join(root, "hwm")
 		mustWrite(t, fsys, name, make([]byte, 9))
-		if _, err := ReadFile(fsys, name, 8); !errors.Is(err, ErrFileTooLarge) {
+		if _, err := vfs.ReadFile(fsys, name, 8); !errors.Is(err, vfs.ErrFileTooLarge) {
 			t.Fatal("ReadFile of 9 bytes with a limit of 8 succeeded")
 		}
 	})
 }
 
 func TestFS_WriteFileAtomicReplaces(t *testing.T) {
-	implementations(t, func(t *testing.T, fsys FS, root string) {
+	implementations(t, func(t *testing.T, fsys vfs.FS, root string) {
 		name := filepath.Join(root, "meta")
 		for _, content := range []string{"one", "two, longer"} {
-			if err := WriteFileAtomic(fsys, name, []byte(content)); err != nil {
+			if err := vfs.WriteFileAtomic(fsys, name, []byte(content)); err != nil {
 				t.Fatal(err)
 			}
 			if got := mustRead(t, fsys, name); string(got) != content {
 				t.Fatalf("content %q, want %q", got, content)
 			}
 		}
-		if ok, _ := Exists(fsys, name+TempSuffix); ok {
+		if ok, _ := vfs.Exists(fsys, name+vfs.TempSuffix); ok {
 			t.Fatal("temporary file left behind")
 		}
 	})
@@ -240,23 +242,23 @@ func TestOS_ModesIgnoreUmask(t *testing.T) {
 	defer syscall.Umask(old)
 	root := t.TempDir()
 	dir := filepath.Join(root, "a", "b")
-	if err := (OS{}).MkdirAll(dir); err != nil {
+	if err := (vfs.OS{}).MkdirAll(dir); err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range []string{filepath.Join(root, "a"), dir} {
 		fi, err := os.Stat(d)
-		if err != nil || fi.Mode().Perm() != DirMode {
-			t.Fatalf("%s: mode %v %v, want %v", d, fi.Mode().Perm(), err, DirMode)
+		if err != nil || fi.Mode().Perm() != vfs.DirMode {
+			t.Fatalf("%s: mode %v %v, want %v", d, fi.Mode().Perm(), err, vfs.DirMode)
 		}
 	}
-	f, err := (OS{}).OpenFile(filepath.Join(dir, "seg"), os.O_RDWR|os.O_CREATE)
+	f, err := (vfs.OS{}).OpenFile(filepath.Join(dir, "seg"), os.O_RDWR|os.O_CREATE)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
 	fi, _ := os.Stat(filepath.Join(dir, "seg"))
-	if fi.Mode().Perm() != FileMode {
-		t.Fatalf("file mode %v, want %v", fi.Mode().Perm(), FileMode)
+	if fi.Mode().Perm() != vfs.FileMode {
+		t.Fatalf("file mode %v, want %v", fi.Mode().Perm(), vfs.FileMode)
 	}
 	// A file an older binary made keeps its mode.
 	legacy := filepath.Join(dir, "legacy")
@@ -266,7 +268,7 @@ func TestOS_ModesIgnoreUmask(t *testing.T) {
 	if err := os.Chmod(legacy, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, err = (OS{}).OpenFile(legacy, os.O_RDWR|os.O_CREATE)
+	f, err = (vfs.OS{}).OpenFile(legacy, os.O_RDWR|os.O_CREATE)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +279,7 @@ func TestOS_ModesIgnoreUmask(t *testing.T) {
 }
 
 func TestSim_ClosedFileRefusesCalls(t *testing.T) {
-	d := NewDisk(1)
+	d := sim.NewDisk(1)
 	f, err := d.OpenFile("/f", os.O_RDWR|os.O_CREATE)
 	if err != nil {
 		t.Fatal(err)
@@ -301,7 +303,7 @@ func TestSim_ClosedFileRefusesCalls(t *testing.T) {
 }
 
 func TestSim_RemovedFileStaysReadableThroughItsDescriptor(t *testing.T) {
-	d := NewDisk(1)
+	d := sim.NewDisk(1)
 	mustWrite(t, d, "/f", []byte("data"))
 	f, err := d.OpenFile("/f", os.O_RDONLY)
 	if err != nil {
@@ -318,9 +320,9 @@ func TestSim_RemovedFileStaysReadableThroughItsDescriptor(t *testing.T) {
 }
 
 func TestSim_EMFILE(t *testing.T) {
-	d := NewDisk(1)
+	d := sim.NewDisk(1)
 	d.SetMaxOpenFiles(2)
-	var files []File
+	var files []vfs.File
 	for i := range 2 {
 		f, err := d.OpenFile(filepath.Join("/", string(rune('a'+i))), os.O_RDWR|os.O_CREATE)
 		if err != nil {
@@ -331,7 +333,7 @@ func TestSim_EMFILE(t *testing.T) {
 	if _, err := d.OpenFile("/c", os.O_RDWR|os.O_CREATE); !errors.Is(err, syscall.EMFILE) {
 		t.Fatalf("third open: %v, want EMFILE", err)
 	}
-	if ok, _ := Exists(d, "/c"); ok {
+	if ok, _ := vfs.Exists(d, "/c"); ok {
 		t.Fatal("a refused create made the file")
 	}
 	files[0].Close()

@@ -1,6 +1,7 @@
-package fsys
+package sim
 
 import (
+	"github.com/narad-io/storage/vfs"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -74,7 +75,7 @@ func NewDisk(seed uint64) *Disk {
 	}
 }
 
-var _ FS = (*Disk)(nil)
+var _ vfs.FS = (*Disk)(nil)
 
 // SetClock sets the clock that stamps modification times.
 func (d *Disk) SetClock(now func() time.Time) {
@@ -131,7 +132,7 @@ func (d *Disk) parentIsDir(p string) error {
 }
 
 // OpenFile implements FS.
-func (d *Disk) OpenFile(name string, flag int) (File, error) {
+func (d *Disk) OpenFile(name string, flag int) (vfs.File, error) {
 	p := clean(name)
 	if err := d.enter(Call{Op: OpOpen, Path: p, Flag: flag}); err != nil {
 		return nil, pathError("open", name, err)
@@ -154,7 +155,7 @@ func (d *Disk) OpenFile(name string, flag int) (File, error) {
 		if err := d.parentIsDir(p); err != nil {
 			return nil, pathError("open", name, err)
 		}
-		n = &node{mode: FileMode, mtime: d.now()}
+		n = &node{mode: vfs.FileMode, mtime: d.now()}
 		d.names[p] = n
 		d.recordCreate(p, n)
 	}
@@ -169,7 +170,7 @@ func (d *Disk) OpenFile(name string, flag int) (File, error) {
 
 // Lock implements FS: a lock lasts until its File is closed, and no lock
 // survives Crash or ProcessCrash (the process that held it is gone).
-func (d *Disk) Lock(name string) (File, error) {
+func (d *Disk) Lock(name string) (vfs.File, error) {
 	f, err := d.OpenFile(name, os.O_RDWR|os.O_CREATE)
 	if err != nil {
 		return nil, err
@@ -183,7 +184,7 @@ func (d *Disk) Lock(name string) (File, error) {
 	if holder := d.locks[sf.path]; holder != nil && holder.node == sf.node {
 		d.mu.Unlock()
 		f.Close()
-		return nil, pathError("flock", name, ErrLocked)
+		return nil, pathError("flock", name, vfs.ErrLocked)
 	}
 	if d.locks == nil {
 		d.locks = map[string]*simFile{}
@@ -228,7 +229,7 @@ func (d *Disk) mkdirLocked(name, p string) error {
 	if err := d.parentIsDir(p); err != nil {
 		return pathError("mkdir", name, err)
 	}
-	n := &node{dir: true, mode: DirMode | os.ModeDir, mtime: d.now()}
+	n := &node{dir: true, mode: vfs.DirMode | os.ModeDir, mtime: d.now()}
 	d.recordCreate(p, n)
 	d.names[p] = n
 	return nil
@@ -403,7 +404,7 @@ func (d *Disk) descendantsLocked(dir string) []string {
 }
 
 // ReadDir implements FS.
-func (d *Disk) ReadDir(name string) ([]DirEntry, error) {
+func (d *Disk) ReadDir(name string) ([]vfs.DirEntry, error) {
 	p := clean(name)
 	if err := d.enter(Call{Op: OpReadDir, Path: p}); err != nil {
 		return nil, pathError("readdir", name, err)
@@ -417,31 +418,31 @@ func (d *Disk) ReadDir(name string) ([]DirEntry, error) {
 	if !root && !n.dir {
 		return nil, pathError("readdir", name, syscall.ENOTDIR)
 	}
-	var out []DirEntry
+	var out []vfs.DirEntry
 	for _, q := range d.childrenLocked(p) {
-		out = append(out, DirEntry{Name: path.Base(q), IsDir: d.names[q].dir})
+		out = append(out, vfs.DirEntry{Name: path.Base(q), IsDir: d.names[q].dir})
 	}
 	return out, nil
 }
 
 // Stat implements FS.
-func (d *Disk) Stat(name string) (FileInfo, error) {
+func (d *Disk) Stat(name string) (vfs.FileInfo, error) {
 	p := clean(name)
 	if err := d.enter(Call{Op: OpStat, Path: p}); err != nil {
-		return FileInfo{}, pathError("stat", name, err)
+		return vfs.FileInfo{}, pathError("stat", name, err)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	n, root := d.lookup(p)
 	if root {
-		return FileInfo{Name: path.Base(p), Mode: DirMode | os.ModeDir}, nil
+		return vfs.FileInfo{Name: path.Base(p), Mode: vfs.DirMode | os.ModeDir}, nil
 	}
 	if n == nil {
-		return FileInfo{}, pathError("stat", name, syscall.ENOENT)
+		return vfs.FileInfo{}, pathError("stat", name, syscall.ENOENT)
 	}
 	return n.info(path.Base(p)), nil
 }
 
-func (n *node) info(base string) FileInfo {
-	return FileInfo{Name: base, Size: int64(len(n.cache)), Mode: n.mode, ModTime: n.mtime}
+func (n *node) info(base string) vfs.FileInfo {
+	return vfs.FileInfo{Name: base, Size: int64(len(n.cache)), Mode: n.mode, ModTime: n.mtime}
 }

@@ -1,7 +1,8 @@
-package fsys
+package sim
 
 import (
 	"fmt"
+	"github.com/narad-io/storage/vfs"
 	"math/rand/v2"
 	"os"
 	"path"
@@ -50,7 +51,7 @@ func TestCrash_ASyncedRemoveFollowsItsDirectory(t *testing.T) {
 	if fmt.Sprint(live) != fmt.Sprint(all) {
 		t.Errorf("a crash keeping every change differs from the live namespace")
 	}
-	if ok, _ := Exists(d.Crash(CrashPlan{}), "/data/topic/p0"); ok {
+	if ok, _ := vfs.Exists(d.Crash(CrashPlan{}), "/data/topic/p0"); ok {
 		t.Errorf("p0's removal was synced in its directory, yet p0 is back")
 	}
 }
@@ -77,7 +78,7 @@ func TestCrash_ASyncedRenameFollowsItsDirectory(t *testing.T) {
 	if fmt.Sprint(live) != fmt.Sprint(all) {
 		t.Errorf("a crash keeping every change differs from the live namespace")
 	}
-	if ok, _ := Exists(d.Crash(CrashPlan{}), "/p/a/d"); ok {
+	if ok, _ := vfs.Exists(d.Crash(CrashPlan{}), "/p/a/d"); ok {
 		t.Errorf("the directory was synced holding e, yet a crash shows d in it")
 	}
 }
@@ -96,7 +97,7 @@ func TestCrash_ASyncedCreateStaysInItsDirectory(t *testing.T) {
 	mustWriteSynced(t, d, "/p/b/f", []byte("made in a"))
 	syncDirs(t, d, "/p/b") // f durable in the directory first named a
 	t.Logf("crash, keep none:  %v", crashNames(d, 0))
-	if ok, _ := Exists(d.Crash(CrashPlan{}), "/p/a/f"); !ok {
+	if ok, _ := vfs.Exists(d.Crash(CrashPlan{}), "/p/a/f"); !ok {
 		t.Errorf("f, synced in its directory, is not in it after a crash (the directory is at /p/a)")
 	}
 
@@ -111,7 +112,7 @@ func TestCrash_ASyncedCreateStaysInItsDirectory(t *testing.T) {
 	syncDirs(t, d, "/x")
 	t.Logf("live:              %v", liveNames(d))
 	t.Logf("crash, keep none:  %v", crashNames(d, 0))
-	if ok, _ := Exists(d.Crash(CrashPlan{}), "/p/b/f"); ok {
+	if ok, _ := vfs.Exists(d.Crash(CrashPlan{}), "/p/b/f"); ok {
 		t.Errorf("f, never made in directory b, shows up in it after a crash")
 	}
 }
@@ -495,7 +496,7 @@ func TestCrash_ARenameWithinANewDirectoryKeepsItsParentUnsynced(t *testing.T) {
 		t.Fatal(err)
 	}
 	syncDirs(t, d, "/data/topic")
-	if ok, _ := Exists(d.Crash(CrashPlan{}), "/data/topic"); ok {
+	if ok, _ := vfs.Exists(d.Crash(CrashPlan{}), "/data/topic"); ok {
 		t.Fatal("a sync inside a new directory made the directory's own entry durable")
 	}
 }

@@ -1,9 +1,10 @@
-package fsys
+package sim
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/narad-io/storage/vfs"
 	"io/fs"
 	"os"
 	"testing"
@@ -11,7 +12,7 @@ import (
 
 // newSynced returns a disk holding /d/f with content synced, its name
 // durable, and f open for more writes.
-func newSynced(t *testing.T, content []byte) (*Disk, File) {
+func newSynced(t *testing.T, content []byte) (*Disk, vfs.File) {
 	t.Helper()
 	d := NewDisk(7)
 	if err := d.MkdirAll("/d"); err != nil {
@@ -184,13 +185,13 @@ func TestCrash_DirectoryEntriesNeedSyncDir(t *testing.T) {
 	}
 
 	lost := d.Crash(CrashPlan{})
-	if ok, _ := Exists(lost, "/d/new"); ok {
+	if ok, _ := vfs.Exists(lost, "/d/new"); ok {
 		t.Fatal("a create survived without a directory sync")
 	}
 	if got := contents(t, lost, "/d/f"); string(got) != "old" {
 		t.Fatalf("rename without a directory sync: /d/f = %q", got)
 	}
-	if ok, _ := Exists(lost, "/d/renamed"); ok {
+	if ok, _ := vfs.Exists(lost, "/d/renamed"); ok {
 		t.Fatal("a rename survived without a directory sync")
 	}
 
@@ -199,7 +200,7 @@ func TestCrash_DirectoryEntriesNeedSyncDir(t *testing.T) {
 	if got := contents(t, prefix, "/d/new"); string(got) != "new" {
 		t.Fatalf("first change kept: /d/new = %q", got)
 	}
-	if ok, _ := Exists(prefix, "/d/renamed"); ok {
+	if ok, _ := vfs.Exists(prefix, "/d/renamed"); ok {
 		t.Fatal("second change kept with KeepNameOps 1")
 	}
 
@@ -213,7 +214,7 @@ func TestCrash_DirectoryEntriesNeedSyncDir(t *testing.T) {
 	if got := contents(t, synced, "/d/renamed"); string(got) != "old" {
 		t.Fatalf("synced rename: %q", got)
 	}
-	if ok, _ := Exists(synced, "/d/f"); ok {
+	if ok, _ := vfs.Exists(synced, "/d/f"); ok {
 		t.Fatal("the old name of a synced rename is back")
 	}
 	if got := contents(t, synced, "/d/new"); string(got) != "new" {
@@ -222,7 +223,7 @@ func TestCrash_DirectoryEntriesNeedSyncDir(t *testing.T) {
 	if err := d.SyncDir("/d"); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := Exists(d.Crash(CrashPlan{}), "/d/new"); ok {
+	if ok, _ := vfs.Exists(d.Crash(CrashPlan{}), "/d/new"); ok {
 		t.Fatal("a synced unlink did not survive")
 	}
 }
@@ -239,7 +240,7 @@ func TestCrash_OrphanedNamesVanish(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := d.Crash(CrashPlan{})
-	if ok, _ := Exists(c, "/a/b/f"); ok {
+	if ok, _ := vfs.Exists(c, "/a/b/f"); ok {
 		t.Fatal("file survived in a directory whose entry was lost")
 	}
 	entries, err := c.ReadDir("/")
@@ -264,7 +265,7 @@ func TestCrash_DirectoryRenameMovesChildren(t *testing.T) {
 	if got := contents(t, c, "/t/orders.stale-x/p00000/seg"); string(got) != "s" {
 		t.Fatalf("child of a renamed directory: %q", got)
 	}
-	if ok, _ := Exists(c, "/t/orders"); ok {
+	if ok, _ := vfs.Exists(c, "/t/orders"); ok {
 		t.Fatal("old directory name survived a synced rename")
 	}
 }
@@ -326,10 +327,10 @@ func TestCrash_RemovedDirectoryTakesItsEntriesWithIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := d.Crash(CrashPlan{})
-	if ok, _ := Exists(after, "/data/topic/p0/segment"); ok {
+	if ok, _ := vfs.Exists(after, "/data/topic/p0/segment"); ok {
 		t.Fatal("the removed directory's file came back under the new directory")
 	}
-	if ok, _ := Exists(after, "/data/topic"); !ok {
+	if ok, _ := vfs.Exists(after, "/data/topic"); !ok {
 		t.Fatal("the new directory, synced, is gone")
 	}
 }
@@ -357,7 +358,7 @@ func TestCrash_ProcessCrashKeepsWhatARemovalCarries(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := d.Crash(CrashPlan{})
-	if ok, _ := Exists(after, "/data/topic/p0/segment"); ok {
+	if ok, _ := vfs.Exists(after, "/data/topic/p0/segment"); ok {
 		t.Fatal("after a process crash, the removed directory's file came back under the new directory")
 	}
 }
@@ -391,7 +392,7 @@ func TestCrash_MovedIntoARemovedDirectoryStaysGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := d.Crash(CrashPlan{})
-	if ok, _ := Exists(after, "/data/x/S/f"); ok {
+	if ok, _ := vfs.Exists(after, "/data/x/S/f"); ok {
 		t.Fatal("a file moved into a removed directory came back at its old path")
 	}
 }
@@ -421,7 +422,7 @@ func TestCrash_RenameOverAnEmptiedDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := d.Crash(CrashPlan{})
-	if ok, _ := Exists(after, "/data/T/old"); ok {
+	if ok, _ := vfs.Exists(after, "/data/T/old"); ok {
 		t.Fatal("the replaced directory's removed file came back under the directory that took its name")
 	}
 }
@@ -437,7 +438,7 @@ func TestCrash_RenameOverADirectoryIsAtomic(t *testing.T) {
 		t.Fatal(err)
 	}
 	for keep := 0; keep <= d.PendingNameOps(); keep++ {
-		if ok, _ := Exists(d.Crash(CrashPlan{KeepNameOps: keep}), "/data/T"); !ok {
+		if ok, _ := vfs.Exists(d.Crash(CrashPlan{KeepNameOps: keep}), "/data/T"); !ok {
 			t.Fatalf("%d name ops kept: neither the old nor the new /data/T", keep)
 		}
 	}
@@ -462,7 +463,7 @@ func TestCrash_ASyncCarriesANodesEarlierChangesOnly(t *testing.T) {
 	if err := d.SyncDir("/data"); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := Exists(d.Crash(CrashPlan{}), "/data/y/S"); ok {
+	if ok, _ := vfs.Exists(d.Crash(CrashPlan{}), "/data/y/S"); ok {
 		t.Fatal("a rename into a directory nobody synced became durable")
 	}
 }
@@ -537,11 +538,11 @@ func TestCrash_RenamedDirectoryKeepsItsUnsyncedEntries(t *testing.T) {
 	for _, plan := range []CrashPlan{{}, {KeepNameOps: -1}} {
 		after := d.Crash(plan)
 		for _, old := range []string{"/data/topic/p0/segment", "/data/topic/p0/unsynced-dir", "/data/topic.stale"} {
-			if ok, _ := Exists(after, old); ok {
+			if ok, _ := vfs.Exists(after, old); ok {
 				t.Fatalf("%s came back after a power loss (plan %+v)", old, plan)
 			}
 		}
-		if ok, _ := Exists(after, "/data/topic/p0"); !ok {
+		if ok, _ := vfs.Exists(after, "/data/topic/p0"); !ok {
 			t.Fatal("the new directory, synced, is gone")
 		}
 	}
@@ -558,10 +559,10 @@ func TestCrash_RenamedDirectoryKeepsItsUnsyncedEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := d.Crash(CrashPlan{KeepNameOps: -1})
-	if ok, _ := Exists(after, "/data/topic.stale/p0/segment"); !ok {
+	if ok, _ := vfs.Exists(after, "/data/topic.stale/p0/segment"); !ok {
 		t.Fatal("the entry, kept by the crash, is not under the directory's new name")
 	}
-	if ok, _ := Exists(after, "/data/topic"); ok {
+	if ok, _ := vfs.Exists(after, "/data/topic"); ok {
 		t.Fatal("the old name is back")
 	}
 }
@@ -582,14 +583,14 @@ func TestCrash_SyncDirIsOfTheDirectoryNotItsName(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := d.Crash(CrashPlan{})
-	if ok, _ := Exists(after, "/data/a/f"); ok {
+	if ok, _ := vfs.Exists(after, "/data/a/f"); ok {
 		t.Fatal("a sync of a new directory made the old one's entry durable under it")
 	}
 	if err := d.SyncDir("/data/b"); err != nil { // the old a, renamed: holds f
 		t.Fatal(err)
 	}
 	after = d.Crash(CrashPlan{}) // the rename itself is not durable
-	if ok, _ := Exists(after, "/data/a/f"); !ok {
+	if ok, _ := vfs.Exists(after, "/data/a/f"); !ok {
 		t.Fatal("a sync of the renamed directory did not make its entry durable")
 	}
 }
