@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/narad-io/storage/internal/promshare"
 	"path/filepath"
 	"sync"
 	"time"
@@ -133,7 +134,7 @@ func Start(cfg Config) *supervisor.Loop {
 	w := &walker{
 		cfg:    cfg,
 		logger: cfg.Logger.With(zap.String("loop", "cold_retention")),
-		swept: supervisor.RegisterMetric(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
+		swept: promshare.Register(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "narad_cold_retention_swept_total", Help: "Closed partitions the cold retention walk opened, swept and closed.",
 		})),
 		leftAlone: map[partitionKey]time.Time{},

@@ -1,6 +1,9 @@
 package partition
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/narad-io/storage/internal/promshare"
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Metrics are the counters and histograms every log of a process shares
 // (docs/architecture.md, "Metrics").
@@ -90,12 +93,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	m.retentionBytes.WithLabelValues(reasonAge)
 	m.retentionRecords.WithLabelValues(reasonAge)
-	if reg != nil {
-		reg.MustRegister(m.Errors, m.commitSeconds, m.fsyncSeconds, m.commitGroupSize,
-			m.bytesWritten, m.recordsWritten, m.bytesRead, m.recordsRead, m.openLogs,
-			m.frameCacheHits, m.frameCacheMisses, m.recoverySeconds, m.tornTails,
-			m.gapsRecorded, m.retentionBytes, m.retentionRecords, m.segmentsRolled)
-	}
+	// Nodes on one registerer share the metrics (promshare).
+	m.Errors = promshare.Register(reg, m.Errors)
+	m.commitSeconds = promshare.Register(reg, m.commitSeconds)
+	m.fsyncSeconds = promshare.Register(reg, m.fsyncSeconds)
+	m.commitGroupSize = promshare.Register(reg, m.commitGroupSize)
+	m.bytesWritten = promshare.Register(reg, m.bytesWritten)
+	m.recordsWritten = promshare.Register(reg, m.recordsWritten)
+	m.bytesRead = promshare.Register(reg, m.bytesRead)
+	m.recordsRead = promshare.Register(reg, m.recordsRead)
+	m.openLogs = promshare.Register(reg, m.openLogs)
+	m.frameCacheHits = promshare.Register(reg, m.frameCacheHits)
+	m.frameCacheMisses = promshare.Register(reg, m.frameCacheMisses)
+	m.recoverySeconds = promshare.Register(reg, m.recoverySeconds)
+	m.tornTails = promshare.Register(reg, m.tornTails)
+	m.gapsRecorded = promshare.Register(reg, m.gapsRecorded)
+	m.retentionBytes = promshare.Register(reg, m.retentionBytes)
+	m.retentionRecords = promshare.Register(reg, m.retentionRecords)
+	m.segmentsRolled = promshare.Register(reg, m.segmentsRolled)
 	return m
 }
 

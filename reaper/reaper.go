@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/narad-io/storage/internal/promshare"
 	"time"
 
 	"github.com/narad-io/storage/partition"
@@ -88,10 +89,10 @@ func newReaper(cfg Config, targets func() []Target) (*reaper, supervisor.LoopCon
 	r := &reaper{
 		targets: targets,
 		logger:  cfg.Logger.With(zap.String("loop", "reaper")),
-		sweeps: supervisor.RegisterMetric(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
+		sweeps: promshare.Register(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "narad_reaper_sweeps_total", Help: "Sweeps of an open partition log by the reaper.",
 		})),
-		sweepSeconds: supervisor.RegisterMetric(cfg.Registerer, prometheus.NewHistogram(prometheus.HistogramOpts{
+		sweepSeconds: promshare.Register(cfg.Registerer, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "narad_reaper_sweep_duration_seconds",
 			Help:    "Duration of one open log's sweep: rotation, detach and unlinks.",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 4, 12), // 50µs to about 3.5 minutes

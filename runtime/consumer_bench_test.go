@@ -14,7 +14,7 @@ import (
 func BenchmarkAck(b *testing.B) {
 	dir := b.TempDir()
 	ms, _ := OpenLocalMetastore(vfs.OS{}, dir)
-	n, err := New(Config{DataDir: dir}, ms, nil, nil)
+	n, err := New(Config{DataDir: dir, Metastore: ms})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func BenchmarkCommitterTick(b *testing.B) {
 			d := sim.NewDisk(1)
 			d.MkdirAll(dataDir)
 			ms, _ := OpenLocalMetastore(d, dataDir)
-			n, err := New(Config{DataDir: dataDir, FS: d}, ms, nil, nil)
+			n, err := New(Config{DataDir: dataDir, FS: d, Metastore: ms})
 			if err != nil {
 				b.Fatal(err)
 			}

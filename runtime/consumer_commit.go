@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"github.com/narad-io/storage/internal/promshare"
 	"os"
 	"path/filepath"
 	"sort"
@@ -53,9 +54,11 @@ func newConsumerMetrics(reg prometheus.Registerer) consumerMetrics {
 		frontierRejected: prometheus.NewCounter(prometheus.CounterOpts{Name: "narad_consumer_frontier_rejected_total",
 			Help: "Recovered frontiers rejected: above the high watermark, or a consumer.offset above consumer.ahead's."}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.acks, m.writeOuts, m.writeOutSeconds, m.slotDecodeFailures, m.frontierRejected)
-	}
+	m.acks = promshare.Register(reg, m.acks)
+	m.writeOuts = promshare.Register(reg, m.writeOuts)
+	m.writeOutSeconds = promshare.Register(reg, m.writeOutSeconds)
+	m.slotDecodeFailures = promshare.Register(reg, m.slotDecodeFailures)
+	m.frontierRejected = promshare.Register(reg, m.frontierRejected)
 	return m
 }
 

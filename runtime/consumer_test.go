@@ -138,7 +138,7 @@ func TestConsumer_CrashAtEveryPointOfTheCycle(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := New(Config{DataDir: dataDir, FS: img.disk}, m, nil, nil)
+			r, err := New(Config{DataDir: dataDir, FS: img.disk, Metastore: m})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -190,7 +190,7 @@ func TestConsumer_DamagedFilesFallBackSafely(t *testing.T) {
 	recovered := func(d *sim.Disk) int64 {
 		t.Helper()
 		m, _ := OpenLocalMetastore(d, dataDir)
-		r, err := New(Config{DataDir: dataDir, FS: d}, m, nil, nil)
+		r, err := New(Config{DataDir: dataDir, FS: d, Metastore: m})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -292,7 +292,7 @@ func TestConsumer_CloseWritesBothFilesOut(t *testing.T) {
 		t.Fatalf("consumer.offset after close = %v (%v), want 3", b, err)
 	}
 	m, _ := OpenLocalMetastore(crashed, dataDir)
-	r, _ := New(Config{DataDir: dataDir, FS: crashed}, m, nil, nil)
+	r, _ := New(Config{DataDir: dataDir, FS: crashed, Metastore: m})
 	defer r.Close()
 	if st, _ := r.ConsumerState(bg, "orders", 0); st.Frontier != 3 || fmt.Sprint(st.AckedAhead) != "[5]" {
 		t.Fatalf("recovered after close and power loss: %+v", st)
@@ -320,7 +320,7 @@ func TestConsumer_SetTooLargeForASlotDegradesSafely(t *testing.T) {
 	n.committer.writeOutAll(runItem)
 	crashed := d.Crash(sim.CrashPlan{})
 	m, _ := OpenLocalMetastore(crashed, dataDir)
-	r, err := New(Config{DataDir: dataDir, FS: crashed}, m, nil, nil)
+	r, err := New(Config{DataDir: dataDir, FS: crashed, Metastore: m})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +376,7 @@ func TestConsumer_RejectedRecordsAreRepairedBeforeServing(t *testing.T) {
 		n.reg.CloseLive(key("orders", 0))
 		crashed := d.Crash(sim.CrashPlan{})
 		m, _ := OpenLocalMetastore(crashed, dataDir)
-		r, _ := New(Config{DataDir: dataDir, FS: crashed}, m, nil, nil)
+		r, _ := New(Config{DataDir: dataDir, FS: crashed, Metastore: m})
 		st, err = r.ConsumerState(bg, "orders", 0)
 		r.Close()
 		if err != nil || st.Frontier > 3 {

@@ -37,7 +37,7 @@ func TestDataDir_SecondNodeRefusedWhileTheFirstHoldsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := d.Hash()
-	_, err = New(Config{DataDir: dataDir, FS: d}, ms, nil, nil)
+	_, err = New(Config{DataDir: dataDir, FS: d, Metastore: ms})
 	if !errors.Is(err, ErrDataDirLocked) || !strings.Contains(err.Error(), fmt.Sprintf("process %d", os.Getpid())) {
 		t.Fatalf("second node: %v, want ErrDataDirLocked naming process %d", err, os.Getpid())
 	}
@@ -53,7 +53,7 @@ func TestDataDir_SecondNodeRefusedWhileTheFirstHoldsIt(t *testing.T) {
 	if _, inUse, err := DataDirInUse(d, dataDir); err != nil || inUse {
 		t.Fatalf("DataDirInUse after close = %v, %v", inUse, err)
 	}
-	second, err := New(Config{DataDir: dataDir, FS: d}, ms, nil, nil)
+	second, err := New(Config{DataDir: dataDir, FS: d, Metastore: ms})
 	if err != nil {
 		t.Fatalf("second node once the first closed: %v", err)
 	}
@@ -185,7 +185,7 @@ func startImage(t *testing.T, d *sim.Disk) *testNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := New(Config{DataDir: dataDir, FS: d, SegmentMaxBytes: 1 << 10, CheckLockOrder: true}, ms, nil, nil)
+	n, err := New(Config{DataDir: dataDir, FS: d, SegmentMaxBytes: 1 << 10, Testing: checkLockOrder, Metastore: ms})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func TestTopicDir_WithoutIncarnationIsDurableBeforeAnAck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := New(Config{DataDir: dataDir, FS: d}, noIncarnation{local}, nil, nil)
+	n, err := New(Config{DataDir: dataDir, FS: d, Metastore: noIncarnation{local}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func TestTopicDir_WithoutIncarnationIsDurableBeforeAnAck(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := New(Config{DataDir: dataDir, FS: img.Disk}, noIncarnation{local}, nil, nil)
+		r, err := New(Config{DataDir: dataDir, FS: img.Disk, Metastore: noIncarnation{local}})
 		if err != nil {
 			t.Fatalf("%s: %v", img.Label, err)
 		}
@@ -387,7 +387,7 @@ func TestInstall_RecordReplacedBeforeTheGuardRefusesTheInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms := &hookedTopic{LocalMetastore: local}
-	node, err := New(Config{DataDir: dataDir, FS: d, SegmentMaxBytes: 1 << 10, CheckLockOrder: true}, ms, nil, nil)
+	node, err := New(Config{DataDir: dataDir, FS: d, SegmentMaxBytes: 1 << 10, Testing: checkLockOrder, Metastore: ms})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,7 +500,7 @@ func TestNodeClose_WaitsForAnInstallBeforeReleasingTheLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if second, err := New(Config{DataDir: dataDir, FS: n.disk}, ms, nil, nil); !errors.Is(err, ErrDataDirLocked) {
+	if second, err := New(Config{DataDir: dataDir, FS: n.disk, Metastore: ms}); !errors.Is(err, ErrDataDirLocked) {
 		if err == nil {
 			second.Close()
 		}
@@ -597,7 +597,7 @@ func TestSweep_NeverPurgesATopicItsOwnRecordNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms := noIncarnationFor{laggingMetastore{LocalMetastore: local, goneAtLeader: rec.Incarnation}, "legacy"}
-	n, err := New(Config{DataDir: dataDir, FS: d, CheckLockOrder: true}, ms, nil, nil)
+	n, err := New(Config{DataDir: dataDir, FS: d, Testing: checkLockOrder, Metastore: ms})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/narad-io/storage/internal/promshare"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/supervisor"
 	"github.com/narad-io/storage/wire"
@@ -38,9 +39,10 @@ func newTopicMetrics(reg prometheus.Registerer) topicMetrics {
 		mu:            &sync.RWMutex{},
 		live:          map[string]bool{},
 	}
-	if reg != nil {
-		reg.MustRegister(m.produced, m.producedBytes, m.fetched, m.fetchedBytes)
-	}
+	m.produced = promshare.Register(reg, m.produced)
+	m.producedBytes = promshare.Register(reg, m.producedBytes)
+	m.fetched = promshare.Register(reg, m.fetched)
+	m.fetchedBytes = promshare.Register(reg, m.fetchedBytes)
 	return m
 }
 
@@ -190,24 +192,51 @@ func (m *partitionMarks) highWatermark(key supervisor.Key, id wire.IncarnationID
 }
 
 // hwmCollector is narad_partition_high_watermark{topic,partition},
-// computed at each scrape from the marks: a scrape never opens a log. A partition not opened since the node
-// started (startup opens them all; one that failed to) has no series.
-type hwmCollector struct{ n *Node }
+// computed at each scrape from the nodes' marks: a scrape never opens a
+// log. Nodes on one registerer share one collector, each adding itself.
+//
+// Invariant: mu guards nodes and is a leaf.
+type hwmCollector struct {
+	mu    sync.Mutex
+	nodes map[*Node]bool
+}
 
 var hwmDesc = prometheus.NewDesc("narad_partition_high_watermark",
 	"A partition's high watermark: the offset its next record gets.", []string{"topic", "partition"}, nil)
 
-func (c hwmCollector) Describe(ch chan<- *prometheus.Desc) { ch <- hwmDesc }
-
-func (c hwmCollector) Collect(ch chan<- prometheus.Metric) {
-	topics, err := c.n.ms.Topics(context.Background())
-	if err != nil {
-		return
+// registerHWM adds n to reg's high watermark collector, registering one
+// if reg has none, and returns what removes n again.
+func registerHWM(reg prometheus.Registerer, n *Node) (remove func()) {
+	c := promshare.Register(reg, &hwmCollector{nodes: map[*Node]bool{}})
+	c.mu.Lock()
+	c.nodes[n] = true
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		delete(c.nodes, n)
+		c.mu.Unlock()
 	}
-	for _, rec := range topics {
-		for p := range rec.Partitions {
-			if hwm, ok := c.n.marks.highWatermark(supervisor.Key{Topic: rec.Name, Partition: p}, rec.Incarnation); ok {
-				ch <- prometheus.MustNewConstMetric(hwmDesc, prometheus.GaugeValue, float64(hwm), rec.Name, strconv.Itoa(p))
+}
+
+func (c *hwmCollector) Describe(ch chan<- *prometheus.Desc) { ch <- hwmDesc }
+
+func (c *hwmCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	nodes := make([]*Node, 0, len(c.nodes))
+	for n := range c.nodes {
+		nodes = append(nodes, n)
+	}
+	c.mu.Unlock()
+	for _, n := range nodes {
+		topics, err := n.ms.Topics(context.Background())
+		if err != nil {
+			continue
+		}
+		for _, rec := range topics {
+			for p := range rec.Partitions {
+				if hwm, ok := n.marks.highWatermark(supervisor.Key{Topic: rec.Name, Partition: p}, rec.Incarnation); ok {
+					ch <- prometheus.MustNewConstMetric(hwmDesc, prometheus.GaugeValue, float64(hwm), rec.Name, strconv.Itoa(p))
+				}
 			}
 		}
 	}

@@ -16,7 +16,7 @@ func startNodeWithRegistry(t *testing.T, d *sim.Disk, reg *prometheus.Registry) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := New(Config{DataDir: dataDir, FS: d, CheckLockOrder: true, SegmentMaxBytes: 4 << 10}, ms, nil, reg)
+	n, err := New(Config{DataDir: dataDir, FS: d, Testing: checkLockOrder, SegmentMaxBytes: 4 << 10, Metastore: ms, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,5 +182,31 @@ func TestMetrics_ADeletedTopicsCountersNeverComeBack(t *testing.T) {
 		if got := series(t, reg, "narad_topic_produced_records_total"); got != "" {
 			t.Fatalf("round %d: the deleted topic's series is back: %q", round, got)
 		}
+	}
+}
+
+// TestMetrics_TwoNodesShareOneRegisterer: two nodes on one registerer
+// start (no panic: they share its collectors), count into the same
+// series, and the high watermark gauge covers both; a closed node leaves
+// it.
+func TestMetrics_TwoNodesShareOneRegisterer(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	a := startNodeWithRegistry(t, newTestDisk(t, 1), reg)
+	b := startNodeWithRegistry(t, newTestDisk(t, 2), reg)
+	a.CreateTopic(bg, "left", 1, 0)
+	b.CreateTopic(bg, "right", 1, 0)
+	a.Produce(bg, "left", 0, recs("left", 0, 0, 3))
+	b.Produce(bg, "right", 0, recs("right", 0, 0, 5))
+	if got := series(t, reg, "narad_partition_high_watermark"); got != "partition=0 topic=left 3\npartition=0 topic=right 5\n" {
+		t.Fatalf("the gauge over two nodes: %q", got)
+	}
+	if got := series(t, reg, "narad_storage_written_records_total"); got != "8\n" {
+		t.Fatalf("written records over two nodes: %q", got)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := series(t, reg, "narad_partition_high_watermark"); got != "partition=0 topic=left 3\n" {
+		t.Fatalf("after one node closed: %q", got)
 	}
 }

@@ -25,10 +25,21 @@ var (
 	ErrNodeClosed        = errors.New("runtime: node closed")
 )
 
-// Config configures a Node.
+// Config configures a Node. DataDir is required; every other field has
+// the default its comment gives.
 type Config struct {
 	// DataDir holds topics/ and the embedded metastore's file.
 	DataDir string
+	// Metastore holds the topic records every open is checked against.
+	// Default: the embedded single-node metastore in DataDir
+	// (OpenLocalMetastore), opened under the data directory's lock.
+	Metastore Metastore
+	// Logger receives the node's logs. Default: none.
+	Logger *zap.Logger
+	// Registerer receives the node's metrics (docs/metrics.md). Default:
+	// none. Nodes may share one: they share its collectors, and the high
+	// watermark gauge covers every node on it.
+	Registerer prometheus.Registerer
 	// FS is the file system; default the real one.
 	FS vfs.FS
 	// Codec encodes new frames (storage.codec); default none.
@@ -56,8 +67,8 @@ type Config struct {
 	// Acks are written into the page cache every 100 ms, or this often if
 	// shorter.
 	ConsumerOffsetCommitInterval time.Duration
-	// CheckLockOrder turns on the registry's lock-order checker (tests).
-	CheckLockOrder bool
+	// Testing holds knobs for tests; nil in production.
+	Testing *TestOptions
 	// DataDirLock is the data directory's lock, for a caller that took it
 	// first (LockDataDir) to read the embedded metastore under it; the
 	// node then owns it and Close releases it. Nil: New takes it.
@@ -121,6 +132,7 @@ type Node struct {
 	consumerMetrics consumerMetrics
 	topicMetrics    topicMetrics
 	marks           *partitionMarks // high watermarks for the per-partition gauge
+	unregisterHWM   func()          // takes the node out of its registerer's gauge
 
 	// dropConsumerState forgets a deleted incarnation's in-memory consumer
 	// state; it runs right after the quarantine rename (and in a purge),
@@ -131,9 +143,18 @@ type Node struct {
 
 // New makes a node; Start opens its partitions. It takes the data
 // directory's lock (ErrDataDirLocked if another holder has it) before it
+// TestOptions are knobs for the engine's tests and an embedder's: they
+// cost what a production node must not pay.
+type TestOptions struct {
+	// CheckLockOrder turns on the registry's lock-order checker: every
+	// lock taken out of the design's order is recorded, and
+	// Node.LockOrderViolations lists them. It reads a stack per lock.
+	CheckLockOrder bool
+}
+
 // reads or writes anything there, then finishes or removes what a crash
 // left of a partition install (recoverInstalls).
-func New(cfg Config, ms Metastore, logger *zap.Logger, reg prometheus.Registerer) (n *Node, err error) {
+func New(cfg Config) (n *Node, err error) {
 	cfg = cfg.withDefaults()
 	lock := cfg.DataDirLock
 	cfg.DataDirLock = nil
@@ -145,6 +166,7 @@ func New(cfg Config, ms Metastore, logger *zap.Logger, reg prometheus.Registerer
 	if cfg.DataDir == "" {
 		return nil, errors.New("runtime: Config.DataDir is required")
 	}
+	logger, reg := cfg.Logger, cfg.Registerer
 	if logger == nil {
 		logger = zap.NewNop()
 	}
@@ -157,6 +179,14 @@ func New(cfg Config, ms Metastore, logger *zap.Logger, reg prometheus.Registerer
 	}
 	if filepath.Clean(lock.Dir()) != filepath.Clean(cfg.DataDir) {
 		return nil, fmt.Errorf("runtime: Config.DataDirLock locks %s, not the data directory %s", lock.Dir(), cfg.DataDir)
+	}
+	ms := cfg.Metastore
+	if ms == nil {
+		local, err := OpenLocalMetastore(cfg.FS, cfg.DataDir)
+		if err != nil {
+			return nil, fmt.Errorf("runtime: metastore: %w", err)
+		}
+		ms = local
 	}
 	n = &Node{
 		cfg:             cfg,
@@ -174,10 +204,7 @@ func New(cfg Config, ms Metastore, logger *zap.Logger, reg prometheus.Registerer
 	n.committer = &committer{n: n, commitInterval: cfg.ConsumerOffsetCommitInterval,
 		dirtySet: map[*consumer]struct{}{}, unsyncedSet: map[*consumer]struct{}{}}
 	n.dropConsumerState = n.consumers.drop
-	n.reg = supervisor.NewRegistry(supervisor.RegistryOptions{CheckLockOrder: cfg.CheckLockOrder, OnClose: n.onClose})
-	if reg != nil {
-		reg.MustRegister(hwmCollector{n})
-	}
+	n.reg = supervisor.NewRegistry(supervisor.RegistryOptions{CheckLockOrder: cfg.Testing != nil && cfg.Testing.CheckLockOrder, OnClose: n.onClose})
 	if err := vfs.MkdirAllDurable(cfg.FS, n.topicsDir); err != nil {
 		return nil, fmt.Errorf("runtime: data directory: %w", err)
 	}
@@ -192,6 +219,7 @@ func New(cfg Config, ms Metastore, logger *zap.Logger, reg prometheus.Registerer
 	if err := n.recoverInstalls(); err != nil {
 		return nil, fmt.Errorf("runtime: startup: %w", err)
 	}
+	n.unregisterHWM = registerHWM(reg, n)
 	return n, nil
 }
 
@@ -240,6 +268,7 @@ func (n *Node) Close() error {
 			errs = append(errs, fmt.Errorf("close %s/%d: %w", key.Topic, key.Partition, err))
 		}
 	}
+	n.unregisterHWM()
 	if err := n.lock.Release(); err != nil {
 		errs = append(errs, fmt.Errorf("release the data directory's lock: %w", err))
 	}

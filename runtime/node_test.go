@@ -22,6 +22,9 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// checkLockOrder turns the lock-order checker on in a test's node.
+var checkLockOrder = &TestOptions{CheckLockOrder: true}
+
 var bg = context.Background()
 
 const dataDir = "/data"
@@ -53,7 +56,7 @@ func startNode(t *testing.T, d *sim.Disk, cfg Config) *testNode {
 	if d == nil {
 		d = newTestDisk(t, 1)
 	}
-	cfg.DataDir, cfg.FS, cfg.CheckLockOrder = dataDir, d, true
+	cfg.DataDir, cfg.FS, cfg.Testing = dataDir, d, checkLockOrder
 	if cfg.SegmentMaxBytes == 0 {
 		cfg.SegmentMaxBytes = 4 << 10
 	}
@@ -61,7 +64,8 @@ func startNode(t *testing.T, d *sim.Disk, cfg Config) *testNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := New(cfg, ms, nil, nil)
+	cfg.Metastore = ms
+	n, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,7 +494,7 @@ func TestRecheck_StaleReadNeverRetiresANewIncarnationsLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms := &pausingMetastore{LocalMetastore: local, read: make(chan struct{}), release: make(chan struct{})}
-	n, err := New(Config{DataDir: dataDir, FS: d, CheckLockOrder: true}, ms, nil, nil)
+	n, err := New(Config{DataDir: dataDir, FS: d, Testing: checkLockOrder, Metastore: ms})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -657,7 +661,7 @@ func TestStartup_SkipsFailuresThenReady(t *testing.T) {
 	bad := filepath.Join(dataDir, "topics", "a", "p00001")
 	d.Inject(sim.Fault{Op: sim.OpReadDir, Path: bad, Err: syscall.EIO})
 	ms, _ := OpenLocalMetastore(d, dataDir)
-	n, err := New(Config{DataDir: dataDir, FS: d, CheckLockOrder: true}, ms, nil, nil)
+	n, err := New(Config{DataDir: dataDir, FS: d, Testing: checkLockOrder, Metastore: ms})
 	if err != nil {
 		t.Fatal(err)
 	}

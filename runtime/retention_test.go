@@ -91,7 +91,7 @@ func startRetentionNode(t *testing.T, d *sim.Disk, cfg Config) *retentionNode {
 			t.Fatal(err)
 		}
 	}
-	cfg.DataDir, cfg.FS, cfg.CheckLockOrder = dataDir, d, true
+	cfg.DataDir, cfg.FS, cfg.Testing = dataDir, d, checkLockOrder
 	if cfg.SegmentMaxBytes == 0 {
 		cfg.SegmentMaxBytes = 4 << 10
 	}
@@ -102,7 +102,8 @@ func startRetentionNode(t *testing.T, d *sim.Disk, cfg Config) *retentionNode {
 	ms := &testMetastore{LocalMetastore: local, foreign: map[supervisor.Key]bool{}}
 	core, logs := observer.New(zapcore.DebugLevel)
 	reg := prometheus.NewRegistry()
-	n, err := New(cfg, ms, zap.New(core), reg)
+	cfg.Metastore, cfg.Logger, cfg.Registerer = ms, zap.New(core), reg
+	n, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/narad-io/storage/internal/promshare"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -308,35 +309,16 @@ func newLoopMetrics(name string, reg prometheus.Registerer) loopMetrics {
 	prefix := "narad_" + name + "_"
 	counter := func(suffix, help string) prometheus.Counter {
 		c := prometheus.NewCounter(prometheus.CounterOpts{Name: prefix + suffix, Help: help})
-		return RegisterMetric(reg, c)
+		return promshare.Register(reg, c)
 	}
 	return loopMetrics{
 		restarts: counter("restarts", "Stalled workers of the "+name+" loop replaced."),
 		panics:   counter("panics_total", "Panics recovered in the "+name+" loop."),
 		passes:   counter("passes_total", "Passes of the "+name+" loop finished."),
-		passSeconds: RegisterMetric(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		passSeconds: promshare.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    prefix + "pass_duration_seconds",
 			Help:    "Duration of passes of the " + name + " loop.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10), // 1ms to about 4.4 minutes
 		})),
 	}
-}
-
-// RegisterMetric registers c with reg and returns it; if a collector of
-// the same name is registered already (two nodes on one registry, say),
-// it returns that one instead, so loops and nodes share their counters. A
-// nil reg registers nothing.
-func RegisterMetric[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if reg == nil {
-		return c
-	}
-	if err := reg.Register(c); err != nil {
-		if already, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
-			if existing, ok := already.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(fmt.Sprintf("register metric: %v", err))
-	}
-	return c
 }

@@ -139,7 +139,10 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		ColdWalkInterval:             time.Duration(cfg.ColdWalkInterval),
 		ConsumerOffsetCommitInterval: time.Duration(cfg.ConsumerOffsetCommitInterval),
 		DataDirLock:                  lock,
-	}, ms, logger, reg)
+		Metastore:                    ms,
+		Logger:                       logger,
+		Registerer:                   reg,
+	})
 	nodeOwnsLock = true // New releases it if it fails, Close once it closed every log
 	if err != nil {
 		return err

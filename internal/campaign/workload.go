@@ -159,11 +159,15 @@ func codecOf(phase int) codec.ID {
 // costs a stack walk per lock, so only the workload's own nodes run it.
 func config(d *sim.Disk, c codec.ID, checkLockOrder bool) runtime.Config {
 	cd, _ := codec.ByID(c)
-	return runtime.Config{
+	cfg := runtime.Config{
 		DataDir: DataDir, FS: d, Codec: cd, SegmentMaxBytes: segmentMaxBytes,
 		ReaperInterval: reaperEvery, IdleEvictAfter: 1000 * time.Hour,
-		QuarantineSweepInterval: 1000 * time.Hour, CheckLockOrder: checkLockOrder,
+		QuarantineSweepInterval: 1000 * time.Hour,
 	}
+	if checkLockOrder {
+		cfg.Testing = &runtime.TestOptions{CheckLockOrder: true}
+	}
+	return cfg
 }
 
 // startNode starts a node on d with the workload's config. Its
@@ -179,7 +183,9 @@ func startNode(ctx context.Context, d *sim.Disk, c codec.ID, checkLockOrder bool
 		h.Write(b)
 	}
 	ms.SetIncarnationSource(rand.NewChaCha8(chachaSeed(seed, h.Sum64())))
-	n, err := runtime.New(config(d, c, checkLockOrder), ms, nil, nil)
+	cfg := config(d, c, checkLockOrder)
+	cfg.Metastore = ms
+	n, err := runtime.New(cfg)
 	if err != nil {
 		return nil, err
 	}
