@@ -190,3 +190,23 @@ func TestImports_NothingOfTheEngine(t *testing.T) {
 		}
 	}
 }
+
+// TestErrors_EveryCodeHasItsSentinel: every code of the API, answered by a
+// daemon, is matched by errors.Is against its sentinel and no other.
+func TestErrors_EveryCodeHasItsSentinel(t *testing.T) {
+	sentinels := []*Error{ErrInvalidParameter, ErrInvalidBody, ErrInvalidOffset, ErrInvalidTopicName, ErrBadRequest,
+		ErrUnauthorized, ErrNotFound, ErrTopicNotFound, ErrPartitionNotFound, ErrMethodNotAllowed, ErrTopicExists,
+		ErrOffsetDeleted, ErrRecordUnreadable, ErrBatchTooLarge, ErrOffsetBeyondHighWatermark, ErrCommitFailed,
+		ErrLogPoisoned, ErrMetastoreBroken, ErrUnavailable, ErrNotReady, ErrNoSpace, ErrInternal}
+	for _, want := range sentinels {
+		c := fakeClient(t, func(r *http.Request) *http.Response {
+			return answer(400, `{"error":{"code":"`+want.Code+`","message":"m"}}`)
+		}, Options{CommitRetries: -1})
+		_, err := c.Topic(context.Background(), "t")
+		for _, other := range sentinels {
+			if errors.Is(err, other) != (other == want) {
+				t.Fatalf("code %s: errors.Is(err, %s) = %v", want.Code, other.Code, errors.Is(err, other))
+			}
+		}
+	}
+}

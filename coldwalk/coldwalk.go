@@ -83,7 +83,8 @@ type Node interface {
 
 // Config configures the walk. Zero values take the defaults.
 type Config struct {
-	// FS is the file system the walk lists and stats through. Required.
+	// FS is the file system the walk lists and stats through; default
+	// vfs.OS, the real one.
 	FS vfs.FS
 	// TopicsDir is the data directory's topics/. Required.
 	TopicsDir string
@@ -111,10 +112,13 @@ type Config struct {
 
 // Start starts the walk's loop; the first walk runs one Interval after
 // the start. Close the returned loop to stop it. It panics on a Config
-// without FS, TopicsDir or Node.
+// without TopicsDir or Node.
 func Start(cfg Config) *supervisor.Loop {
-	if cfg.FS == nil || cfg.TopicsDir == "" || cfg.Node == nil {
-		panic("coldwalk: Config needs FS, TopicsDir and Node")
+	if cfg.TopicsDir == "" || cfg.Node == nil {
+		panic("coldwalk: Config needs TopicsDir and Node")
+	}
+	if cfg.FS == nil {
+		cfg.FS = vfs.OS{}
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
