@@ -16,6 +16,7 @@ import (
 	"github.com/narad-io/storage/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 )
 
 // Errors a broker branches on, besides partition's.
@@ -223,6 +224,50 @@ func New(cfg Config) (n *Node, err error) {
 	return n, nil
 }
 
+// closeParallelism bounds the logs Close closes at once: each close is an
+// fdatasync of its hwm file, which a device serves many of at a time.
+const closeParallelism = 64
+
+// closeAllLive closes every open log once the registry is fenced (Close),
+// each between two commits. A topic's closes would serialize on its guard,
+// so the work of each (the final drain, the hwm file written and synced)
+// runs first, in parallel and bounded, under each partition's produce gate
+// alone: after the fence nothing else runs under a topic guard, and no log
+// opens. The registry's own close of each, under the guard, then finds the
+// log closed and only settles what sits beside it (consumer progress).
+func (n *Node) closeAllLive() []error {
+	keys := n.reg.Keys()
+	var mu sync.Mutex
+	var errs []error
+	fail := func(key supervisor.Key, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		errs = append(errs, fmt.Errorf("close %s/%d: %w", key.Topic, key.Partition, err))
+	}
+	var g errgroup.Group
+	g.SetLimit(closeParallelism)
+	for _, key := range keys {
+		g.Go(func() error {
+			gate := n.reg.Gate(key)
+			gate.Lock()
+			defer gate.Unlock()
+			if l, ok := n.reg.Lookup(key); ok {
+				if err := l.Close(); err != nil {
+					fail(key, err)
+				}
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	for _, key := range keys {
+		// The log is closed: this drops it and settles its consumer
+		// state under the guard; its close error was reported above.
+		n.reg.CloseLive(key)
+	}
+	return errs
+}
+
 // onClose runs after the registry closed a log, under its topic's guard:
 // the consumer state beside it is settled, and its boundary remembered.
 func (n *Node) onClose(key supervisor.Key, l *partition.Log) {
@@ -263,11 +308,7 @@ func (n *Node) Close() error {
 	}
 	n.background.Wait()
 	n.reg.Close()
-	for _, key := range n.reg.Keys() {
-		if err := n.reg.CloseLive(key); err != nil {
-			errs = append(errs, fmt.Errorf("close %s/%d: %w", key.Topic, key.Partition, err))
-		}
-	}
+	errs = append(errs, n.closeAllLive()...)
 	n.unregisterHWM()
 	if err := n.lock.Release(); err != nil {
 		errs = append(errs, fmt.Errorf("release the data directory's lock: %w", err))
