@@ -17,7 +17,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	if _, _, err := c.CreateTopic(ctx, "orders", 4, 7*24*3600*1000); err != nil && !errors.Is(err, client.ErrTopicExists) {
+	if _, _, err := c.CreateTopic(ctx, "orders", 4, client.Retention{Ms: 7 * 24 * 3600 * 1000}); err != nil && !errors.Is(err, client.ErrTopicExists) {
 		panic(err)
 	}
 	res, err := c.Produce(ctx, "orders", 0, []client.Record{{Key: []byte("user-42"), Value: []byte(`{"total": 12.5}`)}})

@@ -7,10 +7,19 @@ import (
 
 // Topic describes a topic and its partitions.
 type Topic struct {
-	Name        string      `json:"name"`
-	Incarnation string      `json:"incarnation"`
-	RetentionMs int64       `json:"retention_ms"`
-	Partitions  []Partition `json:"partitions"`
+	Name           string      `json:"name"`
+	Incarnation    string      `json:"incarnation"`
+	RetentionMs    int64       `json:"retention_ms"`
+	RetentionBytes int64       `json:"retention_bytes"`
+	Partitions     []Partition `json:"partitions"`
+}
+
+// Retention bounds what each partition of a topic keeps: records older
+// than Ms milliseconds, and the oldest segments while a partition holds
+// more than Bytes; 0 is no bound, either or both may be set.
+type Retention struct {
+	Ms    int64
+	Bytes int64
 }
 
 // Partition describes one partition of a topic.
@@ -22,12 +31,12 @@ type Partition struct {
 	Bytes         int64 `json:"bytes"`
 }
 
-// CreateTopic creates a topic of partitions partitions, keeping records
-// retentionMs (0: forever). An identical topic is returned with created
-// false; a different one is ErrTopicExists.
-func (c *Client) CreateTopic(ctx context.Context, name string, partitions int, retentionMs int64) (t Topic, created bool, err error) {
+// CreateTopic creates a topic of partitions partitions under retention
+// (the zero value keeps everything). An identical topic is returned with
+// created false; a different one is ErrTopicExists.
+func (c *Client) CreateTopic(ctx context.Context, name string, partitions int, retention Retention) (t Topic, created bool, err error) {
 	req := request{method: http.MethodPut, path: topicPath(name), contentType: "application/json"}
-	req.body, err = jsonBody(map[string]any{"partitions": partitions, "retention_ms": retentionMs})
+	req.body, err = jsonBody(map[string]any{"partitions": partitions, "retention_ms": retention.Ms, "retention_bytes": retention.Bytes})
 	if err != nil {
 		return t, false, err
 	}
@@ -53,10 +62,10 @@ func (c *Client) Topics(ctx context.Context) ([]Topic, error) {
 	return out.Topics, c.doJSON(ctx, http.MethodGet, "/v1/topics", nil, &out)
 }
 
-// SetRetention changes how long a topic keeps records (0: forever).
-func (c *Client) SetRetention(ctx context.Context, name string, retentionMs int64) (Topic, error) {
+// SetRetention changes what a topic keeps (both bounds; 0 is none).
+func (c *Client) SetRetention(ctx context.Context, name string, retention Retention) (Topic, error) {
 	var t Topic
-	return t, c.doJSON(ctx, http.MethodPatch, topicPath(name), map[string]any{"retention_ms": retentionMs}, &t)
+	return t, c.doJSON(ctx, http.MethodPatch, topicPath(name), map[string]any{"retention_ms": retention.Ms, "retention_bytes": retention.Bytes}, &t)
 }
 
 // DeleteTopic deletes a topic and its data.

@@ -65,9 +65,9 @@ type Node interface {
 	// CaughtUp reports whether the node's metadata replica is caught up
 	// with the leader.
 	CaughtUp() bool
-	// Retention is the topic's retention bound as the replica holds it (0
-	// keeps everything); ok is false when it holds no such topic.
-	Retention(ctx context.Context, topic string) (maxAge time.Duration, ok bool, err error)
+	// Retention is the topic's retention bounds as the replica holds them
+	// (0: no bound); ok is false when it holds no such topic.
+	Retention(ctx context.Context, topic string) (maxAge time.Duration, maxBytes int64, ok bool, err error)
 	// Assigned reports whether the local assignment gives this node the
 	// partition.
 	Assigned(ctx context.Context, topic string, p int) (bool, error)
@@ -192,14 +192,15 @@ func (w *walker) pass(ctx context.Context, pc *supervisor.PassContext) {
 		if !te.IsDir || wire.ValidateTopicName(te.Name) != nil {
 			continue
 		}
-		maxAge, ok, err := w.cfg.Node.Retention(ctx, te.Name)
+		maxAge, maxBytes, ok, err := w.cfg.Node.Retention(ctx, te.Name)
 		if err != nil {
 			w.logger.Warn("cold retention walk: topic record", zap.String("topic", te.Name), zap.Error(err))
 			continue
 		}
-		if !ok || maxAge <= 0 {
-			continue // no record (the purge's), or no age bound
+		if !ok || (maxAge <= 0 && maxBytes <= 0) {
+			continue // no record (the purge's), or no bound
 		}
+		bounds := bounds{maxAge: maxAge, maxBytes: maxBytes}
 		parts, err := w.cfg.FS.ReadDir(filepath.Join(w.cfg.TopicsDir, te.Name))
 		if err != nil {
 			w.logger.Warn("cold retention walk: list partitions", zap.String("topic", te.Name), zap.Error(err))
@@ -214,14 +215,14 @@ func (w *walker) pass(ctx context.Context, pc *supervisor.PassContext) {
 				continue // the incarnation marker, a move's staging directory
 			}
 			pc.Beat()
-			w.visit(ctx, pc, partitionKey{te.Name, p}, maxAge)
+			w.visit(ctx, pc, partitionKey{te.Name, p}, bounds)
 		}
 	}
 }
 
 // visit sweeps one partition if it is this node's, closed, and holds an
 // expired segment.
-func (w *walker) visit(ctx context.Context, pc *supervisor.PassContext, key partitionKey, maxAge time.Duration) {
+func (w *walker) visit(ctx context.Context, pc *supervisor.PassContext, key partitionKey, b bounds) {
 	if w.leftAloneNow(key) || w.cfg.Node.IsOpen(key.topic, key.partition) {
 		return
 	}
@@ -230,7 +231,7 @@ func (w *walker) visit(ctx context.Context, pc *supervisor.PassContext, key part
 	}
 	dirName, _ := wire.PartitionDirName(key.partition)
 	dir := filepath.Join(w.cfg.TopicsDir, key.topic, dirName)
-	expired, err := expiredOnDisk(w.cfg.FS, dir, time.Now().Add(-maxAge))
+	expired, err := expiredOnDisk(w.cfg.FS, dir, b, time.Now())
 	if err != nil {
 		w.logger.Debug("cold retention walk: stat segments", zap.String("dir", dir), zap.Error(err))
 		return
@@ -289,11 +290,12 @@ func (w *walker) leftAloneNow(key partitionKey) bool {
 // times only, whether a sweep would delete or rotate anything: the log's
 // own rule (partition.Log.Expired) with each segment's mtime as its last
 // write, as recovery takes it. Segments run oldest first, and a sweep
-// deletes a prefix of them, so two stats are enough: the oldest sealed
-// segment, and the active (newest) one, rotated once its last write is
-// older than the cutoff if it holds anything (a closed log is fully
-// committed).
-func expiredOnDisk(files vfs.FS, dir string, cutoff time.Time) (bool, error) {
+// deletes a prefix of them, so for the age bound two stats are enough: the
+// oldest sealed segment, and the active (newest) one, rotated once its
+// last write is older than the cutoff if it holds anything (a closed log
+// is fully committed). A byte bound sums every segment's size: past it,
+// with a sealed segment to delete, the sweep has work.
+func expiredOnDisk(files vfs.FS, dir string, b bounds, now time.Time) (bool, error) {
 	entries, err := files.ReadDir(dir)
 	if err != nil {
 		return false, err
@@ -307,6 +309,23 @@ func expiredOnDisk(files vfs.FS, dir string, cutoff time.Time) (bool, error) {
 	if len(segments) == 0 {
 		return false, nil
 	}
+	if b.maxBytes > 0 && len(segments) > 1 {
+		var held int64
+		for _, name := range segments {
+			fi, err := files.Stat(filepath.Join(dir, name))
+			if err != nil {
+				return false, err
+			}
+			held += fi.Size
+		}
+		if held > b.maxBytes {
+			return true, nil
+		}
+	}
+	if b.maxAge <= 0 {
+		return false, nil
+	}
+	cutoff := now.Add(-b.maxAge)
 	if len(segments) > 1 {
 		fi, err := files.Stat(filepath.Join(dir, segments[0]))
 		if err != nil {
@@ -321,4 +340,10 @@ func expiredOnDisk(files vfs.FS, dir string, cutoff time.Time) (bool, error) {
 		return false, err
 	}
 	return fi.Size > 0 && fi.ModTime.Before(cutoff), nil
+}
+
+// bounds are a topic's retention bounds; 0 is none.
+type bounds struct {
+	maxAge   time.Duration
+	maxBytes int64
 }

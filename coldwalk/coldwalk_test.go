@@ -41,6 +41,7 @@ type fakeNode struct {
 	mu        sync.Mutex
 	caughtUp  bool
 	retention map[string]time.Duration
+	maxBytes  map[string]int64
 	open      map[string]bool // "topic/p"
 	foreign   map[string]bool // not assigned to this node
 	panicking map[string]bool // SweepCold panics
@@ -48,7 +49,7 @@ type fakeNode struct {
 }
 
 func newFakeNode() *fakeNode {
-	return &fakeNode{caughtUp: true, retention: map[string]time.Duration{},
+	return &fakeNode{caughtUp: true, retention: map[string]time.Duration{}, maxBytes: map[string]int64{},
 		open: map[string]bool{}, foreign: map[string]bool{}, panicking: map[string]bool{}}
 }
 
@@ -58,11 +59,11 @@ func (f *fakeNode) CaughtUp() bool {
 	return f.caughtUp
 }
 
-func (f *fakeNode) Retention(_ context.Context, topic string) (time.Duration, bool, error) {
+func (f *fakeNode) Retention(_ context.Context, topic string) (time.Duration, int64, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r, ok := f.retention[topic]
-	return r, ok, nil
+	return r, f.maxBytes[topic], ok, nil
 }
 
 func (f *fakeNode) Assigned(_ context.Context, topic string, p int) (bool, error) {
@@ -333,10 +334,32 @@ func TestExpiredOnDisk(t *testing.T) {
 					advance(2 * time.Hour)
 				}
 			}
-			got, err := expiredOnDisk(d, path.Join(topicsDir, topic, "p00000"), time.Now().Add(-time.Hour))
+			got, err := expiredOnDisk(d, path.Join(topicsDir, topic, "p00000"), bounds{maxAge: time.Hour}, time.Now())
 			if err != nil || got != tc.want {
 				t.Errorf("%s: expired = %v, %v; want %v", tc.name, got, err, tc.want)
 			}
+		}
+	})
+}
+
+// The walk sweeps a closed partition whose segments hold more than its
+// topic's byte bound, with a sealed segment to delete; one within it, or
+// with only its active segment, is left alone.
+func TestWalk_SweepsPartitionsOverTheirByteBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := sim.NewDisk(1)
+		node := newFakeNode()
+		node.retention["sized"] = 0
+		node.maxBytes["sized"] = 250
+		writeSegment(t, d, "sized", 0, 0, 200) // p0: 200 + 100 bytes, over the bound
+		writeSegment(t, d, "sized", 0, 10, 100)
+		writeSegment(t, d, "sized", 1, 0, 100) // p1: 100 + 100, within it
+		writeSegment(t, d, "sized", 1, 10, 100)
+		writeSegment(t, d, "sized", 2, 0, 400) // p2: only an active segment, over it: never deleted
+		w := startWalk(t, d, node)
+		advance(DefaultInterval)
+		if got := w.node.takeSwept(); !slices.Equal(got, []string{"sized/0"}) {
+			t.Fatalf("swept %v, want [sized/0]", got)
 		}
 	})
 }

@@ -38,7 +38,8 @@ type closeMsg struct{ request }
 
 type setRetentionMsg struct {
 	request
-	maxAge time.Duration
+	maxAge   time.Duration
+	maxBytes int64
 }
 
 type sweepMsg struct{ request }
@@ -89,8 +90,9 @@ type state struct {
 	hwmFileValue  int64 // what the hwm file holds, when not released
 	commitFloor   int64 // newest commit time seen, in ms
 
-	retention     time.Duration
-	maxSegmentAge time.Duration
+	retention      time.Duration
+	retentionBytes int64
+	maxSegmentAge  time.Duration
 
 	timer   *time.Timer
 	timerOn bool
@@ -99,21 +101,22 @@ type state struct {
 
 func newState(l *Log, rec *recovered) *state {
 	return &state{
-		log:           l,
-		sealed:        rec.sealed,
-		active:        rec.active,
-		file:          rec.file,
-		nextOffset:    rec.tail,
-		written:       rec.tail,
-		hwm:           rec.hwm,
-		writePos:      rec.active.size,
-		syncedPos:     rec.active.size,
-		hwmPos:        rec.active.size,
-		hwmReleased:   !rec.hwmFile.present,
-		hwmFileExists: rec.hwmFile.exists,
-		hwmFileValue:  rec.hwmFile.value,
-		retention:     l.opts.RetentionMaxAge,
-		maxSegmentAge: l.opts.MaxSegmentAge,
+		log:            l,
+		sealed:         rec.sealed,
+		active:         rec.active,
+		file:           rec.file,
+		nextOffset:     rec.tail,
+		written:        rec.tail,
+		hwm:            rec.hwm,
+		writePos:       rec.active.size,
+		syncedPos:      rec.active.size,
+		hwmPos:         rec.active.size,
+		hwmReleased:    !rec.hwmFile.present,
+		hwmFileExists:  rec.hwmFile.exists,
+		hwmFileValue:   rec.hwmFile.value,
+		retention:      l.opts.RetentionMaxAge,
+		retentionBytes: l.opts.RetentionMaxBytes,
+		maxSegmentAge:  l.opts.MaxSegmentAge,
 	}
 }
 
@@ -148,7 +151,7 @@ func (s *state) handle(m message) {
 	case *commitMsg:
 		m.reply <- s.handleCommitDurable()
 	case *setRetentionMsg:
-		s.retention = m.maxAge
+		s.retention, s.retentionBytes = m.maxAge, m.maxBytes
 		m.reply <- nil
 	case *sweepMsg:
 		m.reply <- s.sweep()

@@ -88,6 +88,8 @@ func TestMetrics_EverySeriesAnAlertNamesExistsAtZero(t *testing.T) {
 	want := []string{
 		"narad_storage_retention_deleted_bytes_total,reason=age",
 		"narad_storage_retention_deleted_records_total,reason=age",
+		"narad_storage_retention_deleted_bytes_total,reason=size",
+		"narad_storage_retention_deleted_records_total,reason=size",
 	}
 	for _, kind := range []string{kindFsyncPoisoned, kindRetentionUnlink, kindCommitFailed, kindWriteFailed, kindReadCorrupt, kindHWMFile} {
 		want = append(want, "errors_total,component=storage,kind="+kind)

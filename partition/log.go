@@ -166,10 +166,11 @@ func (l *Log) Produce(ctx context.Context, records []Record) (base int64, err er
 	return rep.base, rep.err
 }
 
-// SetRetentionMaxAge applies a topic's new retention bound in place; the
-// active segment's roll age follows it unless MaxSegmentAge was set.
-func (l *Log) SetRetentionMaxAge(ctx context.Context, maxAge time.Duration) error {
-	_, err := l.call(ctx, &setRetentionMsg{request: newRequest(), maxAge: maxAge})
+// SetRetention applies a topic's new retention bounds in place (as
+// Options.RetentionMaxAge and RetentionMaxBytes); the active segment's
+// roll age follows maxAge unless MaxSegmentAge was set.
+func (l *Log) SetRetention(ctx context.Context, maxAge time.Duration, maxBytes int64) error {
+	_, err := l.call(ctx, &setRetentionMsg{request: newRequest(), maxAge: maxAge, maxBytes: maxBytes})
 	return err
 }
 

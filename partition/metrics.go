@@ -91,8 +91,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, kind := range []string{kindFsyncPoisoned, kindRetentionUnlink, kindCommitFailed, kindWriteFailed, kindReadCorrupt, kindHWMFile} {
 		m.Errors.WithLabelValues("storage", kind)
 	}
-	m.retentionBytes.WithLabelValues(reasonAge)
-	m.retentionRecords.WithLabelValues(reasonAge)
+	for _, reason := range []string{reasonAge, reasonSize} {
+		m.retentionBytes.WithLabelValues(reason)
+		m.retentionRecords.WithLabelValues(reason)
+	}
 	// Nodes on one registerer share the metrics (promshare).
 	m.Errors = promshare.Register(reg, m.Errors)
 	m.commitSeconds = promshare.Register(reg, m.commitSeconds)

@@ -31,6 +31,10 @@ type Options struct {
 	// RetentionMaxAge is the topic's retention_ms: a sweep deletes sealed
 	// segments whose last write is older. 0 keeps everything.
 	RetentionMaxAge time.Duration
+	// RetentionMaxBytes is the topic's retention_bytes: a sweep deletes
+	// the oldest sealed segments while the log's segments hold more bytes,
+	// never the active one. 0 bounds nothing.
+	RetentionMaxBytes int64
 	// MaxSegmentAge is the roll age: the active segment rolls before the
 	// first write that finds its oldest record older. 0 follows
 	// RetentionMaxAge (and with no retention, never rolls on age).

@@ -10,8 +10,12 @@ import (
 	"go.uber.org/zap"
 )
 
-// reasonAge labels deletions by retention age.
-const reasonAge = "age"
+// Deletions are labelled by the bound that made them: retention age, or
+// retention bytes.
+const (
+	reasonAge  = "age"
+	reasonSize = "size"
+)
 
 // ErrSweepInProgress: another sweep of the log is still unlinking.
 var ErrSweepInProgress = errors.New("partition: a sweep of this log is in progress")
@@ -22,6 +26,7 @@ type detached struct {
 	seg     *segment
 	bytes   int64
 	records int64
+	reason  string // reasonAge or reasonSize
 }
 
 type sweepReply struct {
@@ -41,7 +46,9 @@ type SweepResult struct {
 // Sweep applies retention once (docs/design.md, "Retention"): the
 // actor seals an idle, fully committed active segment whose last write is
 // older than the retention bound, and detaches every sealed segment whose
-// last write is older, oldest first; the files are unlinked here, after the
+// last write is older, oldest first, then, with a byte bound, the oldest
+// sealed segments while the log holds more bytes than it (never the
+// active segment); the files are unlinked here, after the
 // actor has moved on, so a backlog of expired segments never stalls the
 // log's readers and flusher. An unlink that fails is logged, counted
 // (errors_total{component="storage",kind="retention_unlink"}) and retried
@@ -89,8 +96,8 @@ func (l *Log) unlink(todo []detached) (SweepResult, error) {
 		res.DeletedSegments++
 		res.DeletedBytes += d.bytes
 		res.DeletedRecords += d.records
-		l.metrics.retentionBytes.WithLabelValues(reasonAge).Add(float64(d.bytes))
-		l.metrics.retentionRecords.WithLabelValues(reasonAge).Add(float64(d.records))
+		l.metrics.retentionBytes.WithLabelValues(d.reason).Add(float64(d.bytes))
+		l.metrics.retentionRecords.WithLabelValues(d.reason).Add(float64(d.records))
 	}
 	if res.DeletedSegments > 0 {
 		l.logger.Info("retention deleted segments", zap.Int("segments", res.DeletedSegments),
@@ -120,6 +127,9 @@ func (l *Log) Expired(ctx context.Context) (bool, error) {
 }
 
 func (s *state) expired() bool {
+	if s.retentionBytes > 0 && len(s.sealed) > 0 && s.logBytes() > s.retentionBytes {
+		return true
+	}
 	if s.retention <= 0 {
 		return false
 	}
@@ -128,26 +138,49 @@ func (s *state) expired() bool {
 	return rotatable || (len(s.sealed) > 0 && s.sealed[0].lastWrite.Before(cutoff))
 }
 
+// logBytes is what the log's segments hold on disk.
+func (s *state) logBytes() int64 {
+	n := s.active.size
+	for _, seg := range s.sealed {
+		n += seg.sealedSize
+	}
+	return n
+}
+
 // sweep is the actor's half of Sweep.
 func (s *state) sweep() sweepReply {
 	var rep sweepReply
-	if s.retention <= 0 {
-		return rep
-	}
-	cutoff := time.Now().Add(-s.retention)
-	// Rotation of an idle active segment: only a fully committed one, so
-	// the failed-commit discard always finds its tail in the active
-	// segment.
-	if s.poison == nil && s.active.size > 0 && s.fullyCommitted() && s.active.lastWrite.Before(cutoff) {
-		if err := s.roll(); err != nil {
-			s.log.logger.Warn("rotation of the idle active segment failed", zap.Error(err))
-		} else {
-			rep.rotated = true
+	n := 0 // oldest first: the deleted segments are always a prefix
+	if s.retention > 0 {
+		cutoff := time.Now().Add(-s.retention)
+		// Rotation of an idle active segment: only a fully committed one,
+		// so the failed-commit discard always finds its tail in the
+		// active segment.
+		if s.poison == nil && s.active.size > 0 && s.fullyCommitted() && s.active.lastWrite.Before(cutoff) {
+			if err := s.roll(); err != nil {
+				s.log.logger.Warn("rotation of the idle active segment failed", zap.Error(err))
+			} else {
+				rep.rotated = true
+			}
+		}
+		for n < len(s.sealed) && s.sealed[n].lastWrite.Before(cutoff) {
+			n++
 		}
 	}
-	n := 0 // oldest first: the deleted segments are always a prefix
-	for n < len(s.sealed) && s.sealed[n].lastWrite.Before(cutoff) {
-		n++
+	reasons := make([]string, n, len(s.sealed))
+	for i := range reasons {
+		reasons[i] = reasonAge
+	}
+	if s.retentionBytes > 0 {
+		held := s.logBytes()
+		for _, seg := range s.sealed[:n] {
+			held -= seg.sealedSize
+		}
+		for n < len(s.sealed) && held > s.retentionBytes {
+			held -= s.sealed[n].sealedSize
+			reasons = append(reasons, reasonSize)
+			n++
+		}
 	}
 	if n == 0 {
 		return rep
@@ -157,7 +190,7 @@ func (s *state) sweep() sweepReply {
 		if i+1 < len(s.sealed) {
 			end = s.sealed[i+1].base
 		}
-		rep.detached = append(rep.detached, detached{seg: seg, bytes: seg.sealedSize, records: end - seg.base})
+		rep.detached = append(rep.detached, detached{seg: seg, bytes: seg.sealedSize, records: end - seg.base, reason: reasons[i]})
 	}
 	s.sealed = append([]*segment(nil), s.sealed[n:]...)
 	// Publish first: a reader that then finds a detached segment retired

@@ -408,9 +408,9 @@ func TestRetention_FailedUnlinkCountedAndRetried(t *testing.T) {
 }
 
 // "Retention": a retention change reaches an open log in place
-// (SetRetentionMaxAge): the next sweep uses the new bound, and the active
+// (SetRetention): the next sweep uses the new bound, and the active
 // segment's roll age follows it.
-func TestRetention_SetRetentionMaxAgeAppliesInPlace(t *testing.T) {
+func TestRetention_SetRetentionAppliesInPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const seed = 46
 		d := sim.NewDisk(seed)
@@ -429,7 +429,7 @@ func TestRetention_SetRetentionMaxAgeAppliesInPlace(t *testing.T) {
 			t.Fatalf("segments %v, want %v: with no retention nothing rolls on age", got, before)
 		}
 
-		if err := l.SetRetentionMaxAge(bg, time.Hour); err != nil {
+		if err := l.SetRetention(bg, time.Hour, 0); err != nil {
 			t.Fatal(err)
 		}
 		// The roll age follows: the active segment's oldest record is two
@@ -526,4 +526,73 @@ func TestRetention_DeletionCountersReasonAge(t *testing.T) {
 			}
 		}
 	})
+}
+
+// "Retention", by size: with a byte bound the sweep deletes the oldest
+// sealed segments while the log's segments hold more (never the active
+// one), counted with reason="size"; reads below the new start answer
+// ErrOffsetDeleted; a bound changed in place applies at the next sweep.
+func TestRetention_ByteBoundDeletesOldestSealedFirst(t *testing.T) {
+	const seed = 47
+	d := sim.NewDisk(seed)
+	metrics := NewMetrics(prometheus.NewRegistry())
+	opts := testOptions(d)
+	opts.Metrics = metrics
+	l := openLog(t, opts)
+	defer closeLog(t, l)
+	next := fillSealed(t, l, d, seed, 0, 5)
+	bases := segmentBases(t, d)
+	total := segmentBytes(t, d, bases)
+	if expired, _ := l.Expired(bg); expired {
+		t.Fatal("expired with no bound")
+	}
+
+	// A bound that holds the newest two sealed segments and the active one.
+	bound := segmentBytes(t, d, bases[len(bases)-3:])
+	if err := l.SetRetention(bg, 0, bound); err != nil {
+		t.Fatal(err)
+	}
+	if expired, _ := l.Expired(bg); !expired {
+		t.Fatalf("not expired: %d bytes held, bound %d", total, bound)
+	}
+	res, err := l.Sweep(bg)
+	if err != nil || res.Rotated || res.DeletedSegments != len(bases)-3 {
+		t.Fatalf("sweep: %+v, %v; want the %d oldest sealed segments deleted", res, err, len(bases)-3)
+	}
+	kept := segmentBases(t, d)
+	if !slices.Equal(kept, bases[len(bases)-3:]) {
+		t.Fatalf("segments %v, want %v", kept, bases[len(bases)-3:])
+	}
+	if held := segmentBytes(t, d, kept); held > bound {
+		t.Fatalf("%d bytes held after the sweep, over the bound %d", held, bound)
+	}
+	if l.StartOffset() != kept[0] {
+		t.Fatalf("start offset %d, want %d", l.StartOffset(), kept[0])
+	}
+	if _, err := l.Read(0, 1, 1<<20); !errors.Is(err, ErrOffsetDeleted) {
+		t.Fatalf("a read below the start: %v, want ErrOffsetDeleted", err)
+	}
+	recs, _ := readAll(t, l)
+	checkRun(t, seed, kept[0], recs)
+	if int64(len(recs)) != next-kept[0] {
+		t.Fatalf("read %d records, want %d", len(recs), next-kept[0])
+	}
+	if n := testutil.ToFloat64(metrics.retentionBytes.WithLabelValues(reasonSize)); n != float64(total-segmentBytes(t, d, kept)) {
+		t.Fatalf("retention_deleted_bytes_total{reason=size} = %v, want %d", n, total-segmentBytes(t, d, kept))
+	}
+	if expired, _ := l.Expired(bg); expired {
+		t.Fatal("still expired after the sweep")
+	}
+
+	// A bound smaller than the active segment deletes every sealed one and
+	// keeps the active segment whole.
+	if err := l.SetRetention(bg, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := l.Sweep(bg); err != nil || res.DeletedSegments != 2 {
+		t.Fatalf("sweep with a 1-byte bound: %+v, %v; want the 2 sealed segments deleted", res, err)
+	}
+	if got := segmentBases(t, d); len(got) != 1 || got[0] != kept[2] {
+		t.Fatalf("segments %v, want the active one, %d", got, kept[2])
+	}
 }

@@ -30,7 +30,7 @@ func TestClose_ParallelLeavesEveryHWMFileExact(t *testing.T) {
 	const topics, partitions = 2, 150
 	for tp := range topics {
 		name := fmt.Sprintf("t%d", tp)
-		n.CreateTopic(bg, name, partitions, 0)
+		n.CreateTopic(bg, name, partitions, Retention{})
 		for p := range partitions {
 			if _, err := n.Produce(bg, name, p, recs(name, p, 0, 1+p%4)); err != nil {
 				t.Fatal(err)
@@ -82,7 +82,7 @@ func BenchmarkNodeClose(b *testing.B) {
 				if err := n.Start(bg); err != nil {
 					b.Fatal(err)
 				}
-				n.CreateTopic(bg, "wide", partitions, 0)
+				n.CreateTopic(bg, "wide", partitions, Retention{})
 				for p := range partitions {
 					if _, err := n.Produce(bg, "wide", p, recs("wide", p, 0, 1)); err != nil {
 						b.Fatal(err)

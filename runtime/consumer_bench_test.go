@@ -22,7 +22,7 @@ func BenchmarkAck(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer n.Close()
-	n.CreateTopic(bg, "orders", 1, 0)
+	n.CreateTopic(bg, "orders", 1, Retention{})
 	batch := make([]partition.Record, 10000)
 	for i := range batch {
 		batch[i] = partition.Record{Value: []byte("v")}
@@ -55,7 +55,7 @@ func BenchmarkCommitterTick(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer n.Close()
-			n.CreateTopic(bg, "orders", total, 0)
+			n.CreateTopic(bg, "orders", total, Retention{})
 			batch := make([]partition.Record, 4096)
 			for i := range batch {
 				batch[i] = partition.Record{Value: []byte("v")}

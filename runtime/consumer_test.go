@@ -33,7 +33,7 @@ func (m *ackModel) frontier() int64 {
 // below the frontier, and acks at or above the high watermark (rejected).
 func TestConsumer_AcksFrontierAndSet(t *testing.T) {
 	n := startNode(t, nil, Config{})
-	n.CreateTopic(bg, "orders", 1, 0)
+	n.CreateTopic(bg, "orders", 1, Retention{})
 	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 10))
 	steps := []struct {
 		acks     []int64
@@ -75,7 +75,7 @@ func TestConsumer_CrashAtEveryPointOfTheCycle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := newTestDisk(t, 3)
 		n := startNode(t, d, Config{})
-		n.CreateTopic(bg, "orders", 1, 0)
+		n.CreateTopic(bg, "orders", 1, Retention{})
 		n.Produce(bg, "orders", 0, recs("orders", 0, 0, 200))
 		model := &ackModel{acked: map[int64]bool{}}
 		durable := int64(0)
@@ -172,7 +172,7 @@ func TestConsumer_CrashAtEveryPointOfTheCycle(t *testing.T) {
 func TestConsumer_DamagedFilesFallBackSafely(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	n.CreateTopic(bg, "orders", 1, 0)
+	n.CreateTopic(bg, "orders", 1, Retention{})
 	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 50))
 	dir := filepath.Join(dataDir, "topics", "orders", "p00000")
 	ahead, offset := filepath.Join(dir, wire.ConsumerAheadFileName), filepath.Join(dir, wire.ConsumerOffsetFileName)
@@ -252,14 +252,14 @@ func TestConsumer_DamagedFilesFallBackSafely(t *testing.T) {
 func TestConsumer_DeletedIncarnationNeverWritesIntoTheNewDirectory(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	n.CreateTopic(bg, "orders", 1, 0)
+	n.CreateTopic(bg, "orders", 1, Retention{})
 	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 10))
 	if _, err := n.Ack(bg, "orders", 0, 0, 1, 2, 3); err != nil {
 		t.Fatal(err)
 	}
 	// Deleted and recreated behind the node's back (it missed the purge).
 	n.ms.DeleteTopic(bg, "orders")
-	n.ms.CreateTopic(bg, "orders", 1, 0)
+	n.ms.CreateTopic(bg, "orders", 1, Retention{})
 	n.background.Wait()
 	n.Produce(bg, "orders", 0, recs("orders", 0, 100, 5)) // quarantines, opens fresh
 	n.committer.tickAll(runItem)
@@ -278,7 +278,7 @@ func TestConsumer_DeletedIncarnationNeverWritesIntoTheNewDirectory(t *testing.T)
 func TestConsumer_CloseWritesBothFilesOut(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	n.CreateTopic(bg, "orders", 1, 0)
+	n.CreateTopic(bg, "orders", 1, Retention{})
 	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 10))
 	n.Ack(bg, "orders", 0, 0, 1, 2, 5)
 	open := d.OpenFiles()
@@ -306,7 +306,7 @@ func TestConsumer_CloseWritesBothFilesOut(t *testing.T) {
 func TestConsumer_SetTooLargeForASlotDegradesSafely(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	n.CreateTopic(bg, "orders", 1, 0)
+	n.CreateTopic(bg, "orders", 1, Retention{})
 	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 20000))
 	var acks []int64
 	for o := int64(1); o < 20000; o += 2 { // every odd offset: 10,000 acked ahead
@@ -350,7 +350,7 @@ func TestConsumer_RejectedRecordsAreRepairedBeforeServing(t *testing.T) {
 	for _, damage := range []string{"slot", "offset"} {
 		d := newTestDisk(t, 1)
 		n := startNode(t, d, Config{})
-		rec, _, _ := n.CreateTopic(bg, "orders", 1, 0)
+		rec, _, _ := n.CreateTopic(bg, "orders", 1, Retention{})
 		n.Produce(bg, "orders", 0, recs("orders", 0, 0, 300))
 		n.Ack(bg, "orders", 0, 0, 1, 2)
 		n.reg.CloseLive(key("orders", 0)) // frontier 3 written out
@@ -389,7 +389,7 @@ func TestConsumer_RejectedRecordsAreRepairedBeforeServing(t *testing.T) {
 // MaxAckedAhead offsets above the frontier is refused and changes nothing.
 func TestConsumer_AckedAheadSetIsBounded(t *testing.T) {
 	n := startNode(t, nil, Config{})
-	n.CreateTopic(bg, "orders", 1, 0)
+	n.CreateTopic(bg, "orders", 1, Retention{})
 	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 2*MaxAckedAhead+4))
 	var odd []int64
 	for o := int64(1); o <= 2*MaxAckedAhead-1; o += 2 {

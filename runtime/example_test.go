@@ -26,7 +26,7 @@ func Example() {
 	if err := node.Start(ctx); err != nil {
 		panic(err)
 	}
-	if _, _, err := node.CreateTopic(ctx, "orders", 1, 0); err != nil {
+	if _, _, err := node.CreateTopic(ctx, "orders", 1, runtime.Retention{}); err != nil {
 		panic(err)
 	}
 	base, err := node.Produce(ctx, "orders", 0, []partition.Record{

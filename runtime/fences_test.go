@@ -28,7 +28,7 @@ import (
 func TestDataDir_SecondNodeRefusedWhileTheFirstHoldsIt(t *testing.T) {
 	d := newTestDisk(t, 1)
 	first := startNode(t, d, Config{})
-	first.CreateTopic(bg, "orders", 1, 0)
+	first.CreateTopic(bg, "orders", 1, Retention{})
 	if _, err := first.Produce(bg, "orders", 0, recs("orders", 0, 0, 3)); err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestInstall_NoProduceOrReopenReachesThePartitionMidInstall(t *testing.T) {
 // 10 more.
 func installFixture(t *testing.T, n *testNode) ([]InstallFile, TopicRecord) {
 	t.Helper()
-	rec, _, err := n.CreateTopic(bg, "orders", 1, 0)
+	rec, _, err := n.CreateTopic(bg, "orders", 1, Retention{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func assertNoInstallLeftovers(t *testing.T, d *sim.Disk, label string) {
 // TestRegistry_CloseFencesAnOpenInFlight pins the second order.
 func TestNodeClose_FencesAnOpenAlreadyUnderWay(t *testing.T) {
 	n := startNode(t, nil, Config{})
-	n.CreateTopic(bg, "orders", 1, 0)
+	n.CreateTopic(bg, "orders", 1, Retention{})
 	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 3)); err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func TestTopicDir_WithoutIncarnationIsDurableBeforeAnAck(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	if _, _, err := n.CreateTopic(bg, "legacy", 1, 0); err != nil {
+	if _, _, err := n.CreateTopic(bg, "legacy", 1, Retention{}); err != nil {
 		t.Fatal(err)
 	}
 	acked := false
@@ -332,7 +332,7 @@ func TestTopicDir_WithoutIncarnationIsDurableBeforeAnAck(t *testing.T) {
 // never served dead until idle eviction (item 8).
 func TestNodeLog_ClosedByItsCallerIsReopened(t *testing.T) {
 	n := startNode(t, nil, Config{})
-	n.CreateTopic(bg, "orders", 1, 0)
+	n.CreateTopic(bg, "orders", 1, Retention{})
 	l, err := n.Log(bg, "orders", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -402,7 +402,7 @@ func TestInstall_RecordReplacedBeforeTheGuardRefusesTheInstall(t *testing.T) {
 		if err := n.DeleteTopic(bg, "orders"); err != nil {
 			t.Error(err)
 		}
-		if _, _, err := n.CreateTopic(bg, "orders", 1, 0); err != nil {
+		if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
 			t.Error(err)
 		}
 		if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 100, 3)); err != nil {
@@ -528,7 +528,7 @@ func TestNodeClose_WaitsForAnInstallBeforeReleasingTheLock(t *testing.T) {
 // (review finding: it stayed on disk for good).
 func TestDeleteTopic_PurgeCutOffByCloseIsFinishedBySweep(t *testing.T) {
 	n := startNode(t, nil, Config{})
-	if _, _, err := n.CreateTopic(bg, "orders", 1, 0); err != nil {
+	if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 3)); err != nil {
@@ -550,7 +550,7 @@ func TestDeleteTopic_PurgeCutOffByCloseIsFinishedBySweep(t *testing.T) {
 		t.Fatal("the deleted topic's directory outlives a restart")
 	}
 	// A live topic's directory is never purged by the sweep.
-	if _, _, err := r.CreateTopic(bg, "live", 1, 0); err != nil {
+	if _, _, err := r.CreateTopic(bg, "live", 1, Retention{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.Produce(bg, "live", 0, recs("live", 0, 0, 1)); err != nil {
@@ -589,11 +589,11 @@ func TestSweep_NeverPurgesATopicItsOwnRecordNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, _, err := local.CreateTopic(bg, "orders", 1, 0)
+	rec, _, err := local.CreateTopic(bg, "orders", 1, Retention{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := local.CreateTopic(bg, "legacy", 1, 0); err != nil {
+	if _, _, err := local.CreateTopic(bg, "legacy", 1, Retention{}); err != nil {
 		t.Fatal(err)
 	}
 	ms := noIncarnationFor{laggingMetastore{LocalMetastore: local, goneAtLeader: rec.Incarnation}, "legacy"}

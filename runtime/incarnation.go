@@ -61,12 +61,13 @@ func (n *Node) openAdmitted(key supervisor.Key, rec TopicRecord) (*partition.Log
 	}
 	dir, _ := wire.PartitionDirName(key.Partition)
 	return partition.Open(filepath.Join(n.topicsDir, key.Topic, dir), partition.Options{
-		FS:              n.cfg.FS,
-		Codec:           n.cfg.Codec,
-		Logger:          n.logger.With(zap.String("topic", key.Topic), zap.Int("partition", key.Partition)),
-		Metrics:         n.metrics,
-		SegmentMaxBytes: n.cfg.SegmentMaxBytes,
-		RetentionMaxAge: time.Duration(rec.RetentionMs) * time.Millisecond,
+		FS:                n.cfg.FS,
+		Codec:             n.cfg.Codec,
+		Logger:            n.logger.With(zap.String("topic", key.Topic), zap.Int("partition", key.Partition)),
+		Metrics:           n.metrics,
+		SegmentMaxBytes:   n.cfg.SegmentMaxBytes,
+		RetentionMaxAge:   time.Duration(rec.RetentionMs) * time.Millisecond,
+		RetentionMaxBytes: rec.RetentionBytes,
 	})
 }
 
@@ -322,7 +323,7 @@ func (n *Node) recheck(topic string) {
 		}
 		for _, p := range t.Open() {
 			if l, ok := t.Lookup(p); ok {
-				if err := l.SetRetentionMaxAge(ctx, time.Duration(rec.RetentionMs)*time.Millisecond); err != nil && !errors.Is(err, partition.ErrLogClosed) {
+				if err := l.SetRetention(ctx, time.Duration(rec.RetentionMs)*time.Millisecond, rec.RetentionBytes); err != nil && !errors.Is(err, partition.ErrLogClosed) {
 					return err
 				}
 			}

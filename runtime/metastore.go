@@ -22,11 +22,27 @@ import (
 // TopicRecord is the metastore's truth about a topic: what incarnation
 // markers are checked against.
 type TopicRecord struct {
-	Name        string             `json:"name"`
-	Incarnation wire.IncarnationID `json:"incarnation,omitempty"` // made at create, kept by every update
-	Partitions  int                `json:"partitions"`
-	RetentionMs int64              `json:"retention_ms"` // 0 keeps forever
-	Version     uint64             `json:"version"`      // moves at every change
+	Name           string             `json:"name"`
+	Incarnation    wire.IncarnationID `json:"incarnation,omitempty"` // made at create, kept by every update
+	Partitions     int                `json:"partitions"`
+	RetentionMs    int64              `json:"retention_ms"`              // 0: no age bound
+	RetentionBytes int64              `json:"retention_bytes,omitempty"` // per partition; 0: no size bound
+	Version        uint64             `json:"version"`                   // moves at every change
+}
+
+// Retention bounds what each partition of a topic keeps (docs/design.md,
+// "Retention"): sealed segments whose last write is older than Ms
+// milliseconds go, and the oldest sealed segments while the partition's
+// segments hold more than Bytes; 0 is no bound, and either or both may be
+// set. The active segment is never deleted.
+type Retention struct {
+	Ms    int64
+	Bytes int64
+}
+
+// Retention is the record's retention bounds.
+func (r TopicRecord) Retention() Retention {
+	return Retention{Ms: r.RetentionMs, Bytes: r.RetentionBytes}
 }
 
 // Metastore is what a node needs from the cluster's metadata.
@@ -37,9 +53,9 @@ type Metastore interface {
 	Topics(ctx context.Context) ([]TopicRecord, error)
 	// CreateTopic creates a topic with a fresh incarnation id; an existing
 	// one is returned as it is, with created false.
-	CreateTopic(ctx context.Context, name string, partitions int, retentionMs int64) (rec TopicRecord, created bool, err error)
+	CreateTopic(ctx context.Context, name string, partitions int, retention Retention) (rec TopicRecord, created bool, err error)
 	// SetRetention changes a topic's retention, keeping its incarnation.
-	SetRetention(ctx context.Context, name string, retentionMs int64) (TopicRecord, error)
+	SetRetention(ctx context.Context, name string, retention Retention) (TopicRecord, error)
 	// DeleteTopic removes a topic's record.
 	DeleteTopic(ctx context.Context, name string) error
 	// Assigned reports whether this node owns the partition.
@@ -352,7 +368,7 @@ func (m *LocalMetastore) Topics(context.Context) ([]TopicRecord, error) {
 }
 
 // CreateTopic implements Metastore.
-func (m *LocalMetastore) CreateTopic(_ context.Context, name string, partitions int, retentionMs int64) (TopicRecord, bool, error) {
+func (m *LocalMetastore) CreateTopic(_ context.Context, name string, partitions int, retention Retention) (TopicRecord, bool, error) {
 	m.mu.Lock()
 	if t, ok := m.topics[name]; ok {
 		m.mu.Unlock()
@@ -368,7 +384,7 @@ func (m *LocalMetastore) CreateTopic(_ context.Context, name string, partitions 
 		return TopicRecord{}, false, err
 	}
 	m.version++
-	t := TopicRecord{Name: name, Incarnation: id, Partitions: partitions, RetentionMs: retentionMs, Version: m.version}
+	t := TopicRecord{Name: name, Incarnation: id, Partitions: partitions, RetentionMs: retention.Ms, RetentionBytes: retention.Bytes, Version: m.version}
 	m.topics[name] = t
 	if err := m.saveLocked(); err != nil {
 		delete(m.topics, name)
@@ -383,7 +399,7 @@ func (m *LocalMetastore) CreateTopic(_ context.Context, name string, partitions 
 }
 
 // SetRetention implements Metastore.
-func (m *LocalMetastore) SetRetention(_ context.Context, name string, retentionMs int64) (TopicRecord, error) {
+func (m *LocalMetastore) SetRetention(_ context.Context, name string, retention Retention) (TopicRecord, error) {
 	m.mu.Lock()
 	old, ok := m.topics[name]
 	if !ok {
@@ -392,7 +408,7 @@ func (m *LocalMetastore) SetRetention(_ context.Context, name string, retentionM
 	}
 	m.version++
 	t := old
-	t.RetentionMs, t.Version = retentionMs, m.version
+	t.RetentionMs, t.RetentionBytes, t.Version = retention.Ms, retention.Bytes, m.version
 	m.topics[name] = t
 	if err := m.saveLocked(); err != nil {
 		m.topics[name] = old

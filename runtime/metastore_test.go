@@ -127,7 +127,7 @@ func TestMetastore_ALyingFsyncOfTheFileLosesNoChange(t *testing.T) {
 	d := newTestDisk(t, 5)
 	ms := metastoreWithTopic(t, d, 1, 1000)
 	lie := d.Inject(sim.Fault{Op: sim.OpSync, Path: filepath.Join(dataDir, metastoreFile+".tmp"), Nth: 1, Lie: true})
-	if _, err := ms.SetRetention(bg, "orders", 2000); err != nil {
+	if _, err := ms.SetRetention(bg, "orders", Retention{Ms: 2000}); err != nil {
 		t.Fatal(err)
 	}
 	if lie.Fired() != 1 {
@@ -165,7 +165,7 @@ func TestMetastore_AStaleTemporaryAndALyingFsyncLoseNoChange(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := ms.SetRetention(bg, "orders", 2000); !errors.Is(err, errCrash) {
+	if _, err := ms.SetRetention(bg, "orders", Retention{Ms: 2000}); !errors.Is(err, errCrash) {
 		t.Fatalf("SetRetention(2000): %v, want the simulated crash", err)
 	}
 	d.SetHook(nil)
@@ -178,7 +178,7 @@ func TestMetastore_AStaleTemporaryAndALyingFsyncLoseNoChange(t *testing.T) {
 		t.Fatalf("boot 2 starts with retention %d, want 1000", got.RetentionMs)
 	}
 	lie := image.Inject(sim.Fault{Op: sim.OpSync, Path: tmp, Nth: 1, Lie: true})
-	if _, err := ms2.SetRetention(bg, "orders", 3000); err != nil {
+	if _, err := ms2.SetRetention(bg, "orders", Retention{Ms: 3000}); err != nil {
 		t.Fatal(err)
 	}
 	if lie.Fired() != 1 {
@@ -229,7 +229,7 @@ func metastoreWithTopic(t *testing.T, d *sim.Disk, partitions int, retentionMs i
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := ms.CreateTopic(bg, "orders", partitions, retentionMs); err != nil {
+	if _, _, err := ms.CreateTopic(bg, "orders", partitions, Retention{Ms: retentionMs}); err != nil {
 		t.Fatal(err)
 	}
 	return ms

@@ -61,7 +61,7 @@ func series(t *testing.T, reg *prometheus.Registry, name string) string {
 func TestMetrics_TopicCounters(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	n := startNodeWithRegistry(t, newTestDisk(t, 1), reg)
-	n.CreateTopic(bg, "orders", 1, 0)
+	n.CreateTopic(bg, "orders", 1, Retention{})
 	if got := series(t, reg, "narad_topic_produced_records_total"); got != "topic=orders 0\n" {
 		t.Fatalf("before any produce: %q", got)
 	}
@@ -99,7 +99,7 @@ func TestMetrics_TopicCounters(t *testing.T) {
 func TestMetrics_HighWatermarkGaugeNeverOpensALog(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	n := startNodeWithRegistry(t, newTestDisk(t, 1), reg)
-	n.CreateTopic(bg, "orders", 2, 0)
+	n.CreateTopic(bg, "orders", 2, Retention{})
 	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 7))
 	n.Produce(bg, "orders", 1, recs("orders", 1, 0, 2))
 	const both = "partition=0 topic=orders 7\npartition=1 topic=orders 2\n"
@@ -121,7 +121,7 @@ func TestMetrics_HighWatermarkGaugeNeverOpensALog(t *testing.T) {
 	if got := series(t, reg, "narad_partition_high_watermark"); got != "" {
 		t.Fatalf("a deleted topic's partitions: %q", got)
 	}
-	n.CreateTopic(bg, "orders", 2, 0)
+	n.CreateTopic(bg, "orders", 2, Retention{})
 	if got := series(t, reg, "narad_partition_high_watermark"); got != "" {
 		t.Fatalf("a recreated topic, never opened, shows %q", got)
 	}
@@ -138,7 +138,7 @@ func TestMetrics_HighWatermarkGaugeNeverOpensALog(t *testing.T) {
 func TestMetrics_ColdSweepKeepsTheGauge(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	n := startNodeWithRegistry(t, newTestDisk(t, 1), reg)
-	n.CreateTopic(bg, "orders", 1, 0)
+	n.CreateTopic(bg, "orders", 1, Retention{})
 	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 7)); err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestMetrics_ADeletedTopicsCountersNeverComeBack(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	n := startNodeWithRegistry(t, newTestDisk(t, 1), reg)
 	for round := range 200 {
-		n.CreateTopic(bg, "orders", 1, 0)
+		n.CreateTopic(bg, "orders", 1, Retention{})
 		if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 1)); err != nil {
 			t.Fatal(err)
 		}
@@ -193,8 +193,8 @@ func TestMetrics_TwoNodesShareOneRegisterer(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	a := startNodeWithRegistry(t, newTestDisk(t, 1), reg)
 	b := startNodeWithRegistry(t, newTestDisk(t, 2), reg)
-	a.CreateTopic(bg, "left", 1, 0)
-	b.CreateTopic(bg, "right", 1, 0)
+	a.CreateTopic(bg, "left", 1, Retention{})
+	b.CreateTopic(bg, "right", 1, Retention{})
 	a.Produce(bg, "left", 0, recs("left", 0, 0, 3))
 	b.Produce(bg, "right", 0, recs("right", 0, 0, 5))
 	if got := series(t, reg, "narad_partition_high_watermark"); got != "partition=0 topic=left 3\npartition=0 topic=right 5\n" {

@@ -119,7 +119,7 @@ func TestNode_ConcurrentTopicsAgainstAModel(t *testing.T) {
 	n := startNode(t, nil, Config{IdleEvictAfter: time.Nanosecond, ColdWalkInterval: 5 * time.Minute})
 	topics := []string{"orders", "payments", "audit.log"}
 	for _, topic := range topics {
-		if _, _, err := n.CreateTopic(bg, topic, 3, 0); err != nil {
+		if _, _, err := n.CreateTopic(bg, topic, 3, Retention{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -167,7 +167,7 @@ func TestNode_ConcurrentTopicsAgainstAModel(t *testing.T) {
 			case <-stop:
 				return
 			default:
-				if _, err := n.SetRetention(bg, "audit.log", 0); err != nil {
+				if _, err := n.SetRetention(bg, "audit.log", Retention{}); err != nil {
 					t.Errorf("retention change: %v", err)
 					return
 				}
@@ -181,7 +181,7 @@ func TestNode_ConcurrentTopicsAgainstAModel(t *testing.T) {
 			case <-stop:
 				return
 			default:
-				n.CreateTopic(bg, "scratch", 2, 0)
+				n.CreateTopic(bg, "scratch", 2, Retention{})
 				n.Produce(bg, "scratch", 1, recs("scratch", 1, 0, 1))
 				if err := n.DeleteTopic(bg, "scratch"); err != nil {
 					t.Errorf("delete: %v", err)
@@ -257,7 +257,7 @@ func TestNode_ConcurrentTopicsAgainstAModel(t *testing.T) {
 func TestIncarnation_MatchAdoptAndQuarantine(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	rec, _, err := n.CreateTopic(bg, "orders", 1, 0)
+	rec, _, err := n.CreateTopic(bg, "orders", 1, Retention{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestIncarnation_MatchAdoptAndQuarantine(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.ms.DeleteTopic(bg, "orders")
-	fresh, _, _ := n.ms.CreateTopic(bg, "orders", 1, 0)
+	fresh, _, _ := n.ms.CreateTopic(bg, "orders", 1, Retention{})
 	n.background.Wait()
 	if got := readValues(t, n, "orders", 0); len(got) != 0 {
 		t.Fatalf("recreated topic served the deleted incarnation's records: %v", got)
@@ -331,7 +331,7 @@ func TestIncarnation_MatchAdoptAndQuarantine(t *testing.T) {
 func TestIncarnation_DamagedMarkerIsRepairedFromItsCopy(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	rec, _, err := n.CreateTopic(bg, "orders", 1, 0)
+	rec, _, err := n.CreateTopic(bg, "orders", 1, Retention{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +397,7 @@ func TestIncarnation_DamagedMarkerIsRepairedFromItsCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.ms.DeleteTopic(bg, "orders")
-	n.ms.CreateTopic(bg, "orders", 1, 0)
+	n.ms.CreateTopic(bg, "orders", 1, Retention{})
 	n.background.Wait()
 	d.Damage(marker, 0, []byte("x"))
 	d.Damage(copied, 0, []byte("x"))
@@ -411,7 +411,7 @@ func TestIncarnation_DamagedMarkerIsRepairedFromItsCopy(t *testing.T) {
 	// A directory holding no partition yet (a lying fsync took the
 	// marker's first write, and the copy was never written; the long
 	// campaign found the topic refused for good) is stamped again.
-	fresh, _, err := n.CreateTopic(bg, "events", 1, 0)
+	fresh, _, err := n.CreateTopic(bg, "events", 1, Retention{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,7 +442,7 @@ func TestIncarnation_DamagedMarkerIsRepairedFromItsCopy(t *testing.T) {
 func TestIncarnation_DamagedMarkerOfADeletedIncarnationIsNeverServed(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	n.CreateTopic(bg, "orders", 1, 0)
+	n.CreateTopic(bg, "orders", 1, Retention{})
 	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 4)); err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +454,7 @@ func TestIncarnation_DamagedMarkerOfADeletedIncarnationIsNeverServed(t *testing.
 	if err := d.Damage(filepath.Join(dir, wire.IncarnationFileName), 0, []byte("g")); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := n.CreateTopic(bg, "orders", 1, 0); err != nil {
+	if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
 		t.Fatal(err)
 	}
 	n.background.Wait()
@@ -502,7 +502,7 @@ func TestRecheck_StaleReadNeverRetiresANewIncarnationsLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	if _, _, err := n.CreateTopic(bg, "orders", 1, 0); err != nil {
+	if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 1)); err != nil {
@@ -515,7 +515,7 @@ func TestRecheck_StaleReadNeverRetiresANewIncarnationsLog(t *testing.T) {
 	if n.reg.Guard("orders").TryLockForTest() {
 		// The read was outside the guard: recreate and open the new
 		// incarnation before the held recheck decides.
-		local.CreateTopic(bg, "orders", 1, 0)
+		local.CreateTopic(bg, "orders", 1, Retention{})
 		if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 1)); err != nil {
 			t.Fatal(err)
 		}
@@ -523,7 +523,7 @@ func TestRecheck_StaleReadNeverRetiresANewIncarnationsLog(t *testing.T) {
 	} else {
 		close(ms.release) // the recheck decides first; the recreate comes after
 		n.background.Wait()
-		local.CreateTopic(bg, "orders", 1, 0)
+		local.CreateTopic(bg, "orders", 1, Retention{})
 		if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 1)); err != nil {
 			t.Fatal(err)
 		}
@@ -542,7 +542,7 @@ func key(topic string, p int) supervisor.Key { return supervisor.Key{Topic: topi
 // rather than serving the old data.
 func TestIncarnation_DeleteRecreateWhileOpenRetiresTheLog(t *testing.T) {
 	n := startNode(t, nil, Config{})
-	n.CreateTopic(bg, "orders", 1, 0)
+	n.CreateTopic(bg, "orders", 1, Retention{})
 	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 5)); err != nil {
 		t.Fatal(err)
 	}
@@ -551,7 +551,7 @@ func TestIncarnation_DeleteRecreateWhileOpenRetiresTheLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.ms.DeleteTopic(bg, "orders") // the purge never reaches this node
-	n.ms.CreateTopic(bg, "orders", 1, 0)
+	n.ms.CreateTopic(bg, "orders", 1, Retention{})
 	n.background.Wait()
 	if _, err := old.Read(0, 10, 1<<20); !errors.Is(err, partition.ErrLogClosed) {
 		t.Fatalf("the deleted incarnation's log still serves: %v", err)
@@ -566,10 +566,10 @@ func TestIncarnation_DeleteRecreateWhileOpenRetiresTheLog(t *testing.T) {
 // leaves the new directory alone.
 func TestIncarnation_PurgeLosingTheRaceKeepsTheNewDirectory(t *testing.T) {
 	n := startNode(t, nil, Config{})
-	old, _, _ := n.CreateTopic(bg, "orders", 1, 0)
+	old, _, _ := n.CreateTopic(bg, "orders", 1, Retention{})
 	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 2))
 	n.ms.DeleteTopic(bg, "orders")
-	n.ms.CreateTopic(bg, "orders", 1, 0)
+	n.ms.CreateTopic(bg, "orders", 1, Retention{})
 	n.background.Wait()
 	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 10, 3)); err != nil {
 		t.Fatal(err)
@@ -588,14 +588,14 @@ func TestIncarnation_PurgeLosingTheRaceKeepsTheNewDirectory(t *testing.T) {
 func TestIncarnation_DeletedTopicNeverServedWhenItsDirectoryReappears(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	n.CreateTopic(bg, "orders", 1, 0)
+	n.CreateTopic(bg, "orders", 1, Retention{})
 	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 4))
 	n.reg.CloseLive(key("orders", 0))
 	snapshot := d.ProcessCrash()
 	if err := n.DeleteTopic(bg, "orders"); err != nil {
 		t.Fatal(err)
 	}
-	n.ms.CreateTopic(bg, "orders", 1, 0)
+	n.ms.CreateTopic(bg, "orders", 1, Retention{})
 	n.background.Wait()
 	// Put the old incarnation's files back.
 	for _, name := range []string{"incarnation", "p00000/00000000000000000000.log", "p00000/hwm"} {
@@ -619,8 +619,8 @@ func TestIncarnation_DeletedTopicNeverServedWhenItsDirectoryReappears(t *testing
 func TestNode_SlowOpenOfOneTopicDoesNotBlockAnother(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	n.CreateTopic(bg, "slow", 1, 0)
-	n.CreateTopic(bg, "fast", 1, 0)
+	n.CreateTopic(bg, "slow", 1, Retention{})
+	n.CreateTopic(bg, "fast", 1, Retention{})
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	d.SetHook(func(c sim.Call) error {
@@ -651,8 +651,8 @@ func TestNode_SlowOpenOfOneTopicDoesNotBlockAnother(t *testing.T) {
 func TestStartup_SkipsFailuresThenReady(t *testing.T) {
 	d := newTestDisk(t, 1)
 	first := startNode(t, d, Config{})
-	first.CreateTopic(bg, "a", 2, 0)
-	first.CreateTopic(bg, "b", 1, 0)
+	first.CreateTopic(bg, "a", 2, Retention{})
+	first.CreateTopic(bg, "b", 1, Retention{})
 	for _, k := range [][2]any{{"a", 0}, {"a", 1}, {"b", 0}} {
 		first.Produce(bg, k[0].(string), k[1].(int), recs("x", 0, 0, 1))
 	}
@@ -686,7 +686,7 @@ func TestStartup_SkipsFailuresThenReady(t *testing.T) {
 func TestPeek_AnswersWithoutOpening(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	n.CreateTopic(bg, "orders", 2, 0)
+	n.CreateTopic(bg, "orders", 2, Retention{})
 	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 7))
 	n.reg.CloseLive(key("orders", 0))
 	hwm, known, err := n.PeekHighWatermark("orders", 0)
@@ -714,8 +714,8 @@ func TestEviction_KeepsLogsRetentionStillWorksOn(t *testing.T) {
 	clock := time.Now()
 	d.SetClock(func() time.Time { return clock })
 	n := startNode(t, d, Config{IdleEvictAfter: time.Minute})
-	n.CreateTopic(bg, "kept", 1, 0)
-	n.CreateTopic(bg, "expiring", 1, 1) // 1 ms retention: expired at once
+	n.CreateTopic(bg, "kept", 1, Retention{})
+	n.CreateTopic(bg, "expiring", 1, Retention{Ms: 1}) // 1 ms retention: expired at once
 	n.Produce(bg, "kept", 0, recs("kept", 0, 0, 1))
 	n.Produce(bg, "expiring", 0, recs("expiring", 0, 0, 1))
 	expiring, _ := n.Log(bg, "expiring", 0)
@@ -741,7 +741,7 @@ func TestNode_BadNamesCreateNothing(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
 	for _, name := range []string{"", ".", "..", "../etc", "a/b", "x.stale-0123456789abcdef", string(make([]byte, 201))} {
-		if _, _, err := n.CreateTopic(bg, name, 1, 0); err == nil {
+		if _, _, err := n.CreateTopic(bg, name, 1, Retention{}); err == nil {
 			t.Fatalf("CreateTopic(%q) succeeded", name)
 		}
 		if _, err := n.Produce(bg, name, 0, recs("x", 0, 0, 1)); err == nil {
@@ -758,8 +758,8 @@ func TestNode_BadNamesCreateNothing(t *testing.T) {
 // owned partition and opens none.
 func TestNode_PartitionsListsOwnedWithoutOpening(t *testing.T) {
 	n := startNode(t, nil, Config{})
-	n.CreateTopic(bg, "b", 2, 0)
-	n.CreateTopic(bg, "a", 1, 0)
+	n.CreateTopic(bg, "b", 2, Retention{})
+	n.CreateTopic(bg, "a", 1, Retention{})
 	n.Produce(bg, "b", 1, recs("b", 1, 0, 1))
 	n.reg.CloseLive(key("b", 0))
 	got, err := n.Partitions(bg)
@@ -783,7 +783,7 @@ func TestNode_PartitionsListsOwnedWithoutOpening(t *testing.T) {
 func TestTopicDir_AFailedSyncOfItsEntryLosesNothingAcked(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	if _, _, err := n.CreateTopic(bg, "orders", 1, 0); err != nil {
+	if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
 		t.Fatal(err)
 	}
 	fault := d.Inject(sim.Fault{Op: sim.OpSyncDir, Path: filepath.Join(dataDir, "topics"), Nth: 1, Err: syscall.EIO})

@@ -58,7 +58,7 @@ func TestProtocols_CrashAtEveryCall(t *testing.T) {
 			swept: map[string]bool{}, installed: map[string]int{}, consumed: map[int64]bool{}}
 		epoch := 0
 		create := func(topic string, partitions int, retention time.Duration) {
-			rec, _, err := n.CreateTopic(bg, topic, partitions, retention.Milliseconds())
+			rec, _, err := n.CreateTopic(bg, topic, partitions, Retention{Ms: retention.Milliseconds()})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -25,7 +25,7 @@ import (
 func TestMetastore_AFailedChangeIsTakenBackOnDisk(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	if _, _, err := n.CreateTopic(bg, "orders", 1, 0); err != nil {
+	if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 3)); err != nil {
@@ -62,7 +62,7 @@ func TestMetastore_AFailedChangeIsTakenBackOnDisk(t *testing.T) {
 func TestRecheck_AMarkerReadErrorNeverRetiresALiveLog(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	if _, _, err := n.CreateTopic(bg, "orders", 1, 0); err != nil {
+	if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 3)); err != nil {
@@ -74,7 +74,7 @@ func TestRecheck_AMarkerReadErrorNeverRetiresALiveLog(t *testing.T) {
 	d.Inject(sim.Fault{Op: sim.OpRead, Path: filepath.Join(dataDir, "topics", "orders", "incarnation"), Nth: 1, Err: syscall.EIO})
 	// A metadata change of the live topic (the change feed), e.g. made
 	// through the metastore by another node in a cluster.
-	if _, err := n.ms.SetRetention(bg, "orders", 0); err != nil {
+	if _, err := n.ms.SetRetention(bg, "orders", Retention{Ms: 0}); err != nil {
 		t.Fatal(err)
 	}
 	n.background.Wait()
@@ -94,7 +94,7 @@ func TestRecheck_AMarkerReadErrorNeverRetiresALiveLog(t *testing.T) {
 func TestPurge_NeverLeavesDeletedDataUnderTheLiveName(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	deleted, _, _ := n.CreateTopic(bg, "orders", 1, 0)
+	deleted, _, _ := n.CreateTopic(bg, "orders", 1, Retention{})
 	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 4)); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestPurge_NeverLeavesDeletedDataUnderTheLiveName(t *testing.T) {
 	recreated := 0
 	for _, img := range explore.Images() {
 		again := startNode(t, img.Disk, Config{})
-		rec, _, err := again.CreateTopic(bg, "orders", 1, 0)
+		rec, _, err := again.CreateTopic(bg, "orders", 1, Retention{})
 		if err != nil {
 			t.Fatalf("%s: recreate: %v", img.Label, err)
 		}
@@ -148,10 +148,10 @@ func TestMetastore_AFileFailingReadsLoadsTheCopy(t *testing.T) {
 func TestPurge_AMarkerReadErrorNeverTakesTheLiveDirectory(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	old, _, _ := n.CreateTopic(bg, "orders", 1, 0)
+	old, _, _ := n.CreateTopic(bg, "orders", 1, Retention{})
 	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 2))
 	n.ms.DeleteTopic(bg, "orders")
-	n.ms.CreateTopic(bg, "orders", 1, 0)
+	n.ms.CreateTopic(bg, "orders", 1, Retention{})
 	n.background.Wait()
 	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 10, 3)); err != nil {
 		t.Fatal(err)
@@ -172,7 +172,7 @@ func TestPurge_AMarkerReadErrorNeverTakesTheLiveDirectory(t *testing.T) {
 func TestMetastore_BrokenRefusesProduces(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	if _, _, err := n.CreateTopic(bg, "orders", 1, 0); err != nil {
+	if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 3)); err != nil {
@@ -196,7 +196,7 @@ func TestMetastore_BrokenErrorStaysBounded(t *testing.T) {
 	d.Inject(sim.Fault{Op: sim.OpSyncDir, Path: dataDir, Nth: 1, Sticky: true, Err: syscall.EIO})
 	var sizes []int
 	for i := 0; i < 12; i++ {
-		_, err := ms.SetRetention(bg, "orders", int64(i+1))
+		_, err := ms.SetRetention(bg, "orders", Retention{Ms: int64(i + 1)})
 		sizes = append(sizes, len(err.Error()))
 	}
 	if sizes[len(sizes)-1] > 4*sizes[1] {

@@ -223,7 +223,7 @@ func TestRetention_RecordLifetimeInOpenLogsThroughTheReaper(t *testing.T) {
 		n := startRetentionNode(t, nil, Config{IdleEvictAfter: 24 * time.Hour})
 		logs := map[string]*produced{}
 		for _, topic := range []string{"busy", "trickle", "idle"} {
-			if _, _, err := n.CreateTopic(bg, topic, 1, maxAge.Milliseconds()); err != nil {
+			if _, _, err := n.CreateTopic(bg, topic, 1, Retention{Ms: maxAge.Milliseconds()}); err != nil {
 				t.Fatal(err)
 			}
 			logs[topic] = &produced{topic: topic, at: map[int64]time.Time{}}
@@ -269,7 +269,7 @@ func TestRetention_ClosedLogSweptByTheColdWalk(t *testing.T) {
 		const walk = 5 * time.Minute
 		const bound = maxAge + maxAge + walk
 		n := startRetentionNode(t, nil, Config{ColdWalkInterval: walk})
-		n.CreateTopic(bg, "orders", 1, maxAge.Milliseconds())
+		n.CreateTopic(bg, "orders", 1, Retention{Ms: maxAge.Milliseconds()})
 		w := &produced{topic: "orders", at: map[int64]time.Time{}}
 		lastWrite := time.Now()
 		for minute := range 240 {
@@ -314,7 +314,7 @@ func TestRetention_LogNotReopenedSinceRestartSweptByTheColdWalk(t *testing.T) {
 		func() {
 			first := startRetentionNode(t, d, Config{})
 			for _, topic := range []string{"live", "cold"} {
-				first.CreateTopic(bg, topic, 1, time.Hour.Milliseconds())
+				first.CreateTopic(bg, topic, 1, Retention{Ms: time.Hour.Milliseconds()})
 				w := &produced{topic: topic, at: map[int64]time.Time{}}
 				for range 40 {
 					w.produce(t, first, 10, 200)
@@ -362,7 +362,7 @@ func TestRetention_LogNotReopenedSinceRestartSweptByTheColdWalk(t *testing.T) {
 func closedExpired(t *testing.T, partitions int) *retentionNode {
 	t.Helper()
 	n := startRetentionNode(t, nil, Config{ColdWalkInterval: 5 * time.Minute})
-	n.CreateTopic(bg, "orders", partitions, time.Hour.Milliseconds())
+	n.CreateTopic(bg, "orders", partitions, Retention{Ms: time.Hour.Milliseconds()})
 	advanceBy(150 * time.Second) // write between two walks
 	for p := range partitions {
 		for i := range 30 {
@@ -394,7 +394,7 @@ func TestColdWalk_SkipsOtherNodesPartitionsAndRunsOnlyCaughtUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := startRetentionNode(t, nil, Config{ColdWalkInterval: 5 * time.Minute})
 		n.wrapped.set(func(m *testMetastore) { m.behind = true })
-		n.CreateTopic(bg, "orders", 3, time.Hour.Milliseconds())
+		n.CreateTopic(bg, "orders", 3, Retention{Ms: time.Hour.Milliseconds()})
 		for p := range 3 {
 			n.Produce(bg, "orders", p, recs("orders", p, 0, 50))
 			n.reg.CloseLive(key("orders", p))
@@ -556,8 +556,8 @@ func TestEviction_RetentionLogsWithTheWalkOnAndOff(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				n := startRetentionNode(t, nil, Config{IdleEvictAfter: time.Minute, ColdWalkInterval: tc.walk, ReaperInterval: 24 * time.Hour})
-				n.CreateTopic(bg, "kept", 1, 0)
-				n.CreateTopic(bg, "expiring", 1, 1) // 1 ms retention
+				n.CreateTopic(bg, "kept", 1, Retention{})
+				n.CreateTopic(bg, "expiring", 1, Retention{Ms: 1}) // 1 ms retention
 				n.Produce(bg, "kept", 0, recs("kept", 0, 0, 1))
 				n.Produce(bg, "expiring", 0, recs("expiring", 0, 0, 1))
 				advanceBy(time.Second)
@@ -585,7 +585,7 @@ func TestEviction_RetentionLogsWithTheWalkOnAndOff(t *testing.T) {
 func TestRetention_ChangeThroughTheMetastoreReachesOpenIdleLogs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := startRetentionNode(t, nil, Config{IdleEvictAfter: 24 * time.Hour})
-		n.CreateTopic(bg, "orders", 1, 0) // kept forever
+		n.CreateTopic(bg, "orders", 1, Retention{}) // kept forever
 		n.Produce(bg, "orders", 0, recs("orders", 0, 0, 5))
 		before, _ := n.reg.Lookup(key("orders", 0))
 		advanceBy(3 * time.Hour)
@@ -593,7 +593,7 @@ func TestRetention_ChangeThroughTheMetastoreReachesOpenIdleLogs(t *testing.T) {
 			t.Fatal("a log without retention lost records")
 		}
 
-		if _, err := n.ms.SetRetention(bg, "orders", time.Hour.Milliseconds()); err != nil {
+		if _, err := n.ms.SetRetention(bg, "orders", Retention{Ms: time.Hour.Milliseconds()}); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait() // the change feed's recheck
@@ -620,6 +620,61 @@ func TestRetention_ChangeThroughTheMetastoreReachesOpenIdleLogs(t *testing.T) {
 		}
 		if got := len(segmentsOf(t, n.disk, "orders", 0)); got != segments+1 {
 			t.Fatalf("%d segments after an hour of trickle under a one-hour bound, want %d: the roll age did not follow", got, segments+1)
+		}
+	})
+}
+
+// "Retention", by size, through a node: a byte bound set on a topic in
+// place reaches its open log (the reaper's next pass deletes its oldest
+// segments past the bound) and its closed partitions (the cold walk
+// sweeps them); the active segment always stays.
+func TestRetention_ByteBoundReachesOpenAndClosedPartitions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := startRetentionNode(t, nil, Config{IdleEvictAfter: 24 * time.Hour, ColdWalkInterval: 5 * time.Minute})
+		n.CreateTopic(bg, "sized", 2, Retention{}) // no bound yet
+		for i := range 40 {
+			for p := range 2 {
+				n.Produce(bg, "sized", p, recs("sized", p, i*10, 10))
+			}
+		}
+		if err := n.reg.CloseLive(key("sized", 1)); err != nil { // partition 1 closed, as idle eviction leaves it
+			t.Fatal(err)
+		}
+		before := len(segmentsOf(t, n.disk, "sized", 0))
+		if before < 4 {
+			t.Fatalf("only %d segments to work with", before)
+		}
+		const bound = 8 << 10 // two 4 KiB segments' worth
+		if _, err := n.ms.SetRetention(bg, "sized", Retention{Bytes: bound}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()            // the change feed's recheck reaches the open log
+		advanceBy(5 * time.Minute) // the reaper's passes and a cold walk
+		if _, open := n.reg.Lookup(key("sized", 1)); open {
+			t.Fatal("partition 1 was opened: the cold walk's sweep must leave it closed")
+		}
+		for p := range 2 {
+			segs := segmentsOf(t, n.disk, "sized", p)
+			var held int64
+			for _, s := range segs {
+				fi, err := n.disk.Stat(path.Join(partitionPath("sized", p), s))
+				if err != nil {
+					t.Fatal(err)
+				}
+				held += fi.Size
+			}
+			if held > bound && len(segs) > 1 {
+				t.Fatalf("partition %d holds %d bytes in %d segments, over the %d-byte bound", p, held, len(segs), bound)
+			}
+			if len(segs) >= before {
+				t.Fatalf("partition %d still has %d segments of %d", p, len(segs), before)
+			}
+		}
+		for p := range 2 {
+			start, hwm := startOffset(t, n, "sized", p)
+			if start == 0 || hwm != 400 {
+				t.Fatalf("partition %d: start %d, high watermark %d; want the oldest records gone, 400", p, start, hwm)
+			}
 		}
 	})
 }

@@ -19,24 +19,24 @@ var ErrTopicExists = errors.New("runtime: topic exists")
 // CreateTopic creates a topic; an identical existing one is returned with
 // created false, a different one is ErrTopicExists. Its partitions are
 // opened lazily, on first use.
-func (n *Node) CreateTopic(ctx context.Context, name string, partitions int, retentionMs int64) (rec TopicRecord, created bool, err error) {
+func (n *Node) CreateTopic(ctx context.Context, name string, partitions int, retention Retention) (rec TopicRecord, created bool, err error) {
 	if err := wire.ValidateTopicName(name); err != nil {
 		return rec, false, err
 	}
-	if partitions < 1 || partitions > wire.MaxPartitions+1 || retentionMs < 0 {
-		return rec, false, fmt.Errorf("runtime: topic %s: %d partitions, retention %d ms: out of range", name, partitions, retentionMs)
+	if partitions < 1 || partitions > wire.MaxPartitions+1 || retention.Ms < 0 || retention.Bytes < 0 {
+		return rec, false, fmt.Errorf("runtime: topic %s: %d partitions, retention %+v: out of range", name, partitions, retention)
 	}
-	rec, created, err = n.ms.CreateTopic(ctx, name, partitions, retentionMs)
+	rec, created, err = n.ms.CreateTopic(ctx, name, partitions, retention)
 	if err != nil {
 		return rec, false, err
 	}
-	if !created && (rec.Partitions != partitions || rec.RetentionMs != retentionMs) {
+	if !created && (rec.Partitions != partitions || rec.Retention() != retention) {
 		return rec, false, fmt.Errorf("%w: %s", ErrTopicExists, name)
 	}
 	if created {
 		n.topicMetrics.add(name)
 		n.logger.Info("topic created", zap.String("topic", name), zap.String("incarnation", string(rec.Incarnation)),
-			zap.Int("partitions", partitions), zap.Int64("retention_ms", retentionMs))
+			zap.Int("partitions", partitions), zap.Int64("retention_ms", retention.Ms), zap.Int64("retention_bytes", retention.Bytes))
 	}
 	return rec, created, nil
 }
@@ -123,18 +123,18 @@ func (n *Node) purgeLocked(t *supervisor.GuardedTopic, deleted TopicRecord) erro
 // SetRetention changes a topic's retention. This node, the one that runs
 // the change, closes its own logs for the topic (each between two
 // commits), so they reopen under the new bound.
-func (n *Node) SetRetention(ctx context.Context, name string, retentionMs int64) (TopicRecord, error) {
+func (n *Node) SetRetention(ctx context.Context, name string, retention Retention) (TopicRecord, error) {
 	if err := wire.ValidateTopicName(name); err != nil {
 		return TopicRecord{}, err
 	}
-	if retentionMs < 0 {
-		return TopicRecord{}, fmt.Errorf("runtime: retention %d ms out of range", retentionMs)
+	if retention.Ms < 0 || retention.Bytes < 0 {
+		return TopicRecord{}, fmt.Errorf("runtime: retention %+v out of range", retention)
 	}
-	rec, err := n.ms.SetRetention(ctx, name, retentionMs)
+	rec, err := n.ms.SetRetention(ctx, name, retention)
 	if err != nil {
 		return rec, err
 	}
-	n.logger.Info("topic retention changed", zap.String("topic", name), zap.Int64("retention_ms", retentionMs))
+	n.logger.Info("topic retention changed", zap.String("topic", name), zap.Int64("retention_ms", retention.Ms), zap.Int64("retention_bytes", retention.Bytes))
 	var errs []error
 	for _, key := range n.reg.Keys() {
 		if key.Topic == name {

@@ -15,7 +15,7 @@ import (
 // directory whose marker is another incarnation's is refused.
 func TestTransfer_ListThenInstallElsewhere(t *testing.T) {
 	src := startNode(t, nil, Config{SegmentMaxBytes: 1 << 10})
-	rec, _, _ := src.CreateTopic(bg, "orders", 1, 0)
+	rec, _, _ := src.CreateTopic(bg, "orders", 1, Retention{})
 	for i := range 20 {
 		if _, err := src.Produce(bg, "orders", 0, recs("orders", 0, i*3, 3)); err != nil {
 			t.Fatal(err)
@@ -50,7 +50,7 @@ func TestTransfer_ListThenInstallElsewhere(t *testing.T) {
 	dst := startNode(t, nil, Config{SegmentMaxBytes: 1 << 10})
 	// The target learns the topic, incarnation included (a metastore
 	// replica would); the embedded store makes a new id, so copy it.
-	dst.ms.CreateTopic(bg, "orders", 1, 0)
+	dst.ms.CreateTopic(bg, "orders", 1, Retention{})
 	dst.ms.mu.Lock()
 	r := dst.ms.topics["orders"]
 	r.Incarnation = rec.Incarnation

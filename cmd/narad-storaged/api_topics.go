@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/wire"
 )
 
 type topicBody struct {
-	Partitions  *int   `json:"partitions"`
-	RetentionMs *int64 `json:"retention_ms"`
+	Partitions     *int   `json:"partitions"`
+	RetentionMs    *int64 `json:"retention_ms"`
+	RetentionBytes *int64 `json:"retention_bytes"`
 }
 
 type partitionDescription struct {
@@ -22,10 +24,11 @@ type partitionDescription struct {
 }
 
 type topicDescription struct {
-	Name        string                 `json:"name"`
-	Incarnation string                 `json:"incarnation"`
-	RetentionMs int64                  `json:"retention_ms"`
-	Partitions  []partitionDescription `json:"partitions"`
+	Name           string                 `json:"name"`
+	Incarnation    string                 `json:"incarnation"`
+	RetentionMs    int64                  `json:"retention_ms"`
+	RetentionBytes int64                  `json:"retention_bytes"`
+	Partitions     []partitionDescription `json:"partitions"`
 }
 
 // topicRequest reads {topic} and a topicBody, answering the error itself
@@ -61,9 +64,16 @@ func (a *api) putTopic(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	retention := int64(0)
+	var retention runtime.Retention
 	if body.RetentionMs != nil {
-		retention = *body.RetentionMs
+		retention.Ms = *body.RetentionMs
+	}
+	if body.RetentionBytes != nil {
+		retention.Bytes = *body.RetentionBytes
+	}
+	if msg := retentionProblem(retention); msg != "" {
+		writeError(w, http.StatusBadRequest, "invalid_body", msg)
+		return
 	}
 	switch {
 	case body.Partitions == nil:
@@ -71,9 +81,6 @@ func (a *api) putTopic(w http.ResponseWriter, r *http.Request) {
 		return
 	case *body.Partitions < 1 || *body.Partitions > maxPartitions:
 		writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("partitions must be from 1 to %d, not %d", maxPartitions, *body.Partitions))
-		return
-	case retention < 0:
-		writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("retention_ms must be 0 (keep forever) or more, not %d", retention))
 		return
 	}
 	_, created, err := a.node.CreateTopic(r.Context(), name, *body.Partitions, retention)
@@ -124,16 +131,29 @@ func (a *api) patchTopic(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case body.Partitions != nil:
-		writeError(w, http.StatusBadRequest, "invalid_body", "partitions cannot change; PATCH takes retention_ms")
+		writeError(w, http.StatusBadRequest, "invalid_body", "partitions cannot change; PATCH takes retention_ms and retention_bytes")
 		return
-	case body.RetentionMs == nil:
-		writeError(w, http.StatusBadRequest, "invalid_body", "retention_ms is required: 0 (keep forever) or more")
-		return
-	case *body.RetentionMs < 0:
-		writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("retention_ms must be 0 (keep forever) or more, not %d", *body.RetentionMs))
+	case body.RetentionMs == nil && body.RetentionBytes == nil:
+		writeError(w, http.StatusBadRequest, "invalid_body", "give retention_ms, retention_bytes or both (0: no bound)")
 		return
 	}
-	if _, err := a.node.SetRetention(r.Context(), name, *body.RetentionMs); err != nil {
+	rec, _, err := a.node.Describe(r.Context(), name)
+	if err != nil {
+		a.writeNodeError(w, r, err)
+		return
+	}
+	retention := rec.Retention() // a bound not given keeps its value
+	if body.RetentionMs != nil {
+		retention.Ms = *body.RetentionMs
+	}
+	if body.RetentionBytes != nil {
+		retention.Bytes = *body.RetentionBytes
+	}
+	if msg := retentionProblem(retention); msg != "" {
+		writeError(w, http.StatusBadRequest, "invalid_body", msg)
+		return
+	}
+	if _, err := a.node.SetRetention(r.Context(), name, retention); err != nil {
 		a.writeNodeError(w, r, err)
 		return
 	}
@@ -167,7 +187,8 @@ func (a *api) description(r *http.Request, name string) (topicDescription, error
 	if err != nil {
 		return topicDescription{}, err
 	}
-	d := topicDescription{Name: rec.Name, Incarnation: string(rec.Incarnation), RetentionMs: rec.RetentionMs, Partitions: []partitionDescription{}}
+	d := topicDescription{Name: rec.Name, Incarnation: string(rec.Incarnation), RetentionMs: rec.RetentionMs,
+		RetentionBytes: rec.RetentionBytes, Partitions: []partitionDescription{}}
 	for _, p := range infos {
 		if !p.Known {
 			hwm, err := a.node.HighWatermark(r.Context(), name, p.Partition)
@@ -190,4 +211,15 @@ func (a *api) badBody(w http.ResponseWriter, err error) {
 		return
 	}
 	writeError(w, http.StatusBadRequest, "invalid_body", err.Error())
+}
+
+// retentionProblem says what is wrong with retention bounds, or "".
+func retentionProblem(r runtime.Retention) string {
+	switch {
+	case r.Ms < 0:
+		return fmt.Sprintf("retention_ms must be 0 (no age bound) or more, not %d", r.Ms)
+	case r.Bytes < 0:
+		return fmt.Sprintf("retention_bytes must be 0 (no size bound) or more, not %d", r.Bytes)
+	}
+	return ""
 }

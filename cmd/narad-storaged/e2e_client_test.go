@@ -32,16 +32,16 @@ func TestE2E_Client(t *testing.T) {
 		}
 	}
 
-	top, created, err := c.CreateTopic(ctx, "orders", 2, 0)
+	top, created, err := c.CreateTopic(ctx, "orders", 2, client.Retention{})
 	if err != nil || !created || top.Name != "orders" || len(top.Partitions) != 2 || len(top.Incarnation) != 16 {
 		t.Fatalf("create: %+v %v %v", top, created, err)
 	}
-	if _, created, err := c.CreateTopic(ctx, "orders", 2, 0); err != nil || created {
+	if _, created, err := c.CreateTopic(ctx, "orders", 2, client.Retention{}); err != nil || created {
 		t.Fatalf("create again: %v %v", created, err)
 	}
-	_, _, err = c.CreateTopic(ctx, "orders", 3, 0)
+	_, _, err = c.CreateTopic(ctx, "orders", 3, client.Retention{})
 	isErr("create with other settings", err, client.ErrTopicExists)
-	_, _, err = c.CreateTopic(ctx, "bad name", 1, 0)
+	_, _, err = c.CreateTopic(ctx, "bad name", 1, client.Retention{})
 	isErr("a bad name", err, client.ErrInvalidTopicName)
 
 	exact := []client.Record{{Key: []byte("k"), Value: []byte{0, 0xff, 'x'}}, {Value: []byte("text")}}
@@ -97,9 +97,18 @@ func TestE2E_Client(t *testing.T) {
 		t.Fatalf("consumer: %+v %v", st, err)
 	}
 
-	if top, err = c.SetRetention(ctx, "orders", 3600000); err != nil || top.RetentionMs != 3600000 {
+	if top, err = c.SetRetention(ctx, "orders", client.Retention{Ms: 3600000, Bytes: 1 << 30}); err != nil || top.RetentionMs != 3600000 || top.RetentionBytes != 1<<30 {
 		t.Fatalf("set retention: %+v %v", top, err)
 	}
+	// PATCH with one bound keeps the other.
+	r := d.req("PATCH", "/v1/topics/orders", `{"retention_bytes": 5000000}`, "Authorization", "Bearer tok")
+	expect(t, r, 200, "")
+	var desc topicDescription
+	r.json(t, &desc)
+	if desc.RetentionMs != 3600000 || desc.RetentionBytes != 5000000 {
+		t.Fatalf("after a PATCH of retention_bytes alone: %+v", desc)
+	}
+	expect(t, d.req("PATCH", "/v1/topics/orders", `{"retention_bytes": -1}`, "Authorization", "Bearer tok"), 400, "invalid_body")
 	if top, err = c.Topic(ctx, "orders"); err != nil || top.Partitions[1].HighWatermark != 4 {
 		t.Fatalf("describe: %+v %v", top, err)
 	}

@@ -60,7 +60,7 @@ func roundTrip(files vfs.FS, dir string) error {
 	if err := node.Start(ctx); err != nil {
 		return err
 	}
-	if _, _, err := node.CreateTopic(ctx, "events", 1, 0); err != nil {
+	if _, _, err := node.CreateTopic(ctx, "events", 1, runtime.Retention{}); err != nil {
 		return err
 	}
 	for i := range 3 {

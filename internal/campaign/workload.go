@@ -367,7 +367,7 @@ func (w *workload) create() error {
 		if err := w.ensure(); err != nil {
 			return err
 		}
-		rec, _, err := w.n.CreateTopic(w.ctx, Topic, 1, retention.Milliseconds())
+		rec, _, err := w.n.CreateTopic(w.ctx, Topic, 1, runtime.Retention{Ms: retention.Milliseconds()})
 		if err == nil {
 			w.lock(func() { w.m.current().Incarnation = rec.Incarnation })
 		}

@@ -28,7 +28,7 @@ func Example_crashImage() {
 	if err := node.Start(ctx); err != nil {
 		panic(err)
 	}
-	node.CreateTopic(ctx, "orders", 1, 0)
+	node.CreateTopic(ctx, "orders", 1, runtime.Retention{})
 	if _, err := node.Produce(ctx, "orders", 0, []partition.Record{{Value: []byte("acked")}}); err != nil {
 		panic(err)
 	}
