@@ -2,7 +2,9 @@ package runtime
 
 import (
 	"context"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/narad-io/storage/internal/promshare"
@@ -15,77 +17,109 @@ import (
 // topicMetrics are the node's per-topic counters: records, and the key and
 // value bytes of records, committed by Produce and served by Read. A
 // topic's series exist from its creation (or the node's start, or its
-// first open here) at zero, and go with its purge.
+// first open here) at zero, and go with its purge. Nodes on one
+// registerer share the series (topicCounters): a topic's go when the last
+// node holding it lets it go.
 //
-// Invariant: a topic's series exist only while it is in live; mu is held
-// shared to count and exclusive to add or remove, so a count racing a
-// purge never brings a deleted topic's series back. mu is a leaf.
+// Invariant: the node counts into a topic's series only while it is in
+// mine; mu is held shared to count and exclusive to add or remove, so a
+// count racing a purge never brings a deleted topic's series back. mu is
+// taken before the shared counters' lock, and both are leaves.
 type topicMetrics struct {
+	shared *topicCounters
+	mu     *sync.RWMutex
+	mine   map[string]bool
+}
+
+// topicCounters are the per-topic series of a registerer, with how many
+// nodes hold each topic.
+type topicCounters struct {
 	produced, producedBytes, fetched, fetchedBytes *prometheus.CounterVec
 
-	mu   *sync.RWMutex
-	live map[string]bool
+	mu      sync.Mutex
+	holders map[string]int
 }
 
 func newTopicMetrics(reg prometheus.Registerer) topicMetrics {
 	vec := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"topic"})
 	}
-	m := topicMetrics{
+	shared := promshare.Register(reg, &topicCounters{
 		produced:      vec("narad_topic_produced_records_total", "Records committed by produce, by topic."),
 		producedBytes: vec("narad_topic_produced_bytes_total", "Key and value bytes of the records committed by produce, by topic."),
 		fetched:       vec("narad_topic_fetched_records_total", "Records served by reads, by topic."),
 		fetchedBytes:  vec("narad_topic_fetched_bytes_total", "Key and value bytes of the records served by reads, by topic."),
-		mu:            &sync.RWMutex{},
-		live:          map[string]bool{},
+		holders:       map[string]int{},
+	})
+	return topicMetrics{shared: shared, mu: &sync.RWMutex{}, mine: map[string]bool{}}
+}
+
+func (c *topicCounters) all() []*prometheus.CounterVec {
+	return []*prometheus.CounterVec{c.produced, c.producedBytes, c.fetched, c.fetchedBytes}
+}
+
+func (c *topicCounters) Describe(ch chan<- *prometheus.Desc) {
+	for _, v := range c.all() {
+		v.Describe(ch)
 	}
-	m.produced = promshare.Register(reg, m.produced)
-	m.producedBytes = promshare.Register(reg, m.producedBytes)
-	m.fetched = promshare.Register(reg, m.fetched)
-	m.fetchedBytes = promshare.Register(reg, m.fetchedBytes)
-	return m
 }
 
-func (m topicMetrics) all() []*prometheus.CounterVec {
-	return []*prometheus.CounterVec{m.produced, m.producedBytes, m.fetched, m.fetchedBytes}
+func (c *topicCounters) Collect(ch chan<- prometheus.Metric) {
+	for _, v := range c.all() {
+		v.Collect(ch)
+	}
 }
 
-// add makes the topic's series, at zero, if they are not there.
+// add makes the topic's series, at zero, if this node does not hold it.
 func (m topicMetrics) add(topic string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.live[topic] {
+	if m.mine[topic] {
 		return
 	}
-	m.live[topic] = true
-	for _, v := range m.all() {
+	m.mine[topic] = true
+	c := m.shared
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.holders[topic]++
+	for _, v := range c.all() {
 		v.WithLabelValues(topic)
 	}
 }
 
-// remove drops the topic's series.
+// remove lets the topic go; its series go with the last node holding it.
 func (m topicMetrics) remove(topic string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.live, topic)
-	for _, v := range m.all() {
+	if !m.mine[topic] {
+		return
+	}
+	delete(m.mine, topic)
+	c := m.shared
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.holders[topic]--; c.holders[topic] > 0 {
+		return
+	}
+	delete(c.holders, topic)
+	for _, v := range c.all() {
 		v.DeleteLabelValues(topic)
 	}
 }
 
-// count adds to the topic's series, if it has them.
-func (m topicMetrics) count(topic string, records, records2 *prometheus.CounterVec, n, bytes int) {
+// count adds to the topic's series, if this node holds it.
+func (m topicMetrics) count(topic string, records, bytesVec *prometheus.CounterVec, n, bytes int) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	if !m.live[topic] {
+	if !m.mine[topic] {
 		return
 	}
 	records.WithLabelValues(topic).Add(float64(n))
-	records2.WithLabelValues(topic).Add(float64(bytes))
+	bytesVec.WithLabelValues(topic).Add(float64(bytes))
 }
 
 func (m topicMetrics) countProduce(topic string, records []partition.Record) {
-	m.count(topic, m.produced, m.producedBytes, len(records), recordBytes(records))
+	m.count(topic, m.shared.produced, m.shared.producedBytes, len(records), recordBytes(records))
 }
 
 func (m topicMetrics) countFetch(topic string, res partition.ReadResult) {
@@ -96,7 +130,7 @@ func (m topicMetrics) countFetch(topic string, res partition.ReadResult) {
 	for _, r := range res.Records {
 		bytes += len(r.Key) + len(r.Value)
 	}
-	m.count(topic, m.fetched, m.fetchedBytes, len(res.Records), bytes)
+	m.count(topic, m.shared.fetched, m.shared.fetchedBytes, len(res.Records), bytes)
 }
 
 func recordBytes(records []partition.Record) int {
@@ -227,6 +261,11 @@ func (c *hwmCollector) Collect(ch chan<- prometheus.Metric) {
 		nodes = append(nodes, n)
 	}
 	c.mu.Unlock()
+	// Nodes in a stable order, and a partition once: two nodes holding a
+	// topic of one name would otherwise make the scrape fail. Their series
+	// need the registerer wrapped per node (a node label) to be told apart.
+	slices.SortFunc(nodes, func(a, b *Node) int { return strings.Compare(a.cfg.DataDir, b.cfg.DataDir) })
+	seen := map[supervisor.Key]bool{}
 	for _, n := range nodes {
 		topics, err := n.ms.Topics(context.Background())
 		if err != nil {
@@ -234,7 +273,9 @@ func (c *hwmCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for _, rec := range topics {
 			for p := range rec.Partitions {
-				if hwm, ok := n.marks.highWatermark(supervisor.Key{Topic: rec.Name, Partition: p}, rec.Incarnation); ok {
+				key := supervisor.Key{Topic: rec.Name, Partition: p}
+				if hwm, ok := n.marks.highWatermark(key, rec.Incarnation); ok && !seen[key] {
+					seen[key] = true
 					ch <- prometheus.MustNewConstMetric(hwmDesc, prometheus.GaugeValue, float64(hwm), rec.Name, strconv.Itoa(p))
 				}
 			}

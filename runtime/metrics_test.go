@@ -1,12 +1,16 @@
 package runtime
 
 import (
+	"path"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/narad-io/storage/vfs/sim"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // startNodeWithRegistry is startNode with the node's metrics in reg.
@@ -209,4 +213,86 @@ func TestMetrics_TwoNodesShareOneRegisterer(t *testing.T) {
 	if got := series(t, reg, "narad_partition_high_watermark"); got != "partition=0 topic=left 3\n" {
 		t.Fatalf("after one node closed: %q", got)
 	}
+}
+
+// TestMetrics_TwoNodesWithOneTopicName: two nodes on one registerer that
+// both hold "orders" scrape cleanly (found by review: the gauge's
+// duplicate series failed every scrape), and one node deleting its
+// "orders" leaves the other's counters alone (found by review: it wiped
+// them, and they restarted from zero).
+func TestMetrics_TwoNodesWithOneTopicName(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	a := startNodeWithRegistry(t, newTestDisk(t, 1), reg)
+	b := startNodeWithRegistry(t, newTestDisk(t, 2), reg)
+	for _, n := range []*testNode{a, b} {
+		n.CreateTopic(bg, "orders", 1, Retention{})
+	}
+	a.Produce(bg, "orders", 0, recs("orders", 0, 0, 3))
+	if _, err := reg.Gather(); err != nil {
+		t.Fatalf("a scrape of two nodes holding one topic name: %v", err)
+	}
+	if err := b.DeleteTopic(bg, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if got := series(t, reg, "narad_topic_produced_records_total"); got != "topic=orders 3\n" {
+		t.Fatalf("after the other node deleted its orders: %q", got)
+	}
+	a.Produce(bg, "orders", 0, recs("orders", 0, 3, 1))
+	if got := series(t, reg, "narad_topic_produced_records_total"); got != "topic=orders 4\n" {
+		t.Fatalf("after one more produce: %q", got)
+	}
+	if err := a.DeleteTopic(bg, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if got := series(t, reg, "narad_topic_produced_records_total"); got != "" {
+		t.Fatalf("after both deleted it: %q", got)
+	}
+}
+
+// TestNew_DefaultMetastoreLogsWhatItRecovered: a node that opens the
+// embedded metastore itself says, at error, when it served a damaged
+// file's copy (found by review: only the daemon said so).
+func TestNew_DefaultMetastoreLogsWhatItRecovered(t *testing.T) {
+	d := newTestDisk(t, 3)
+	ms, err := OpenLocalMetastore(d, dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ms.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Damage(path.Join(dataDir, metastoreFile), 0, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zapcore.ErrorLevel)
+	n, err := New(Config{DataDir: dataDir, FS: d, Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if logs.FilterMessageSnippet("metastore").Len() != 1 {
+		t.Fatalf("logged %v; want the metastore's recovery at error", logs.All())
+	}
+}
+
+// TestNew_APanicOnAConflictingRegistererKeepsNoLock: a registerer holding
+// another metric of one of the node's names makes New panic, before it
+// takes the data directory's lock (found by review: the lock stayed held).
+func TestNew_APanicOnAConflictingRegistererKeepsNoLock(t *testing.T) {
+	d := newTestDisk(t, 4)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "narad_storage_open_logs", Help: "something else"}))
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("New took a conflicting registerer without a panic")
+			}
+		}()
+		New(Config{DataDir: dataDir, FS: d, Registerer: reg})
+	}()
+	n, err := New(Config{DataDir: dataDir, FS: d})
+	if err != nil {
+		t.Fatalf("the next New on the directory: %v", err)
+	}
+	n.Close()
 }

@@ -38,8 +38,12 @@ type Config struct {
 	// Logger receives the node's logs. Default: none.
 	Logger *zap.Logger
 	// Registerer receives the node's metrics (docs/metrics.md). Default:
-	// none. Nodes may share one: they share its collectors, and the high
-	// watermark gauge covers every node on it.
+	// none. Nodes may share one: they share its collectors (node-wide
+	// series sum over them), and the per-topic and per-partition series
+	// cover every node on it, a topic name once; to tell nodes that hold
+	// topics of one name apart, give each a registerer wrapped with a node
+	// label (prometheus.WrapRegistererWith). New panics on a registerer
+	// holding other metrics of the same names.
 	Registerer prometheus.Registerer
 	// FS is the file system; default the real one.
 	FS vfs.FS
@@ -142,8 +146,6 @@ type Node struct {
 	dropConsumerState func(topic string, id wire.IncarnationID)
 }
 
-// New makes a node; Start opens its partitions. It takes the data
-// directory's lock (ErrDataDirLocked if another holder has it) before it
 // TestOptions are knobs for the engine's tests and an embedder's: they
 // cost what a production node must not pay.
 type TestOptions struct {
@@ -153,7 +155,11 @@ type TestOptions struct {
 	CheckLockOrder bool
 }
 
-// reads or writes anything there, then finishes or removes what a crash
+// New makes a node; Start opens its partitions. It registers its metrics,
+// then takes the data directory's lock (ErrDataDirLocked if another
+// holder has it) before it reads or writes anything there, opens the
+// embedded metastore unless Config gives one (logging at error what it
+// recovered from, if anything), then finishes or removes what a crash
 // left of a partition install (recoverInstalls).
 func New(cfg Config) (n *Node, err error) {
 	cfg = cfg.withDefaults()
@@ -171,6 +177,9 @@ func New(cfg Config) (n *Node, err error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
+	// Metrics first: a registration that conflicts panics, and must do so
+	// before the data directory's lock is taken.
+	metrics, consumerMetrics, topicMetrics := partition.NewMetrics(reg), newConsumerMetrics(reg), newTopicMetrics(reg)
 	if lock == nil {
 		var taken *DataDirLock
 		if taken, err = LockDataDir(cfg.FS, cfg.DataDir); err != nil {
@@ -187,6 +196,9 @@ func New(cfg Config) (n *Node, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("runtime: metastore: %w", err)
 		}
+		if damage := local.Recovered(); damage != "" {
+			logger.Error("metastore file damaged; serving what survived, which the next change rewrites both files from", zap.String("damage", damage))
+		}
 		ms = local
 	}
 	n = &Node{
@@ -194,9 +206,9 @@ func New(cfg Config) (n *Node, err error) {
 		lock:            lock,
 		ms:              ms,
 		logger:          logger,
-		metrics:         partition.NewMetrics(reg),
-		consumerMetrics: newConsumerMetrics(reg),
-		topicMetrics:    newTopicMetrics(reg),
+		metrics:         metrics,
+		consumerMetrics: consumerMetrics,
+		topicMetrics:    topicMetrics,
 		marks:           newPartitionMarks(),
 		topicsDir:       filepath.Join(cfg.DataDir, wire.TopicsDirName),
 		promReg:         reg,
