@@ -64,8 +64,28 @@ func (c *Client) Topics(ctx context.Context) ([]Topic, error) {
 
 // SetRetention changes what a topic keeps (both bounds; 0 is none).
 func (c *Client) SetRetention(ctx context.Context, name string, retention Retention) (Topic, error) {
+	return c.UpdateRetention(ctx, name, RetentionChange{Ms: &retention.Ms, Bytes: &retention.Bytes})
+}
+
+// RetentionChange changes some of a topic's bounds: a nil one keeps its
+// value.
+type RetentionChange struct {
+	Ms, Bytes *int64
+}
+
+// UpdateRetention changes the bounds change gives, keeping the others; the
+// daemon merges atomically, so updates of different bounds at once both
+// land.
+func (c *Client) UpdateRetention(ctx context.Context, name string, change RetentionChange) (Topic, error) {
+	body := map[string]any{}
+	if change.Ms != nil {
+		body["retention_ms"] = *change.Ms
+	}
+	if change.Bytes != nil {
+		body["retention_bytes"] = *change.Bytes
+	}
 	var t Topic
-	return t, c.doJSON(ctx, http.MethodPatch, topicPath(name), map[string]any{"retention_ms": retention.Ms, "retention_bytes": retention.Bytes}, &t)
+	return t, c.doJSON(ctx, http.MethodPatch, topicPath(name), body, &t)
 }
 
 // DeleteTopic deletes a topic and its data.

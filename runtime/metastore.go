@@ -54,8 +54,10 @@ type Metastore interface {
 	// CreateTopic creates a topic with a fresh incarnation id; an existing
 	// one is returned as it is, with created false.
 	CreateTopic(ctx context.Context, name string, partitions int, retention Retention) (rec TopicRecord, created bool, err error)
-	// SetRetention changes a topic's retention, keeping its incarnation.
-	SetRetention(ctx context.Context, name string, retention Retention) (TopicRecord, error)
+	// UpdateRetention changes a topic's retention to what change makes of
+	// the current bounds, atomically (no other change lands in between),
+	// keeping its incarnation; an error of change aborts it.
+	UpdateRetention(ctx context.Context, name string, change func(Retention) (Retention, error)) (TopicRecord, error)
 	// DeleteTopic removes a topic's record.
 	DeleteTopic(ctx context.Context, name string) error
 	// Assigned reports whether this node owns the partition.
@@ -398,13 +400,24 @@ func (m *LocalMetastore) CreateTopic(_ context.Context, name string, partitions 
 	return t, true, nil
 }
 
-// SetRetention implements Metastore.
-func (m *LocalMetastore) SetRetention(_ context.Context, name string, retention Retention) (TopicRecord, error) {
+// SetRetention sets a topic's retention bounds, both of them.
+func (m *LocalMetastore) SetRetention(ctx context.Context, name string, retention Retention) (TopicRecord, error) {
+	return m.UpdateRetention(ctx, name, func(Retention) (Retention, error) { return retention, nil })
+}
+
+// UpdateRetention implements Metastore: change runs under the metastore's
+// lock.
+func (m *LocalMetastore) UpdateRetention(_ context.Context, name string, change func(Retention) (Retention, error)) (TopicRecord, error) {
 	m.mu.Lock()
 	old, ok := m.topics[name]
 	if !ok {
 		m.mu.Unlock()
 		return TopicRecord{}, fmt.Errorf("%w: %s", ErrTopicNotFound, name)
+	}
+	retention, err := change(old.Retention())
+	if err != nil {
+		m.mu.Unlock()
+		return TopicRecord{}, err
 	}
 	m.version++
 	t := old

@@ -124,17 +124,31 @@ func (n *Node) purgeLocked(t *supervisor.GuardedTopic, deleted TopicRecord) erro
 // the change, closes its own logs for the topic (each between two
 // commits), so they reopen under the new bound.
 func (n *Node) SetRetention(ctx context.Context, name string, retention Retention) (TopicRecord, error) {
+	return n.UpdateRetention(ctx, name, func(Retention) (Retention, error) { return retention, nil })
+}
+
+// ErrBadRetention: retention bounds out of range (negative).
+var ErrBadRetention = errors.New("runtime: retention bound out of range")
+
+// UpdateRetention is SetRetention with the new bounds made from the
+// current ones by change, atomically in the metastore: two updates of
+// different bounds at once both land. Bounds out of range are
+// ErrBadRetention, and change nothing.
+func (n *Node) UpdateRetention(ctx context.Context, name string, change func(Retention) (Retention, error)) (TopicRecord, error) {
 	if err := wire.ValidateTopicName(name); err != nil {
 		return TopicRecord{}, err
 	}
-	if retention.Ms < 0 || retention.Bytes < 0 {
-		return TopicRecord{}, fmt.Errorf("runtime: retention %+v out of range", retention)
-	}
-	rec, err := n.ms.SetRetention(ctx, name, retention)
+	rec, err := n.ms.UpdateRetention(ctx, name, func(cur Retention) (Retention, error) {
+		r, err := change(cur)
+		if err == nil && (r.Ms < 0 || r.Bytes < 0) {
+			err = fmt.Errorf("%w: %+v", ErrBadRetention, r)
+		}
+		return r, err
+	})
 	if err != nil {
 		return rec, err
 	}
-	n.logger.Info("topic retention changed", zap.String("topic", name), zap.Int64("retention_ms", retention.Ms), zap.Int64("retention_bytes", retention.Bytes))
+	n.logger.Info("topic retention changed", zap.String("topic", name), zap.Int64("retention_ms", rec.RetentionMs), zap.Int64("retention_bytes", rec.RetentionBytes))
 	var errs []error
 	for _, key := range n.reg.Keys() {
 		if key.Topic == name {

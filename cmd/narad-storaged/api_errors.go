@@ -32,6 +32,8 @@ func (a *api) writeNodeError(w http.ResponseWriter, r *http.Request, err error) 
 		writeError(w, http.StatusNotFound, "topic_not_found", fmt.Sprintf("no topic %q", topic))
 	case errors.Is(err, runtime.ErrPartitionNotFound), errors.Is(err, runtime.ErrNotAssigned):
 		writeError(w, http.StatusNotFound, "partition_not_found", fmt.Sprintf("topic %q has no partition %s", topic, p))
+	case errors.Is(err, runtime.ErrBadRetention):
+		writeError(w, http.StatusBadRequest, "invalid_body", "retention_ms and retention_bytes must be 0 (no bound) or more")
 	case errors.Is(err, runtime.ErrTopicExists):
 		writeError(w, http.StatusConflict, "topic_exists", fmt.Sprintf("topic %q exists with other settings; delete it first to change its partitions", topic))
 	case errors.Is(err, partition.ErrLogPoisoned):

@@ -137,23 +137,23 @@ func (a *api) patchTopic(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_body", "give retention_ms, retention_bytes or both (0: no bound)")
 		return
 	}
-	rec, _, err := a.node.Describe(r.Context(), name)
-	if err != nil {
-		a.writeNodeError(w, r, err)
-		return
-	}
-	retention := rec.Retention() // a bound not given keeps its value
-	if body.RetentionMs != nil {
-		retention.Ms = *body.RetentionMs
-	}
-	if body.RetentionBytes != nil {
-		retention.Bytes = *body.RetentionBytes
-	}
-	if msg := retentionProblem(retention); msg != "" {
+	given := runtime.Retention{Ms: deref(body.RetentionMs), Bytes: deref(body.RetentionBytes)}
+	if msg := retentionProblem(given); msg != "" {
 		writeError(w, http.StatusBadRequest, "invalid_body", msg)
 		return
 	}
-	if _, err := a.node.SetRetention(r.Context(), name, retention); err != nil {
+	// A bound not given keeps its value; the merge happens in the
+	// metastore, so two PATCHes of different bounds at once both land.
+	_, err := a.node.UpdateRetention(r.Context(), name, func(cur runtime.Retention) (runtime.Retention, error) {
+		if body.RetentionMs != nil {
+			cur.Ms = given.Ms
+		}
+		if body.RetentionBytes != nil {
+			cur.Bytes = given.Bytes
+		}
+		return cur, nil
+	})
+	if err != nil {
 		a.writeNodeError(w, r, err)
 		return
 	}
@@ -222,4 +222,11 @@ func retentionProblem(r runtime.Retention) string {
 		return fmt.Sprintf("retention_bytes must be 0 (no size bound) or more, not %d", r.Bytes)
 	}
 	return ""
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
