@@ -53,14 +53,11 @@ func run() error {
 // real disk), reads them back and, the node still open, calls then.
 func roundTrip(files vfs.FS, dir string, then ...func()) error {
 	ctx := context.Background()
-	node, err := runtime.New(runtime.Config{DataDir: dir, FS: files})
+	node, err := startNode(ctx, files, dir)
 	if err != nil {
 		return err
 	}
 	defer node.Close()
-	if err := node.Start(ctx); err != nil {
-		return err
-	}
 	if _, _, err := node.CreateTopic(ctx, "events", 1, runtime.Retention{}); err != nil {
 		return err
 	}
@@ -81,15 +78,25 @@ func roundTrip(files vfs.FS, dir string, then ...func()) error {
 // readBack starts a node on files and checks it serves want records.
 func readBack(files vfs.FS, dir string, want int) error {
 	ctx := context.Background()
-	node, err := runtime.New(runtime.Config{DataDir: dir, FS: files})
+	node, err := startNode(ctx, files, dir)
 	if err != nil {
 		return err
 	}
 	defer node.Close()
-	if err := node.Start(ctx); err != nil {
-		return err
-	}
 	return readAll(ctx, node, want)
+}
+
+// startNode makes and starts a node on dir over files.
+func startNode(ctx context.Context, files vfs.FS, dir string) (*runtime.Node, error) {
+	node, err := runtime.New(runtime.Config{DataDir: dir, FS: files})
+	if err != nil {
+		return nil, err
+	}
+	if err := node.Start(ctx); err != nil {
+		node.Close()
+		return nil, err
+	}
+	return node, nil
 }
 
 func readAll(ctx context.Context, node *runtime.Node, want int) error {
