@@ -72,6 +72,12 @@ type Config struct {
 	// Acks are written into the page cache every 100 ms, or this often if
 	// shorter.
 	ConsumerOffsetCommitInterval time.Duration
+	// MinFreeBytes and MinFreeInodes are the floor of free space the data
+	// directory's file system keeps: a produce that would take it under is
+	// refused (ErrLowDisk, wrapping partition.ErrNoSpace) before anything
+	// is written, and taken again once retention (or anything) frees
+	// space. 0 is no floor.
+	MinFreeBytes, MinFreeInodes uint64
 	// Testing holds knobs for tests; nil in production.
 	Testing *TestOptions
 	// DataDirLock is the data directory's lock, for a caller that took it
@@ -138,6 +144,8 @@ type Node struct {
 	topicMetrics    topicMetrics
 	marks           *partitionMarks // high watermarks for the per-partition gauge
 	unregisterHWM   func()          // takes the node out of its registerer's gauge
+	disk            *diskGuard      // the floor of free space produce keeps
+	unregisterDisk  func()          // takes the node out of its registerer's disk gauges
 
 	// dropConsumerState forgets a deleted incarnation's in-memory consumer
 	// state; it runs right after the quarantine rename (and in a purge),
@@ -211,6 +219,7 @@ func New(cfg Config) (n *Node, err error) {
 		topicMetrics:    topicMetrics,
 		marks:           newPartitionMarks(),
 		topicsDir:       filepath.Join(cfg.DataDir, wire.TopicsDirName),
+		disk:            &diskGuard{files: cfg.FS, dir: cfg.DataDir, minBytes: cfg.MinFreeBytes, minIn: cfg.MinFreeInodes},
 		promReg:         reg,
 	}
 	n.consumers = &consumers{n: n, by: map[supervisor.Key]*consumer{}}
@@ -233,6 +242,7 @@ func New(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("runtime: startup: %w", err)
 	}
 	n.unregisterHWM = registerHWM(reg, n)
+	n.unregisterDisk = registerDisk(reg, n)
 	return n, nil
 }
 
@@ -322,6 +332,7 @@ func (n *Node) Close() error {
 	n.reg.Close()
 	errs = append(errs, n.closeAllLive()...)
 	n.unregisterHWM()
+	n.unregisterDisk()
 	if err := n.lock.Release(); err != nil {
 		errs = append(errs, fmt.Errorf("release the data directory's lock: %w", err))
 	}
@@ -394,6 +405,9 @@ func (n *Node) Produce(ctx context.Context, topic string, p int, records []parti
 	if err := n.metastoreBroken(); err != nil {
 		return 0, err
 	}
+	if err := n.disk.check(recordBytes(records)); err != nil {
+		return 0, err
+	}
 	gate := n.reg.Gate(key)
 	gate.LockShared()
 	defer gate.UnlockShared()
@@ -436,6 +450,9 @@ func (n *Node) AppendCommit(ctx context.Context, topic string, p int, records []
 		return 0, err
 	}
 	if err := n.metastoreBroken(); err != nil {
+		return 0, err
+	}
+	if err := n.disk.check(recordBytes(records)); err != nil {
 		return 0, err
 	}
 	if base, err = l.Append(ctx, records); err != nil {

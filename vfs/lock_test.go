@@ -2,12 +2,13 @@ package vfs_test
 
 import (
 	"errors"
-	"github.com/narad-io/storage/vfs"
-	"github.com/narad-io/storage/vfs/sim"
 	"io/fs"
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/vfs/sim"
 )
 
 // TestLock_ExclusiveUntilClosed: a second Lock of a locked file fails with

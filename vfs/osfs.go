@@ -126,6 +126,16 @@ func (OS) SyncDir(name string) error {
 	return nil
 }
 
+// Free implements FS with statfs: the blocks available to unprivileged
+// users (not the root-reserved ones) and the free inodes.
+func (OS) Free(name string) (Space, error) {
+	var st unix.Statfs_t
+	if err := retryEINTR(func() error { return unix.Statfs(name, &st) }); err != nil {
+		return Space{}, &fs.PathError{Op: "statfs", Path: name, Err: err}
+	}
+	return Space{Bytes: st.Bavail * uint64(st.Bsize), Inodes: st.Ffree}, nil
+}
+
 // Lock implements FS with an open-file-description record lock over the
 // whole file (fcntl F_OFD_SETLK, F_WRLCK): like flock it belongs to the
 // open file description, so closing the File (or the process ending)

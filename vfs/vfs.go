@@ -55,6 +55,15 @@ type FS interface {
 	// LockHeld reports whether a holder has name's lock, without taking it
 	// (so a read-only caller never makes a starting holder fail).
 	LockHeld(name string) (bool, error)
+	// Free reports the space left to an unprivileged writer on the file
+	// system holding name.
+	Free(name string) (Space, error)
+}
+
+// Space is what a file system has left.
+type Space struct {
+	Bytes  uint64 // bytes an unprivileged writer may still write
+	Inodes uint64 // files and directories it may still create
 }
 
 // ErrLocked is Lock's error for a file another holder has locked.

@@ -3,8 +3,6 @@ package vfs_test
 import (
 	"bytes"
 	"errors"
-	"github.com/narad-io/storage/vfs"
-	"github.com/narad-io/storage/vfs/sim"
 	"io"
 	"io/fs"
 	"os"
@@ -12,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/vfs/sim"
 	"go.uber.org/goleak"
 )
 

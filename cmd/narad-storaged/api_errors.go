@@ -41,6 +41,8 @@ func (a *api) writeNodeError(w http.ResponseWriter, r *http.Request, err error) 
 		writeError(w, http.StatusServiceUnavailable, "log_poisoned", where+" refuses writes since an fsync failed; a restart of the daemon reopens it")
 	case errors.Is(err, runtime.ErrMetastoreBroken):
 		writeError(w, http.StatusServiceUnavailable, "metastore_broken", "the node could not save its topic metadata; it refuses changes and produce until a restart")
+	case errors.Is(err, runtime.ErrLowDisk):
+		writeError(w, http.StatusInsufficientStorage, "no_space", "the disk's free space is under the node's floor; nothing of the batch was written, and produce resumes once space is freed (retention)")
 	case errors.Is(err, partition.ErrNoSpace):
 		writeError(w, http.StatusInsufficientStorage, "no_space", "the disk is full; nothing of the batch was kept")
 	case errors.Is(err, partition.ErrCommitFailed):

@@ -34,6 +34,7 @@ func TestWriteNodeError_StatusAndCode(t *testing.T) {
 		{wrap(runtime.ErrTopicExists), 409, "topic_exists", false},
 		{wrap(fmt.Errorf("%w: %w", partition.ErrLogPoisoned, syscall.EIO)), 503, "log_poisoned", false},
 		{wrap(fmt.Errorf("%w: write: %w: %w", partition.ErrCommitFailed, partition.ErrNoSpace, syscall.ENOSPC)), 507, "no_space", false},
+		{wrap(fmt.Errorf("%w: %w", runtime.ErrLowDisk, partition.ErrNoSpace)), 507, "no_space", false},
 		{wrap(fmt.Errorf("%w: write: %w", partition.ErrCommitFailed, syscall.EIO)), 503, "commit_failed", true},
 		{wrap(partition.ErrTooLarge), 413, "batch_too_large", false},
 		{wrap(&partition.UnreadableError{Offset: 5, Next: 9, Cause: errors.New("crc")}), 410, "record_unreadable", false},

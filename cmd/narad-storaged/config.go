@@ -32,6 +32,8 @@ type config struct {
 	LogFormat                    string   `json:"log_format"`
 	Pprof                        bool     `json:"pprof"`
 	AccessLog                    bool     `json:"access_log"`
+	MinFreeBytes                 uint64   `json:"min_free_bytes"`
+	MinFreeInodes                uint64   `json:"min_free_inodes"`
 	MaxBodyBytes                 int64    `json:"max_body_bytes"`
 	ShutdownTimeout              duration `json:"shutdown_timeout"`
 }
@@ -48,6 +50,8 @@ func defaultConfig() config {
 		LogLevel:                     "info",
 		LogFormat:                    "json",
 		MaxBodyBytes:                 64 << 20,
+		MinFreeBytes:                 256 << 20,
+		MinFreeInodes:                1000,
 		ShutdownTimeout:              duration(30 * time.Second),
 	}
 }
@@ -112,6 +116,8 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "json or console")
 	fs.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "serve /debug/pprof/")
 	fs.BoolVar(&cfg.AccessLog, "access-log", cfg.AccessLog, "log every request at info (method, path, route, status, time)")
+	fs.Uint64Var(&cfg.MinFreeBytes, "min-free-bytes", cfg.MinFreeBytes, "refuse produce (507 no_space) while the data directory's file system has fewer free bytes; 0 turns the floor off")
+	fs.Uint64Var(&cfg.MinFreeInodes, "min-free-inodes", cfg.MinFreeInodes, "refuse produce while it has fewer free inodes; 0 turns the floor off")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", cfg.MaxBodyBytes, "largest request body accepted")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -154,6 +160,8 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 		merge("log-format", func() { cfg.LogFormat = fromFile.LogFormat })
 		merge("pprof", func() { cfg.Pprof = fromFile.Pprof })
 		merge("access-log", func() { cfg.AccessLog = fromFile.AccessLog })
+		merge("min-free-bytes", func() { cfg.MinFreeBytes = fromFile.MinFreeBytes })
+		merge("min-free-inodes", func() { cfg.MinFreeInodes = fromFile.MinFreeInodes })
 		merge("max-body-bytes", func() { cfg.MaxBodyBytes = fromFile.MaxBodyBytes })
 	}
 	return cfg, cfg.validate()

@@ -139,6 +139,8 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		ColdWalkInterval:             time.Duration(cfg.ColdWalkInterval),
 		ConsumerOffsetCommitInterval: time.Duration(cfg.ConsumerOffsetCommitInterval),
 		DataDirLock:                  lock,
+		MinFreeBytes:                 cfg.MinFreeBytes,
+		MinFreeInodes:                cfg.MinFreeInodes,
 		Metastore:                    ms,
 		Logger:                       logger,
 		Registerer:                   reg,

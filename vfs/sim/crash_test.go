@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/narad-io/storage/vfs"
 	"io/fs"
 	"os"
 	"testing"
+
+	"github.com/narad-io/storage/vfs"
 )
 
 // newSynced returns a disk holding /d/f with content synced, its name

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"github.com/narad-io/storage/vfs"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/narad-io/storage/vfs"
 )
 
 // SectorSize is the unit a simulated crash tears writes at.
@@ -45,6 +46,7 @@ type Disk struct {
 	openFiles    int
 	maxOpenFiles int                 // 0: no limit
 	locks        map[string]*simFile // path -> the open file holding its lock
+	capacity     vfs.Space           // 0: no limit (of bytes, of inodes)
 }
 
 // node is a file or a directory.
@@ -155,6 +157,9 @@ func (d *Disk) OpenFile(name string, flag int) (vfs.File, error) {
 		if err := d.parentIsDir(p); err != nil {
 			return nil, pathError("open", name, err)
 		}
+		if !d.fitsLocked(0, 1) {
+			return nil, pathError("open", name, syscall.ENOSPC)
+		}
 		n = &node{mode: vfs.FileMode, mtime: d.now()}
 		d.names[p] = n
 		d.recordCreate(p, n)
@@ -228,6 +233,9 @@ func (d *Disk) mkdirLocked(name, p string) error {
 	}
 	if err := d.parentIsDir(p); err != nil {
 		return pathError("mkdir", name, err)
+	}
+	if !d.fitsLocked(0, 1) {
+		return pathError("mkdir", name, syscall.ENOSPC)
 	}
 	n := &node{dir: true, mode: vfs.DirMode | os.ModeDir, mtime: d.now()}
 	d.recordCreate(p, n)
@@ -445,4 +453,51 @@ func (d *Disk) Stat(name string) (vfs.FileInfo, error) {
 
 func (n *node) info(base string) vfs.FileInfo {
 	return vfs.FileInfo{Name: base, Size: int64(len(n.cache)), Mode: n.mode, ModTime: n.mtime}
+}
+
+// SetCapacity makes the disk hold at most capacity's bytes (of file
+// contents, as the process sees them) and inodes (files and directories);
+// a write or create past either fails with ENOSPC, changing nothing, and
+// Free reports what is left. A zero field lifts that limit.
+func (d *Disk) SetCapacity(capacity vfs.Space) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.capacity = capacity
+}
+
+// Free implements vfs.FS: what SetCapacity leaves, or a vast amount.
+func (d *Disk) Free(name string) (vfs.Space, error) {
+	p := clean(name)
+	if err := d.enter(Call{Op: OpFree, Path: p}); err != nil {
+		return vfs.Space{}, pathError("statfs", name, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	const vast = 1 << 50
+	free := vfs.Space{Bytes: vast, Inodes: vast}
+	if d.capacity.Bytes > 0 {
+		free.Bytes = d.capacity.Bytes - min(d.capacity.Bytes, d.usedBytesLocked())
+	}
+	if d.capacity.Inodes > 0 {
+		free.Inodes = d.capacity.Inodes - min(d.capacity.Inodes, uint64(len(d.names)))
+	}
+	return free, nil
+}
+
+// usedBytesLocked is what the live files hold.
+func (d *Disk) usedBytesLocked() uint64 {
+	var n uint64
+	for _, node := range d.names {
+		n += uint64(len(node.cache))
+	}
+	return n
+}
+
+// fitsLocked reports whether growing the disk's contents by grow bytes
+// and its names by names stays within its capacity.
+func (d *Disk) fitsLocked(grow int64, names int) bool {
+	if d.capacity.Bytes > 0 && grow > 0 && d.usedBytesLocked()+uint64(grow) > d.capacity.Bytes {
+		return false
+	}
+	return d.capacity.Inodes == 0 || names <= 0 || uint64(len(d.names)+names) <= d.capacity.Inodes
 }

@@ -24,6 +24,7 @@ const (
 	OpReadDir   Op = "readdir"
 	OpSyncDir   Op = "syncdir"
 	OpLock      Op = "lock" // FS.Lock, after its open
+	OpFree      Op = "free" // FS.Free
 )
 
 // Call is one call on a Disk as faults and hooks see it.

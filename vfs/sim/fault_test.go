@@ -3,12 +3,13 @@ package sim
 import (
 	"bytes"
 	"errors"
-	"github.com/narad-io/storage/vfs"
 	"io"
 	"os"
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/narad-io/storage/vfs"
 )
 
 // TestFault_FailedSyncMarksPagesClean: a failed fdatasync returns the error
@@ -291,3 +292,41 @@ func TestWriteFileAtomic_CrashAtEveryCall(t *testing.T) {
 }
 
 var errStop = errors.New("stopped")
+
+// TestCapacity_FullDiskRefusesAndFreeSaysSo: past SetCapacity's bytes a
+// write fails with ENOSPC and writes nothing, past its inodes a create
+// does; Free reports what is left, and a removal gives it back.
+func TestCapacity_FullDiskRefusesAndFreeSaysSo(t *testing.T) {
+	d := NewDisk(1)
+	d.MkdirAll("/d")
+	d.SetCapacity(vfs.Space{Bytes: 1000, Inodes: 3})
+	free, err := d.Free("/d")
+	if err != nil || free.Bytes != 1000 || free.Inodes != 2 { // /d holds one of the 3
+		t.Fatalf("free %+v, %v; want 1000 bytes and 2 inodes", free, err)
+	}
+	mustWrite(t, d, "/d/a", make([]byte, 900))
+	f, err := d.OpenFile("/d/a", os.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(make([]byte, 200), 900); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("a write past the capacity: %v, want ENOSPC", err)
+	}
+	if b, _ := d.Contents("/d/a"); len(b) != 900 {
+		t.Fatalf("the refused write left %d bytes, want 900", len(b))
+	}
+	if free, _ := d.Free("/d"); free.Bytes != 100 {
+		t.Fatalf("free bytes %d, want 100", free.Bytes)
+	}
+	mustWrite(t, d, "/d/b", nil)
+	if _, err := d.OpenFile("/d/c", os.O_RDWR|os.O_CREATE); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("a create past the inodes: %v, want ENOSPC", err)
+	}
+	if err := d.Remove("/d/a"); err != nil {
+		t.Fatal(err)
+	}
+	if free, _ := d.Free("/d"); free.Bytes != 1000 || free.Inodes != 1 {
+		t.Fatalf("after a removal: %+v", free)
+	}
+}

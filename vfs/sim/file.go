@@ -1,11 +1,12 @@
 package sim
 
 import (
-	"github.com/narad-io/storage/vfs"
 	"io"
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/narad-io/storage/vfs"
 )
 
 // simFile is an open file of a Disk. It keeps working on its node after the
@@ -125,6 +126,9 @@ func (f *simFile) writeAt(opName string, p []byte, off int64) (int, error) {
 		}
 		return short, err
 	}
+	if grow := off + int64(len(p)) - int64(len(f.node.cache)); !d.fitsLocked(grow, 0) {
+		return 0, pathError(opName, f.name, syscall.ENOSPC)
+	}
 	f.node.write(off, p, d.now())
 	return len(p), nil
 }
@@ -140,6 +144,9 @@ func (f *simFile) Truncate(size int64) error {
 	defer f.disk.mu.Unlock()
 	if err := f.check(true); err != nil {
 		return pathError("truncate", f.name, err)
+	}
+	if !f.disk.fitsLocked(size-int64(len(f.node.cache)), 0) {
+		return pathError("truncate", f.name, syscall.ENOSPC)
 	}
 	f.node.truncate(size, f.disk.now())
 	return nil

@@ -2,13 +2,14 @@ package sim
 
 import (
 	"fmt"
-	"github.com/narad-io/storage/vfs"
 	"math/rand/v2"
 	"os"
 	"path"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/narad-io/storage/vfs"
 )
 
 // liveNames lists the paths the process sees now.

@@ -1,0 +1,137 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/narad-io/storage/internal/promshare"
+	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/vfs"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ErrLowDisk: the data directory's file system has less free space (or
+// fewer free inodes) than the node's floor, so a produce is refused before
+// anything is written. It wraps partition.ErrNoSpace: to a caller it is a
+// full disk, with nothing of the batch kept.
+var ErrLowDisk = errors.New("runtime: free space under the floor")
+
+// diskGuardEvery is how old a reading of the free space may be when a
+// produce is checked against the floor: the guard costs a statfs at most
+// this often, and lifts this soon after retention frees space.
+const diskGuardEvery = 100 * time.Millisecond
+
+// diskGuard refuses produce while the data directory's file system is
+// under the node's floor of free bytes or inodes (Config.MinFreeBytes,
+// MinFreeInodes), so a commit never meets ENOSPC half-way: the floor is
+// the room the node keeps for what it must still write (hwm files,
+// consumer progress, metadata).
+//
+// Invariant: mu guards last and at; a reading is at most diskGuardEvery
+// old when a produce is checked. mu is a leaf.
+type diskGuard struct {
+	files           vfs.FS
+	dir             string
+	minBytes, minIn uint64
+
+	mu   sync.Mutex
+	last vfs.Space
+	at   time.Time
+	err  error // the last reading's, if it failed
+}
+
+// check refuses a batch of about bytes when it would take the file
+// system under the floor. A reading that fails lets the produce through:
+// the commit itself then meets the disk's own answer.
+func (g *diskGuard) check(bytes int) error {
+	if g.minBytes == 0 && g.minIn == 0 {
+		return nil
+	}
+	free, err := g.read()
+	if err != nil {
+		return nil
+	}
+	if free.Bytes < g.minBytes+uint64(bytes) || free.Inodes < g.minIn {
+		return fmt.Errorf("%w: %w: %d bytes and %d inodes free, the floor is %d bytes and %d inodes",
+			ErrLowDisk, partition.ErrNoSpace, free.Bytes, free.Inodes, g.minBytes, g.minIn)
+	}
+	return nil
+}
+
+// read is the free space, read again when the last reading is stale.
+func (g *diskGuard) read() (vfs.Space, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if now := time.Now(); g.at.IsZero() || now.Sub(g.at) >= diskGuardEvery {
+		g.last, g.err = g.files.Free(g.dir)
+		g.at = now
+	}
+	return g.last, g.err
+}
+
+// diskCollector exports each node's free space and floor, by data
+// directory: narad_disk_free_bytes, narad_disk_free_inodes,
+// narad_disk_floor_bytes, narad_disk_floor_inodes. Nodes on one registerer
+// share it.
+//
+// Invariant: mu guards nodes and is a leaf.
+type diskCollector struct {
+	mu    sync.Mutex
+	nodes map[*Node]bool
+}
+
+var (
+	diskFreeBytesDesc  = prometheus.NewDesc("narad_disk_free_bytes", "Bytes free to the node on its data directory's file system.", []string{"data_dir"}, nil)
+	diskFreeInodesDesc = prometheus.NewDesc("narad_disk_free_inodes", "Inodes free on the data directory's file system.", []string{"data_dir"}, nil)
+	diskFloorBytesDesc = prometheus.NewDesc("narad_disk_floor_bytes", "Free bytes under which produce is refused (507 no_space).", []string{"data_dir"}, nil)
+	diskFloorInDesc    = prometheus.NewDesc("narad_disk_floor_inodes", "Free inodes under which produce is refused (507 no_space).", []string{"data_dir"}, nil)
+)
+
+// registerDisk adds n to reg's disk collector and returns what removes it.
+func registerDisk(reg prometheus.Registerer, n *Node) (remove func()) {
+	c := promshare.Register(reg, &diskCollector{nodes: map[*Node]bool{}})
+	c.mu.Lock()
+	c.nodes[n] = true
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		delete(c.nodes, n)
+		c.mu.Unlock()
+	}
+}
+
+func (c *diskCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{diskFreeBytesDesc, diskFreeInodesDesc, diskFloorBytesDesc, diskFloorInDesc} {
+		ch <- d
+	}
+}
+
+func (c *diskCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	nodes := make([]*Node, 0, len(c.nodes))
+	for n := range c.nodes {
+		nodes = append(nodes, n)
+	}
+	c.mu.Unlock()
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].cfg.DataDir < nodes[j].cfg.DataDir })
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		g := n.disk
+		if seen[g.dir] {
+			continue
+		}
+		seen[g.dir] = true
+		gauge := func(d *prometheus.Desc, v uint64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), g.dir)
+		}
+		gauge(diskFloorBytesDesc, g.minBytes)
+		gauge(diskFloorInDesc, g.minIn)
+		if free, err := g.read(); err == nil {
+			gauge(diskFreeBytesDesc, free.Bytes)
+			gauge(diskFreeInodesDesc, free.Inodes)
+		}
+	}
+}
