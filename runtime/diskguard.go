@@ -11,6 +11,7 @@ import (
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/vfs"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 )
 
 // ErrLowDisk: the data directory's file system has less free space (or
@@ -36,6 +37,7 @@ type diskGuard struct {
 	files           vfs.FS
 	dir             string
 	minBytes, minIn uint64
+	logger          *zap.Logger
 
 	mu   sync.Mutex
 	last vfs.Space
@@ -44,13 +46,13 @@ type diskGuard struct {
 }
 
 // check refuses a batch of about bytes when it would take the file
-// system under the floor. A reading that fails lets the produce through:
-// the commit itself then meets the disk's own answer.
+// system under the floor. A reading that fails (logged once) lets the
+// produce through: the commit itself then meets the disk's own answer.
 func (g *diskGuard) check(bytes int) error {
 	if g.minBytes == 0 && g.minIn == 0 {
 		return nil
 	}
-	free, err := g.read()
+	free, err := g.read(bytes)
 	if err != nil {
 		return nil
 	}
@@ -61,15 +63,28 @@ func (g *diskGuard) check(bytes int) error {
 	return nil
 }
 
-// read is the free space, read again when the last reading is stale.
-func (g *diskGuard) read() (vfs.Space, error) {
+// read is the free space, read again when the last reading is stale. A
+// batch let through is taken off the reading at once (twice its record
+// bytes, for framing and indexes), so produces at once, or many within one
+// reading, never spend the floor between two readings.
+func (g *diskGuard) read(admit ...int) (vfs.Space, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if now := time.Now(); g.at.IsZero() || now.Sub(g.at) >= diskGuardEvery {
-		g.last, g.err = g.files.Free(g.dir)
-		g.at = now
+		free, err := g.files.Free(g.dir)
+		if err != nil && g.err == nil && g.logger != nil {
+			g.logger.Warn("free space unreadable: produce goes on without the floor until it reads again", zap.Error(err))
+		}
+		g.last, g.err, g.at = free, err, now
 	}
-	return g.last, g.err
+	free := g.last
+	for _, bytes := range admit {
+		need := g.minBytes + uint64(bytes)
+		if g.err == nil && free.Bytes >= need && free.Inodes >= g.minIn {
+			g.last.Bytes -= min(g.last.Bytes, 2*uint64(bytes))
+		}
+	}
+	return free, g.err
 }
 
 // diskCollector exports each node's free space and floor, by data

@@ -71,3 +71,46 @@ func TestDiskGuard_ProduceRefusedUnderTheFloorAndTakenAgain(t *testing.T) {
 		}
 	})
 }
+
+// TestDiskGuard_ABurstWithinOneReadingKeepsTheFloor: produces that come
+// within one reading of the free space each take their batch off it, so
+// a burst stops at the floor instead of running the disk to ENOSPC (found
+// by review).
+func TestDiskGuard_ABurstWithinOneReadingKeepsTheFloor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newTestDisk(t, 5)
+		d.SetCapacity(vfs.Space{Bytes: 64 << 10})
+		const floor = 16 << 10
+		n, err := New(Config{DataDir: dataDir, FS: d, MinFreeBytes: floor, SegmentMaxBytes: 4 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Close()
+		if err := n.Start(bg); err != nil {
+			t.Fatal(err)
+		}
+		n.CreateTopic(bg, "fill", 1, Retention{})
+		advanceBy(diskGuardEvery) // one fresh reading, then a burst inside it
+		var last error
+		for range 100 {
+			if _, last = n.Produce(bg, "fill", 0, []partition.Record{{Value: make([]byte, 1000)}}); last != nil {
+				break
+			}
+		}
+		if !errors.Is(last, ErrLowDisk) {
+			t.Fatalf("the burst ended with %v, want ErrLowDisk", last)
+		}
+		if free, _ := d.Free(dataDir); free.Bytes < floor/2 {
+			t.Fatalf("%d bytes free after the burst: the floor of %d was spent", free.Bytes, floor)
+		}
+	})
+}
+
+// TestOSFree_ReportsTheTestDisk: the real file system's free space is
+// read with statfs, some bytes and inodes (or inodes without end).
+func TestOSFree_ReportsTheTestDisk(t *testing.T) {
+	free, err := vfs.OS{}.Free(t.TempDir())
+	if err != nil || free.Bytes == 0 || free.Inodes == 0 {
+		t.Fatalf("free %+v, %v", free, err)
+	}
+}

@@ -56,7 +56,9 @@ type Metastore interface {
 	CreateTopic(ctx context.Context, name string, partitions int, retention Retention) (rec TopicRecord, created bool, err error)
 	// UpdateRetention changes a topic's retention to what change makes of
 	// the current bounds, atomically (no other change lands in between),
-	// keeping its incarnation; an error of change aborts it.
+	// keeping its incarnation; an error of change aborts it. change must
+	// be a pure function of its argument: it may run under the metastore's
+	// lock, and more than once (a metastore that compares and swaps).
 	UpdateRetention(ctx context.Context, name string, change func(Retention) (Retention, error)) (TopicRecord, error)
 	// DeleteTopic removes a topic's record.
 	DeleteTopic(ctx context.Context, name string) error

@@ -219,7 +219,7 @@ func New(cfg Config) (n *Node, err error) {
 		topicMetrics:    topicMetrics,
 		marks:           newPartitionMarks(),
 		topicsDir:       filepath.Join(cfg.DataDir, wire.TopicsDirName),
-		disk:            &diskGuard{files: cfg.FS, dir: cfg.DataDir, minBytes: cfg.MinFreeBytes, minIn: cfg.MinFreeInodes},
+		disk:            &diskGuard{files: cfg.FS, dir: cfg.DataDir, minBytes: cfg.MinFreeBytes, minIn: cfg.MinFreeInodes, logger: logger},
 		promReg:         reg,
 	}
 	n.consumers = &consumers{n: n, by: map[supervisor.Key]*consumer{}}

@@ -3,6 +3,7 @@ package vfs
 import (
 	"errors"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -127,13 +128,22 @@ func (OS) SyncDir(name string) error {
 }
 
 // Free implements FS with statfs: the blocks available to unprivileged
-// users (not the root-reserved ones) and the free inodes.
+// users (not the root-reserved ones) and the free inodes; a file system
+// with no inode table (statfs reports none) has inodes without end.
 func (OS) Free(name string) (Space, error) {
 	var st unix.Statfs_t
 	if err := retryEINTR(func() error { return unix.Statfs(name, &st) }); err != nil {
 		return Space{}, &fs.PathError{Op: "statfs", Path: name, Err: err}
 	}
-	return Space{Bytes: st.Bavail * uint64(st.Bsize), Inodes: st.Ffree}, nil
+	unit := uint64(st.Frsize) // statfs counts blocks in fragments, as df does
+	if unit == 0 {
+		unit = uint64(st.Bsize)
+	}
+	inodes := st.Ffree
+	if st.Files == 0 {
+		inodes = math.MaxUint64 // no inode table (btrfs, vfat): never short of inodes
+	}
+	return Space{Bytes: st.Bavail * unit, Inodes: inodes}, nil
 }
 
 // Lock implements FS with an open-file-description record lock over the

@@ -56,6 +56,7 @@ func (d *Disk) Crash(plan CrashPlan) *Disk {
 
 	rng := rand.New(rand.NewPCG(d.seed, plan.Seed))
 	out := NewDisk(d.seed)
+	out.capacity = d.capacity // the device's size outlives the power
 	out.now = d.now
 	copies := map[*node]*node{}
 	for _, p := range sortedKeys(names) {
@@ -82,6 +83,7 @@ func (d *Disk) ProcessCrash() *Disk {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := NewDisk(d.seed)
+	out.capacity = d.capacity // the device's size outlives the power
 	out.now = d.now
 	copies := map[*node]*node{}
 	clone := func(n *node) *node {

@@ -47,6 +47,7 @@ type Disk struct {
 	maxOpenFiles int                 // 0: no limit
 	locks        map[string]*simFile // path -> the open file holding its lock
 	capacity     vfs.Space           // 0: no limit (of bytes, of inodes)
+	openNodes    map[*node]int       // file node -> its open descriptors: an unlinked file holds space until the last closes
 }
 
 // node is a file or a directory.
@@ -169,6 +170,10 @@ func (d *Disk) OpenFile(name string, flag int) (vfs.File, error) {
 		n.truncate(0, d.now())
 	}
 	d.openFiles++
+	if d.openNodes == nil {
+		d.openNodes = map[*node]int{}
+	}
+	d.openNodes[n]++
 	return &simFile{disk: d, node: n, name: name, path: p,
 		readable: flag&os.O_WRONLY == 0, writable: writable}, nil
 }
@@ -484,13 +489,29 @@ func (d *Disk) Free(name string) (vfs.Space, error) {
 	return free, nil
 }
 
-// usedBytesLocked is what the live files hold.
+// usedBytesLocked is what the files hold: those with a name, and those
+// unlinked but still open (their space returns at the last close).
 func (d *Disk) usedBytesLocked() uint64 {
 	var n uint64
 	for _, node := range d.names {
 		n += uint64(len(node.cache))
 	}
+	for node := range d.openNodes {
+		if !d.namedLocked(node) {
+			n += uint64(len(node.cache))
+		}
+	}
 	return n
+}
+
+// namedLocked reports whether node has a name now.
+func (d *Disk) namedLocked(node *node) bool {
+	for _, m := range d.names {
+		if m == node {
+			return true
+		}
+	}
+	return false
 }
 
 // fitsLocked reports whether growing the disk's contents by grow bytes

@@ -323,10 +323,44 @@ func TestCapacity_FullDiskRefusesAndFreeSaysSo(t *testing.T) {
 	if _, err := d.OpenFile("/d/c", os.O_RDWR|os.O_CREATE); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("a create past the inodes: %v, want ENOSPC", err)
 	}
+	f.Close() // an unlinked file's space returns at its last close
 	if err := d.Remove("/d/a"); err != nil {
 		t.Fatal(err)
 	}
 	if free, _ := d.Free("/d"); free.Bytes != 1000 || free.Inodes != 1 {
 		t.Fatalf("after a removal: %+v", free)
+	}
+}
+
+// TestCapacity_AnUnlinkedOpenFileHoldsItsSpace: a file unlinked while open
+// keeps its bytes until the last close, as on a real disk (found by
+// review: the space came back at the unlink), and a crash keeps the
+// disk's capacity.
+func TestCapacity_AnUnlinkedOpenFileHoldsItsSpace(t *testing.T) {
+	d := NewDisk(1)
+	d.MkdirAll("/d")
+	d.SetCapacity(vfs.Space{Bytes: 1000})
+	mustWrite(t, d, "/d/a", make([]byte, 900))
+	f, err := d.OpenFile("/d/a", os.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Remove("/d/a"); err != nil {
+		t.Fatal(err)
+	}
+	if free, _ := d.Free("/d"); free.Bytes != 100 {
+		t.Fatalf("unlinked but open: %d bytes free, want 100", free.Bytes)
+	}
+	if _, err := f.WriteAt(make([]byte, 900), 900); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("a write past the capacity through the unlinked file: %v, want ENOSPC", err)
+	}
+	for name, after := range map[string]*Disk{"ProcessCrash": d.ProcessCrash(), "Crash": d.Crash(CrashPlan{})} {
+		if free, _ := after.Free("/d"); free.Bytes > 1000 {
+			t.Fatalf("after %s: %d bytes free on a 1,000-byte disk", name, free.Bytes)
+		}
+	}
+	f.Close()
+	if free, _ := d.Free("/d"); free.Bytes != 1000 {
+		t.Fatalf("after the last close: %d bytes free, want 1000", free.Bytes)
 	}
 }

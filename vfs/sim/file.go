@@ -32,6 +32,9 @@ func (f *simFile) release() {
 		delete(f.disk.locks, f.path)
 	}
 	f.locked = false
+	if f.disk.openNodes[f.node]--; f.disk.openNodes[f.node] <= 0 {
+		delete(f.disk.openNodes, f.node)
+	}
 }
 
 func (f *simFile) Name() string { return f.name }
@@ -118,6 +121,9 @@ func (f *simFile) writeAt(opName string, p []byte, off int64) (int, error) {
 		// A short write: part of the buffer reached the file, then the
 		// call failed.
 		short = min(short, len(p))
+		if grow := off + int64(short) - int64(len(f.node.cache)); !d.fitsLocked(grow, 0) {
+			return 0, pathError(opName, f.name, syscall.ENOSPC)
+		}
 		f.node.write(off, p[:short], d.now())
 		if err == errShortWrite {
 			err = io.ErrShortWrite
