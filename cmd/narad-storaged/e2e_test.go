@@ -25,6 +25,10 @@ import (
 
 var daemonBinary string
 
+// daemonWrap, when a test sets it, runs the daemon as daemonWrap then its
+// path and arguments.
+var daemonWrap []string
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "narad-e2e")
 	if err != nil {
@@ -59,6 +63,9 @@ func startDaemon(t *testing.T, dataDir string, extra ...string) *daemon {
 	t.Helper()
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, extra...)
 	cmd := exec.Command(daemonBinary, args...)
+	if daemonWrap != nil { // a test runs the daemon under a wrapper (a lower limit, say)
+		cmd = exec.Command(daemonWrap[0], append(append(daemonWrap[1:], daemonBinary), args...)...)
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"golang.org/x/sys/unix"
 )
 
 // runServe starts the node and serves it until SIGTERM or SIGINT.
@@ -194,6 +195,7 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 			return fmt.Errorf("startup: %w", err)
 		}
 		if err == nil {
+			warnIfFewDescriptors(ctx, ms, logger)
 			logger.Info("ready")
 			if err := sdNotify("READY=1"); err != nil {
 				logger.Warn("systemd notification", zap.Error(err))
@@ -263,5 +265,36 @@ func reloadOnHangup(certs *certReloader, logger *zap.Logger) (stop func()) {
 		signal.Stop(hup)
 		close(done)
 		<-finished
+	}
+}
+
+// descriptorsPerPartition is what an open partition may hold: its active
+// segment, two hot sealed segments, consumer.ahead; the headroom is for
+// sockets, the metastore and the runtime.
+const (
+	descriptorsPerPartition = 4
+	descriptorHeadroom      = 256
+)
+
+// warnIfFewDescriptors says at start when the open-file limit is too low
+// for every partition on disk to be open at once (startup opens them all,
+// and they stay open until idle eviction): opens past the limit fail.
+func warnIfFewDescriptors(ctx context.Context, ms runtime.Metastore, logger *zap.Logger) {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return
+	}
+	topics, err := ms.Topics(ctx)
+	if err != nil {
+		return
+	}
+	partitions := 0
+	for _, t := range topics {
+		partitions += t.Partitions
+	}
+	if need := uint64(partitions*descriptorsPerPartition + descriptorHeadroom); need > lim.Cur {
+		logger.Warn("the open-file limit is low for the partitions on disk: opens past it fail until idle logs close",
+			zap.Uint64("limit", lim.Cur), zap.Int("partitions", partitions), zap.Uint64("wanted", need),
+			zap.String("fix", "raise it (LimitNOFILE= in the unit, ulimit -n)"))
 	}
 }
