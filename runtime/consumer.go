@@ -231,8 +231,15 @@ func (n *Node) consumerOf(ctx context.Context, topic string, p int) (*consumer, 
 			}
 			dirName, _ := wire.PartitionDirName(p)
 			c = &consumer{key: key, log: l, dir: filepath.Join(n.topicsDir, topic, dirName), incarnation: rec.Incarnation, ahead: map[int64]struct{}{}, levelled: -1}
-			if err := n.recoverConsumer(c, hwm); err != nil {
-				return err
+			// Recovery holds c's lock: a repair's tick hands c to the
+			// committer (its unsynced set), whose write-out must wait
+			// until recovery is done with c, not flip its slots midway
+			// (found by the campaign under the race detector).
+			c.mu.Lock()
+			rerr := n.recoverConsumer(c, hwm)
+			c.mu.Unlock()
+			if rerr != nil {
+				return rerr
 			}
 			n.consumers.mu.Lock()
 			n.consumers.by[key] = c
