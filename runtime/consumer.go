@@ -264,10 +264,18 @@ func (n *Node) recoverConsumer(c *consumer, hwm int64) (err error) {
 	files := n.cfg.FS
 	aheadPath := filepath.Join(c.dir, wire.ConsumerAheadFileName)
 	defer func() {
-		if err != nil && c.file != nil {
+		if err == nil {
+			return
+		}
+		// A repair that failed part-way handed c to the committer
+		// already: dropped, it is left alone there (found by review: the
+		// next write-out met its closed file).
+		c.dropped = true
+		if c.file != nil {
 			c.file.Close()
 			c.file = nil
 		}
+		n.committer.forget(c)
 	}()
 	var best *wire.AheadRecord
 	var maxSeq uint64

@@ -237,6 +237,15 @@ func (cm *committer) repairLocked(c *consumer, maxSeq uint64) error {
 	return cm.level(c)
 }
 
+// forget takes c out of the committer's sets (a consumer recovery gave up
+// on).
+func (cm *committer) forget(c *consumer) {
+	cm.mu.Lock()
+	defer cm.mu.Unlock()
+	delete(cm.dirtySet, c)
+	delete(cm.unsyncedSet, c)
+}
+
 // level writes the durable frontier into consumer.offset: 8 bytes in
 // place, one sector, fdatasynced, the file cut to 8 bytes should it be
 // longer; the directory synced when created.

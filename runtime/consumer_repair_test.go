@@ -1,0 +1,82 @@
+package runtime
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/narad-io/storage/vfs/sim"
+	"github.com/narad-io/storage/wire"
+)
+
+// TestConsumer_AFailedRepairLeavesNoOrphanInTheCommitter: a repair that
+// fails after its first tick (here its fdatasync) fails the recovery; the
+// tick had handed the consumer to the committer, so recovery drops it and
+// takes it back (found by review: the next write-out met the orphan's
+// closed file and panicked).
+func TestConsumer_AFailedRepairLeavesNoOrphanInTheCommitter(t *testing.T) {
+	d := newTestDisk(t, 1)
+	// A long commit interval: the loop writes out at most once, at its
+	// start; the test runs the write-out itself.
+	n := startNode(t, d, Config{ConsumerOffsetCommitInterval: time.Hour})
+	n.CreateTopic(bg, "orders", 1, Retention{})
+	n.Produce(bg, "orders", 0, recs("orders", 0, 0, 300))
+	n.Ack(bg, "orders", 0, 0, 1, 2)
+	n.reg.CloseLive(key("orders", 0)) // consumer.ahead and consumer.offset written out
+	dir := filepath.Join(dataDir, "topics", "orders", "p00000")
+	// consumer.offset 500, above the hwm of 300: recovery rejects it and repairs.
+	if err := writeRaw(d, filepath.Join(dir, wire.ConsumerOffsetFileName), []byte{0, 0, 0, 0, 0, 0, 1, 0xf4}); err != nil {
+		t.Fatal(err)
+	}
+	// Sync 1 of consumer.ahead is recovery's own; sync 2 is the repair's.
+	in := d.Inject(sim.Fault{Op: sim.OpSync, Path: filepath.Join(dir, wire.ConsumerAheadFileName), Nth: 2, Err: syscall.EIO})
+	if _, err := n.ConsumerState(bg, "orders", 0); err == nil {
+		t.Fatal("recovery should fail with the repair's sync")
+	}
+	in.Remove()
+	n.committer.mu.Lock()
+	var handed []*consumer
+	for c := range n.committer.unsyncedSet {
+		handed = append(handed, c)
+	}
+	n.committer.mu.Unlock()
+	orphans := 0
+	for _, c := range handed {
+		n.consumers.mu.Lock()
+		published := n.consumers.by[c.key] == c
+		n.consumers.mu.Unlock()
+		c.mu.Lock()
+		live := !c.dropped // a settled or dropped one is left alone by the write-out
+		c.mu.Unlock()
+		if !published && live {
+			orphans++
+		}
+	}
+	var panicked any
+	n.committer.writeOutAll(func(_ string, f func()) {
+		defer func() {
+			if r := recover(); r != nil {
+				panicked = r
+			}
+		}()
+		f()
+	})
+	if orphans > 0 || panicked != nil {
+		t.Fatalf("after a failed repair: %d unpublished consumer(s) left in the unsynced set; the write-out panicked: %v", orphans, fmt.Sprint(panicked))
+	}
+}
+
+func writeRaw(d *sim.Disk, path string, b []byte) error {
+	f, err := d.OpenFile(path, os.O_RDWR)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, 0); err != nil {
+		return err
+	}
+	return f.Sync()
+}
