@@ -3,7 +3,6 @@ package runtime
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
@@ -91,12 +90,7 @@ func (g *diskGuard) read(admit ...int) (vfs.Space, error) {
 // directory: narad_disk_free_bytes, narad_disk_free_inodes,
 // narad_disk_floor_bytes, narad_disk_floor_inodes. Nodes on one registerer
 // share it.
-//
-// Invariant: mu guards nodes and is a leaf.
-type diskCollector struct {
-	mu    sync.Mutex
-	nodes map[*Node]bool
-}
+type diskCollector struct{ nodeSet }
 
 var (
 	diskFreeBytesDesc  = prometheus.NewDesc("narad_disk_free_bytes", "Bytes free to the node on its data directory's file system.", []string{"data_dir"}, nil)
@@ -107,15 +101,7 @@ var (
 
 // registerDisk adds n to reg's disk collector and returns what removes it.
 func registerDisk(reg prometheus.Registerer, n *Node) (remove func()) {
-	c := promshare.Register(reg, &diskCollector{nodes: map[*Node]bool{}})
-	c.mu.Lock()
-	c.nodes[n] = true
-	c.mu.Unlock()
-	return func() {
-		c.mu.Lock()
-		delete(c.nodes, n)
-		c.mu.Unlock()
-	}
+	return promshare.Register(reg, &diskCollector{}).join(n)
 }
 
 func (c *diskCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -125,15 +111,8 @@ func (c *diskCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *diskCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	nodes := make([]*Node, 0, len(c.nodes))
-	for n := range c.nodes {
-		nodes = append(nodes, n)
-	}
-	c.mu.Unlock()
-	sort.Slice(nodes, func(i, j int) bool { return nodes[i].cfg.DataDir < nodes[j].cfg.DataDir })
 	seen := map[string]bool{}
-	for _, n := range nodes {
+	for _, n := range c.sorted() {
 		g := n.disk
 		if seen[g.dir] {
 			continue

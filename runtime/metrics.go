@@ -225,15 +225,46 @@ func (m *partitionMarks) highWatermark(key supervisor.Key, id wire.IncarnationID
 	return c.hwm, ok && c.incarnation == id
 }
 
-// hwmCollector is narad_partition_high_watermark{topic,partition},
-// computed at each scrape from the nodes' marks: a scrape never opens a
-// log. Nodes on one registerer share one collector, each adding itself.
+// nodeSet is the nodes a collector shared on one registerer reports on,
+// each adding itself at New and leaving at Close.
 //
 // Invariant: mu guards nodes and is a leaf.
-type hwmCollector struct {
+type nodeSet struct {
 	mu    sync.Mutex
 	nodes map[*Node]bool
 }
+
+// join adds n and returns what removes it again.
+func (s *nodeSet) join(n *Node) (leave func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.nodes == nil {
+		s.nodes = map[*Node]bool{}
+	}
+	s.nodes[n] = true
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.nodes, n)
+	}
+}
+
+// sorted lists the nodes by data directory: a stable order for a scrape.
+func (s *nodeSet) sorted() []*Node {
+	s.mu.Lock()
+	nodes := make([]*Node, 0, len(s.nodes))
+	for n := range s.nodes {
+		nodes = append(nodes, n)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(nodes, func(a, b *Node) int { return strings.Compare(a.cfg.DataDir, b.cfg.DataDir) })
+	return nodes
+}
+
+// hwmCollector is narad_partition_high_watermark{topic,partition},
+// computed at each scrape from the nodes' marks: a scrape never opens a
+// log. Nodes on one registerer share one collector.
+type hwmCollector struct{ nodeSet }
 
 var hwmDesc = prometheus.NewDesc("narad_partition_high_watermark",
 	"A partition's high watermark: the offset its next record gets.", []string{"topic", "partition"}, nil)
@@ -241,32 +272,17 @@ var hwmDesc = prometheus.NewDesc("narad_partition_high_watermark",
 // registerHWM adds n to reg's high watermark collector, registering one
 // if reg has none, and returns what removes n again.
 func registerHWM(reg prometheus.Registerer, n *Node) (remove func()) {
-	c := promshare.Register(reg, &hwmCollector{nodes: map[*Node]bool{}})
-	c.mu.Lock()
-	c.nodes[n] = true
-	c.mu.Unlock()
-	return func() {
-		c.mu.Lock()
-		delete(c.nodes, n)
-		c.mu.Unlock()
-	}
+	return promshare.Register(reg, &hwmCollector{}).join(n)
 }
 
 func (c *hwmCollector) Describe(ch chan<- *prometheus.Desc) { ch <- hwmDesc }
 
 func (c *hwmCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	nodes := make([]*Node, 0, len(c.nodes))
-	for n := range c.nodes {
-		nodes = append(nodes, n)
-	}
-	c.mu.Unlock()
-	// Nodes in a stable order, and a partition once: two nodes holding a
-	// topic of one name would otherwise make the scrape fail. Their series
-	// need the registerer wrapped per node (a node label) to be told apart.
-	slices.SortFunc(nodes, func(a, b *Node) int { return strings.Compare(a.cfg.DataDir, b.cfg.DataDir) })
+	// A partition once: two nodes holding a topic of one name would
+	// otherwise make the scrape fail. Their series need the registerer
+	// wrapped per node (a node label) to be told apart.
 	seen := map[supervisor.Key]bool{}
-	for _, n := range nodes {
+	for _, n := range c.sorted() {
 		topics, err := n.ms.Topics(context.Background())
 		if err != nil {
 			continue
