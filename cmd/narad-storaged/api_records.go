@@ -393,7 +393,11 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		if errors.Is(err, partition.ErrOffsetDeleted) {
-			start, _ := a.startOffset(r, topic, p)
+			start, serr := a.startOffset(r, topic, p)
+			if serr != nil {
+				a.writeNodeError(w, r, serr)
+				return
+			}
 			writeErrorBody(w, http.StatusGone, "offset_deleted",
 				fmt.Sprintf("offset %d is below the partition's start_offset %d: retention deleted it", offset, start),
 				func(b *errorBody) { b.StartOffset = &start })

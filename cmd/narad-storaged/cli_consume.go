@@ -56,11 +56,11 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 		res, err := c.Fetch(ctx, cf.topic, cf.partition, offset, opts)
 		var e *client.Error
 		switch {
-		case errors.As(err, &e) && e.Code == "record_unreadable" && e.NextOffset != nil:
+		case errors.As(err, &e) && e.Code == "record_unreadable" && e.NextOffset != nil && *e.NextOffset > offset:
 			fmt.Fprintf(stderr, "consume: offsets %d..%d are in a damaged frame; skipped\n", offset, *e.NextOffset-1)
 			offset = *e.NextOffset
 			continue
-		case errors.As(err, &e) && e.Code == "offset_deleted" && e.StartOffset != nil:
+		case errors.As(err, &e) && e.Code == "offset_deleted" && e.StartOffset != nil && *e.StartOffset > offset:
 			fmt.Fprintf(stderr, "consume: offsets %d..%d were deleted by retention; skipped\n", offset, *e.StartOffset-1)
 			offset = *e.StartOffset
 			continue

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/base64"
 	"flag"
@@ -36,8 +37,8 @@ func runProduce(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if code, done := parseClientCommand(fs, args, stderr); done {
 		return code
 	}
-	if *batchSize < 1 || *linger <= 0 {
-		fmt.Fprintln(stderr, "produce: --batch-size and --linger must be positive")
+	if *batchSize < 1 || *batchSize > maxBatchRecords || *linger <= 0 {
+		fmt.Fprintf(stderr, "produce: --batch-size must be 1 to %d and --linger positive\n", maxBatchRecords)
 		return 2
 	}
 	c, err := cf.client()
@@ -59,6 +60,9 @@ func runProduce(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = <-readErr
 	}
 	p.summary()
+	if p.unsent > 0 {
+		fmt.Fprintf(stdout, "interrupted: %d lines read were not sent\n", p.unsent)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "produce:", err)
 		return 1
@@ -72,6 +76,7 @@ func readLines(ctx context.Context, r io.Reader, out chan<- []byte, b64 bool) er
 	defer close(out)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	sc.Split(splitLines)
 	for n := 1; sc.Scan(); n++ {
 		line := append([]byte(nil), sc.Bytes()...)
 		if b64 {
@@ -90,6 +95,22 @@ func readLines(ctx context.Context, r io.Reader, out chan<- []byte, b64 bool) er
 	return sc.Err()
 }
 
+// splitLines splits at each newline and keeps every other byte (a \r
+// included, which bufio.ScanLines would drop): a line's value is exactly
+// its bytes.
+func splitLines(data []byte, atEOF bool) (advance int, token []byte, err error) {
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		return i + 1, data[:i], nil
+	}
+	if atEOF && len(data) > 0 {
+		return len(data), data, nil
+	}
+	return 0, nil, nil
+}
+
+// maxBatchRecords is the daemon's bound on the records of one request.
+const maxBatchRecords = 100000
+
 type producer struct {
 	c         *client.Client
 	topic     string
@@ -100,6 +121,7 @@ type producer struct {
 
 	records, batches int64
 	first, last      int64
+	unsent           int // lines read but not sent when interrupted
 }
 
 // run batches lines and sends each batch, until lines closes or a send
@@ -115,16 +137,26 @@ func (p *producer) run(ctx context.Context, lines <-chan []byte, batchSize int, 
 			if !ok {
 				return p.send(ctx, batch)
 			}
+			size := len(p.key) + len(line)
+			if len(batch) > 0 && bytes+size > maxBatchSendBytes {
+				// The line would take the request past the cap: what is
+				// batched goes first.
+				if err := p.send(ctx, batch); err != nil {
+					return err
+				}
+				batch, bytes = batch[:0], 0
+			}
 			if len(batch) == 0 {
 				timer.Reset(linger)
 			}
 			batch = append(batch, client.Record{Key: p.key, Value: line})
-			bytes += len(p.key) + len(line)
+			bytes += size
 			if len(batch) < batchSize && bytes < maxBatchSendBytes {
 				continue
 			}
 		case <-timer.C:
 		case <-ctx.Done():
+			p.unsent = len(batch)
 			return ctx.Err()
 		}
 		timer.Stop()
@@ -139,11 +171,14 @@ func (p *producer) run(ctx context.Context, lines <-chan []byte, batchSize int, 
 // bytes, well under the daemon's 64 MiB bound of one request.
 const maxBatchSendBytes = 16 << 20
 
+// send sends one batch. An interrupt does not cancel a batch on its way:
+// the daemon may commit it anyway, and the summary must say what was
+// acked, so it is waited for.
 func (p *producer) send(ctx context.Context, batch []client.Record) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	res, err := p.c.Produce(ctx, p.topic, p.partition, batch)
+	res, err := p.c.Produce(context.WithoutCancel(ctx), p.topic, p.partition, batch)
 	if err != nil {
 		return fmt.Errorf("after %d records acked: %w", p.records, err)
 	}
