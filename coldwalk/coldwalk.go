@@ -26,11 +26,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/narad-io/storage/internal/promshare"
 	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/narad-io/storage/internal/promshare"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/supervisor"
 	"github.com/narad-io/storage/vfs"

@@ -20,9 +20,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/narad-io/storage/internal/promshare"
 	"time"
 
+	"github.com/narad-io/storage/internal/promshare"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/supervisor"
 	"github.com/prometheus/client_golang/prometheus"

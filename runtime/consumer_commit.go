@@ -3,13 +3,13 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"github.com/narad-io/storage/internal/promshare"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/narad-io/storage/internal/promshare"
 	"github.com/narad-io/storage/supervisor"
 	"github.com/narad-io/storage/wire"
 	"github.com/prometheus/client_golang/prometheus"

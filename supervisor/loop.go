@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/narad-io/storage/internal/promshare"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/narad-io/storage/internal/promshare"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
