@@ -16,23 +16,7 @@ import (
 // startNodeWithRegistry is startNode with the node's metrics in reg.
 func startNodeWithRegistry(t *testing.T, d *sim.Disk, reg *prometheus.Registry) *testNode {
 	t.Helper()
-	ms, err := OpenLocalMetastore(d, dataDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := New(Config{DataDir: dataDir, FS: d, Testing: checkLockOrder, SegmentMaxBytes: 4 << 10, Metastore: ms, Registerer: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(bg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := n.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	return &testNode{Node: n, disk: d, ms: ms}
+	return startNode(t, d, Config{Registerer: reg})
 }
 
 // series lists the registry's series of one metric, one line each:
