@@ -27,10 +27,12 @@ type Options struct {
 	// HTTPClient, if set, makes every request instead of the client's own
 	// (TLSConfig is then the caller's to set on it).
 	HTTPClient *http.Client
-	// CommitRetries is how many times a produce answered 503
-	// commit_failed is sent again, with backoff from 50 ms; 0 is 3, a
+	// Retries is how many times a request is sent again, with backoff
+	// from 50 ms (or the server's Retry-After), when the answer says
+	// nothing was done: 503 busy (no open-log slot or descriptor free)
+	// for any request, 503 commit_failed for a produce. 0 is 3, a
 	// negative value none.
-	CommitRetries int
+	Retries int
 }
 
 // Client talks to one daemon. It is safe for concurrent use.
@@ -56,7 +58,7 @@ func New(addr string, opts Options) (*Client, error) {
 		tr.MaxIdleConnsPerHost = 32 // keep-alive: a connection per concurrent call, reused
 		hc = &http.Client{Transport: tr}
 	}
-	retries := opts.CommitRetries
+	retries := opts.Retries
 	switch {
 	case retries == 0:
 		retries = 3
@@ -96,7 +98,22 @@ type request struct {
 
 // do sends req and returns the answer when it is a success; an error
 // answer is an *Error.
+// do sends req, again after a backoff while the answer is 503 busy (the
+// node did nothing), up to the client's retries.
 func (c *Client) do(ctx context.Context, req request) (*http.Response, error) {
+	for attempt := 0; ; attempt++ {
+		resp, err := c.send(ctx, req)
+		if !errors.Is(err, ErrBusy) || attempt >= c.retries {
+			return resp, err
+		}
+		if err := backoff(ctx, attempt, err); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// send sends req once.
+func (c *Client) send(ctx context.Context, req request) (*http.Response, error) {
 	u := *c.base
 	u.Path += req.path
 	u.RawQuery = req.query.Encode()

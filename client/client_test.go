@@ -40,7 +40,7 @@ func fakeClient(t *testing.T, f fakeDaemon, opts Options) *Client {
 
 // TestProduce_RetriesCommitFailedWithBackoff: a 503 commit_failed left
 // nothing behind, so the client sends the batch again, after a backoff
-// (Retry-After when given), up to CommitRetries times; other errors are
+// (Retry-After when given), up to Retries times; other errors are
 // not retried.
 func TestProduce_RetriesCommitFailedWithBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -67,6 +67,34 @@ func TestProduce_RetriesCommitFailedWithBackoff(t *testing.T) {
 		_, err = c.Produce(context.Background(), "t", 0, []Record{{Value: []byte("v")}})
 		if !errors.Is(err, ErrCommitFailed) || len(sent) != 4 {
 			t.Fatalf("always failing: %v after %d sends; want ErrCommitFailed after 1 + 3 retries", err, len(sent))
+		}
+	})
+}
+
+// TestClient_RetriesBusyForEveryCall: a 503 busy says the node did
+// nothing (no open-log slot or descriptor free), so any call is sent
+// again after the server's Retry-After, up to Retries times.
+func TestClient_RetriesBusyForEveryCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var sent []time.Time
+		failures := 1
+		c := fakeClient(t, func(r *http.Request) *http.Response {
+			sent = append(sent, time.Now())
+			if len(sent) <= failures {
+				return answer(503, `{"error":{"code":"busy","message":"retry"}}`, "Retry-After", "1")
+			}
+			return answer(200, `{"frontier":3,"acked_ahead":[]}`)
+		}, Options{})
+		st, err := c.Consumer(context.Background(), "t", 0)
+		if err != nil || st.Frontier != 3 {
+			t.Fatalf("consumer state: %+v, %v", st, err)
+		}
+		if len(sent) != 2 || sent[1].Sub(sent[0]) != time.Second {
+			t.Fatalf("%d sends at %v; want 2, a second apart (Retry-After)", len(sent), sent)
+		}
+		sent, failures = nil, 100
+		if _, err := c.Consumer(context.Background(), "t", 0); !errors.Is(err, ErrBusy) || len(sent) != 4 {
+			t.Fatalf("always busy: %v after %d sends; want ErrBusy after 1 + 3 retries", err, len(sent))
 		}
 	})
 }
@@ -201,7 +229,7 @@ func TestErrors_EveryCodeHasItsSentinel(t *testing.T) {
 	for _, want := range sentinels {
 		c := fakeClient(t, func(r *http.Request) *http.Response {
 			return answer(400, `{"error":{"code":"`+want.Code+`","message":"m"}}`)
-		}, Options{CommitRetries: -1})
+		}, Options{Retries: -1})
 		_, err := c.Topic(context.Background(), "t")
 		for _, other := range sentinels {
 			if errors.Is(err, other) != (other == want) {

@@ -6,9 +6,10 @@
 // by default, so keys and values are exact bytes; Produce can send JSON
 // text or base64 instead (WithEncoding). An error answer is an *Error
 // carrying the API's code; errors.Is matches it against the sentinels
-// (ErrTopicNotFound, ErrOffsetDeleted, ...). A produce answered
-// 503 commit_failed left nothing behind and is retried, with backoff, up
-// to Options.CommitRetries times. Connections are kept alive and reused.
+// (ErrTopicNotFound, ErrOffsetDeleted, ...). An answer that says the node
+// did nothing is retried, with backoff, up to Options.Retries times: 503
+// busy (no open-log slot or descriptor free) for any call, 503
+// commit_failed for a produce. Connections are kept alive and reused.
 //
 // The package depends on nothing of the engine: a program that talks to a
 // daemon does not build the storage engine.

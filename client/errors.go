@@ -53,6 +53,7 @@ var (
 	ErrLogPoisoned               = code("log_poisoned")
 	ErrMetastoreBroken           = code("metastore_broken")
 	ErrUnavailable               = code("unavailable")
+	ErrBusy                      = code("busy")
 	ErrNotReady                  = code("not_ready")
 	ErrNoSpace                   = code("no_space")
 	ErrInternal                  = code("internal")

@@ -28,6 +28,12 @@
 //   - Idle eviction (a supervised loop) closes logs unused for
 //     IdleEvictAfter; with the cold walk off, only once retention has
 //     nothing left to delete in them.
+//   - The open-log budget (budget.go, MaxOpenLogs, by default from the
+//     open-file limit) bounds the logs open at once: an open past it closes
+//     the least recently used log nobody is using (supervisor.Registry),
+//     and a call finding none, or meeting the open-file limit, fails with
+//     ErrBusy, retryable, nothing written. Startup past the budget still
+//     recovers every partition and keeps the last ones opened.
 //   - Retention (retention.go): the reaper (reaper/) sweeps every open log
 //     each ReaperInterval; the cold walk (coldwalk/), every
 //     ColdWalkInterval, sweeps a closed partition holding an expired

@@ -72,6 +72,13 @@ type Config struct {
 	// Acks are written into the page cache every 100 ms, or this often if
 	// shorter.
 	ConsumerOffsetCommitInterval time.Duration
+	// MaxOpenLogs is the node's budget of logs open at once, and so of
+	// the descriptors and frame caches they hold: an open past it first
+	// closes the least recently used idle log (cleanly, between two
+	// commits: hwm file written, consumer progress settled), and a call
+	// that finds every open log in use fails with ErrBusy. Default (0):
+	// DefaultMaxOpenLogs, from the open-file limit; negative: no bound.
+	MaxOpenLogs int
 	// MinFreeBytes and MinFreeInodes are the floor of free space the data
 	// directory's file system keeps: a produce that would take it under is
 	// refused (ErrLowDisk, wrapping partition.ErrNoSpace) before anything
@@ -104,6 +111,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ReaperInterval <= 0 {
 		c.ReaperInterval = time.Minute
+	}
+	if c.MaxOpenLogs == 0 {
+		c.MaxOpenLogs = DefaultMaxOpenLogs()
 	}
 	if c.QuarantineSweepInterval <= 0 {
 		c.QuarantineSweepInterval = 5 * time.Minute
@@ -146,6 +156,7 @@ type Node struct {
 	unregisterHWM   func()          // takes the node out of its registerer's gauge
 	disk            *diskGuard      // the floor of free space produce keeps
 	unregisterDisk  func()          // takes the node out of its registerer's disk gauges
+	unregisterLimit func()          // takes the node out of its registerer's budget metrics
 
 	// dropConsumerState forgets a deleted incarnation's in-memory consumer
 	// state; it runs right after the quarantine rename (and in a purge),
@@ -226,7 +237,12 @@ func New(cfg Config) (n *Node, err error) {
 	n.committer = &committer{n: n, commitInterval: cfg.ConsumerOffsetCommitInterval,
 		dirtySet: map[*consumer]struct{}{}, unsyncedSet: map[*consumer]struct{}{}}
 	n.dropConsumerState = n.consumers.drop
-	n.reg = supervisor.NewRegistry(supervisor.RegistryOptions{CheckLockOrder: cfg.Testing != nil && cfg.Testing.CheckLockOrder, OnClose: n.onClose})
+	n.reg = supervisor.NewRegistry(supervisor.RegistryOptions{
+		CheckLockOrder: cfg.Testing != nil && cfg.Testing.CheckLockOrder,
+		OnClose:        n.onClose,
+		OnEvict:        n.onEvict,
+		MaxOpen:        max(cfg.MaxOpenLogs, 0),
+	})
 	if err := vfs.MkdirAllDurable(cfg.FS, n.topicsDir); err != nil {
 		return nil, fmt.Errorf("runtime: data directory: %w", err)
 	}
@@ -243,6 +259,7 @@ func New(cfg Config) (n *Node, err error) {
 	}
 	n.unregisterHWM = registerHWM(reg, n)
 	n.unregisterDisk = registerDisk(reg, n)
+	n.unregisterLimit = registerBudget(reg, n)
 	return n, nil
 }
 
@@ -333,6 +350,7 @@ func (n *Node) Close() error {
 	errs = append(errs, n.closeAllLive()...)
 	n.unregisterHWM()
 	n.unregisterDisk()
+	n.unregisterLimit()
 	if err := n.lock.Release(); err != nil {
 		errs = append(errs, fmt.Errorf("release the data directory's lock: %w", err))
 	}
@@ -353,12 +371,13 @@ func (n *Node) key(topic string, p int) (supervisor.Key, error) {
 }
 
 // log returns the partition's open log, opening it on first use; once
-// Close has begun, ErrNodeClosed.
+// Close has begun, ErrNodeClosed; with no slot or descriptor free,
+// ErrBusy.
 func (n *Node) log(ctx context.Context, key supervisor.Key) (*partition.Log, error) {
 	l, err := n.reg.Open(key, func(t *supervisor.GuardedTopic) (*partition.Log, error) {
 		return n.openUnderGuard(ctx, t, key)
 	})
-	return l, nodeClosedError(err)
+	return l, busyError(nodeClosedError(err))
 }
 
 // withTopic runs fn under the topic's guard (supervisor.Registry.WithTopic);
@@ -376,8 +395,9 @@ func nodeClosedError(err error) error {
 }
 
 // withLog runs fn on the partition's log, reopening it whenever it was
-// closed underneath (idle eviction, a retention change), until fn meets an
-// open log, the node closes or ctx ends. Once is not enough: a log can be
+// closed underneath (idle eviction, the open-log budget, a retention
+// change), until fn meets an open log, the node closes or ctx ends. fn's
+// error at the open-file limit says ErrBusy. Once is not enough: a log can be
 // closed again between its reopen and fn (two eviction passes, an eviction
 // and a retention change). It never spins on one closed log: the registry
 // drops a log before closing it, and reopens one closed behind its back,
@@ -390,7 +410,7 @@ func (n *Node) withLog(ctx context.Context, key supervisor.Key, fn func(*partiti
 		}
 		err = fn(l)
 		if !errors.Is(err, partition.ErrLogClosed) || n.closed.Load() || ctx.Err() != nil {
-			return err
+			return busyError(err)
 		}
 	}
 }
@@ -456,10 +476,10 @@ func (n *Node) AppendCommit(ctx context.Context, topic string, p int, records []
 		return 0, err
 	}
 	if base, err = l.Append(ctx, records); err != nil {
-		return 0, err
+		return 0, busyError(err)
 	}
 	if err := l.CommitDurable(ctx); err != nil {
-		return base, err
+		return base, busyError(err)
 	}
 	n.topicMetrics.countProduce(topic, records)
 	return base, nil

@@ -116,7 +116,15 @@ func readValues(t *testing.T, n *testNode, topic string, p int) []string {
 // every partition ends holding exactly what its producers were told, in
 // the order of their offsets, with the lock-order checker on.
 func TestNode_ConcurrentTopicsAgainstAModel(t *testing.T) {
-	n := startNode(t, nil, Config{IdleEvictAfter: time.Nanosecond, ColdWalkInterval: 5 * time.Minute})
+	t.Run("no budget", func(t *testing.T) { concurrentTopicsAgainstAModel(t, -1) })
+	// Eleven partitions through four slots: opens close the least
+	// recently used idle log, and a call finding all four in use is told
+	// ErrBusy and retries.
+	t.Run("a budget of 4 open logs", func(t *testing.T) { concurrentTopicsAgainstAModel(t, 4) })
+}
+
+func concurrentTopicsAgainstAModel(t *testing.T, budget int) {
+	n := startNode(t, nil, Config{IdleEvictAfter: time.Nanosecond, ColdWalkInterval: 5 * time.Minute, MaxOpenLogs: budget})
 	topics := []string{"orders", "payments", "audit.log"}
 	for _, topic := range topics {
 		if _, _, err := n.CreateTopic(bg, topic, 3, Retention{}); err != nil {
@@ -139,12 +147,14 @@ func TestNode_ConcurrentTopicsAgainstAModel(t *testing.T) {
 			for i := range 20 {
 				rs := recs(topic, p, w*1000+i*10, 1+i%3)
 				var base int64
-				var err error
-				if i%4 == 0 {
-					base, err = n.AppendCommit(bg, topic, p, rs)
-				} else {
-					base, err = n.Produce(bg, topic, p, rs)
-				}
+				err := retryBusy(func() (err error) {
+					if i%4 == 0 {
+						base, err = n.AppendCommit(bg, topic, p, rs)
+					} else {
+						base, err = n.Produce(bg, topic, p, rs)
+					}
+					return err
+				})
 				if err != nil {
 					t.Errorf("produce %s/%d: %v", topic, p, err)
 					return
@@ -209,7 +219,10 @@ func TestNode_ConcurrentTopicsAgainstAModel(t *testing.T) {
 				return
 			default:
 				for _, topic := range topics {
-					if _, err := n.Read(bg, topic, 0, 0, 10, 1<<20); err != nil {
+					if err := retryBusy(func() error {
+						_, err := n.Read(bg, topic, 0, 0, 10, 1<<20)
+						return err
+					}); err != nil {
 						t.Errorf("read: %v", err)
 						return
 					}
@@ -221,6 +234,9 @@ func TestNode_ConcurrentTopicsAgainstAModel(t *testing.T) {
 	close(stop)
 	side.Wait()
 	close(results)
+	if budget > 0 && n.reg.Evictions() == 0 {
+		t.Error("no log was closed for the budget: the test did not press it")
+	}
 	model := map[string]map[int64]string{}
 	for r := range results {
 		k := fmt.Sprint(r.topic, "/", r.p)

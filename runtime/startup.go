@@ -20,7 +20,9 @@ import (
 // GOMAXPROCS) topics at once, each topic's partitions one after another,
 // skipping with a warning one whose assignment lookup or open fails, and
 // logging progress so a node with thousands of partitions does not look
-// hung. Before that it reclaims quarantined directories whose incarnation
+// hung. Past the open-log budget each open closes the least recently
+// opened log (openAtStartup): every partition is recovered, the last ones
+// opened stay open. Before that it reclaims quarantined directories whose incarnation
 // the metastore confirms gone (the startup orphan sweep), and it follows
 // the metastore's change feed from then on.
 func (n *Node) Start(ctx context.Context) error {
@@ -59,7 +61,8 @@ func (n *Node) Start(ctx context.Context) error {
 	progress := func() {
 		n.logger.Info("startup: opening partitions",
 			zap.Int64("opened", opened.Load()), zap.Int64("skipped", skipped.Load()),
-			zap.Int("total", total), zap.Duration("elapsed", time.Since(started)))
+			zap.Int("total", total), zap.Int("open_now", n.reg.Len()),
+			zap.Int("open_limit", n.reg.MaxOpen()), zap.Duration("elapsed", time.Since(started)))
 	}
 	var g errgroup.Group
 	g.SetLimit(min(8, goruntime.GOMAXPROCS(0)))
@@ -70,7 +73,7 @@ func (n *Node) Start(ctx context.Context) error {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				if _, err := n.Log(ctx, t.Name, p); err != nil {
+				if err := n.openAtStartup(ctx, t.Name, p); err != nil {
 					if errors.Is(err, ErrNodeClosed) {
 						return err // Close ran meanwhile: nothing more to open
 					}
@@ -101,6 +104,32 @@ func (n *Node) Start(ctx context.Context) error {
 	n.startConsumerCommitter()
 	n.ready.Store(true)
 	return nil
+}
+
+// startupBusyRetries bounds how often startup retries an open that found
+// every log of the budget in use (other topics' opens hold their guards
+// for a moment), startupBusyPause apart, before it skips the partition.
+const (
+	startupBusyRetries = 100
+	startupBusyPause   = 10 * time.Millisecond
+)
+
+// openAtStartup opens one partition, retrying while the open-log budget
+// has no idle log to close. Past the budget, each open closes the least
+// recently used log: startup recovers every partition, and leaves the
+// most recently opened ones open.
+func (n *Node) openAtStartup(ctx context.Context, topic string, p int) error {
+	for try := 0; ; try++ {
+		_, err := n.Log(ctx, topic, p)
+		if !errors.Is(err, ErrBusy) || try == startupBusyRetries {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(startupBusyPause):
+		}
+	}
 }
 
 // startLoops starts the node's own supervised loops: idle eviction, the

@@ -49,6 +49,18 @@ func (o *lockOrder) acquire(level int, what string) {
 	o.held[g] = append(held, level)
 }
 
+// tryAcquired records a lock taken by a try, which never waits and so
+// needs no order: it is held like any other until released.
+func (o *lockOrder) tryAcquired(level int) {
+	if o == nil {
+		return
+	}
+	g := goroutineID()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.held[g] = append(o.held[g], level)
+}
+
 func (o *lockOrder) release(level int) {
 	if o == nil {
 		return

@@ -31,6 +31,14 @@ type RegistryOptions struct {
 	// guard, with the closed log: state kept beside the log (consumer
 	// progress) is settled and its files closed with it.
 	OnClose func(Key, *partition.Log)
+	// MaxOpen bounds the logs open at once (the node's budget of open
+	// logs, and so of their descriptors and caches); 0 is no bound. An
+	// open past it first closes the least recently used idle log, and
+	// fails with ErrNoRoom if every open log is in use.
+	MaxOpen int
+	// OnEvict, if set, runs after a log was closed to make room within
+	// MaxOpen, with its close error.
+	OnEvict func(Key, error)
 }
 
 // Registry is a node's map of open partition logs (the design's
@@ -55,15 +63,24 @@ type RegistryOptions struct {
 //   - A log closed behind the registry's back (by a caller of a log it
 //     handed out) is never handed out again: Open finds it closed, drops
 //     and settles its entry under the topic's guard, and opens afresh.
+//   - With a budget (MaxOpen > 0), len(logs) + opening + closing <=
+//     maxOpen: an open reserves its slot under mu before it opens
+//     (budget.go) and turns it into its entry under mu, or gives it back;
+//     a dropped log holds its slot until its close is done.
 type Registry struct {
-	order   *lockOrder
-	onClose func(Key, *partition.Log)
+	order     *lockOrder
+	onClose   func(Key, *partition.Log)
+	onEvict   func(Key, error)
+	maxOpen   int
+	evictions atomic.Uint64
 
-	mu     sync.Mutex
-	closed bool
-	gates  map[Key]*Gate
-	guards map[string]*TopicGuard
-	logs   map[Key]*entry
+	mu      sync.Mutex
+	closed  bool
+	gates   map[Key]*Gate
+	guards  map[string]*TopicGuard
+	logs    map[Key]*entry
+	opening int // slots reserved by opens under way
+	closing int // slots held by dropped logs whose close is under way
 }
 
 type entry struct {
@@ -73,7 +90,8 @@ type entry struct {
 
 // NewRegistry returns an empty registry.
 func NewRegistry(opts RegistryOptions) *Registry {
-	r := &Registry{gates: map[Key]*Gate{}, guards: map[string]*TopicGuard{}, logs: map[Key]*entry{}, onClose: opts.OnClose}
+	r := &Registry{gates: map[Key]*Gate{}, guards: map[string]*TopicGuard{}, logs: map[Key]*entry{},
+		onClose: opts.OnClose, onEvict: opts.OnEvict, maxOpen: opts.MaxOpen}
 	if opts.CheckLockOrder {
 		r.order = newLockOrder()
 	}
@@ -108,6 +126,17 @@ func (g *Gate) UnlockShared() { g.rw.RUnlock(); g.order.release(levelProduceGate
 func (g *Gate) Lock()         { g.order.acquire(levelProduceGate, g.key.Topic); g.rw.Lock() }
 func (g *Gate) Unlock()       { g.rw.Unlock(); g.order.release(levelProduceGate) }
 
+// tryLock takes the gate exclusive if it is free. A try never waits, so
+// it cannot deadlock whatever the caller holds: the checker records it as
+// held without checking its order.
+func (g *Gate) tryLock() bool {
+	if !g.rw.TryLock() {
+		return false
+	}
+	g.order.tryAcquired(levelProduceGate)
+	return true
+}
+
 // TopicGuard serializes the I/O of one topic's log lifecycle: opens,
 // closes, incarnation checks, purges.
 type TopicGuard struct {
@@ -118,6 +147,15 @@ type TopicGuard struct {
 
 func (g *TopicGuard) Lock()   { g.order.acquire(levelTopicGuard, g.topic); g.mu.Lock() }
 func (g *TopicGuard) Unlock() { g.mu.Unlock(); g.order.release(levelTopicGuard) }
+
+// tryLock takes the guard if it is free, without waiting (Gate.tryLock).
+func (g *TopicGuard) tryLock() bool {
+	if !g.mu.TryLock() {
+		return false
+	}
+	g.order.tryAcquired(levelTopicGuard)
+	return true
+}
 
 // Gate returns the produce gate of key, creating it on first use.
 func (r *Registry) Gate(key Key) *Gate {
@@ -157,11 +195,22 @@ func (r *Registry) Lookup(key Key) (*partition.Log, bool) {
 // when it is not open yet (lazy open on first use). open gets the guarded
 // topic, so an incarnation check can retire the topic's other logs. The
 // caller may hold key's gate; it must hold no guard and not the map lock.
-// After Close it answers ErrRegistryClosed.
+// With a budget, the open first takes a slot, closing the least recently
+// used idle log if none is free (reserve), or fails with ErrNoRoom. After
+// Close it answers ErrRegistryClosed.
 func (r *Registry) Open(key Key, open func(t *GuardedTopic) (*partition.Log, error)) (*partition.Log, error) {
 	if l, ok := r.lookupTouch(key); ok && !l.Closed() {
 		return l, nil
 	}
+	if err := r.reserve(key); err != nil {
+		return nil, err
+	}
+	reserved := true
+	defer func() {
+		if reserved {
+			r.unreserve()
+		}
+	}()
 	g := r.Guard(key.Topic)
 	g.Lock()
 	defer g.Unlock()
@@ -190,6 +239,10 @@ func (r *Registry) Open(key Key, open func(t *GuardedTopic) (*partition.Log, err
 	e := &entry{log: l}
 	e.lastUsed.Store(time.Now().UnixNano())
 	r.logs[key] = e
+	if r.maxOpen > 0 {
+		r.opening--
+		reserved = false
+	}
 	r.unlockMap()
 	return l, nil
 }
@@ -254,10 +307,16 @@ func (r *Registry) lockPartition(key Key) (unlock func()) {
 	}
 }
 
+// dropAndClose drops key's entry and closes its log. Until the close is
+// done the log keeps its slot of the budget (closing), so the descriptors
+// it still holds are counted.
 func (r *Registry) dropAndClose(key Key) error {
 	r.lockMap()
 	e := r.logs[key]
 	delete(r.logs, key)
+	if e != nil {
+		r.closing++
+	}
 	r.unlockMap()
 	if e == nil {
 		return nil
@@ -266,6 +325,9 @@ func (r *Registry) dropAndClose(key Key) error {
 	if r.onClose != nil {
 		r.onClose(key, e.log)
 	}
+	r.lockMap()
+	r.closing--
+	r.unlockMap()
 	return err
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
+	"github.com/narad-io/storage/supervisor"
 	"github.com/narad-io/storage/wire"
 	"go.uber.org/zap"
 )
@@ -40,6 +41,9 @@ func TestWriteNodeError_StatusAndCode(t *testing.T) {
 		{wrap(&partition.UnreadableError{Offset: 5, Next: 9, Cause: errors.New("crc")}), 410, "record_unreadable", false},
 		{wrap(partition.ErrBeyondHighWatermark), 416, "offset_beyond_high_watermark", false},
 		{wrap(partition.ErrLogClosed), 503, "unavailable", true},
+		{wrap(fmt.Errorf("%w: %w", runtime.ErrBusy, supervisor.ErrNoRoom)), 503, "busy", true},
+		{wrap(fmt.Errorf("%w: %w", partition.ErrCommitFailed, syscall.EMFILE)), 503, "busy", true},
+		{wrap(syscall.ENFILE), 503, "busy", true},
 		{wrap(syscall.EIO), 500, "internal", false},
 	}
 	for _, c := range cases {

@@ -35,6 +35,7 @@ type config struct {
 	MinFreeBytes                 uint64   `json:"min_free_bytes"`
 	MinFreeInodes                uint64   `json:"min_free_inodes"`
 	MaxBodyBytes                 int64    `json:"max_body_bytes"`
+	MaxOpenLogs                  int      `json:"max_open_logs"`
 	ShutdownTimeout              duration `json:"shutdown_timeout"`
 }
 
@@ -119,6 +120,7 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Uint64Var(&cfg.MinFreeBytes, "min-free-bytes", cfg.MinFreeBytes, "refuse produce (507 no_space) while the data directory's file system has fewer free bytes; 0 turns the floor off")
 	fs.Uint64Var(&cfg.MinFreeInodes, "min-free-inodes", cfg.MinFreeInodes, "refuse produce while it has fewer free inodes; 0 turns the floor off")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", cfg.MaxBodyBytes, "largest request body accepted")
+	fs.IntVar(&cfg.MaxOpenLogs, "max-open-logs", cfg.MaxOpenLogs, "partition logs open at once; past it the least recently used idle one is closed first (0: from the open-file limit, 4 descriptors a log plus 256; -1: no bound)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -163,6 +165,7 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 		merge("min-free-bytes", func() { cfg.MinFreeBytes = fromFile.MinFreeBytes })
 		merge("min-free-inodes", func() { cfg.MinFreeInodes = fromFile.MinFreeInodes })
 		merge("max-body-bytes", func() { cfg.MaxBodyBytes = fromFile.MaxBodyBytes })
+		merge("max-open-logs", func() { cfg.MaxOpenLogs = fromFile.MaxOpenLogs })
 	}
 	return cfg, cfg.validate()
 }

@@ -274,26 +274,3 @@ func TestE2E_FreeSpaceFloor(t *testing.T) {
 		t.Fatalf("exit: %v\n%s", err, d.log())
 	}
 }
-
-// TestE2E_WarnsOfALowOpenFileLimit: started under an open-file limit too
-// low for every partition on disk to be open, the daemon says so at start.
-func TestE2E_WarnsOfALowOpenFileLimit(t *testing.T) {
-	dir := t.TempDir()
-	d := startDaemon(t, dir)
-	expect(t, d.req("PUT", "/v1/topics/wide", map[string]any{"partitions": 60}), 201, "")
-	if strings.Contains(d.log(), "open-file limit is low") {
-		t.Fatal("warned under the default limit")
-	}
-	if err := d.stop(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	daemonWrap = []string{"bash", "-c", `ulimit -n 300 && exec "$0" "$@"`}
-	defer func() { daemonWrap = nil }()
-	d = startDaemon(t, dir)
-	if !strings.Contains(d.log(), `"msg":"the open-file limit is low for the partitions on disk`) || !strings.Contains(d.log(), `"limit":300`) {
-		t.Fatalf("no warning under a limit of 300 for 60 partitions:\n%s", d.log())
-	}
-	if err := d.stop(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-}

@@ -142,6 +142,7 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		DataDirLock:                  lock,
 		MinFreeBytes:                 cfg.MinFreeBytes,
 		MinFreeInodes:                cfg.MinFreeInodes,
+		MaxOpenLogs:                  cfg.MaxOpenLogs,
 		Metastore:                    ms,
 		Logger:                       logger,
 		Registerer:                   reg,
@@ -195,7 +196,7 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 			return fmt.Errorf("startup: %w", err)
 		}
 		if err == nil {
-			warnIfFewDescriptors(ctx, ms, logger)
+			warnIfFewDescriptors(ctx, ms, cfg.MaxOpenLogs, logger)
 			logger.Info("ready")
 			if err := sdNotify("READY=1"); err != nil {
 				logger.Warn("systemd notification", zap.Error(err))
@@ -268,20 +269,16 @@ func reloadOnHangup(certs *certReloader, logger *zap.Logger) (stop func()) {
 	}
 }
 
-// descriptorsPerPartition is what an open partition may hold: its active
-// segment, two hot sealed segments, consumer.ahead; the headroom is for
-// sockets, the metastore and the runtime.
-const (
-	descriptorsPerPartition = 4
-	descriptorHeadroom      = 256
-)
-
-// warnIfFewDescriptors says at start when the open-file limit is too low
-// for every partition on disk to be open at once (startup opens them all,
-// and they stay open until idle eviction): opens past the limit fail.
-func warnIfFewDescriptors(ctx context.Context, ms runtime.Metastore, logger *zap.Logger) {
-	var lim unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+// warnIfFewDescriptors says at start when the node's open-log budget
+// cannot hold every partition on disk open at once: it still serves them
+// all, but each open past the budget closes the least recently used idle
+// log first, so a workload touching more partitions than the budget pays
+// a close and an open per touch.
+func warnIfFewDescriptors(ctx context.Context, ms runtime.Metastore, maxOpenLogs int, logger *zap.Logger) {
+	if maxOpenLogs == 0 {
+		maxOpenLogs = runtime.DefaultMaxOpenLogs()
+	}
+	if maxOpenLogs <= 0 {
 		return
 	}
 	topics, err := ms.Topics(ctx)
@@ -292,9 +289,12 @@ func warnIfFewDescriptors(ctx context.Context, ms runtime.Metastore, logger *zap
 	for _, t := range topics {
 		partitions += t.Partitions
 	}
-	if need := uint64(partitions*descriptorsPerPartition + descriptorHeadroom); need > lim.Cur {
-		logger.Warn("the open-file limit is low for the partitions on disk: opens past it fail until idle logs close",
-			zap.Uint64("limit", lim.Cur), zap.Int("partitions", partitions), zap.Uint64("wanted", need),
-			zap.String("fix", "raise it (LimitNOFILE= in the unit, ulimit -n)"))
+	if partitions > maxOpenLogs {
+		var lim unix.Rlimit
+		_ = unix.Getrlimit(unix.RLIMIT_NOFILE, &lim)
+		logger.Warn("more partitions on disk than the open-log budget: past it, each open first closes the least recently used idle log",
+			zap.Int("partitions", partitions), zap.Int("max_open_logs", maxOpenLogs), zap.Uint64("open_file_limit", lim.Cur),
+			zap.String("fix", fmt.Sprintf("raise the open-file limit (LimitNOFILE= in the unit, ulimit -n) to %d, or --max-open-logs",
+				partitions*runtime.DescriptorsPerLog+runtime.DescriptorHeadroom)))
 	}
 }

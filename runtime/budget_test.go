@@ -1,0 +1,128 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/narad-io/storage/partition"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// retryBusy runs fn until it answers something other than ErrBusy, as a
+// client told to retry does, or gives up after many tries.
+func retryBusy(fn func() error) error {
+	for try := 0; ; try++ {
+		err := fn()
+		if !errors.Is(err, ErrBusy) || try == 10000 {
+			return err
+		}
+	}
+}
+
+// TestBudget_MorePartitionsThanTheBudgetAcrossARestart: a node whose
+// budget is a fifth of its partitions serves every produce, read and ack
+// of all of them, never holds more logs open than its budget, closes the
+// least recently used cleanly (nothing poisoned, every record and every
+// ack kept), and across a restart recovers every partition at startup
+// while keeping within the budget (docs/design.md, "Opening and closing
+// logs").
+func TestBudget_MorePartitionsThanTheBudgetAcrossARestart(t *testing.T) {
+	const budget, partitions, rounds = 4, 20, 3
+	d := newTestDisk(t, 1)
+	reg := prometheus.NewRegistry()
+	n := startNode(t, d, Config{MaxOpenLogs: budget, Registerer: reg})
+	if _, _, err := n.CreateTopic(bg, "orders", partitions, Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	for round := range rounds {
+		for p := range partitions {
+			if _, err := n.Produce(bg, "orders", p, recs("orders", p, round*2, 2)); err != nil {
+				t.Fatalf("produce %d/%d: %v", round, p, err)
+			}
+			if open := n.reg.Len(); open > budget {
+				t.Fatalf("%d logs open, budget %d", open, budget)
+			}
+		}
+		for p := range partitions {
+			if _, err := n.Ack(bg, "orders", p, int64(round*2)); err != nil {
+				t.Fatalf("ack %d/%d: %v", round, p, err)
+			}
+		}
+	}
+	if got := series(t, reg, "narad_storage_open_logs_limit"); got != fmt.Sprintf("%d\n", budget) {
+		t.Fatalf("narad_storage_open_logs_limit: %q", got)
+	}
+	if got := series(t, reg, "narad_storage_open_log_budget_evictions_total"); got == "0\n" || got == "" {
+		t.Fatalf("narad_storage_open_log_budget_evictions_total: %q after %d partitions through a budget of %d", got, partitions, budget)
+	}
+	check := func(n *testNode) {
+		t.Helper()
+		for p := range partitions {
+			got := readValues(t, n, "orders", p)
+			if len(got) != 2*rounds {
+				t.Fatalf("partition %d: %d records, want %d", p, len(got), 2*rounds)
+			}
+			for i, v := range got {
+				if want := fmt.Sprintf("orders/%d/%d", p, i); v != want {
+					t.Fatalf("partition %d offset %d: %q, want %q", p, i, v, want)
+				}
+			}
+			st, err := n.ConsumerState(bg, "orders", p)
+			if err != nil || st.Frontier != 1 || len(st.AckedAhead) != rounds-1 {
+				t.Fatalf("partition %d consumer state %+v, %v; want frontier 1 and %d acked ahead", p, st, err, rounds-1)
+			}
+			if open := n.reg.Len(); open > budget {
+				t.Fatalf("%d logs open, budget %d", open, budget)
+			}
+		}
+	}
+	check(n)
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n = startNode(t, d, Config{MaxOpenLogs: budget})
+	if open := n.reg.Len(); open == 0 || open > budget {
+		t.Fatalf("after startup %d logs open, want 1 to %d", open, budget)
+	}
+	if n.reg.Evictions() < partitions-budget {
+		t.Fatalf("startup evicted %d logs: it did not open all %d partitions", n.reg.Evictions(), partitions)
+	}
+	check(n)
+}
+
+// TestBudget_AtTheOpenFileLimitACallIsBusyAndNoLogPoisoned: with the
+// process out of descriptors, an open of another partition answers
+// ErrBusy (retryable), poisons nothing and leaks nothing, and the same
+// call succeeds once descriptors are free (docs/durability.md row 30).
+func TestBudget_AtTheOpenFileLimitACallIsBusyAndNoLogPoisoned(t *testing.T) {
+	d := newTestDisk(t, 1)
+	n := startNode(t, d, Config{MaxOpenLogs: -1})
+	if _, _, err := n.CreateTopic(bg, "orders", 2, Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.reg.CloseLive(key("orders", 1)); err != nil {
+		t.Fatal(err)
+	}
+	before := d.OpenFiles()
+	d.SetMaxOpenFiles(before)
+	_, err := n.Produce(bg, "orders", 1, recs("orders", 1, 0, 1))
+	if !errors.Is(err, ErrBusy) || errors.Is(err, partition.ErrLogPoisoned) {
+		t.Fatalf("produce at the open-file limit: %v, want ErrBusy", err)
+	}
+	if _, err := n.Read(bg, "orders", 1, 0, 10, 1<<20); !errors.Is(err, ErrBusy) {
+		t.Fatalf("read at the open-file limit: %v, want ErrBusy", err)
+	}
+	if d.OpenFiles() != before {
+		t.Fatalf("%d files open after the refusals, %d before", d.OpenFiles(), before)
+	}
+	d.SetMaxOpenFiles(0)
+	for p := range 2 {
+		if base, err := n.Produce(bg, "orders", p, recs("orders", p, 1, 1)); err != nil || base != int64(p^1) {
+			t.Fatalf("produce to %d once descriptors are free: base %d, %v", p, base, err)
+		}
+	}
+}

@@ -1,0 +1,204 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/vfs/sim"
+)
+
+func openByKey(d *sim.Disk, k Key) func(*GuardedTopic) (*partition.Log, error) {
+	return func(*GuardedTopic) (*partition.Log, error) {
+		return partition.Open(fmt.Sprintf("/data/%s/p%05d", k.Topic, k.Partition), partition.Options{FS: d})
+	}
+}
+
+func closeAll(t *testing.T, r *Registry) {
+	t.Helper()
+	r.Close()
+	for _, k := range r.Keys() {
+		if err := r.CloseLive(k); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestBudget_ClosesTheLeastRecentlyUsedIdleLog: past MaxOpen, an open
+// closes the log used least recently, cleanly (its high watermark back
+// on reopen), and counts the eviction.
+func TestBudget_ClosesTheLeastRecentlyUsedIdleLog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := sim.NewDisk(1)
+		var evicted []Key
+		r := NewRegistry(RegistryOptions{CheckLockOrder: true, MaxOpen: 2, OnEvict: func(k Key, err error) {
+			if err != nil {
+				t.Errorf("evict %v: %v", k, err)
+			}
+			evicted = append(evicted, k)
+		}})
+		defer closeAll(t, r)
+		a, b, c := Key{"orders", 0}, Key{"orders", 1}, Key{"payments", 0}
+		la, err := r.Open(a, openByKey(d, a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := la.Produce(t.Context(), []partition.Record{{Value: []byte("x")}, {Value: []byte("y")}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		lb, err := r.Open(b, openByKey(d, b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		if _, err := r.Open(a, openByKey(d, a)); err != nil { // a is now the most recent
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		if _, err := r.Open(c, openByKey(d, c)); err != nil {
+			t.Fatal(err)
+		}
+		if !lb.Closed() || la.Closed() || r.Len() != 2 {
+			t.Fatalf("after the third open: b closed %v, a closed %v, %d open; want b closed, a open, 2 open", lb.Closed(), la.Closed(), r.Len())
+		}
+		if len(evicted) != 1 || evicted[0] != b || r.Evictions() != 1 {
+			t.Fatalf("evicted %v (count %d), want [%v]", evicted, r.Evictions(), b)
+		}
+		time.Sleep(time.Second)
+		if _, err := r.Open(b, openByKey(d, b)); err != nil { // evicts a, whose hwm is written
+			t.Fatal(err)
+		}
+		if !la.Closed() {
+			t.Fatal("a, least recently used, was not evicted for b")
+		}
+		la, err = r.Open(a, openByKey(d, a))
+		if err != nil || la.HighWatermark() != 2 {
+			t.Fatalf("a reopened after its eviction: hwm %d, %v; want 2", la.HighWatermark(), err)
+		}
+		if v := r.LockOrderViolations(); len(v) != 0 {
+			t.Fatalf("lock-order violations: %v", v)
+		}
+	})
+}
+
+// TestBudget_NeverClosesALogInUse: a log whose produce gate is held, or
+// whose topic's guard is held, is not evicted; with every open log in use
+// an open fails with ErrNoRoom and leaves them all open, and succeeds once
+// one is free.
+func TestBudget_NeverClosesALogInUse(t *testing.T) {
+	d := sim.NewDisk(1)
+	r := NewRegistry(RegistryOptions{CheckLockOrder: true, MaxOpen: 2})
+	defer closeAll(t, r)
+	a, b, c := Key{"orders", 0}, Key{"payments", 0}, Key{"audit", 0}
+	la, err := r.Open(a, openByKey(d, a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := r.Open(b, openByKey(d, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := r.Gate(a)
+	gate.LockShared() // a produce in flight on a
+	guard := r.Guard(b.Topic)
+	guard.Lock() // b's topic busy (an open, a close, a purge)
+	if _, err := r.Open(c, openByKey(d, c)); !errors.Is(err, ErrNoRoom) {
+		t.Fatalf("open with every log in use: %v, want ErrNoRoom", err)
+	}
+	if la.Closed() || lb.Closed() || r.Len() != 2 {
+		t.Fatalf("a refused open closed a log in use: a %v, b %v, %d open", la.Closed(), lb.Closed(), r.Len())
+	}
+	guard.Unlock()
+	if _, err := r.Open(c, openByKey(d, c)); err != nil {
+		t.Fatalf("open once b is idle: %v", err)
+	}
+	if !lb.Closed() || la.Closed() {
+		t.Fatalf("b idle should be evicted and a in use kept: a closed %v, b closed %v", la.Closed(), lb.Closed())
+	}
+	gate.UnlockShared()
+	if v := r.LockOrderViolations(); len(v) != 0 {
+		t.Fatalf("lock-order violations: %v", v)
+	}
+}
+
+// TestBudget_NeverMoreOpenThanTheBudget: goroutines opening and using
+// many partitions at once, each holding its partition's gate as a
+// produce does, never have more logs open at a time than MaxOpen, every
+// record committed is there when its log is reopened, and the lock order
+// holds.
+func TestBudget_NeverMoreOpenThanTheBudget(t *testing.T) {
+	const maxOpen, partitions, workers, rounds = 3, 12, 6, 40
+	d := sim.NewDisk(1)
+	var live, peak atomic.Int64
+	r := NewRegistry(RegistryOptions{CheckLockOrder: true, MaxOpen: maxOpen,
+		OnClose: func(Key, *partition.Log) { live.Add(-1) }})
+	defer closeAll(t, r)
+	open := func(k Key) func(*GuardedTopic) (*partition.Log, error) {
+		return func(g *GuardedTopic) (*partition.Log, error) {
+			l, err := openByKey(d, k)(g)
+			if err == nil {
+				if n := live.Add(1); n > peak.Load() {
+					peak.Store(n)
+				}
+			}
+			return l, err
+		}
+	}
+	var produced [partitions]atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range rounds {
+				idx := (w*7 + i) % partitions
+				k := Key{fmt.Sprintf("t%d", idx%4), idx / 4}
+				gate := r.Gate(k)
+				gate.LockShared()
+				l, err := r.Open(k, open(k))
+				if errors.Is(err, ErrNoRoom) {
+					gate.UnlockShared()
+					continue // every log busy: the caller retries later
+				}
+				if err != nil {
+					gate.UnlockShared()
+					t.Error(err)
+					return
+				}
+				if _, err := l.Produce(t.Context(), []partition.Record{{Value: []byte("v")}}); err != nil {
+					gate.UnlockShared()
+					t.Error(err)
+					return
+				}
+				produced[idx].Add(1)
+				gate.UnlockShared()
+			}
+		}()
+	}
+	wg.Wait()
+	if p := peak.Load(); p > maxOpen {
+		t.Fatalf("%d logs open at once, budget %d", p, maxOpen)
+	}
+	if r.Evictions() == 0 {
+		t.Fatal("no eviction: the test did not press the budget")
+	}
+	for idx := range partitions {
+		k := Key{fmt.Sprintf("t%d", idx%4), idx / 4}
+		l, err := r.Open(k, open(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hwm := l.HighWatermark(); hwm != produced[idx].Load() {
+			t.Fatalf("%v: high watermark %d after evictions, %d records committed", k, hwm, produced[idx].Load())
+		}
+	}
+	if v := r.LockOrderViolations(); len(v) != 0 {
+		t.Fatalf("lock-order violations: %v", v)
+	}
+}
