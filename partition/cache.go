@@ -2,6 +2,7 @@ package partition
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/narad-io/storage/wire"
 )
@@ -34,18 +35,49 @@ type navEntry struct {
 	pos, bytes int64
 }
 
+// CacheBudget bounds the decoded frames every log sharing it (a node's
+// logs) keeps cached, in bytes. A log over it drops its own oldest frames,
+// down to caching nothing; a log gives its frames back when it drops them
+// and when it closes.
+type CacheBudget struct {
+	limit int64
+	used  atomic.Int64
+}
+
+// NewCacheBudget returns a budget of limit bytes.
+func NewCacheBudget(limit int64) *CacheBudget { return &CacheBudget{limit: limit} }
+
+// Limit is the budget's bound in bytes.
+func (b *CacheBudget) Limit() int64 { return b.limit }
+
+// Used is the bytes cached under the budget now.
+func (b *CacheBudget) Used() int64 { return b.used.Load() }
+
+func (b *CacheBudget) take(n int) {
+	if b != nil {
+		b.used.Add(int64(n))
+	}
+}
+
+func (b *CacheBudget) over() bool { return b != nil && b.used.Load() > b.limit }
+
 // frameCache holds a log's decoded frames (docs/design.md, "Flusher
 // pipeline": frameCache) and frame positions (navCache), shared by readers
 // and the actor. Both are invalidated on a failed commit's truncate
 // (forgetFrom) and a retention detach (forgetBelow).
 //
 // Invariants, under mu: frames and nav hold no entry for an offset that is
-// not in the log, or whose bytes differ from what is in the log.
+// not in the log, or whose bytes differ from what is in the log; bytes is
+// the sum of frames' bytes, and exactly what the log holds of budget;
+// once closed, frames stays empty.
 type frameCache struct {
+	budget *CacheBudget // shared with the node's other logs; nil: none
+
 	mu     sync.Mutex
 	frames []*cachedFrame // oldest first
 	bytes  int
 	nav    []navEntry // oldest first
+	closed bool       // the log closed: nothing is cached any more
 }
 
 // get returns the cached frame holding offset.
@@ -66,6 +98,9 @@ func (c *frameCache) put(f *cachedFrame) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
 	for _, g := range c.frames {
 		if g.base == f.base {
 			return
@@ -73,8 +108,10 @@ func (c *frameCache) put(f *cachedFrame) {
 	}
 	c.frames = append(c.frames, f)
 	c.bytes += f.bytes
-	for len(c.frames) > frameCacheFrames || c.bytes > frameCacheBytes {
+	c.budget.take(f.bytes)
+	for len(c.frames) > 0 && (len(c.frames) > frameCacheFrames || c.bytes > frameCacheBytes || c.budget.over()) {
 		c.bytes -= c.frames[0].bytes
+		c.budget.take(-c.frames[0].bytes)
 		c.frames[0] = nil
 		c.frames = c.frames[1:]
 	}
@@ -140,10 +177,23 @@ func (c *frameCache) forgetBelow(offset int64) {
 	c.forget(func(base, end int64) bool { return base < offset })
 }
 
+// close drops everything and caches nothing more: the log closed, and
+// gives its bytes back to the budget.
+func (c *frameCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	c.budget.take(-c.bytes)
+	c.bytes = 0
+	clear(c.frames)
+	c.frames, c.nav = nil, nil
+}
+
 func (c *frameCache) forget(drop func(base, end int64) bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	frames := c.frames[:0]
+	c.budget.take(-c.bytes)
 	c.bytes = 0
 	for _, f := range c.frames {
 		if !drop(f.base, f.end) {
@@ -153,6 +203,7 @@ func (c *frameCache) forget(drop func(base, end int64) bool) {
 	}
 	clear(c.frames[len(frames):])
 	c.frames = frames
+	c.budget.take(c.bytes)
 	nav := c.nav[:0]
 	for _, e := range c.nav {
 		if !drop(e.base, e.end) {

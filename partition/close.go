@@ -43,7 +43,7 @@ func (s *state) close() error {
 	}
 	s.active.file.retire()
 	s.log.hot.clear()
-	s.log.cache.forgetFrom(0)
+	s.log.cache.close()
 	s.log.notify.closeAll()
 	s.log.metrics.openLogs.Dec()
 	if s.poison != nil {

@@ -79,6 +79,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		stopped:  make(chan struct{}),
 		sweeping: make(chan struct{}, 1),
 	}
+	l.cache.budget = opts.CacheBudget
 	st := newState(l, rec)
 	st.publish()
 	l.metrics.openLogs.Inc()

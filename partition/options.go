@@ -39,6 +39,10 @@ type Options struct {
 	// first write that finds its oldest record older. 0 follows
 	// RetentionMaxAge (and with no retention, never rolls on age).
 	MaxSegmentAge time.Duration
+	// CacheBudget, if set, bounds the decoded frames cached by every log
+	// sharing it (a node's), besides each log's own bound of 8 frames and
+	// 2 MiB. Default: no shared bound.
+	CacheBudget *CacheBudget
 
 	// flush holds the flusher's internal thresholds (docs/design.md,
 	// "Flusher pipeline"); not a setting a config file can change, so only

@@ -43,6 +43,10 @@ func DefaultMaxOpenLogs() int {
 	return max(minOpenLogs, (int(lim.Cur)-DescriptorHeadroom)/DescriptorsPerLog)
 }
 
+// DefaultFrameCacheBytes is the node's default bound on cached decoded
+// frames (Config.FrameCacheBytes).
+const DefaultFrameCacheBytes = 512 << 20
+
 // busyError says ErrBusy for the ways a call can find no slot or no
 // descriptor: the registry's budget full of logs in use, or the
 // process's open-file limit.
@@ -70,10 +74,14 @@ var (
 		"The budget of partition logs open at once (0: none); past it the least recently used idle log is closed first.", nil, nil)
 	budgetEvictionsDesc = prometheus.NewDesc("narad_storage_open_log_budget_evictions_total",
 		"Idle logs closed to make room for another within the open-log budget.", nil, nil)
+	frameCacheBytesDesc = prometheus.NewDesc("narad_storage_frame_cache_bytes",
+		"Decoded frame bytes the open logs keep cached for tail readers.", nil, nil)
+	frameCacheLimitDesc = prometheus.NewDesc("narad_storage_frame_cache_limit_bytes",
+		"The bound on cached decoded frame bytes (0: none but each log's 2 MiB).", nil, nil)
 )
 
-// budgetCollector reports the open-log budget of the nodes on one
-// registerer, summed.
+// budgetCollector reports the open-log and frame cache budgets of the
+// nodes on one registerer, summed.
 type budgetCollector struct{ nodeSet }
 
 // registerBudget adds n to reg's budget collector and returns what
@@ -85,14 +93,22 @@ func registerBudget(reg prometheus.Registerer, n *Node) (remove func()) {
 func (c *budgetCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- openLogsLimitDesc
 	ch <- budgetEvictionsDesc
+	ch <- frameCacheBytesDesc
+	ch <- frameCacheLimitDesc
 }
 
 func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
-	var limit, evictions float64
+	var limit, evictions, cached, cacheLimit float64
 	for _, n := range c.sorted() {
 		limit += float64(n.reg.MaxOpen())
 		evictions += float64(n.reg.Evictions())
+		if b := n.cacheBudget; b != nil {
+			cached += float64(b.Used())
+			cacheLimit += float64(b.Limit())
+		}
 	}
 	ch <- prometheus.MustNewConstMetric(openLogsLimitDesc, prometheus.GaugeValue, limit)
 	ch <- prometheus.MustNewConstMetric(budgetEvictionsDesc, prometheus.CounterValue, evictions)
+	ch <- prometheus.MustNewConstMetric(frameCacheBytesDesc, prometheus.GaugeValue, cached)
+	ch <- prometheus.MustNewConstMetric(frameCacheLimitDesc, prometheus.GaugeValue, cacheLimit)
 }

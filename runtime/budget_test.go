@@ -53,6 +53,9 @@ func TestBudget_MorePartitionsThanTheBudgetAcrossARestart(t *testing.T) {
 	if got := series(t, reg, "narad_storage_open_logs_limit"); got != fmt.Sprintf("%d\n", budget) {
 		t.Fatalf("narad_storage_open_logs_limit: %q", got)
 	}
+	if got := series(t, reg, "narad_storage_frame_cache_limit_bytes"); got != fmt.Sprintf("%d\n", DefaultFrameCacheBytes) {
+		t.Fatalf("narad_storage_frame_cache_limit_bytes: %q", got)
+	}
 	if got := series(t, reg, "narad_storage_open_log_budget_evictions_total"); got == "0\n" || got == "" {
 		t.Fatalf("narad_storage_open_log_budget_evictions_total: %q after %d partitions through a budget of %d", got, partitions, budget)
 	}

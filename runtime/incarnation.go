@@ -68,6 +68,7 @@ func (n *Node) openAdmitted(key supervisor.Key, rec TopicRecord) (*partition.Log
 		SegmentMaxBytes:   n.cfg.SegmentMaxBytes,
 		RetentionMaxAge:   time.Duration(rec.RetentionMs) * time.Millisecond,
 		RetentionMaxBytes: rec.RetentionBytes,
+		CacheBudget:       n.cacheBudget,
 	})
 }
 

@@ -79,6 +79,12 @@ type Config struct {
 	// that finds every open log in use fails with ErrBusy. Default (0):
 	// DefaultMaxOpenLogs, from the open-file limit; negative: no bound.
 	MaxOpenLogs int
+	// FrameCacheBytes bounds the decoded frames the node's open logs keep
+	// cached for tail readers, together (each log also keeps at most 8
+	// frames and 2 MiB): a log over it drops its own oldest frames, and a
+	// closed log gives its bytes back. Default (0): DefaultFrameCacheBytes;
+	// negative: no bound but each log's.
+	FrameCacheBytes int64
 	// MinFreeBytes and MinFreeInodes are the floor of free space the data
 	// directory's file system keeps: a produce that would take it under is
 	// refused (ErrLowDisk, wrapping partition.ErrNoSpace) before anything
@@ -111,6 +117,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ReaperInterval <= 0 {
 		c.ReaperInterval = time.Minute
+	}
+	if c.FrameCacheBytes == 0 {
+		c.FrameCacheBytes = DefaultFrameCacheBytes
 	}
 	if c.MaxOpenLogs == 0 {
 		c.MaxOpenLogs = DefaultMaxOpenLogs()
@@ -152,11 +161,12 @@ type Node struct {
 	committer       *committer
 	consumerMetrics consumerMetrics
 	topicMetrics    topicMetrics
-	marks           *partitionMarks // high watermarks for the per-partition gauge
-	unregisterHWM   func()          // takes the node out of its registerer's gauge
-	disk            *diskGuard      // the floor of free space produce keeps
-	unregisterDisk  func()          // takes the node out of its registerer's disk gauges
-	unregisterLimit func()          // takes the node out of its registerer's budget metrics
+	marks           *partitionMarks        // high watermarks for the per-partition gauge
+	unregisterHWM   func()                 // takes the node out of its registerer's gauge
+	disk            *diskGuard             // the floor of free space produce keeps
+	cacheBudget     *partition.CacheBudget // shared by the open logs' frame caches; nil: none
+	unregisterDisk  func()                 // takes the node out of its registerer's disk gauges
+	unregisterLimit func()                 // takes the node out of its registerer's budget metrics
 
 	// dropConsumerState forgets a deleted incarnation's in-memory consumer
 	// state; it runs right after the quarantine rename (and in a purge),
@@ -232,6 +242,9 @@ func New(cfg Config) (n *Node, err error) {
 		topicsDir:       filepath.Join(cfg.DataDir, wire.TopicsDirName),
 		disk:            &diskGuard{files: cfg.FS, dir: cfg.DataDir, minBytes: cfg.MinFreeBytes, minIn: cfg.MinFreeInodes, logger: logger},
 		promReg:         reg,
+	}
+	if cfg.FrameCacheBytes > 0 {
+		n.cacheBudget = partition.NewCacheBudget(cfg.FrameCacheBytes)
 	}
 	n.consumers = &consumers{n: n, by: map[supervisor.Key]*consumer{}}
 	n.committer = &committer{n: n, commitInterval: cfg.ConsumerOffsetCommitInterval,

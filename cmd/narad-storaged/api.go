@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+	"golang.org/x/sync/semaphore"
 )
 
 // Limits on what one request may ask for, so no request can make the
@@ -31,9 +32,12 @@ const (
 type apiOptions struct {
 	token   []byte // empty: no authentication
 	maxBody int64
-	pprof   bool
-	access  bool            // log every request (--access-log)
-	closing <-chan struct{} // closed at shutdown: long polls answer at once
+	// maxInflight bounds the produce bodies held at once, in bytes
+	// (--max-inflight-bytes); 0: none.
+	maxInflight int64
+	pprof       bool
+	access      bool            // log every request (--access-log)
+	closing     <-chan struct{} // closed at shutdown: long polls answer at once
 }
 
 // api is the HTTP API of docs/http-api.md over a runtime.Node.
@@ -45,12 +49,19 @@ type api struct {
 	mux     *http.ServeMux
 	closing <-chan struct{}
 	metrics httpMetrics
+	// inflight holds a produce body's bytes (its Content-Length, or the
+	// body cap when it has none) from before it is read until its records
+	// are committed; nil: no bound.
+	inflight *semaphore.Weighted
 }
 
 func newAPI(node *runtime.Node, ms runtime.Metastore, logger *zap.Logger, reg *prometheus.Registry, opts apiOptions) *api {
 	a := &api{node: node, ms: ms, logger: logger, opts: opts, mux: http.NewServeMux(), closing: opts.closing, metrics: newHTTPMetrics(reg)}
 	if a.closing == nil {
 		a.closing = make(chan struct{})
+	}
+	if opts.maxInflight > 0 {
+		a.inflight = semaphore.NewWeighted(opts.maxInflight)
 	}
 	a.mux.HandleFunc("PUT /v1/topics/{topic}", a.putTopic)
 	a.mux.HandleFunc("GET /v1/topics", a.listTopics)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/vfs"
 )
 
@@ -36,6 +37,8 @@ type config struct {
 	MinFreeInodes                uint64   `json:"min_free_inodes"`
 	MaxBodyBytes                 int64    `json:"max_body_bytes"`
 	MaxOpenLogs                  int      `json:"max_open_logs"`
+	FrameCacheBytes              int64    `json:"frame_cache_bytes"`
+	MaxInflightBytes             int64    `json:"max_inflight_bytes"`
 	ShutdownTimeout              duration `json:"shutdown_timeout"`
 }
 
@@ -53,6 +56,8 @@ func defaultConfig() config {
 		MaxBodyBytes:                 64 << 20,
 		MinFreeBytes:                 256 << 20,
 		MinFreeInodes:                1000,
+		FrameCacheBytes:              runtime.DefaultFrameCacheBytes,
+		MaxInflightBytes:             1 << 30,
 		ShutdownTimeout:              duration(30 * time.Second),
 	}
 }
@@ -120,6 +125,8 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Uint64Var(&cfg.MinFreeBytes, "min-free-bytes", cfg.MinFreeBytes, "refuse produce (507 no_space) while the data directory's file system has fewer free bytes; 0 turns the floor off")
 	fs.Uint64Var(&cfg.MinFreeInodes, "min-free-inodes", cfg.MinFreeInodes, "refuse produce while it has fewer free inodes; 0 turns the floor off")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", cfg.MaxBodyBytes, "largest request body accepted")
+	fs.Int64Var(&cfg.FrameCacheBytes, "frame-cache-bytes", cfg.FrameCacheBytes, "decoded frames the open logs keep cached for tail readers, together; -1: no bound but each log's 2 MiB")
+	fs.Int64Var(&cfg.MaxInflightBytes, "max-inflight-bytes", cfg.MaxInflightBytes, "produce bodies held at once (each counted at its Content-Length, or --max-body-bytes without one); past it produce is answered 503 busy; 0: no bound")
 	fs.IntVar(&cfg.MaxOpenLogs, "max-open-logs", cfg.MaxOpenLogs, "partition logs open at once; past it the least recently used idle one is closed first (0: from the open-file limit, 4 descriptors a log plus 256; -1: no bound)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -166,6 +173,8 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 		merge("min-free-inodes", func() { cfg.MinFreeInodes = fromFile.MinFreeInodes })
 		merge("max-body-bytes", func() { cfg.MaxBodyBytes = fromFile.MaxBodyBytes })
 		merge("max-open-logs", func() { cfg.MaxOpenLogs = fromFile.MaxOpenLogs })
+		merge("frame-cache-bytes", func() { cfg.FrameCacheBytes = fromFile.FrameCacheBytes })
+		merge("max-inflight-bytes", func() { cfg.MaxInflightBytes = fromFile.MaxInflightBytes })
 	}
 	return cfg, cfg.validate()
 }
@@ -179,6 +188,9 @@ func (c config) validate() error {
 	}
 	if c.MaxBodyBytes <= 0 {
 		return errors.New("max-body-bytes must be positive")
+	}
+	if c.MaxInflightBytes != 0 && c.MaxInflightBytes < c.MaxBodyBytes {
+		return fmt.Errorf("max-inflight-bytes %d is under max-body-bytes %d: the largest body could never be taken; raise it, or 0 for no bound", c.MaxInflightBytes, c.MaxBodyBytes)
 	}
 	host, _, err := net.SplitHostPort(c.Listen)
 	if err != nil {

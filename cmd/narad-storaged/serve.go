@@ -143,6 +143,7 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		MinFreeBytes:                 cfg.MinFreeBytes,
 		MinFreeInodes:                cfg.MinFreeInodes,
 		MaxOpenLogs:                  cfg.MaxOpenLogs,
+		FrameCacheBytes:              cfg.FrameCacheBytes,
 		Metastore:                    ms,
 		Logger:                       logger,
 		Registerer:                   reg,
@@ -163,7 +164,7 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 	var closeOnce sync.Once
 	endLongPolls := func() { closeOnce.Do(func() { close(closing) }) }
 	defer endLongPolls()
-	api := newAPI(node, ms, logger, reg, apiOptions{token: token, maxBody: cfg.MaxBodyBytes, pprof: cfg.Pprof, access: cfg.AccessLog, closing: closing})
+	api := newAPI(node, ms, logger, reg, apiOptions{token: token, maxBody: cfg.MaxBodyBytes, maxInflight: cfg.MaxInflightBytes, pprof: cfg.Pprof, access: cfg.AccessLog, closing: closing})
 	server := &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
