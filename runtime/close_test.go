@@ -8,6 +8,9 @@ import (
 
 	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/vfs/sim"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // TestClose_ParallelLeavesEveryHWMFileExact: Close closes the open logs
@@ -75,7 +78,7 @@ func BenchmarkNodeClose(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
 				dir := b.TempDir()
-				n, err := New(Config{DataDir: dir})
+				n, err := New(Config{DataDir: dir, MaxOpenLogs: -1}) // every log open at Close
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -94,5 +97,77 @@ func BenchmarkNodeClose(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkNodeStart measures Start of a node whose partitions were all
+// closed cleanly, on the real disk, within the default open-log budget:
+// go test -run '^$' -bench NodeStart ./runtime.
+func BenchmarkNodeStart(b *testing.B) {
+	for _, partitions := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("partitions=%d", partitions), func(b *testing.B) {
+			dir := b.TempDir()
+			n, err := New(Config{DataDir: dir})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := n.Start(bg); err != nil {
+				b.Fatal(err)
+			}
+			n.CreateTopic(bg, "wide", partitions, Retention{})
+			for p := range partitions {
+				if _, err := n.Produce(bg, "wide", p, recs("wide", p, 0, 1)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := n.Close(); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				n, err := New(Config{DataDir: dir})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := n.Start(bg); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if err := n.Close(); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// TestStartup_ProgressPastTheBudgetIsHonest: a node whose partitions
+// outnumber its open-log budget logs startup progress that ends with every
+// partition opened (recovered), none skipped, and no more open than the
+// budget, which it says.
+func TestStartup_ProgressPastTheBudgetIsHonest(t *testing.T) {
+	const partitions, budget = 120, 10
+	d := newTestDisk(t, 1)
+	n := startNode(t, d, Config{MaxOpenLogs: budget})
+	if _, _, err := n.CreateTopic(bg, "wide", partitions, Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zapcore.InfoLevel)
+	n = startNode(t, d, Config{MaxOpenLogs: budget, Logger: zap.New(core)})
+	lines := logs.FilterMessage("startup: opening partitions").All()
+	if len(lines) == 0 {
+		t.Fatal("no startup progress logged")
+	}
+	last := lines[len(lines)-1].ContextMap()
+	if last["opened"] != int64(partitions) || last["skipped"] != int64(0) || last["total"] != int64(partitions) ||
+		last["open_limit"] != int64(budget) || last["open_now"].(int64) > budget || last["open_now"].(int64) == 0 {
+		t.Fatalf("last progress line %v: want %d opened of %d, none skipped, 1 to %d open", last, partitions, partitions, budget)
+	}
+	if open := n.reg.Len(); open > budget {
+		t.Fatalf("%d logs open after startup, budget %d", open, budget)
 	}
 }
