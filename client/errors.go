@@ -54,6 +54,7 @@ var (
 	ErrMetastoreBroken           = code("metastore_broken")
 	ErrUnavailable               = code("unavailable")
 	ErrBusy                      = code("busy")
+	ErrTooManyLeased             = code("too_many_leased")
 	ErrNotReady                  = code("not_ready")
 	ErrNoSpace                   = code("no_space")
 	ErrInternal                  = code("internal")

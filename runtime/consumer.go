@@ -96,6 +96,7 @@ func (n *Node) Ack(ctx context.Context, topic string, p int, offsets ...int64) (
 			return 0, err
 		}
 		if ok {
+			n.queues.settled(c.key, offsets)
 			return frontier, nil
 		}
 		if attempt == 2 {
@@ -155,6 +156,70 @@ func (n *Node) ConsumerState(ctx context.Context, topic string, p int) (Consumer
 			return st, nil
 		}
 	}
+}
+
+// frontierNow is c's frontier.
+func (c *consumer) frontierNow() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.frontier
+}
+
+// frontierIfLive is c's frontier; live is false once c was settled or
+// dropped (acks go to its successor).
+func (c *consumer) frontierIfLive() (frontier int64, live bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.frontier, !c.dropped
+}
+
+// acked reports whether offset o is acked: below the frontier or in the
+// acked-ahead set.
+func (c *consumer) acked(o int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ahead := c.ahead[o]
+	return o < c.frontier || ahead
+}
+
+// skipRange settles [from, to) without acks: records nothing can deliver
+// (damaged, or deleted by retention). From the frontier it moves the
+// frontier; above it the range joins the acked-ahead set, within its
+// bound (ErrAckedAheadFull past it). Written out like an ack.
+func (c *consumer) skipRange(cm *committer, from, to int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dropped {
+		return errConsumerGone
+	}
+	switch {
+	case to <= c.frontier:
+		return nil
+	case from <= c.frontier:
+		c.frontier = to
+	default:
+		if len(c.ahead)+int(to-from) > MaxAckedAhead {
+			return fmt.Errorf("%w: %d held, %d more", ErrAckedAheadFull, len(c.ahead), to-from)
+		}
+		for o := from; o < to; o++ {
+			c.ahead[o] = struct{}{}
+		}
+	}
+	for o := range c.ahead {
+		if o < c.frontier {
+			delete(c.ahead, o)
+		}
+	}
+	for {
+		if _, ok := c.ahead[c.frontier]; !ok {
+			break
+		}
+		delete(c.ahead, c.frontier)
+		c.frontier++
+	}
+	c.dirty = true
+	cm.dirty(c)
+	return nil
 }
 
 // state copies c's progress; ok is false once c was settled or dropped.

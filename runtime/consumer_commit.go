@@ -42,6 +42,9 @@ type consumerMetrics struct {
 	writeOutSeconds    prometheus.Histogram
 	slotDecodeFailures prometheus.Counter
 	frontierRejected   prometheus.Counter
+	corruptSkipped     prometheus.Counter
+	leaseExpirations   prometheus.Counter
+	redeliveries       prometheus.Counter
 }
 
 func newConsumerMetrics(reg prometheus.Registerer) consumerMetrics {
@@ -53,12 +56,21 @@ func newConsumerMetrics(reg prometheus.Registerer) consumerMetrics {
 		slotDecodeFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "narad_consumer_slot_decode_failures_total", Help: "consumer.ahead slots rejected at recovery."}),
 		frontierRejected: prometheus.NewCounter(prometheus.CounterOpts{Name: "narad_consumer_frontier_rejected_total",
 			Help: "Recovered frontiers rejected: above the high watermark, or a consumer.offset above consumer.ahead's."}),
+		corruptSkipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "narad_consumer_corrupt_skipped_total",
+			Help: "Records in damaged frames a queue consume settled without delivering them."}),
+		leaseExpirations: prometheus.NewCounter(prometheus.CounterOpts{Name: "narad_consumer_lease_expirations_total",
+			Help: "Queue leases that ran out unacked, giving their record back for redelivery."}),
+		redeliveries: prometheus.NewCounter(prometheus.CounterOpts{Name: "narad_consumer_redeliveries_total",
+			Help: "Records a queue consume leased again after a nack or an expired lease."}),
 	}
 	m.acks = promshare.Register(reg, m.acks)
 	m.writeOuts = promshare.Register(reg, m.writeOuts)
 	m.writeOutSeconds = promshare.Register(reg, m.writeOutSeconds)
 	m.slotDecodeFailures = promshare.Register(reg, m.slotDecodeFailures)
 	m.frontierRejected = promshare.Register(reg, m.frontierRejected)
+	m.corruptSkipped = promshare.Register(reg, m.corruptSkipped)
+	m.leaseExpirations = promshare.Register(reg, m.leaseExpirations)
+	m.redeliveries = promshare.Register(reg, m.redeliveries)
 	return m
 }
 

@@ -60,7 +60,7 @@ func (n *Node) openAdmitted(key supervisor.Key, rec TopicRecord) (*partition.Log
 		return nil, err
 	}
 	dir, _ := wire.PartitionDirName(key.Partition)
-	return partition.Open(filepath.Join(n.topicsDir, key.Topic, dir), partition.Options{
+	l, err := partition.Open(filepath.Join(n.topicsDir, key.Topic, dir), partition.Options{
 		FS:                n.cfg.FS,
 		Codec:             n.cfg.Codec,
 		Logger:            n.logger.With(zap.String("topic", key.Topic), zap.Int("partition", key.Partition)),
@@ -70,6 +70,12 @@ func (n *Node) openAdmitted(key supervisor.Key, rec TopicRecord) (*partition.Log
 		RetentionMaxBytes: rec.RetentionBytes,
 		CacheBudget:       n.cacheBudget,
 	})
+	if err != nil {
+		return nil, err
+	}
+	// Queue consumers parked on the topic are woken by its logs' commits.
+	l.SetWakeNotifier(n.queues.parking(key.Topic).wake)
+	return l, nil
 }
 
 // checkIncarnation compares the topic directory's marker with the record

@@ -158,6 +158,7 @@ type Node struct {
 	installs unsettledInstalls // installs to settle before their partition opens
 
 	consumers       *consumers
+	queues          *queues // leases of queue consumes, and the consumers parked
 	committer       *committer
 	consumerMetrics consumerMetrics
 	topicMetrics    topicMetrics
@@ -249,7 +250,11 @@ func New(cfg Config) (n *Node, err error) {
 	n.consumers = &consumers{n: n, by: map[supervisor.Key]*consumer{}}
 	n.committer = &committer{n: n, commitInterval: cfg.ConsumerOffsetCommitInterval,
 		dirtySet: map[*consumer]struct{}{}, unsyncedSet: map[*consumer]struct{}{}}
-	n.dropConsumerState = n.consumers.drop
+	n.queues = newQueues(n)
+	n.dropConsumerState = func(topic string, id wire.IncarnationID) {
+		n.consumers.drop(topic, id)
+		n.queues.drop(topic)
+	}
 	n.reg = supervisor.NewRegistry(supervisor.RegistryOptions{
 		CheckLockOrder: cfg.Testing != nil && cfg.Testing.CheckLockOrder,
 		OnClose:        n.onClose,
@@ -361,6 +366,7 @@ func (n *Node) Close() error {
 	n.background.Wait()
 	n.reg.Close()
 	errs = append(errs, n.closeAllLive()...)
+	n.queues.close()
 	n.unregisterHWM()
 	n.unregisterDisk()
 	n.unregisterLimit()

@@ -72,6 +72,8 @@ func newAPI(node *runtime.Node, ms runtime.Metastore, logger *zap.Logger, reg *p
 	a.mux.HandleFunc("GET /v1/topics/{topic}/partitions/{p}/records", a.fetch)
 	a.mux.HandleFunc("POST /v1/topics/{topic}/partitions/{p}/acks", a.ack)
 	a.mux.HandleFunc("GET /v1/topics/{topic}/partitions/{p}/consumer", a.consumer)
+	a.mux.HandleFunc("POST /v1/topics/{topic}/consume", a.consume)
+	a.mux.HandleFunc("POST /v1/topics/{topic}/partitions/{p}/nacks", a.nack)
 	a.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

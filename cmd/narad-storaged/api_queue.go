@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/narad-io/storage/runtime"
+)
+
+// Bounds of one queue consume.
+const (
+	maxConsumeRecords = 10000
+	maxLeaseMs        = 12 * 60 * 60 * 1000 // 12 h
+)
+
+// consumeRequest is a queue consume's body; every field is optional.
+type consumeRequest struct {
+	Partition  *int `json:"partition"`
+	MaxRecords *int `json:"max_records"`
+	MaxBytes   *int `json:"max_bytes"`
+	LeaseMs    *int `json:"lease_ms"`
+	WaitMs     *int `json:"wait_ms"`
+}
+
+// leasedRecord is one record of a consume answer.
+type leasedRecord struct {
+	Partition int `json:"partition"`
+	fetchedRecord
+	LeaseDeadlineMs int64 `json:"lease_deadline_ms"`
+}
+
+// consume leases records of a topic (docs/http-api.md, "Queue consume").
+// Shutdown ends a long poll with an empty answer, as a fetch's.
+func (a *api) consume(w http.ResponseWriter, r *http.Request) {
+	topic, ok := topicOf(w, r)
+	if !ok {
+		return
+	}
+	q, ok := query(w, r, "encoding")
+	if !ok {
+		return
+	}
+	b64, ok := base64Param(w, q)
+	if !ok {
+		return
+	}
+	var body consumeRequest
+	if r.ContentLength != 0 {
+		if err := decodeJSON(r, &body); err != nil {
+			a.badBody(w, err)
+			return
+		}
+	}
+	opts := runtime.ConsumeOptions{Partition: runtime.AnyPartition}
+	for _, f := range []struct {
+		name    string
+		v       *int
+		lo, hi  int
+		setting *int
+	}{
+		{"partition", body.Partition, 0, maxPartitions - 1, &opts.Partition},
+		{"max_records", body.MaxRecords, 1, maxConsumeRecords, &opts.MaxRecords},
+		{"max_bytes", body.MaxBytes, 1, maxFetchBytes, &opts.MaxBytes},
+	} {
+		if f.v == nil {
+			continue
+		}
+		if *f.v < f.lo || *f.v > f.hi {
+			writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("%s must be from %d to %d, not %d", f.name, f.lo, f.hi, *f.v))
+			return
+		}
+		*f.setting = *f.v
+	}
+	for _, f := range []struct {
+		name    string
+		v       *int
+		lo, hi  int
+		setting *time.Duration
+	}{
+		{"lease_ms", body.LeaseMs, 1, maxLeaseMs, &opts.Lease},
+		{"wait_ms", body.WaitMs, 0, maxWait, &opts.Wait},
+	} {
+		if f.v == nil {
+			continue
+		}
+		if *f.v < f.lo || *f.v > f.hi {
+			writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("%s must be from %d to %d, not %d", f.name, f.lo, f.hi, *f.v))
+			return
+		}
+		*f.setting = time.Duration(*f.v) * time.Millisecond
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	closing := make(chan struct{})
+	go func() {
+		select {
+		case <-a.closing:
+			close(closing)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	recs, err := a.node.Consume(ctx, topic, opts)
+	select {
+	case <-closing:
+		if errors.Is(err, context.Canceled) {
+			err = nil
+		}
+	default:
+	}
+	if err != nil {
+		if errors.Is(err, runtime.ErrPartitionNotFound) {
+			writeError(w, http.StatusNotFound, "partition_not_found", fmt.Sprintf("topic %q has no partition %d", topic, opts.Partition))
+			return
+		}
+		if errors.Is(err, runtime.ErrTooManyLeased) {
+			writeError(w, http.StatusTooManyRequests, "too_many_leased",
+				fmt.Sprintf("the partitions of topic %q this consume may lease from each hold %d leased records; ack or nack some first", topic, runtime.MaxLeasedPerPartition))
+			return
+		}
+		a.writeNodeError(w, r, err)
+		return
+	}
+	out := make([]leasedRecord, len(recs))
+	for i, rec := range recs {
+		out[i] = leasedRecord{Partition: rec.Partition, fetchedRecord: jsonRecordOf(rec.ReadRecord, b64), LeaseDeadlineMs: rec.LeaseDeadline.UnixMilli()}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"records": out})
+}
+
+// nack gives leased records back for redelivery.
+func (a *api) nack(w http.ResponseWriter, r *http.Request) {
+	topic, p, ok := a.partitionOf(w, r)
+	if !ok {
+		return
+	}
+	if _, ok := query(w, r); !ok {
+		return
+	}
+	var body struct {
+		Offsets []int64 `json:"offsets"`
+	}
+	if err := decodeJSON(r, &body); err != nil {
+		a.badBody(w, err)
+		return
+	}
+	if len(body.Offsets) == 0 || len(body.Offsets) > maxAcks {
+		writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("offsets must hold 1 to %d offsets, not %d", maxAcks, len(body.Offsets)))
+		return
+	}
+	for i, o := range body.Offsets {
+		if o < 0 {
+			writeError(w, http.StatusBadRequest, "invalid_offset", fmt.Sprintf("offsets[%d] is %d: offsets are not negative", i, o))
+			return
+		}
+	}
+	given, err := a.node.Nack(r.Context(), topic, p, body.Offsets...)
+	if err != nil {
+		a.writeNodeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"given_back": given})
+}
