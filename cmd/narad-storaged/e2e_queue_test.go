@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -139,5 +140,42 @@ func TestE2E_QueueConsume(t *testing.T) {
 	}
 	if err := d.stop(syscall.SIGTERM); err != nil {
 		t.Fatalf("exit: %v\n%s", err, d.log())
+	}
+}
+
+// TestE2E_CLIQueueConsume: consume --queue --no-ack prints the leased
+// records and gives them back; consume --queue prints them again, acks
+// them, and a third run finds nothing.
+func TestE2E_CLIQueueConsume(t *testing.T) {
+	d := startDaemon(t, t.TempDir())
+	expect(t, d.req("PUT", "/v1/topics/q", map[string]any{"partitions": 2}), 201, "")
+	for p := range 2 {
+		expect(t, d.req("POST", fmt.Sprintf("/v1/topics/q/partitions/%d/records", p), map[string]any{"records": []map[string]string{{"value": "a"}, {"value": "b"}}}), 200, "")
+	}
+	lines := func(out string) []string {
+		l := strings.Split(strings.TrimSpace(out), "\n")
+		sort.Strings(l)
+		return l
+	}
+	want := "[0\t0\t\ta 0\t1\t\tb 1\t0\t\ta 1\t1\t\tb]"
+	out, errOut, code := cli(t, "", "consume", "--addr", d.addr, "--topic", "q", "--queue", "--no-ack")
+	if code != 0 || fmt.Sprint(lines(out)) != want {
+		t.Fatalf("--queue --no-ack: exit %d, %q %s", code, out, errOut)
+	}
+	out, errOut, code = cli(t, "", "consume", "--addr", d.addr, "--topic", "q", "--queue", "--json", "--partition", "1")
+	if code != 0 || len(lines(out)) != 2 || !strings.HasPrefix(lines(out)[0], `{"partition":1,"offset":0,"value":"a"`) {
+		t.Fatalf("--queue --json --partition 1: exit %d, %q %s", code, out, errOut)
+	}
+	out, errOut, code = cli(t, "", "consume", "--addr", d.addr, "--topic", "q", "--queue")
+	if code != 0 || fmt.Sprint(lines(out)) != "[0\t0\t\ta 0\t1\t\tb]" {
+		t.Fatalf("--queue: exit %d, %q %s", code, out, errOut)
+	}
+	if out, _, code := cli(t, "", "consume", "--addr", d.addr, "--topic", "q", "--queue"); code != 0 || out != "" {
+		t.Fatalf("--queue after every record was acked: exit %d, %q", code, out)
+	}
+	for _, bad := range [][]string{{"--queue", "--from", "3"}, {"--no-ack"}, {"--queue", "--no-ack", "--follow"}} {
+		if _, _, code := cli(t, "", append([]string{"consume", "--addr", d.addr, "--topic", "q"}, bad...)...); code != 2 {
+			t.Fatalf("consume %v: exit %d, want 2", bad, code)
+		}
 	}
 }
