@@ -55,6 +55,8 @@ var (
 	ErrUnavailable               = code("unavailable")
 	ErrBusy                      = code("busy")
 	ErrTooManyLeased             = code("too_many_leased")
+	ErrCursorNotFound            = code("cursor_not_found")
+	ErrInvalidCursorName         = code("invalid_cursor_name")
 	ErrNotReady                  = code("not_ready")
 	ErrNoSpace                   = code("no_space")
 	ErrInternal                  = code("internal")

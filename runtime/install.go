@@ -15,7 +15,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// InstallFile is one file of a moved partition: a segment, or the hwm file.
+// InstallFile is one file of a moved partition: a segment, the hwm file,
+// or a fan-out cursor's position file (wire.CursorFileName, 8 bytes).
 type InstallFile struct {
 	Name string
 	Data []byte
@@ -32,16 +33,22 @@ type InstallFile struct {
 // directory sync, so no produce and no lazy reopen can reach the old
 // directory while it is replaced. The topic directory is checked (or
 // stamped) with the record's incarnation marker first. Only segment files
-// and the hwm file are accepted; a moved partition's marker is the
-// record's.
+// the hwm file and cursor position files are accepted; a moved
+// partition's marker is the record's.
 func (n *Node) InstallPartition(ctx context.Context, topic string, p int, incarnation wire.IncarnationID, files []InstallFile) error {
 	key, err := n.key(topic, p)
 	if err != nil {
 		return err
 	}
 	for _, f := range files {
+		if _, ok := wire.ParseCursorFileName(f.Name); ok {
+			if _, _, err := wire.DecodeOffsetFile(f.Data); err != nil || len(f.Data) != wire.OffsetFileSize {
+				return fmt.Errorf("install %s/%d: cursor file %q is not an 8-byte position", topic, p, f.Name)
+			}
+			continue
+		}
 		if _, err := wire.ParseSegmentFileName(f.Name); err != nil && f.Name != wire.HWMFileName {
-			return fmt.Errorf("install %s/%d: %q is not a segment or hwm file", topic, p, f.Name)
+			return fmt.Errorf("install %s/%d: %q is not a segment, hwm or cursor file", topic, p, f.Name)
 		}
 	}
 	rec, ok, err := n.ms.Topic(ctx, topic)
@@ -68,7 +75,10 @@ func (n *Node) InstallPartition(ctx context.Context, topic string, p int, incarn
 		if err := n.checkIncarnation(t, cur); err != nil {
 			return err
 		}
-		n.marks.forget(key) // the boundary is the installed files' now
+		// The boundary and the cursors' positions are the installed
+		// files' now.
+		n.marks.forget(key)
+		n.cursors.forget(func(k supervisor.Key) bool { return k == key })
 		return n.install(key, files)
 	})
 	if err != nil {

@@ -158,7 +158,8 @@ type Node struct {
 	installs unsettledInstalls // installs to settle before their partition opens
 
 	consumers       *consumers
-	queues          *queues // leases of queue consumes, and the consumers parked
+	queues          *queues  // leases of queue consumes, and the consumers parked
+	cursors         *cursors // fan-out cursors' positions
 	committer       *committer
 	consumerMetrics consumerMetrics
 	topicMetrics    topicMetrics
@@ -251,9 +252,11 @@ func New(cfg Config) (n *Node, err error) {
 	n.committer = &committer{n: n, commitInterval: cfg.ConsumerOffsetCommitInterval,
 		dirtySet: map[*consumer]struct{}{}, unsyncedSet: map[*consumer]struct{}{}}
 	n.queues = newQueues(n)
+	n.cursors = newCursors(n, reg)
 	n.dropConsumerState = func(topic string, id wire.IncarnationID) {
 		n.consumers.drop(topic, id)
 		n.queues.drop(topic)
+		n.cursors.forget(func(k supervisor.Key) bool { return k.Topic == topic })
 	}
 	n.reg = supervisor.NewRegistry(supervisor.RegistryOptions{
 		CheckLockOrder: cfg.Testing != nil && cfg.Testing.CheckLockOrder,
@@ -367,6 +370,8 @@ func (n *Node) Close() error {
 	n.reg.Close()
 	errs = append(errs, n.closeAllLive()...)
 	n.queues.close()
+	n.cursors.writeOutAll()
+	n.cursors.forget(func(supervisor.Key) bool { return true })
 	n.unregisterHWM()
 	n.unregisterDisk()
 	n.unregisterLimit()

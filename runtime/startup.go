@@ -83,6 +83,7 @@ func (n *Node) Start(ctx context.Context) error {
 					continue
 				}
 				opened.Add(1)
+				n.cursors.discover(filepath.Join(n.topicsDir, t.Name), p)
 				if now := time.Now().UnixNano(); now-lastLog.Load() > int64(5*time.Second) {
 					lastLog.Store(now)
 					progress()
@@ -144,6 +145,10 @@ func (n *Node) startLoops() {
 			Name: "quarantine_sweep", Interval: n.cfg.QuarantineSweepInterval, StallAfter: 10 * n.cfg.QuarantineSweepInterval,
 			MaxRestarts: 10, Logger: n.logger, Registerer: n.promReg,
 		}, func(ctx context.Context, _ *supervisor.PassContext) { n.SweepQuarantine(ctx) }),
+		supervisor.StartLoop(supervisor.LoopConfig{
+			Name: "cursor_writer", Interval: n.cfg.ConsumerOffsetCommitInterval, StallAfter: max(time.Minute, 100*n.cfg.ConsumerOffsetCommitInterval),
+			MaxRestarts: 10, Logger: n.logger, Registerer: n.promReg,
+		}, func(context.Context, *supervisor.PassContext) { n.cursors.writeOutAll() }),
 	)
 	n.loops = append(n.loops, n.startRetentionLoops()...)
 }

@@ -21,13 +21,23 @@ type SegmentFile struct {
 	Size int64
 }
 
+// CursorFile is a fan-out cursor's position file of a transfer listing:
+// its file name and the position it holds (its cursor's newest, written
+// out for the listing).
+type CursorFile struct {
+	Name     string
+	Position int64
+}
+
 // TransferListing is what a move's source serves: a partition's segment
-// files and its boundary.
+// files, its boundary, and its fan-out cursors' positions, which move with
+// it.
 type TransferListing struct {
 	Incarnation   wire.IncarnationID
 	Segments      []SegmentFile
 	HighWatermark int64
 	Known         bool // false: no boundary on disk (an empty hwm file after a crash)
+	Cursors       []CursorFile
 }
 
 // TransferListing lists a partition's segment files and boundary from its
@@ -64,7 +74,8 @@ func (n *Node) TransferListing(ctx context.Context, topic string, p int) (Transf
 			return err
 		}
 		out = TransferListing{Incarnation: rec.Incarnation, Segments: segments, HighWatermark: info.HighWatermark, Known: info.Known}
-		return nil
+		out.Cursors, err = n.listCursors(key)
+		return err
 	})
 	return out, err
 }

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -22,6 +23,12 @@ func TestTransfer_ListThenInstallElsewhere(t *testing.T) {
 		}
 	}
 	want := readValues(t, src, "orders", 0)
+	if _, err := src.CreateCursor(bg, "orders", "audit", CursorEarliest); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.CommitCursor(bg, "orders", "audit", 0, 7); err != nil { // in memory only, until the listing
+		t.Fatal(err)
+	}
 	if err := src.reg.CloseLive(key("orders", 0)); err != nil {
 		t.Fatal(err)
 	}
@@ -35,6 +42,9 @@ func TestTransfer_ListThenInstallElsewhere(t *testing.T) {
 	if !listing.Known || listing.HighWatermark != 60 || len(listing.Segments) < 2 || listing.Incarnation != rec.Incarnation {
 		t.Fatalf("listing %+v", listing)
 	}
+	if fmt.Sprint(listing.Cursors) != "[{cursor.audit 7}]" {
+		t.Fatalf("listing's cursors %v, want audit at its newest position 7", listing.Cursors)
+	}
 	dir := filepath.Join(dataDir, "topics", "orders", "p00000")
 	var files []InstallFile
 	for _, s := range listing.Segments {
@@ -46,6 +56,10 @@ func TestTransfer_ListThenInstallElsewhere(t *testing.T) {
 	}
 	hwm, _ := wire.EncodeOffsetFile(listing.HighWatermark)
 	files = append(files, InstallFile{Name: wire.HWMFileName, Data: hwm[:]})
+	for _, c := range listing.Cursors {
+		pos, _ := wire.EncodeOffsetFile(c.Position)
+		files = append(files, InstallFile{Name: c.Name, Data: pos[:]})
+	}
 
 	dst := startNode(t, nil, Config{SegmentMaxBytes: 1 << 10})
 	// The target learns the topic, incarnation included (a metastore
@@ -64,6 +78,9 @@ func TestTransfer_ListThenInstallElsewhere(t *testing.T) {
 	}
 	if got := readValues(t, dst, "orders", 0); len(got) != len(want) || got[len(got)-1] != want[len(want)-1] {
 		t.Fatalf("installed partition serves %d records, want %d", len(got), len(want))
+	}
+	if got, err := dst.Cursor(bg, "orders", "audit"); err != nil || len(got) != 1 || got[0].Position != 7 {
+		t.Fatalf("the moved cursor: %+v, %v; want position 7", got, err)
 	}
 	if b, _ := dst.disk.Contents(filepath.Join(dataDir, "topics", "orders", wire.IncarnationFileName)); string(b) != string(rec.Incarnation)+"\n" {
 		t.Fatalf("install did not stamp the marker: %q", b)

@@ -78,6 +78,7 @@
 //	topics/<topic>/pNNNNN/hwm                HWMFileName
 //	topics/<topic>/pNNNNN/consumer.offset    ConsumerOffsetFileName
 //	topics/<topic>/pNNNNN/consumer.ahead     ConsumerAheadFileName
+//	topics/<topic>/pNNNNN/cursor.<name>      CursorFileName: a fan-out cursor's position, 8 bytes as consumer.offset
 //	topics/<topic>.stale-<id>/               StaleDirName: a quarantined incarnation
 //
 // A topic name is 1 to 200 characters of [A-Za-z0-9._-], not "." or "..",

@@ -23,6 +23,10 @@ const (
 	ConsumerOffsetFileName = "consumer.offset"
 	// ConsumerAheadFileName is the two-slot consumer frontier and acked-ahead set.
 	ConsumerAheadFileName = "consumer.ahead"
+	// CursorFilePrefix begins the name of a fan-out cursor's position
+	// file in a partition directory: the prefix, then the cursor's name.
+	// The file has consumer.offset's 8-byte format.
+	CursorFilePrefix = "cursor."
 	// SegmentFileSuffix ends every segment file name.
 	SegmentFileSuffix = ".log"
 	// LockFileName is the data directory's lock file: one process at a
@@ -44,6 +48,8 @@ const (
 
 	// MaxTopicNameLen bounds a topic name.
 	MaxTopicNameLen = 200
+	// MaxCursorNameLen bounds a fan-out cursor's name.
+	MaxCursorNameLen = 100
 	// MaxPartitions bounds partition numbers: 0 to MaxPartitions-1, five
 	// digits in a directory name.
 	MaxPartitions = 100000
@@ -120,6 +126,42 @@ func ValidateTopicName(name string) error {
 		return fmt.Errorf("%w: topic name %q contains %q, reserved for quarantined directories", ErrBadName, name, StaleDirInfix)
 	}
 	return nil
+}
+
+// ValidateCursorName checks a fan-out cursor's name: 1 to 100 characters
+// of [A-Za-z0-9._-], not "." or "..". ErrBadName otherwise.
+func ValidateCursorName(name string) error {
+	if len(name) == 0 || len(name) > MaxCursorNameLen {
+		return fmt.Errorf("%w: cursor name %.64q: %d characters, want 1 to %d", ErrBadName, name, len(name), MaxCursorNameLen)
+	}
+	for i := range len(name) {
+		if !isTopicChar(name[i]) {
+			return fmt.Errorf("%w: cursor name %.64q: byte %d (0x%02x) is not one of [A-Za-z0-9._-]", ErrBadName, name, i, name[i])
+		}
+	}
+	if name == "." || name == ".." {
+		return fmt.Errorf("%w: cursor name %q", ErrBadName, name)
+	}
+	return nil
+}
+
+// CursorFileName is the position file of cursor name in a partition
+// directory; the name must be valid (ErrBadName otherwise).
+func CursorFileName(name string) (string, error) {
+	if err := ValidateCursorName(name); err != nil {
+		return "", err
+	}
+	return CursorFilePrefix + name, nil
+}
+
+// ParseCursorFileName returns the cursor a position file belongs to; ok
+// is false for any name CursorFileName cannot produce.
+func ParseCursorFileName(file string) (name string, ok bool) {
+	name, found := strings.CutPrefix(file, CursorFilePrefix)
+	if !found || ValidateCursorName(name) != nil {
+		return "", false
+	}
+	return name, true
 }
 
 // StaleDirName is the name a topic directory is renamed to when it is

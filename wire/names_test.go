@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"errors"
 	"math"
 	"regexp"
 	"strings"
@@ -257,6 +258,45 @@ func FuzzParseStaleDirName(f *testing.F) {
 		}
 		if again, err := StaleDirName(topic, id); err != nil || again != name {
 			t.Fatalf("StaleDirName(%q, %q) = %q, %v; parsed from %q", topic, id, again, err, name)
+		}
+	})
+}
+
+// TestCursorFileName_RoundTripsAndRefuses: a valid cursor's file name
+// parses back to it; bad names and other files of a partition directory
+// are not cursor files.
+func TestCursorFileName_RoundTripsAndRefuses(t *testing.T) {
+	for _, name := range []string{"audit", "a.b-c_D9", strings.Repeat("x", MaxCursorNameLen)} {
+		file, err := CursorFileName(name)
+		if err != nil {
+			t.Fatalf("%q: %v", name, err)
+		}
+		if back, ok := ParseCursorFileName(file); !ok || back != name {
+			t.Fatalf("%q -> %q -> %q, %v", name, file, back, ok)
+		}
+	}
+	for _, bad := range []string{"", ".", "..", "a/b", "a b", strings.Repeat("x", MaxCursorNameLen+1)} {
+		if _, err := CursorFileName(bad); !errors.Is(err, ErrBadName) {
+			t.Fatalf("cursor name %q: %v, want ErrBadName", bad, err)
+		}
+	}
+	for _, other := range []string{"hwm", "consumer.offset", "consumer.ahead", "00000000000000000000.log", "cursor.", "cursor.a b"} {
+		if _, ok := ParseCursorFileName(other); ok {
+			t.Fatalf("%q parses as a cursor file", other)
+		}
+	}
+}
+
+func FuzzParseCursorFileName(f *testing.F) {
+	f.Add("cursor.audit")
+	f.Add("cursor.cursor.x")
+	f.Fuzz(func(t *testing.T, file string) {
+		name, ok := ParseCursorFileName(file)
+		if !ok {
+			return
+		}
+		if again, err := CursorFileName(name); err != nil || again != file {
+			t.Fatalf("CursorFileName(%q) = %q, %v; parsed from %q", name, again, err, file)
 		}
 	})
 }

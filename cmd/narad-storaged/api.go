@@ -74,6 +74,11 @@ func newAPI(node *runtime.Node, ms runtime.Metastore, logger *zap.Logger, reg *p
 	a.mux.HandleFunc("GET /v1/topics/{topic}/partitions/{p}/consumer", a.consumer)
 	a.mux.HandleFunc("POST /v1/topics/{topic}/consume", a.consume)
 	a.mux.HandleFunc("POST /v1/topics/{topic}/partitions/{p}/nacks", a.nack)
+	a.mux.HandleFunc("PUT /v1/topics/{topic}/cursors/{name}", a.putCursor)
+	a.mux.HandleFunc("GET /v1/topics/{topic}/cursors/{name}", a.getCursor)
+	a.mux.HandleFunc("DELETE /v1/topics/{topic}/cursors/{name}", a.deleteCursor)
+	a.mux.HandleFunc("GET /v1/topics/{topic}/cursors/{name}/partitions/{p}/records", a.readCursor)
+	a.mux.HandleFunc("PUT /v1/topics/{topic}/cursors/{name}/partitions/{p}", a.commitCursor)
 	a.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -1,0 +1,141 @@
+package client
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// CursorPosition is a fan-out cursor's place in one partition.
+type CursorPosition struct {
+	Partition     int   `json:"partition"`
+	Position      int64 `json:"position"` // the next offset it reads
+	HighWatermark int64 `json:"high_watermark"`
+	Lag           int64 `json:"lag"`
+}
+
+// Cursor is a fan-out cursor: a named reader of a topic with a position
+// of its own in each partition, kept by the daemon across restarts.
+type Cursor struct {
+	Name       string           `json:"name"`
+	Partitions []CursorPosition `json:"partitions"`
+}
+
+// CursorFrom is where a new cursor starts.
+type CursorFrom string
+
+const (
+	Earliest CursorFrom = "earliest" // each partition's first record
+	Latest   CursorFrom = "latest"   // what commits after the cursor is made
+)
+
+// CursorReadOptions shape a read through a cursor.
+type CursorReadOptions struct {
+	MaxRecords int           // default 1,000
+	MaxBytes   int           // default 1 MiB (at least one record comes)
+	Wait       time.Duration // at the high watermark, wait this long for a commit
+	// Peek reads without moving the cursor; CommitCursor moves it then.
+	Peek bool
+}
+
+// CursorRecords is a read through a cursor: the records, where the cursor
+// stands after them, and how many records of damaged frames it stepped
+// over (never served).
+type CursorRecords struct {
+	Records       []FetchedRecord
+	NextOffset    int64
+	HighWatermark int64
+	Skipped       int64
+}
+
+func cursorPath(topic, name string) string {
+	return topicPath(topic) + "/cursors/" + url.PathEscape(name)
+}
+
+// CreateCursor makes a cursor on every partition of topic; created is
+// false when it existed (its positions are left as they were).
+func (c *Client) CreateCursor(ctx context.Context, topic, name string, from CursorFrom) (cur Cursor, created bool, err error) {
+	b, err := jsonBody(map[string]string{"from": string(from)})
+	if err != nil {
+		return cur, false, err
+	}
+	resp, err := c.do(ctx, request{method: http.MethodPut, path: cursorPath(topic, name), body: b, contentType: "application/json"})
+	if err != nil {
+		return cur, false, err
+	}
+	defer drain(resp)
+	return cur, resp.StatusCode == http.StatusCreated, decodeJSON(resp, &cur)
+}
+
+// Cursor returns a cursor's positions; ErrCursorNotFound if the topic has
+// none of that name.
+func (c *Client) Cursor(ctx context.Context, topic, name string) (Cursor, error) {
+	var cur Cursor
+	return cur, c.doJSON(ctx, http.MethodGet, cursorPath(topic, name), nil, &cur)
+}
+
+// DeleteCursor removes a cursor from every partition of its topic.
+func (c *Client) DeleteCursor(ctx context.Context, topic, name string) error {
+	return c.doJSON(ctx, http.MethodDelete, cursorPath(topic, name), nil, nil)
+}
+
+// CommitCursor sets a cursor's position in one partition (at most the
+// high watermark).
+func (c *Client) CommitCursor(ctx context.Context, topic, name string, p int, position int64) error {
+	return c.doJSON(ctx, http.MethodPut, cursorPath(topic, name)+"/partitions/"+strconv.Itoa(p), map[string]int64{"position": position}, nil)
+}
+
+// ReadCursor reads a partition from a cursor's position and, unless
+// Peek, moves the cursor past what it returns.
+func (c *Client) ReadCursor(ctx context.Context, topic, name string, p int, opts CursorReadOptions) (CursorRecords, error) {
+	q := url.Values{"encoding": {"base64"}}
+	if opts.MaxRecords > 0 {
+		q.Set("max_records", strconv.Itoa(opts.MaxRecords))
+	}
+	if opts.MaxBytes > 0 {
+		q.Set("max_bytes", strconv.Itoa(opts.MaxBytes))
+	}
+	if opts.Wait > 0 {
+		q.Set("wait_ms", strconv.FormatInt(opts.Wait.Milliseconds(), 10))
+	}
+	if opts.Peek {
+		q.Set("advance", "false")
+	}
+	resp, err := c.do(ctx, request{method: http.MethodGet, path: cursorPath(topic, name) + "/partitions/" + strconv.Itoa(p) + "/records", query: q})
+	if err != nil {
+		return CursorRecords{}, err
+	}
+	defer drain(resp)
+	var out struct {
+		Records []struct {
+			Offset        int64   `json:"offset"`
+			Key           *string `json:"key"`
+			Value         string  `json:"value"`
+			CommittedAtMs int64   `json:"committed_at_ms"`
+		} `json:"records"`
+		NextOffset    int64 `json:"next_offset"`
+		HighWatermark int64 `json:"high_watermark"`
+		Skipped       int64 `json:"skipped"`
+	}
+	if err := decodeJSON(resp, &out); err != nil {
+		return CursorRecords{}, err
+	}
+	res := CursorRecords{NextOffset: out.NextOffset, HighWatermark: out.HighWatermark, Skipped: out.Skipped, Records: make([]FetchedRecord, len(out.Records))}
+	for i, r := range out.Records {
+		fr := FetchedRecord{Offset: r.Offset, CommittedAt: time.UnixMilli(r.CommittedAtMs)}
+		if fr.Value, err = base64.StdEncoding.DecodeString(r.Value); err != nil {
+			return CursorRecords{}, fmt.Errorf("narad: cursor read: record %d: value is not base64", r.Offset)
+		}
+		if r.Key != nil {
+			if fr.Key, err = base64.StdEncoding.DecodeString(*r.Key); err != nil {
+				return CursorRecords{}, fmt.Errorf("narad: cursor read: record %d: key is not base64", r.Offset)
+			}
+		}
+		res.Records[i] = fr
+	}
+	return res, nil
+}

@@ -1,0 +1,528 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"github.com/narad-io/storage/internal/promshare"
+	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/supervisor"
+	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/wire"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// ErrCursorNotFound: the topic has no fan-out cursor of that name.
+var ErrCursorNotFound = errors.New("runtime: cursor not found")
+
+// CursorStart is where a new cursor starts on each partition.
+type CursorStart int
+
+const (
+	// CursorEarliest starts at each partition's first record.
+	CursorEarliest CursorStart = iota
+	// CursorLatest starts at each partition's high watermark: the cursor
+	// reads only what commits after its creation.
+	CursorLatest
+)
+
+// CursorPosition is a cursor's place in one partition.
+type CursorPosition struct {
+	Partition     int
+	Position      int64 // the next offset the cursor reads
+	HighWatermark int64
+	Lag           int64 // records committed and not yet read through the cursor
+}
+
+// CursorRead is what a read through a cursor returned.
+type CursorRead struct {
+	partition.ReadResult
+	// Skipped counts the records of damaged frames the read stepped over
+	// (counted in narad_fanout_child_dropped_messages); they are never
+	// served.
+	Skipped int64
+}
+
+// cursor is one fan-out cursor's position in one partition (docs/design.md,
+// "Fan-out cursors"). Its file, cursor.<name> in the partition directory,
+// holds a position in consumer.offset's format, written out on the
+// committer's cadence and at Close.
+//
+// Invariants, under mu: written is the position the file holds (its last
+// write-out; -1 unknown); once dropped (the topic's incarnation deleted,
+// the cursor deleted, the partition installed anew) nothing is written for
+// it again. A cursor's state lives in memory from its first touch until
+// then, whether its log is open or not; it holds no descriptor (each
+// write-out opens the file), so cursors stay outside the open-log budget's
+// count.
+type cursor struct {
+	key  supervisor.Key
+	name string
+	path string
+
+	mu      sync.Mutex
+	pos     int64
+	written int64
+	dropped bool
+}
+
+type cursorKey struct {
+	key  supervisor.Key
+	name string
+}
+
+// cursors is the node's fan-out cursors in memory, and their metric.
+type cursors struct {
+	n       *Node
+	mu      sync.Mutex // guards by; a leaf
+	by      map[cursorKey]*cursor
+	dropped *prometheus.CounterVec // narad_fanout_child_dropped_messages{cursor}
+}
+
+func newCursors(n *Node, reg prometheus.Registerer) *cursors {
+	dropped := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "narad_fanout_child_dropped_messages",
+		Help: "Records of damaged frames a fan-out cursor stepped over, never served, by cursor."}, []string{"cursor"})
+	return &cursors{n: n, by: map[cursorKey]*cursor{}, dropped: promshare.Register(reg, dropped)}
+}
+
+func (cs *cursors) lookup(ck cursorKey) *cursor {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if c := cs.by[ck]; c != nil && !c.dropped {
+		return c
+	}
+	return nil
+}
+
+// forget drops every cursor state of the partitions match selects: from
+// memory, with nothing written for them again.
+func (cs *cursors) forget(match func(supervisor.Key) bool) {
+	cs.mu.Lock()
+	var gone []*cursor
+	for ck, c := range cs.by {
+		if match(ck.key) {
+			gone = append(gone, c)
+			delete(cs.by, ck)
+		}
+	}
+	cs.mu.Unlock()
+	for _, c := range gone {
+		c.mu.Lock()
+		c.drop()
+		c.mu.Unlock()
+	}
+}
+
+// drop marks c gone; the caller holds c.mu.
+func (c *cursor) drop() { c.dropped = true }
+
+// writeOut writes c's position to its file and fdatasyncs it, if it moved
+// since the last write-out; the caller holds c.mu.
+func (c *cursor) writeOut(files vfs.FS) error {
+	if c.dropped || c.pos == c.written {
+		return nil
+	}
+	content, err := wire.EncodeOffsetFile(c.pos)
+	if err != nil {
+		return err
+	}
+	f, err := files.OpenFile(c.path, os.O_WRONLY)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(content[:], 0); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	c.written = c.pos
+	return nil
+}
+
+// writeOutAll writes out every cursor whose position moved; a failure is
+// logged and retried at the next pass.
+func (cs *cursors) writeOutAll() {
+	cs.mu.Lock()
+	all := make([]*cursor, 0, len(cs.by))
+	for _, c := range cs.by {
+		all = append(all, c)
+	}
+	cs.mu.Unlock()
+	for _, c := range all {
+		c.mu.Lock()
+		err := c.writeOut(cs.n.cfg.FS)
+		c.mu.Unlock()
+		if err != nil {
+			cs.n.logger.Warn("cursor position write-out", zap.String("topic", c.key.Topic), zap.Int("partition", c.key.Partition),
+				zap.String("cursor", c.name), zap.Error(err))
+		}
+	}
+}
+
+// cursorOf returns a partition's cursor, loading its position file on
+// first touch under the topic's guard, after checking that the directory
+// carries the record's incarnation (as consumer progress is loaded). With
+// create, a cursor the partition lacks is made at start: its file is
+// written and synced, and its directory synced, before it exists.
+// Without, a missing file is ErrCursorNotFound.
+func (n *Node) cursorOf(ctx context.Context, key supervisor.Key, name string, create bool, start CursorStart) (c *cursor, created bool, err error) {
+	file, err := wire.CursorFileName(name)
+	if err != nil {
+		return nil, false, err
+	}
+	ck := cursorKey{key, name}
+	if c := n.cursors.lookup(ck); c != nil {
+		return c, false, nil
+	}
+	if create {
+		// The log's open makes the partition's directory and admits it
+		// (incarnation check); a latest cursor needs its boundary.
+		if _, err := n.log(ctx, key); err != nil {
+			return nil, false, err
+		}
+	}
+	err = n.withTopic(key.Topic, func(t *supervisor.GuardedTopic) error {
+		if c = n.cursors.lookup(ck); c != nil {
+			return nil
+		}
+		rec, ok, err := n.ms.Topic(ctx, key.Topic)
+		if err != nil {
+			return err
+		}
+		if !ok || key.Partition >= rec.Partitions {
+			return fmt.Errorf("%w: %s/%d", ErrPartitionNotFound, key.Topic, key.Partition)
+		}
+		if marker, err := n.readMarker(filepath.Join(n.topicsDir, key.Topic)); err != nil || (rec.Incarnation != "" && marker != rec.Incarnation) {
+			if create {
+				return fmt.Errorf("%w: %s was deleted or recreated", ErrTopicNotFound, key.Topic)
+			}
+			return fmt.Errorf("%w: %q on %s/%d", ErrCursorNotFound, name, key.Topic, key.Partition)
+		}
+		dirName, _ := wire.PartitionDirName(key.Partition)
+		dir := filepath.Join(n.topicsDir, key.Topic, dirName)
+		c = &cursor{key: key, name: name, path: filepath.Join(dir, file)}
+		b, err := vfs.ReadFile(n.cfg.FS, c.path, wire.OffsetFileSize+1)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && create:
+			if start == CursorLatest {
+				l, ok := t.Lookup(key.Partition)
+				if !ok {
+					return fmt.Errorf("%w: %s/%d closed while its cursor was made", partition.ErrLogClosed, key.Topic, key.Partition)
+				}
+				c.pos = l.HighWatermark()
+			}
+			if err := n.createCursorFile(dir, c.path, c.pos); err != nil {
+				return fmt.Errorf("cursor %q of %s/%d: %w", name, key.Topic, key.Partition, err)
+			}
+			created = true
+		case errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("%w: %q on %s/%d", ErrCursorNotFound, name, key.Topic, key.Partition)
+		case err != nil:
+			return fmt.Errorf("cursor %q of %s/%d: %w", name, key.Topic, key.Partition, err)
+		default:
+			pos, present, derr := wire.DecodeOffsetFile(b)
+			if derr != nil {
+				// Never trust a damaged position: read again from the
+				// start (a fan-out reader sees records again, never
+				// misses one).
+				n.logger.Warn("cursor position file damaged: the cursor starts again from the partition's first record",
+					zap.String("topic", key.Topic), zap.Int("partition", key.Partition), zap.String("cursor", name), zap.Error(derr))
+				present = false
+			}
+			if present {
+				c.pos = pos
+			}
+			c.written = -1 // written out at the next pass: the file may not hold pos
+		}
+		n.cursors.mu.Lock()
+		n.cursors.by[ck] = c
+		n.cursors.mu.Unlock()
+		n.cursors.dropped.WithLabelValues(name)
+		return nil
+	})
+	return c, created, err
+}
+
+// createCursorFile writes a new cursor's position durably: the file
+// created, written and fdatasynced, then its directory synced (a crash
+// leaves no cursor, or an empty file read as the first record, or pos).
+func (n *Node) createCursorFile(dir, path string, pos int64) error {
+	content, err := wire.EncodeOffsetFile(pos)
+	if err != nil {
+		return err
+	}
+	f, err := n.cfg.FS.OpenFile(path, os.O_WRONLY|os.O_CREATE)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(content[:], 0); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return n.cfg.FS.SyncDir(dir)
+}
+
+// CreateCursor makes a fan-out cursor on every partition of topic,
+// starting at each one's first record or its high watermark; created is
+// false when every partition had it already (positions are left alone).
+func (n *Node) CreateCursor(ctx context.Context, topic, name string, start CursorStart) (created bool, err error) {
+	rec, err := n.cursorTopic(ctx, topic, name)
+	if err != nil {
+		return false, err
+	}
+	for p := range rec.Partitions {
+		_, made, err := n.cursorOf(ctx, supervisor.Key{Topic: topic, Partition: p}, name, true, start)
+		if err != nil {
+			return created, err
+		}
+		created = created || made
+	}
+	return created, nil
+}
+
+// cursorTopic checks the names and returns the topic's record.
+func (n *Node) cursorTopic(ctx context.Context, topic, name string) (TopicRecord, error) {
+	if n.closed.Load() {
+		return TopicRecord{}, ErrNodeClosed
+	}
+	if err := wire.ValidateTopicName(topic); err != nil {
+		return TopicRecord{}, err
+	}
+	if err := wire.ValidateCursorName(name); err != nil {
+		return TopicRecord{}, err
+	}
+	rec, ok, err := n.ms.Topic(ctx, topic)
+	if err != nil {
+		return TopicRecord{}, err
+	}
+	if !ok {
+		return TopicRecord{}, fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
+	}
+	return rec, nil
+}
+
+// Cursor returns a cursor's position, high watermark and lag on every
+// partition of its topic; ErrCursorNotFound if no partition has it.
+func (n *Node) Cursor(ctx context.Context, topic, name string) ([]CursorPosition, error) {
+	rec, err := n.cursorTopic(ctx, topic, name)
+	if err != nil {
+		return nil, err
+	}
+	var out []CursorPosition
+	for p := range rec.Partitions {
+		c, _, err := n.cursorOf(ctx, supervisor.Key{Topic: topic, Partition: p}, name, false, 0)
+		if errors.Is(err, ErrCursorNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		hwm, _, err := n.PeekHighWatermark(topic, p)
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		pos := c.pos
+		c.mu.Unlock()
+		out = append(out, CursorPosition{Partition: p, Position: pos, HighWatermark: hwm, Lag: max(hwm-pos, 0)})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: %q on topic %s", ErrCursorNotFound, name, topic)
+	}
+	return out, nil
+}
+
+// DeleteCursor removes a cursor from every partition of its topic: its
+// state from memory and its files from disk (each directory synced).
+func (n *Node) DeleteCursor(ctx context.Context, topic, name string) error {
+	rec, err := n.cursorTopic(ctx, topic, name)
+	if err != nil {
+		return err
+	}
+	file, _ := wire.CursorFileName(name)
+	found := false
+	for p := range rec.Partitions {
+		key := supervisor.Key{Topic: topic, Partition: p}
+		err := n.withTopic(topic, func(*supervisor.GuardedTopic) error {
+			n.cursors.forget(func(k supervisor.Key) bool { return k == key })
+			dirName, _ := wire.PartitionDirName(p)
+			dir := filepath.Join(n.topicsDir, topic, dirName)
+			err := n.cfg.FS.Remove(filepath.Join(dir, file))
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			found = true
+			return n.cfg.FS.SyncDir(dir)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if !found {
+		return fmt.Errorf("%w: %q on topic %s", ErrCursorNotFound, name, topic)
+	}
+	return nil
+}
+
+// ReadCursor reads a partition's records from the cursor's position and,
+// with advance, moves the cursor past them (written out on the
+// committer's cadence). A damaged frame is stepped over, never served,
+// and counted in narad_fanout_child_dropped_messages{cursor}; records
+// retention deleted are stepped over to the start. Reads through one
+// cursor of one partition run one at a time.
+func (n *Node) ReadCursor(ctx context.Context, topic, name string, p, maxRecords, maxBytes int, advance bool) (CursorRead, error) {
+	if _, err := n.cursorTopic(ctx, topic, name); err != nil {
+		return CursorRead{}, err
+	}
+	c, _, err := n.cursorOf(ctx, supervisor.Key{Topic: topic, Partition: p}, name, false, 0)
+	if err != nil {
+		return CursorRead{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dropped {
+		return CursorRead{}, fmt.Errorf("%w: %q on %s/%d", ErrCursorNotFound, name, topic, p)
+	}
+	var out CursorRead
+	pos := c.pos
+	for {
+		res, err := n.Read(ctx, topic, p, pos, maxRecords, maxBytes)
+		var unreadable *partition.UnreadableError
+		switch {
+		case errors.As(err, &unreadable) && unreadable.Next > pos:
+			out.Skipped += unreadable.Next - pos
+			n.cursors.dropped.WithLabelValues(name).Add(float64(unreadable.Next - pos))
+			n.logger.Warn("fan-out cursor stepped over permanently unreadable records", zap.String("topic", topic),
+				zap.Int("partition", p), zap.String("cursor", name), zap.Int64("from_offset", pos), zap.Int64("to_offset", unreadable.Next-1))
+			pos = unreadable.Next
+			continue
+		case errors.Is(err, partition.ErrOffsetDeleted):
+			l, lerr := n.Log(ctx, topic, p)
+			if lerr != nil {
+				return CursorRead{}, lerr
+			}
+			if start := l.StartOffset(); start > pos {
+				pos = start
+				continue
+			}
+			return CursorRead{}, err
+		case err != nil:
+			return CursorRead{}, err
+		}
+		out.ReadResult = res
+		break
+	}
+	if advance {
+		c.pos = out.Next
+	}
+	return out, nil
+}
+
+// CommitCursor sets a cursor's position in one partition (at most its
+// high watermark), written out on the committer's cadence.
+func (n *Node) CommitCursor(ctx context.Context, topic, name string, p int, offset int64) error {
+	if _, err := n.cursorTopic(ctx, topic, name); err != nil {
+		return err
+	}
+	c, _, err := n.cursorOf(ctx, supervisor.Key{Topic: topic, Partition: p}, name, false, 0)
+	if err != nil {
+		return err
+	}
+	hwm, err := n.HighWatermark(ctx, topic, p)
+	if err != nil {
+		return err
+	}
+	if offset < 0 || offset > hwm {
+		return fmt.Errorf("%w: cursor position %d, high watermark %d", partition.ErrBeyondHighWatermark, offset, hwm)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dropped {
+		return fmt.Errorf("%w: %q on %s/%d", ErrCursorNotFound, name, topic, p)
+	}
+	c.pos = offset
+	return nil
+}
+
+// discover exposes the dropped-records series of every cursor a
+// partition directory holds, at zero, so it exists from startup.
+func (cs *cursors) discover(topicDir string, p int) {
+	dirName, _ := wire.PartitionDirName(p)
+	files, _ := cs.n.cursorFiles(filepath.Join(topicDir, dirName))
+	for _, f := range files {
+		name, _ := wire.ParseCursorFileName(f)
+		cs.dropped.WithLabelValues(name)
+	}
+}
+
+// listCursors returns a partition's cursor positions for a transfer
+// listing, each written out first; the caller holds the topic's guard.
+func (n *Node) listCursors(key supervisor.Key) ([]CursorFile, error) {
+	dirName, _ := wire.PartitionDirName(key.Partition)
+	dir := filepath.Join(n.topicsDir, key.Topic, dirName)
+	files, err := n.cursorFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []CursorFile
+	for _, file := range files {
+		name, _ := wire.ParseCursorFileName(file)
+		if c := n.cursors.lookup(cursorKey{key, name}); c != nil {
+			c.mu.Lock()
+			err := c.writeOut(n.cfg.FS)
+			c.mu.Unlock()
+			if err != nil {
+				return nil, fmt.Errorf("cursor %q of %s/%d: %w", name, key.Topic, key.Partition, err)
+			}
+		}
+		b, err := vfs.ReadFile(n.cfg.FS, filepath.Join(dir, file), wire.OffsetFileSize+1)
+		if err != nil {
+			return nil, err
+		}
+		pos, _, err := wire.DecodeOffsetFile(b)
+		if err != nil {
+			pos = 0 // damaged: the receiver's cursor starts again from the first record
+		}
+		out = append(out, CursorFile{Name: file, Position: pos})
+	}
+	return out, nil
+}
+
+// cursorFiles lists the cursor position files of a partition directory,
+// sorted; the caller holds the topic's guard.
+func (n *Node) cursorFiles(dir string) ([]string, error) {
+	entries, err := n.cfg.FS.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if _, ok := wire.ParseCursorFileName(e.Name); ok {
+			out = append(out, e.Name)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
