@@ -22,14 +22,15 @@ type ConsumeOptions struct {
 }
 
 // LeasedRecord is a record leased to the caller until LeaseDeadline:
-// Ack settles it, Nack gives it back; unsettled at the deadline, it is
-// leased to another consumer.
+// Ack settles it, Nack (with its LeaseID) gives it back; unsettled at the
+// deadline, it is leased to another consumer.
 type LeasedRecord struct {
 	Partition     int
 	Offset        int64
 	Key, Value    []byte
 	CommittedAt   time.Time
 	LeaseDeadline time.Time
+	LeaseID       uint64 // one per consume
 }
 
 // Consume leases records of a topic (docs/http-api.md, "Queue consume"):
@@ -71,6 +72,7 @@ func (c *Client) Consume(ctx context.Context, topic string, opts ConsumeOptions)
 			Value           string  `json:"value"`
 			CommittedAtMs   int64   `json:"committed_at_ms"`
 			LeaseDeadlineMs int64   `json:"lease_deadline_ms"`
+			LeaseID         uint64  `json:"lease_id"`
 		} `json:"records"`
 	}
 	if err := decodeJSON(resp, &out); err != nil {
@@ -79,7 +81,7 @@ func (c *Client) Consume(ctx context.Context, topic string, opts ConsumeOptions)
 	recs := make([]LeasedRecord, len(out.Records))
 	for i, r := range out.Records {
 		recs[i] = LeasedRecord{Partition: r.Partition, Offset: r.Offset,
-			CommittedAt: time.UnixMilli(r.CommittedAtMs), LeaseDeadline: time.UnixMilli(r.LeaseDeadlineMs)}
+			CommittedAt: time.UnixMilli(r.CommittedAtMs), LeaseDeadline: time.UnixMilli(r.LeaseDeadlineMs), LeaseID: r.LeaseID}
 		if recs[i].Value, err = base64.StdEncoding.DecodeString(r.Value); err != nil {
 			return nil, fmt.Errorf("narad: consume answer: record %d/%d: value is not base64", r.Partition, r.Offset)
 		}
@@ -92,13 +94,13 @@ func (c *Client) Consume(ctx context.Context, topic string, opts ConsumeOptions)
 	return recs, nil
 }
 
-// Nack gives leased records of a partition back for redelivery now and
-// returns how many were leased (the rest were acked, expired or never
-// leased).
-func (c *Client) Nack(ctx context.Context, topic string, p int, offsets ...int64) (int, error) {
+// Nack gives records of a partition leased under leaseID back for
+// redelivery now, and returns how many still were (the rest were acked,
+// or their lease ran out and they may be another consumer's now).
+func (c *Client) Nack(ctx context.Context, topic string, p int, leaseID uint64, offsets ...int64) (int, error) {
 	var out struct {
 		GivenBack int `json:"given_back"`
 	}
-	err := c.doJSON(ctx, http.MethodPost, partitionPath(topic, p)+"/nacks", map[string]any{"offsets": offsets}, &out)
+	err := c.doJSON(ctx, http.MethodPost, partitionPath(topic, p)+"/nacks", map[string]any{"lease_id": leaseID, "offsets": offsets}, &out)
 	return out.GivenBack, err
 }

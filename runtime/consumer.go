@@ -185,21 +185,29 @@ func (c *consumer) acked(o int64) bool {
 // skipRange settles [from, to) without acks: records nothing can deliver
 // (damaged, or deleted by retention). From the frontier it moves the
 // frontier; above it the range joins the acked-ahead set, within its
-// bound (ErrAckedAheadFull past it). Written out like an ack.
-func (c *consumer) skipRange(cm *committer, from, to int64) error {
+// bound (ErrAckedAheadFull past it). Written out like an ack. It returns
+// how many of the offsets were not settled before.
+func (c *consumer) skipRange(cm *committer, from, to int64) (settled int64, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.dropped {
-		return errConsumerGone
+		return 0, errConsumerGone
 	}
-	switch {
-	case to <= c.frontier:
-		return nil
-	case from <= c.frontier:
+	from = max(from, c.frontier)
+	if to <= from {
+		return 0, nil
+	}
+	settled = to - from
+	for o := range c.ahead {
+		if o >= from && o < to {
+			settled--
+		}
+	}
+	if from == c.frontier {
 		c.frontier = to
-	default:
-		if len(c.ahead)+int(to-from) > MaxAckedAhead {
-			return fmt.Errorf("%w: %d held, %d more", ErrAckedAheadFull, len(c.ahead), to-from)
+	} else {
+		if len(c.ahead)+int(settled) > MaxAckedAhead {
+			return 0, fmt.Errorf("%w: %d held, %d more", ErrAckedAheadFull, len(c.ahead), settled)
 		}
 		for o := from; o < to; o++ {
 			c.ahead[o] = struct{}{}
@@ -219,7 +227,7 @@ func (c *consumer) skipRange(cm *committer, from, to int64) error {
 	}
 	c.dirty = true
 	cm.dirty(c)
-	return nil
+	return settled, nil
 }
 
 // state copies c's progress; ok is false once c was settled or dropped.

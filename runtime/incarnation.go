@@ -74,7 +74,7 @@ func (n *Node) openAdmitted(key supervisor.Key, rec TopicRecord) (*partition.Log
 		return nil, err
 	}
 	// Queue consumers parked on the topic are woken by its logs' commits.
-	l.SetWakeNotifier(n.queues.parking(key.Topic).wake)
+	l.SetWakeNotifier(n.queues.wakeNotifier(key))
 	return l, nil
 }
 

@@ -75,10 +75,11 @@ func (n *Node) InstallPartition(ctx context.Context, topic string, p int, incarn
 		if err := n.checkIncarnation(t, cur); err != nil {
 			return err
 		}
-		// The boundary and the cursors' positions are the installed
-		// files' now.
+		// The boundary, the consumer state and the cursors' positions are
+		// the installed files' now: the leases go.
 		n.marks.forget(key)
 		n.cursors.forget(func(k supervisor.Key) bool { return k == key })
+		n.queues.forget(func(k supervisor.Key) bool { return k == key })
 		return n.install(key, files)
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/narad-io/storage/partition"
@@ -48,6 +49,9 @@ type LeasedRecord struct {
 	Partition int
 	partition.ReadRecord
 	LeaseDeadline time.Time
+	// LeaseID names the lease (one per consume): a Nack gives a record
+	// back only under the lease it was given with, never a later one.
+	LeaseID uint64
 }
 
 // queue is one partition's queue-consume state (docs/design.md, "Queue
@@ -56,31 +60,43 @@ type LeasedRecord struct {
 // was not acked (at-least-once). It outlives the partition's log being
 // closed (idle eviction, the open-log budget), so a close never hands a
 // leased record out again early, and it is dropped with its topic's
-// incarnation, like the rest of the consumer state.
+// incarnation, like the rest of the consumer state, and when its
+// partition is installed anew.
 //
 // Invariants, under mu, with low = max(the consumer's frontier, the log's
 // start): every offset in [low, next) is acked, leased, in redeliver, or
 // was settled as unreadable; no offset at or past next is leased or in
 // redeliver; leased and redeliver are disjoint; redeliver is sorted;
-// len(leased) <= MaxLeasedPerPartition. Lock order: a queue's mu, then
-// its consumer's mu; never the other way.
+// given holds only offsets of redeliver (given back after a delivery);
+// len(leased) <= MaxLeasedPerPartition. Lock order: queues.mu is never
+// held while a queue's mu is taken; a queue's mu, then its consumer's mu;
+// never the other way.
 type queue struct {
 	key         supervisor.Key
 	incarnation wire.IncarnationID
 
 	mu        sync.Mutex
-	next      int64               // the lowest offset never handed out
-	leased    map[int64]time.Time // offset -> lease deadline
-	redeliver []int64             // given back (nack, expiry, a failed read), sorted
-	timer     *time.Timer         // fires at the earliest lease deadline
-	armedFor  time.Time           // the deadline timer is set for
+	next      int64              // the lowest offset never handed out
+	leased    map[int64]lease    // offset -> its lease
+	redeliver []int64            // given back (nack, expiry, a failed read), sorted
+	given     map[int64]struct{} // of redeliver: delivered before (a nack, an expiry)
+	timer     *time.Timer        // fires at the earliest lease deadline
+	armedFor  time.Time          // the deadline timer is set for
 	dropped   bool
+}
+
+// lease is one record's lease: until deadline, to the consume that got id.
+type lease struct {
+	deadline time.Time
+	id       uint64
 }
 
 // queues holds the node's queue state, by partition, and the queue
 // consumers parked on each topic.
 type queues struct {
 	n      *Node
+	leases atomic.Uint64 // the last lease id handed out
+
 	mu     sync.Mutex // guards by and parked; a leaf
 	by     map[supervisor.Key]*queue
 	parked map[string]*parking
@@ -91,18 +107,22 @@ func newQueues(n *Node) *queues {
 }
 
 // of returns key's queue for the consumer c belongs to, creating it at
-// c's frontier; a queue of another incarnation is replaced.
+// c's frontier; a queue of another incarnation is replaced (and dropped).
 func (qs *queues) of(key supervisor.Key, c *consumer) *queue {
 	qs.mu.Lock()
-	defer qs.mu.Unlock()
 	q := qs.by[key]
+	var old *queue
 	if q == nil || q.incarnation != c.incarnation {
-		if q != nil {
-			q.drop()
-		}
-		q = &queue{key: key, incarnation: c.incarnation, leased: map[int64]time.Time{}}
+		old = q
+		q = &queue{key: key, incarnation: c.incarnation, leased: map[int64]lease{}, given: map[int64]struct{}{}}
 		q.next = c.frontierNow()
 		qs.by[key] = q
+	}
+	qs.mu.Unlock()
+	if old != nil {
+		old.mu.Lock()
+		old.drop()
+		old.mu.Unlock()
 	}
 	return q
 }
@@ -126,13 +146,18 @@ func (qs *queues) parking(topic string) *parking {
 	return p
 }
 
-// drop forgets a deleted incarnation's leases, with its other consumer
-// state (docs/design.md, "The incarnation marker").
-func (qs *queues) drop(topic string) {
+// wakeNotifier is what a partition's log calls at every announcement.
+func (qs *queues) wakeNotifier(key supervisor.Key) func() {
+	p := qs.parking(key.Topic)
+	return func() { p.wake(key.Partition) }
+}
+
+// forget drops the queues of the partitions match selects.
+func (qs *queues) forget(match func(supervisor.Key) bool) {
 	qs.mu.Lock()
 	var gone []*queue
 	for k, q := range qs.by {
-		if k.Topic == topic {
+		if match(k) {
 			gone = append(gone, q)
 			delete(qs.by, k)
 		}
@@ -145,35 +170,49 @@ func (qs *queues) drop(topic string) {
 	}
 }
 
-// close stops every lease timer and wakes every parked consumer, which
-// then finds the node closed.
-func (qs *queues) close() {
+// drop forgets a deleted incarnation's leases, with its other consumer
+// state (docs/design.md, "The incarnation marker"), and wakes the
+// consumers parked on the topic, which find it gone.
+func (qs *queues) drop(topic string) {
+	qs.forget(func(k supervisor.Key) bool { return k.Topic == topic })
 	qs.mu.Lock()
-	all, parked := qs.by, qs.parked
-	qs.by = map[supervisor.Key]*queue{}
+	p := qs.parked[topic]
+	delete(qs.parked, topic)
 	qs.mu.Unlock()
-	for _, q := range all {
-		q.mu.Lock()
-		q.drop()
-		q.mu.Unlock()
-	}
-	for _, p := range parked {
-		for p.count.Load() > 0 {
-			p.wake()
-		}
+	if p != nil {
+		p.wakeAll()
 	}
 }
 
-// settled takes acked offsets out of key's leases.
+// close stops every lease timer and wakes every parked consumer, which
+// then finds the node closed.
+func (qs *queues) close() {
+	qs.forget(func(supervisor.Key) bool { return true })
+	qs.mu.Lock()
+	parked := qs.parked
+	qs.parked = map[string]*parking{}
+	qs.mu.Unlock()
+	for _, p := range parked {
+		p.wakeAll()
+	}
+}
+
+// settled takes acked offsets out of key's leases; one that frees a slot
+// of a partition at its lease bound wakes a consumer parked on it.
 func (qs *queues) settled(key supervisor.Key, offsets []int64) {
 	q := qs.lookup(key)
 	if q == nil {
 		return
 	}
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	full := len(q.leased) >= MaxLeasedPerPartition
 	for _, o := range offsets {
 		delete(q.leased, o)
+	}
+	freed := full && len(q.leased) < MaxLeasedPerPartition
+	q.mu.Unlock()
+	if freed {
+		qs.parking(key.Topic).wake(key.Partition)
 	}
 }
 
@@ -185,9 +224,13 @@ func (q *queue) drop() {
 	}
 }
 
-// giveBack puts o up for redelivery; the caller holds q.mu.
-func (q *queue) giveBack(o int64) {
+// giveBack puts o up for redelivery, marked as delivered before when it
+// was; the caller holds q.mu.
+func (q *queue) giveBack(o int64, delivered bool) {
 	delete(q.leased, o)
+	if delivered {
+		q.given[o] = struct{}{}
+	}
 	i := sort.Search(len(q.redeliver), func(i int) bool { return q.redeliver[i] >= o })
 	if i < len(q.redeliver) && q.redeliver[i] == o {
 		return
@@ -197,13 +240,23 @@ func (q *queue) giveBack(o int64) {
 	q.redeliver[i] = o
 }
 
+// popRedeliver takes the lowest offset given back, and whether it was
+// delivered before; the caller holds q.mu.
+func (q *queue) popRedeliver() (o int64, delivered bool) {
+	o = q.redeliver[0]
+	q.redeliver = q.redeliver[1:]
+	_, delivered = q.given[o]
+	delete(q.given, o)
+	return o, delivered
+}
+
 // reclaim gives back every lease past its deadline and returns how many;
 // the caller holds q.mu.
 func (q *queue) reclaim(now time.Time) int {
 	n := 0
-	for o, deadline := range q.leased {
-		if !now.Before(deadline) {
-			q.giveBack(o)
+	for o, l := range q.leased {
+		if !now.Before(l.deadline) {
+			q.giveBack(o, true)
 			n++
 		}
 	}
@@ -219,18 +272,19 @@ func (q *queue) trim(low int64) {
 			delete(q.leased, o)
 		}
 	}
-	i := sort.Search(len(q.redeliver), func(i int) bool { return q.redeliver[i] >= low })
-	q.redeliver = q.redeliver[i:]
+	for len(q.redeliver) > 0 && q.redeliver[0] < low {
+		q.popRedeliver()
+	}
 }
 
-// idle reports, without opening anything, that q has nothing to hand out
-// below hwm now; the caller holds q.mu.
+// idle reports that q has nothing to hand out below hwm now; the caller
+// holds q.mu.
 func (q *queue) idle(hwm int64, now time.Time) bool {
 	if q.next < hwm || len(q.redeliver) > 0 {
 		return false
 	}
-	for _, deadline := range q.leased {
-		if !now.Before(deadline) {
+	for _, l := range q.leased {
+		if !now.Before(l.deadline) {
 			return false
 		}
 	}
@@ -241,9 +295,9 @@ func (q *queue) idle(hwm int64, now time.Time) bool {
 // expired leases back and wakes a parked consumer; the caller holds q.mu.
 func (q *queue) arm(qs *queues) {
 	var earliest time.Time
-	for _, deadline := range q.leased {
-		if earliest.IsZero() || deadline.Before(earliest) {
-			earliest = deadline
+	for _, l := range q.leased {
+		if earliest.IsZero() || l.deadline.Before(earliest) {
+			earliest = l.deadline
 		}
 	}
 	if earliest.IsZero() || q.dropped || (q.timer != nil && q.armedFor.Equal(earliest)) {
@@ -258,7 +312,8 @@ func (q *queue) arm(qs *queues) {
 
 // expire runs at a lease deadline: it gives the expired leases back, sets
 // the timer for the next deadline, and wakes a consumer parked on the
-// topic (docs/design.md, "Wake-ups for waiting readers": a lease expiry).
+// partition (docs/design.md, "Wake-ups for waiting readers": a lease
+// expiry).
 func (qs *queues) expire(q *queue) {
 	q.mu.Lock()
 	if q.dropped {
@@ -271,21 +326,23 @@ func (qs *queues) expire(q *queue) {
 	q.mu.Unlock()
 	if expired > 0 {
 		qs.n.consumerMetrics.leaseExpirations.Add(float64(expired))
-		qs.parking(q.key.Topic).wake()
+		qs.parking(q.key.Topic).wake(q.key.Partition)
 	}
 }
 
 // Consume leases records of topic to the caller (docs/design.md, "Queue
 // consume"): each record below the high watermark that is neither acked
-// nor leased goes to exactly one caller, with a lease deadline. An Ack
-// settles it; a Nack, or the lease running out, gives it back for
-// redelivery. A record in a damaged frame (a recorded gap, a frame that
-// fails its check) is settled without being delivered, counted in
-// narad_consumer_corrupt_skipped_total and logged as a warning. An I/O
-// error gives back what the call had leased and is returned. With Wait, a
-// consume that finds nothing free parks on the topic and is woken by a
-// commit, a nack or a lease expiry (the logs' wake notifier), or answers
-// empty at the deadline.
+// nor leased goes to exactly one caller, with a lease deadline and the
+// lease's id. An Ack settles it; a Nack with the lease's id, or the lease
+// running out, gives it back for redelivery. A record in a damaged frame
+// (a recorded gap, a frame that fails its check) is settled without being
+// delivered, counted in narad_consumer_corrupt_skipped_total and logged
+// as a warning. An I/O error gives back what the call had leased of that
+// partition and is returned, unless other partitions gave records, which
+// are returned then. With Wait, a consume that finds nothing free (or
+// every partition at its lease bound) parks on the topic and is woken by
+// a commit, a nack, a lease expiry or a freed slot of a partition it
+// takes, or answers empty at the deadline.
 func (n *Node) Consume(ctx context.Context, topic string, opts ConsumeOptions) ([]LeasedRecord, error) {
 	if err := wire.ValidateTopicName(topic); err != nil {
 		return nil, err
@@ -307,36 +364,57 @@ func (n *Node) Consume(ctx context.Context, topic string, opts ConsumeOptions) (
 	} else if opts.Partition < 0 || opts.Partition >= rec.Partitions {
 		return nil, fmt.Errorf("%w: %s/%d", ErrPartitionNotFound, topic, opts.Partition)
 	}
-	pk := n.queues.parking(topic)
-	var deadline <-chan time.Time
-	if opts.Wait > 0 {
-		t := time.NewTimer(opts.Wait)
-		defer t.Stop()
-		deadline = t.C
+	if opts.Wait <= 0 {
+		return n.leaseAny(ctx, topic, partitions, opts)
 	}
+	pk := n.queues.parking(topic)
+	t := time.NewTimer(opts.Wait)
+	defer t.Stop()
+	requeue := false
 	for {
-		ch := pk.park() // before the check, so no wake-up is missed
+		w := pk.park(opts.Partition, requeue) // before the check, so no wake-up is missed
 		out, err := n.leaseAny(ctx, topic, partitions, opts)
-		if err != nil || len(out) > 0 || opts.Wait <= 0 {
-			pk.unpark(ch)
-			if len(out) > 0 {
-				pk.wake() // more may be free: pass it on
+		if errors.Is(err, ErrTooManyLeased) {
+			err = nil // wait for a slot, as for a record
+		}
+		if err != nil || len(out) > 0 {
+			if woken, p := pk.unpark(w); woken && len(out) == 0 {
+				pk.wake(p)
+			}
+			for _, p := range leasedPartitions(out) {
+				pk.wake(p) // more may be free there: pass it on
 			}
 			return out, err
 		}
 		select {
-		case <-ch:
-		case <-deadline:
-			pk.unpark(ch)
-			return nil, nil
+		case <-w.ch:
+			requeue = true
+			if n.closed.Load() {
+				return nil, ErrNodeClosed
+			}
+			if _, ok, _ := n.ms.Topic(ctx, topic); !ok {
+				return nil, fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
+			}
+			continue
+		case <-t.C:
 		case <-ctx.Done():
-			pk.unpark(ch)
-			return nil, ctx.Err()
 		}
-		if n.closed.Load() {
-			return nil, ErrNodeClosed
+		if woken, p := pk.unpark(w); woken {
+			pk.wake(p)
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// leasedPartitions lists the partitions records came from, once each.
+func leasedPartitions(recs []LeasedRecord) []int {
+	var out []int
+	for i, r := range recs {
+		if i == 0 || r.Partition != recs[i-1].Partition {
+			out = append(out, r.Partition)
 		}
 	}
+	return out
 }
 
 func (o ConsumeOptions) withDefaults() ConsumeOptions {
@@ -366,10 +444,14 @@ func (n *Node) rotation(topic string, count int) []int {
 
 // leaseAny leases from the partitions in order until opts is met. A
 // partition whose queue shows nothing free below its high watermark is
-// passed over without opening its log.
+// passed over without opening its log. A partition's error fails the
+// consume only when nothing was leased before it: records in hand are
+// returned, and the next consume (starting elsewhere in the rotation)
+// meets the error again.
 func (n *Node) leaseAny(ctx context.Context, topic string, partitions []int, opts ConsumeOptions) ([]LeasedRecord, error) {
 	var out []LeasedRecord
 	bytes, capped := 0, false
+	id := n.queues.leases.Add(1)
 	for _, p := range partitions {
 		if len(out) >= opts.MaxRecords || bytes >= opts.MaxBytes {
 			break
@@ -378,13 +460,15 @@ func (n *Node) leaseAny(ctx context.Context, topic string, partitions []int, opt
 		if len(partitions) > 1 && n.nothingFree(key) {
 			continue
 		}
-		got, err := n.leaseFrom(ctx, key, opts.MaxRecords-len(out), opts.MaxBytes-bytes, opts.Lease)
+		got, err := n.leaseFrom(ctx, key, id, opts.MaxRecords-len(out), opts.MaxBytes-bytes, opts.Lease)
 		if errors.Is(err, ErrTooManyLeased) {
 			capped = true
 			continue
 		}
 		if err != nil {
-			n.giveBackAll(topic, out)
+			if len(out) > 0 {
+				break
+			}
 			return nil, err
 		}
 		for _, r := range got {
@@ -400,32 +484,24 @@ func (n *Node) leaseAny(ctx context.Context, topic string, partitions []int, opt
 
 // nothingFree reports, without opening the log, that key's queue has no
 // record to hand out: it has a queue, and its next offset has reached the
-// high watermark with nothing to redeliver.
+// high watermark with nothing to redeliver; or the partition holds no
+// record at all.
 func (n *Node) nothingFree(key supervisor.Key) bool {
+	var hwm int64
+	if l, ok := n.reg.Lookup(key); ok && !l.Closed() {
+		hwm = l.HighWatermark()
+	} else {
+		peeked, known, err := n.PeekHighWatermark(key.Topic, key.Partition)
+		if err != nil || !known {
+			return false
+		}
+		hwm = peeked
+	}
 	q := n.queues.lookup(key)
 	if q == nil {
-		hwm, known, err := n.PeekHighWatermark(key.Topic, key.Partition)
-		return err == nil && known && hwm == 0
-	}
-	hwm, known, err := n.PeekHighWatermark(key.Topic, key.Partition)
-	if err != nil || !known {
-		return false
+		return hwm == 0
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return !q.dropped && q.idle(hwm, time.Now())
-}
-
-// giveBackAll returns records of topic a consume leased and cannot hand
-// over.
-func (n *Node) giveBackAll(topic string, recs []LeasedRecord) {
-	for _, r := range recs {
-		if q := n.queues.lookup(supervisor.Key{Topic: topic, Partition: r.Partition}); q != nil {
-			q.mu.Lock()
-			if _, ok := q.leased[r.Offset]; ok {
-				q.giveBack(r.Offset)
-			}
-			q.mu.Unlock()
-		}
-	}
 }

@@ -11,21 +11,22 @@ import (
 	"go.uber.org/zap"
 )
 
-// errConsumerGone: the consumer state a lease began with was settled or
-// dropped under it (its log closed); the lease starts over.
+// errConsumerGone: the consumer state or the log a lease began with was
+// settled or closed under it (idle eviction, the open-log budget); the
+// lease starts over with the partition's current ones.
 var errConsumerGone = errors.New("consumer state settled under a lease")
 
 // leaseFrom leases up to max records, and about maxBytes, of one
-// partition: first the ones given back, lowest first, then the ones never
-// handed out.
-func (n *Node) leaseFrom(ctx context.Context, key supervisor.Key, max, maxBytes int, lease time.Duration) ([]LeasedRecord, error) {
+// partition under lease id: first the ones given back, lowest first, then
+// the ones never handed out.
+func (n *Node) leaseFrom(ctx context.Context, key supervisor.Key, id uint64, max, maxBytes int, leaseFor time.Duration) ([]LeasedRecord, error) {
 	for attempt := 0; ; attempt++ {
 		c, _, err := n.consumerOf(ctx, key.Topic, key.Partition)
 		if err != nil {
 			return nil, err
 		}
 		q := n.queues.of(key, c)
-		out, err := n.leaseLocked(q, c, max, maxBytes, lease)
+		out, err := n.leaseLocked(q, c, id, max, maxBytes, leaseFor)
 		if !errors.Is(err, errConsumerGone) {
 			return out, err
 		}
@@ -38,7 +39,13 @@ func (n *Node) leaseFrom(ctx context.Context, key supervisor.Key, max, maxBytes 
 // leaseLocked is leaseFrom's work under q's lock (the partition's single
 // pump: one lease at a time per partition, so no record goes to two
 // callers).
-func (n *Node) leaseLocked(q *queue, c *consumer, max, maxBytes int, lease time.Duration) ([]LeasedRecord, error) {
+func (n *Node) leaseLocked(q *queue, c *consumer, id uint64, max, maxBytes int, leaseFor time.Duration) (out []LeasedRecord, err error) {
+	gaveBack := false
+	defer func() {
+		if gaveBack {
+			n.queues.parking(q.key.Topic).wake(q.key.Partition)
+		}
+	}()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	frontier, live := c.frontierIfLive()
@@ -48,7 +55,7 @@ func (n *Node) leaseLocked(q *queue, c *consumer, max, maxBytes int, lease time.
 	l := c.log
 	if start := l.StartOffset(); frontier < start {
 		// Retention deleted records nobody acked: nothing can deliver them.
-		if err := c.skipRange(n.committer, frontier, start); err != nil {
+		if _, err := c.skipRange(n.committer, frontier, start); err != nil {
 			return nil, err
 		}
 		frontier = start
@@ -61,45 +68,53 @@ func (n *Node) leaseLocked(q *queue, c *consumer, max, maxBytes int, lease time.
 	if len(q.leased) >= MaxLeasedPerPartition {
 		return nil, fmt.Errorf("%w: %s/%d holds %d", ErrTooManyLeased, q.key.Topic, q.key.Partition, len(q.leased))
 	}
-	deadline := now.Add(lease)
-	var out []LeasedRecord
-	bytes := 0
+	deadline := now.Add(leaseFor)
+	bytes, redelivered := 0, 0
 	room := func() bool { return len(out) < max && bytes < maxBytes && len(q.leased) < MaxLeasedPerPartition }
 	take := func(r partition.ReadRecord) {
-		q.leased[r.Offset] = deadline
-		out = append(out, LeasedRecord{Partition: q.key.Partition, ReadRecord: r, LeaseDeadline: deadline})
+		q.leased[r.Offset] = lease{deadline: deadline, id: id}
+		out = append(out, LeasedRecord{Partition: q.key.Partition, ReadRecord: r, LeaseDeadline: deadline, LeaseID: id})
 		bytes += len(r.Key) + len(r.Value)
 	}
+	var wasGiven map[int64]bool // of out: taken from redeliver, delivered before
 	fail := func(err error) ([]LeasedRecord, error) {
 		for _, r := range out {
-			q.giveBack(r.Offset)
+			q.giveBack(r.Offset, wasGiven[r.Offset])
+		}
+		gaveBack = len(out) > 0
+		if errors.Is(err, partition.ErrLogClosed) {
+			err = errConsumerGone
 		}
 		return nil, err
 	}
 	for room() && len(q.redeliver) > 0 {
 		o := q.redeliver[0]
 		if c.acked(o) {
-			q.redeliver = q.redeliver[1:]
+			q.popRedeliver()
 			continue
 		}
 		res, err := l.Read(o, 1, maxBytes-bytes)
 		var unreadable *partition.UnreadableError
 		switch {
 		case errors.As(err, &unreadable):
-			if err := n.settleUnreadable(q, c, o, unreadable.Next); err != nil {
-				return fail(err)
-			}
+			n.settleUnreadable(q, c, o, unreadable.Next)
 			continue
 		case errors.Is(err, partition.ErrOffsetDeleted):
-			q.redeliver = q.redeliver[1:]
+			q.popRedeliver()
 			continue
 		case err != nil:
 			return fail(err)
 		}
-		q.redeliver = q.redeliver[1:]
+		_, delivered := q.popRedeliver()
 		if len(res.Records) > 0 {
 			take(res.Records[0])
-			n.consumerMetrics.redeliveries.Inc()
+			if delivered {
+				redelivered++
+				if wasGiven == nil {
+					wasGiven = map[int64]bool{}
+				}
+				wasGiven[o] = true
+			}
 		}
 	}
 	for room() && q.next < l.HighWatermark() {
@@ -107,9 +122,7 @@ func (n *Node) leaseLocked(q *queue, c *consumer, max, maxBytes int, lease time.
 		var unreadable *partition.UnreadableError
 		switch {
 		case errors.As(err, &unreadable):
-			if err := n.settleUnreadable(q, c, q.next, unreadable.Next); err != nil {
-				return fail(err)
-			}
+			n.settleUnreadable(q, c, q.next, unreadable.Next)
 			continue
 		case errors.Is(err, partition.ErrOffsetDeleted):
 			if start := l.StartOffset(); start > q.next {
@@ -133,21 +146,19 @@ func (n *Node) leaseLocked(q *queue, c *consumer, max, maxBytes int, lease time.
 			}
 		}
 	}
+	n.consumerMetrics.redeliveries.Add(float64(redelivered))
 	q.arm(n.queues)
 	return out, nil
 }
 
 // settleUnreadable settles [from, next), records in a damaged frame, as
 // consumed without delivering them (docs/design.md: a queue consume skips
-// a permanently unreadable record, counts it and logs a warning). The
-// caller holds q.mu.
-func (n *Node) settleUnreadable(q *queue, c *consumer, from, next int64) error {
-	if next <= from {
-		return fmt.Errorf("queue consume of %s/%d: a damaged frame at %d reported no end", q.key.Topic, q.key.Partition, from)
-	}
-	if err := c.skipRange(n.committer, from, next); err != nil {
-		return err
-	}
+// a permanently unreadable record, counts it and logs a warning). When
+// the acked-ahead set has no room for them, the queue still passes them
+// over in memory (a restart meets them again). The caller holds q.mu.
+func (n *Node) settleUnreadable(q *queue, c *consumer, from, next int64) {
+	next = max(next, from+1) // a report without an end still moves on
+	settled, err := c.skipRange(n.committer, from, next)
 	for o := range q.leased {
 		if o >= from && o < next {
 			delete(q.leased, o)
@@ -157,25 +168,41 @@ func (n *Node) settleUnreadable(q *queue, c *consumer, from, next int64) error {
 	for _, o := range q.redeliver {
 		if o < from || o >= next {
 			kept = append(kept, o)
+		} else {
+			delete(q.given, o)
 		}
 	}
 	q.redeliver = kept
 	q.next = max(q.next, next)
-	n.consumerMetrics.corruptSkipped.Add(float64(next - from))
-	n.logger.Warn("queue consume skipped permanently unreadable records",
-		zap.String("topic", q.key.Topic), zap.Int("partition", q.key.Partition),
-		zap.Int64("from_offset", from), zap.Int64("to_offset", next-1))
-	return nil
+	fields := []zap.Field{zap.String("topic", q.key.Topic), zap.Int("partition", q.key.Partition),
+		zap.Int64("from_offset", from), zap.Int64("to_offset", next-1)}
+	if err != nil {
+		n.logger.Warn("queue consume passed over permanently unreadable records it could not settle", append(fields, zap.Error(err))...)
+		return
+	}
+	n.consumerMetrics.corruptSkipped.Add(float64(settled))
+	n.logger.Warn("queue consume skipped permanently unreadable records", fields...)
 }
 
-// Nack gives leased records back for redelivery before their lease runs
-// out, and wakes a consumer parked on the topic. Offsets not leased now
-// (acked, expired, never leased) are passed over; it returns how many
-// were given back.
-func (n *Node) Nack(ctx context.Context, topic string, p int, offsets ...int64) (int, error) {
+// Nack gives records back for redelivery before their lease runs out,
+// and wakes a consumer parked on the partition. Only records leased now
+// under leaseID are given back: one acked, expired or leased again since
+// (to another consume) is passed over. It returns how many were given
+// back.
+func (n *Node) Nack(ctx context.Context, topic string, p int, leaseID uint64, offsets ...int64) (int, error) {
 	key, err := n.key(topic, p)
 	if err != nil {
 		return 0, err
+	}
+	rec, ok, err := n.ms.Topic(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
+	}
+	if p >= rec.Partitions {
+		return 0, fmt.Errorf("%w: %s/%d", ErrPartitionNotFound, topic, p)
 	}
 	q := n.queues.lookup(key)
 	if q == nil {
@@ -184,14 +211,14 @@ func (n *Node) Nack(ctx context.Context, topic string, p int, offsets ...int64) 
 	given := 0
 	q.mu.Lock()
 	for _, o := range offsets {
-		if _, ok := q.leased[o]; ok {
-			q.giveBack(o)
+		if l, ok := q.leased[o]; ok && l.id == leaseID {
+			q.giveBack(o, true)
 			given++
 		}
 	}
 	q.mu.Unlock()
 	if given > 0 {
-		n.queues.parking(topic).wake()
+		n.queues.parking(topic).wake(p)
 	}
 	return given, nil
 }

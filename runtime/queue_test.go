@@ -110,7 +110,10 @@ func TestQueue_NackAndExpiryRedeliver(t *testing.T) {
 		if _, err := n.Ack(bg, "jobs", 0, 0); err != nil {
 			t.Fatal(err)
 		}
-		if given, err := n.Nack(bg, "jobs", 0, 2, 0, 99); err != nil || given != 1 {
+		if given, err := n.Nack(bg, "jobs", 0, got[0].LeaseID+1, 2); err != nil || given != 0 {
+			t.Fatalf("nack under another lease's id: %d given back, %v; want 0", given, err)
+		}
+		if given, err := n.Nack(bg, "jobs", 0, got[0].LeaseID, 2, 0, 99); err != nil || given != 1 {
 			t.Fatalf("nack of 2 (leased), 0 (acked) and 99 (never): %d given back, %v; want 1", given, err)
 		}
 		again, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: 0, Lease: 10 * time.Second})
@@ -288,29 +291,44 @@ func TestQueue_ReadErrorGivesTheLeaseBack(t *testing.T) {
 	}
 }
 
-// TestQueue_DroppedWithItsIncarnation: deleting and recreating a topic
-// drops the old incarnation's leases; the new one's records are delivered
-// from offset 0.
+// TestQueue_DroppedWithItsIncarnation: deleting a topic drops its leases
+// and wakes the consumers parked on it, which find it gone; the recreated
+// topic's records are delivered from offset 0.
 func TestQueue_DroppedWithItsIncarnation(t *testing.T) {
-	n := startNode(t, nil, Config{})
-	if _, _, err := n.CreateTopic(bg, "jobs", 1, Retention{}); err != nil {
-		t.Fatal(err)
-	}
-	produceN(t, n, "jobs", 1, 3)
-	if got, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: 0, Lease: time.Hour}); err != nil || len(got) != 3 {
-		t.Fatalf("%d, %v", len(got), err)
-	}
-	if err := n.DeleteTopic(bg, "jobs"); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := n.CreateTopic(bg, "jobs", 1, Retention{}); err != nil {
-		t.Fatal(err)
-	}
-	produceN(t, n, "jobs", 1, 2)
-	got, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: 0, Lease: time.Hour})
-	if err != nil || len(got) != 2 || got[0].Offset != 0 {
-		t.Fatalf("the new incarnation: %v, %v; want offsets 0 and 1", got, err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, nil, Config{})
+		if _, _, err := n.CreateTopic(bg, "jobs", 1, Retention{}); err != nil {
+			t.Fatal(err)
+		}
+		produceN(t, n, "jobs", 1, 3)
+		if got, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: 0, Lease: time.Hour}); err != nil || len(got) != 3 {
+			t.Fatalf("%d, %v", len(got), err)
+		}
+		parked := make(chan error, 1)
+		go func() {
+			_, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: 0, Wait: time.Hour})
+			parked <- err
+		}()
+		synctest.Wait()
+		deleted := time.Now()
+		if err := n.DeleteTopic(bg, "jobs"); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-parked; !errors.Is(err, ErrTopicNotFound) || !time.Now().Equal(deleted) {
+			t.Fatalf("a consume parked on the deleted topic: %v after %v; want ErrTopicNotFound at once", err, time.Since(deleted))
+		}
+		if q := n.queues.lookup(key("jobs", 0)); q != nil {
+			t.Fatal("the deleted incarnation's leases are still held")
+		}
+		if _, _, err := n.CreateTopic(bg, "jobs", 1, Retention{}); err != nil {
+			t.Fatal(err)
+		}
+		produceN(t, n, "jobs", 1, 2)
+		got, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: 0, Lease: time.Hour})
+		if err != nil || len(got) != 2 || got[0].Offset != 0 {
+			t.Fatalf("the new incarnation: %v, %v; want offsets 0 and 1", got, err)
+		}
+	})
 }
 
 // TestQueue_LeaseBoundPerPartition: a partition holding

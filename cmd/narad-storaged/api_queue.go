@@ -29,7 +29,8 @@ type consumeRequest struct {
 type leasedRecord struct {
 	Partition int `json:"partition"`
 	fetchedRecord
-	LeaseDeadlineMs int64 `json:"lease_deadline_ms"`
+	LeaseDeadlineMs int64  `json:"lease_deadline_ms"`
+	LeaseID         uint64 `json:"lease_id"`
 }
 
 // consume leases records of a topic (docs/http-api.md, "Queue consume").
@@ -126,7 +127,7 @@ func (a *api) consume(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]leasedRecord, len(recs))
 	for i, rec := range recs {
-		out[i] = leasedRecord{Partition: rec.Partition, fetchedRecord: jsonRecordOf(rec.ReadRecord, b64), LeaseDeadlineMs: rec.LeaseDeadline.UnixMilli()}
+		out[i] = leasedRecord{Partition: rec.Partition, fetchedRecord: jsonRecordOf(rec.ReadRecord, b64), LeaseDeadlineMs: rec.LeaseDeadline.UnixMilli(), LeaseID: rec.LeaseID}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"records": out})
 }
@@ -141,10 +142,15 @@ func (a *api) nack(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body struct {
+		LeaseID *uint64 `json:"lease_id"`
 		Offsets []int64 `json:"offsets"`
 	}
 	if err := decodeJSON(r, &body); err != nil {
 		a.badBody(w, err)
+		return
+	}
+	if body.LeaseID == nil {
+		writeError(w, http.StatusBadRequest, "invalid_body", "lease_id is required: the lease_id the consume gave the records")
 		return
 	}
 	if len(body.Offsets) == 0 || len(body.Offsets) > maxAcks {
@@ -157,7 +163,7 @@ func (a *api) nack(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	given, err := a.node.Nack(r.Context(), topic, p, body.Offsets...)
+	given, err := a.node.Nack(r.Context(), topic, p, *body.LeaseID, body.Offsets...)
 	if err != nil {
 		a.writeNodeError(w, r, err)
 		return

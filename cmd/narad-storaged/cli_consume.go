@@ -132,20 +132,25 @@ func runQueueConsume(ctx context.Context, c *client.Client, topic string, opts c
 		if len(recs) == 0 && !follow {
 			return 0
 		}
-		settle := map[int][]int64{}
+		type lease struct {
+			partition int
+			id        uint64
+		}
+		settle := map[lease][]int64{}
 		for _, r := range recs {
 			fr := client.FetchedRecord{Offset: r.Offset, Key: r.Key, Value: r.Value, CommittedAt: r.CommittedAt}
 			if err := printLeased(stdout, r.Partition, fr, asJSON); err != nil {
 				fmt.Fprintln(stderr, "consume:", err)
 				return 1
 			}
-			settle[r.Partition] = append(settle[r.Partition], r.Offset)
+			k := lease{r.Partition, r.LeaseID}
+			settle[k] = append(settle[k], r.Offset)
 		}
-		for p, offsets := range settle {
+		for k, offsets := range settle {
 			if noAck {
-				_, err = c.Nack(context.WithoutCancel(ctx), topic, p, offsets...)
+				_, err = c.Nack(context.WithoutCancel(ctx), topic, k.partition, k.id, offsets...)
 			} else {
-				_, err = c.Ack(context.WithoutCancel(ctx), topic, p, offsets...)
+				_, err = c.Ack(context.WithoutCancel(ctx), topic, k.partition, offsets...)
 			}
 			if err != nil {
 				fmt.Fprintln(stderr, "consume:", err)

@@ -16,7 +16,8 @@ import (
 
 // TestE2E_QueueConsume: four concurrent consumers over four partitions
 // lease every record exactly once while their leases hold; a lease that
-// runs out is leased again (a long poll is woken by the expiry); after
+// runs out is leased again (a long poll is woken by the expiry), and a
+// nack under that lease's id no longer gives it back; after
 // SIGKILL of the daemon, every record not acked before the kill is
 // delivered again (at-least-once), and none was lost.
 func TestE2E_QueueConsume(t *testing.T) {
@@ -95,7 +96,7 @@ func TestE2E_QueueConsume(t *testing.T) {
 	if _, err := c.Produce(ctx, "jobs", 0, []client.Record{{Value: []byte("short")}}); err != nil {
 		t.Fatal(err)
 	}
-	short, err := c.Consume(ctx, "jobs", client.ConsumeOptions{OnlyPartition: true, Partition: 0, Lease: 300 * time.Millisecond})
+	short, err := c.Consume(ctx, "jobs", client.ConsumeOptions{OnlyPartition: true, Partition: 0, Lease: 2 * time.Second})
 	if err != nil || len(short) != 1 || string(short[0].Value) != "short" {
 		t.Fatalf("short lease: %v, %v", short, err)
 	}
@@ -103,8 +104,14 @@ func TestE2E_QueueConsume(t *testing.T) {
 	if err != nil || len(again) != 1 || again[0].Offset != short[0].Offset || time.Now().Before(short[0].LeaseDeadline) {
 		t.Fatalf("after the lease ran out: %v, %v", again, err)
 	}
-	if _, err := c.Nack(ctx, "jobs", 0, again[0].Offset); err != nil {
-		t.Fatal(err)
+	if given, err := c.Nack(ctx, "jobs", 0, short[0].LeaseID, again[0].Offset); err != nil || given != 0 {
+		t.Fatalf("a nack under the expired lease: %d given back, %v; want 0: the record is another lease's now", given, err)
+	}
+	if given, err := c.Nack(ctx, "jobs", 0, again[0].LeaseID, again[0].Offset); err != nil || given != 1 {
+		t.Fatalf("a nack under the current lease: %d, %v", given, err)
+	}
+	if back, err := c.Consume(ctx, "jobs", client.ConsumeOptions{OnlyPartition: true, Partition: 0, Lease: time.Hour}); err != nil || len(back) != 1 || back[0].Offset != again[0].Offset {
+		t.Fatalf("after the nack: %v, %v; want the nacked record at once", back, err)
 	}
 
 	if err := d.stop(syscall.SIGKILL); err == nil || !strings.Contains(err.Error(), "killed") {
@@ -133,7 +140,7 @@ func TestE2E_QueueConsume(t *testing.T) {
 		}
 	}
 	if !redelivered[rec{0, perPartition}] {
-		t.Fatal("the record nacked before the kill is not delivered again")
+		t.Fatal("the record leased (never acked) before the kill is not delivered again")
 	}
 	if _, err := c.Consume(ctx, "jobs", client.ConsumeOptions{OnlyPartition: true, Partition: 9}); !errors.Is(err, client.ErrPartitionNotFound) {
 		t.Fatalf("consume of a partition the topic lacks: %v", err)
