@@ -1,12 +1,15 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"syscall"
 
 	"github.com/narad-io/storage/internal/promshare"
+	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/supervisor"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -58,6 +61,72 @@ func busyError(err error) error {
 		return fmt.Errorf("%w: %w", ErrBusy, err)
 	}
 	return err
+}
+
+// evictable says whether the budget may close an idle log: with the cold
+// walk off, not one retention still has work in (the reaper sweeps only
+// open logs), as idle eviction does.
+func (n *Node) evictable(_ supervisor.Key, l *partition.Log) bool {
+	if n.cfg.ColdWalkInterval > 0 {
+		return true
+	}
+	expired, err := l.Expired(context.Background())
+	return err == nil && !expired
+}
+
+// openSignals lets a waiter learn that a partition's log opened again,
+// without opening it itself: a long poll whose log an eviction closed
+// must not reopen it just to wait (it would evict another waiter's log,
+// which would do the same: found by review).
+//
+// Invariant, under mu: each channel in by is open and is closed (and
+// removed) by the next open of its partition.
+type openSignals struct {
+	mu sync.Mutex
+	by map[supervisor.Key]chan struct{}
+}
+
+// next returns a channel closed when key's log next opens.
+func (o *openSignals) next(key supervisor.Key) <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.by == nil {
+		o.by = map[supervisor.Key]chan struct{}{}
+	}
+	ch := o.by[key]
+	if ch == nil {
+		ch = make(chan struct{})
+		o.by[key] = ch
+	}
+	return ch
+}
+
+// opened is the registry's OnOpen: it wakes key's waiters.
+func (o *openSignals) opened(key supervisor.Key, _ *partition.Log) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if ch := o.by[key]; ch != nil {
+		close(ch)
+		delete(o.by, key)
+	}
+}
+
+// LogIfOpen returns the partition's log if it is open, without opening
+// it.
+func (n *Node) LogIfOpen(topic string, p int) (*partition.Log, bool) {
+	l, ok := n.reg.Lookup(supervisor.Key{Topic: topic, Partition: p})
+	if !ok || l.Closed() {
+		return nil, false
+	}
+	return l, true
+}
+
+// LogOpened returns a channel closed the next time the partition's log
+// is opened (by a produce, a read with records to serve, ...): a waiter
+// whose log was closed under it waits on it rather than reopening the log
+// itself. Take it before checking LogIfOpen, so no open is missed.
+func (n *Node) LogOpened(topic string, p int) <-chan struct{} {
+	return n.opens.next(supervisor.Key{Topic: topic, Partition: p})
 }
 
 // onEvict logs a log closed to make room within the budget.

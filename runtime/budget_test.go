@@ -4,9 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/narad-io/storage/partition"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // retryBusy runs fn until it answers something other than ErrBusy, as a
@@ -127,5 +131,66 @@ func TestBudget_AtTheOpenFileLimitACallIsBusyAndNoLogPoisoned(t *testing.T) {
 		if base, err := n.Produce(bg, "orders", p, recs("orders", p, 1, 1)); err != nil || base != int64(p^1) {
 			t.Fatalf("produce to %d once descriptors are free: base %d, %v", p, base, err)
 		}
+	}
+}
+
+// TestBudget_KeepsLogsRetentionStillWorksOn: with the cold walk off only
+// open logs are swept, so the budget, like idle eviction, never closes a
+// log whose retention still has work; it closes another one (found by
+// review).
+func TestBudget_KeepsLogsRetentionStillWorksOn(t *testing.T) {
+	d := newTestDisk(t, 1)
+	clock := time.Now()
+	d.SetClock(func() time.Time { return clock })
+	n := startNode(t, d, Config{MaxOpenLogs: 2}) // the cold walk is off
+	n.CreateTopic(bg, "expiring", 1, Retention{Ms: 1})
+	for _, topic := range []string{"a", "b"} {
+		n.CreateTopic(bg, topic, 1, Retention{})
+	}
+	if _, err := n.Produce(bg, "expiring", 0, recs("expiring", 0, 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	expiring, _ := n.Log(bg, "expiring", 0)
+	for {
+		if ok, _ := expiring.Expired(bg); ok {
+			break
+		}
+	}
+	for _, topic := range []string{"a", "b"} {
+		if _, err := n.Produce(bg, topic, 0, recs(topic, 0, 0, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := n.reg.Lookup(key("expiring", 0)); !ok {
+		t.Fatal("the budget closed a log with expired segments while the cold walk is off")
+	}
+}
+
+// TestBudget_StartupRecoversEveryPartitionUnderATinyBudget: a budget
+// smaller than the startup workers still recovers every partition: the
+// workers are cut to fit, and an opener may close its own topic's idle
+// logs (found by review: a worker whose open found every log under
+// another worker's guard was skipped).
+func TestBudget_StartupRecoversEveryPartitionUnderATinyBudget(t *testing.T) {
+	d := newTestDisk(t, 1)
+	first := startNode(t, d, Config{MaxOpenLogs: -1})
+	for _, topic := range []string{"a", "b", "c"} {
+		first.CreateTopic(bg, topic, 20, Retention{})
+		for p := range 20 {
+			if _, err := first.Produce(bg, topic, p, recs(topic, p, 0, 1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zapcore.WarnLevel)
+	n := startNode(t, d, Config{MaxOpenLogs: 1, Logger: zap.New(core)})
+	if skipped := logs.FilterMessage("startup: skipping a partition that failed to open").Len(); skipped > 0 {
+		t.Fatalf("startup skipped %d of 60 partitions under a budget of 1", skipped)
+	}
+	if n.reg.Len() != 1 || n.reg.Evictions() != 59 {
+		t.Fatalf("after startup %d open, %d evicted; want 1 and 59", n.reg.Len(), n.reg.Evictions())
 	}
 }

@@ -152,8 +152,11 @@ func (n *Node) ConsumerState(ctx context.Context, topic string, p int) (Consumer
 		if err != nil {
 			return ConsumerState{}, err
 		}
-		if st, ok := c.state(); ok || attempt == 2 {
+		if st, ok := c.state(); ok {
 			return st, nil
+		}
+		if attempt == 2 {
+			return ConsumerState{}, fmt.Errorf("%w: %s/%d kept closing under a read of its consumer state", partition.ErrLogClosed, topic, p)
 		}
 	}
 }

@@ -23,6 +23,9 @@ func (n *Node) openUnderGuard(ctx context.Context, t *supervisor.GuardedTopic, k
 	if err != nil {
 		return nil, err
 	}
+	if err := t.Reserve(); err != nil { // the open is valid: take its slot of the budget
+		return nil, err
+	}
 	l, err := n.openAdmitted(key, rec)
 	if err == nil {
 		// Only logs the registry holds count: a cold sweep's open and

@@ -156,6 +156,7 @@ type Node struct {
 	promReg     prometheus.Registerer
 
 	installs unsettledInstalls // installs to settle before their partition opens
+	opens    openSignals       // waiters for a partition's log to open again
 
 	consumers       *consumers
 	queues          *queues  // leases of queue consumes, and the consumers parked
@@ -262,6 +263,8 @@ func New(cfg Config) (n *Node, err error) {
 		CheckLockOrder: cfg.Testing != nil && cfg.Testing.CheckLockOrder,
 		OnClose:        n.onClose,
 		OnEvict:        n.onEvict,
+		OnOpen:         n.opens.opened,
+		Evictable:      n.evictable,
 		MaxOpen:        max(cfg.MaxOpenLogs, 0),
 	})
 	if err := vfs.MkdirAllDurable(cfg.FS, n.topicsDir); err != nil {

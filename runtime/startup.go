@@ -65,7 +65,14 @@ func (n *Node) Start(ctx context.Context) error {
 			zap.Int("open_limit", n.reg.MaxOpen()), zap.Duration("elapsed", time.Since(started)))
 	}
 	var g errgroup.Group
-	g.SetLimit(min(8, goruntime.GOMAXPROCS(0)))
+	workers := min(8, goruntime.GOMAXPROCS(0))
+	if limit := n.reg.MaxOpen(); limit > 0 {
+		// Each worker holds a log open (and its topic's guard, which
+		// keeps the topic's logs from other workers' evictions) while it
+		// opens: leave room for every worker to find an idle log.
+		workers = max(1, min(workers, limit/4))
+	}
+	g.SetLimit(workers)
 	lastLog := atomic.Int64{}
 	for _, t := range topics {
 		g.Go(func() error {

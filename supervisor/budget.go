@@ -12,22 +12,26 @@ import (
 // nothing was harmed: retry shortly.
 var ErrNoRoom = errors.New("supervisor: every open log is in use and the open-log budget is full")
 
-// reserve takes one of the budget's slots for an open of key, closing
-// the least recently used idle logs first while the budget is full. Every
-// reserve that succeeds is paired with an install (which turns the slot
-// into an entry) or an unreserve.
+// Reserve takes the slot of the log Open is opening under this guard,
+// closing the least recently used idle logs first while the budget is
+// full. Open's function calls it once the open is known to be valid (the
+// topic and partition exist, the incarnation matches) and right before it
+// makes the log, so a refused call closes nothing and concurrent opens of
+// one partition take one slot. Without a budget it does nothing.
 //
-// A victim is closed only if its produce gate and its topic's guard are
-// both free: they are taken with try-locks, which cannot wait, so the
-// caller may hold key's gate (shared or exclusive) without breaking the
-// lock order, and a log in use is never closed under its user. The close
-// itself is every live close's: between two commits, hwm file written,
-// consumer state settled (OnClose). A reader that holds the log without
-// the gate meets ErrLogClosed and reopens it, as after idle eviction.
-func (r *Registry) reserve(key Key) error {
-	if r.maxOpen <= 0 {
+// A victim is closed only if nothing uses it: its produce gate and its
+// topic's guard are taken with try-locks, which cannot wait, so the lock
+// order holds whatever the caller holds (a victim of the caller's own
+// topic needs no guard: the caller holds it). The close itself is every
+// live close's: between two commits, hwm file written, consumer state
+// settled (OnClose). A reader that holds the log without the gate meets
+// ErrLogClosed and reopens it, as after idle eviction.
+func (t *GuardedTopic) Reserve() error {
+	r := t.r
+	if r.maxOpen <= 0 || t.reserved {
 		return nil
 	}
+	key := t.opening
 	busy := map[Key]bool{}
 	for {
 		r.lockMap()
@@ -37,6 +41,7 @@ func (r *Registry) reserve(key Key) error {
 		}
 		if len(r.logs)+r.opening+r.closing < r.maxOpen {
 			r.opening++
+			t.reserved = true
 			r.unlockMap()
 			return nil
 		}
@@ -44,7 +49,7 @@ func (r *Registry) reserve(key Key) error {
 		r.unlockMap()
 		evicted := false
 		for _, v := range victims {
-			if r.tryEvict(v) {
+			if r.tryEvict(v, t.topic) {
 				evicted = true
 				break
 			}
@@ -56,14 +61,15 @@ func (r *Registry) reserve(key Key) error {
 	}
 }
 
-// unreserve gives back a slot reserve took and no log filled.
-func (r *Registry) unreserve() {
-	if r.maxOpen <= 0 {
+// unreserve gives back a slot Reserve took and no log filled.
+func (t *GuardedTopic) unreserve() {
+	if !t.reserved {
 		return
 	}
-	r.lockMap()
-	r.opening--
-	r.unlockMap()
+	t.r.lockMap()
+	t.r.opening--
+	t.r.unlockMap()
+	t.reserved = false
 }
 
 // leastRecentlyUsedLocked lists the open logs other than key and the ones
@@ -87,24 +93,29 @@ func (r *Registry) leastRecentlyUsedLocked(key Key, busy map[Key]bool) []Key {
 	return out
 }
 
-// tryEvict closes key's log if nobody is using it, and reports whether
-// its slot is free now (closed here, or by someone else meanwhile).
-func (r *Registry) tryEvict(key Key) bool {
+// tryEvict closes key's log if nobody is using it (and Evictable allows),
+// and reports whether it did. heldTopic is the topic whose guard the
+// caller holds. It closes nothing once the registry is fenced (Close):
+// the node closes every log itself then.
+func (r *Registry) tryEvict(key Key, heldTopic string) bool {
 	gate := r.Gate(key)
 	if !gate.tryLock() {
 		return false
 	}
 	defer gate.Unlock()
-	guard := r.Guard(key.Topic)
-	if !guard.tryLock() {
-		return false
+	if key.Topic != heldTopic {
+		guard := r.Guard(key.Topic)
+		if !guard.tryLock() {
+			return false
+		}
+		defer guard.Unlock()
 	}
-	defer guard.Unlock()
 	r.lockMap()
-	_, open := r.logs[key]
+	e, open := r.logs[key]
+	fenced := r.closed
 	r.unlockMap()
-	if !open {
-		return true
+	if !open || fenced || (r.evictable != nil && !r.evictable(key, e.log)) {
+		return false
 	}
 	err := r.dropAndClose(key)
 	r.evictions.Add(1)

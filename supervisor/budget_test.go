@@ -3,6 +3,7 @@ package supervisor
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,7 +15,10 @@ import (
 )
 
 func openByKey(d *sim.Disk, k Key) func(*GuardedTopic) (*partition.Log, error) {
-	return func(*GuardedTopic) (*partition.Log, error) {
+	return func(g *GuardedTopic) (*partition.Log, error) {
+		if err := g.Reserve(); err != nil {
+			return nil, err
+		}
 		return partition.Open(fmt.Sprintf("/data/%s/p%05d", k.Topic, k.Partition), partition.Options{FS: d})
 	}
 }
@@ -106,15 +110,20 @@ func TestBudget_NeverClosesALogInUse(t *testing.T) {
 	}
 	gate := r.Gate(a)
 	gate.LockShared() // a produce in flight on a
-	guard := r.Guard(b.Topic)
-	guard.Lock() // b's topic busy (an open, a close, a purge)
+	held, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() { // b's topic busy (an open, a close, a purge)
+		r.WithTopic(b.Topic, func(*GuardedTopic) error { close(held); <-release; return nil })
+		close(done)
+	}()
+	<-held
 	if _, err := r.Open(c, openByKey(d, c)); !errors.Is(err, ErrNoRoom) {
 		t.Fatalf("open with every log in use: %v, want ErrNoRoom", err)
 	}
 	if la.Closed() || lb.Closed() || r.Len() != 2 {
 		t.Fatalf("a refused open closed a log in use: a %v, b %v, %d open", la.Closed(), lb.Closed(), r.Len())
 	}
-	guard.Unlock()
+	close(release)
+	<-done
 	if _, err := r.Open(c, openByKey(d, c)); err != nil {
 		t.Fatalf("open once b is idle: %v", err)
 	}
@@ -200,5 +209,129 @@ func TestBudget_NeverMoreOpenThanTheBudget(t *testing.T) {
 	}
 	if v := r.LockOrderViolations(); len(v) != 0 {
 		t.Fatalf("lock-order violations: %v", v)
+	}
+}
+
+// TestBudget_NoEvictionPastTheCloseFence: once Close has fenced the
+// registry, an eviction an open already under way attempts closes
+// nothing: the node closes every log itself, and nothing runs under a
+// guard after Close returns (found by review).
+func TestBudget_NoEvictionPastTheCloseFence(t *testing.T) {
+	d := sim.NewDisk(1)
+	ran := false
+	r := NewRegistry(RegistryOptions{MaxOpen: 1, OnClose: func(Key, *partition.Log) { ran = true }})
+	a := Key{"orders", 0}
+	la, err := r.Open(a, openByKey(d, a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(t, r)
+	r.Close()
+	if r.tryEvict(a, "") || la.Closed() || ran {
+		t.Fatalf("an eviction after Close closed %v (OnClose ran: %v)", a, ran)
+	}
+}
+
+// TestBudget_APanickingCloseGivesItsSlotBack: a close (or its OnClose)
+// that panics, recovered by its caller, still gives its slot back: the
+// budget does not shrink (found by review).
+func TestBudget_APanickingCloseGivesItsSlotBack(t *testing.T) {
+	d := sim.NewDisk(1)
+	var panicOnce atomic.Bool
+	panicOnce.Store(true)
+	r := NewRegistry(RegistryOptions{MaxOpen: 2, OnClose: func(Key, *partition.Log) {
+		if panicOnce.Swap(false) {
+			panic("consumer write-out")
+		}
+	}})
+	defer closeAll(t, r)
+	a, b, c := Key{"a", 0}, Key{"b", 0}, Key{"c", 0}
+	for _, k := range []Key{a, b} {
+		if _, err := r.Open(k, openByKey(d, k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	func() {
+		defer func() { recover() }()
+		r.Open(c, openByKey(d, c)) // evicts a; its OnClose panics
+	}()
+	if _, err := r.Open(c, openByKey(d, c)); err != nil {
+		t.Fatal(err)
+	}
+	if r.Len() != 2 {
+		t.Fatalf("budget 2, %d open after the panic: the panicked close kept its slot", r.Len())
+	}
+}
+
+// TestBudget_AnOpenEvictsLogsOfItsOwnTopic: the opener holds its topic's
+// guard when it reserves, and may close that topic's idle logs: a node of
+// one topic with more partitions than its budget serves them all.
+func TestBudget_AnOpenEvictsLogsOfItsOwnTopic(t *testing.T) {
+	d := sim.NewDisk(1)
+	r := NewRegistry(RegistryOptions{CheckLockOrder: true, MaxOpen: 2})
+	defer closeAll(t, r)
+	for p := range 5 {
+		k := Key{"orders", p}
+		if _, err := r.Open(k, openByKey(d, k)); err != nil {
+			t.Fatalf("open of partition %d: %v", p, err)
+		}
+	}
+	if r.Len() != 2 || r.Evictions() != 3 {
+		t.Fatalf("%d open, %d evicted; want 2 and 3", r.Len(), r.Evictions())
+	}
+	if v := r.LockOrderViolations(); len(v) != 0 {
+		t.Fatalf("lock-order violations: %v", v)
+	}
+}
+
+// TestBudget_ConcurrentOpensOfOnePartitionTakeOneSlot: callers opening one
+// partition at once reserve under its topic's guard, so only the one that
+// opens it takes a slot, and a refused or redundant open evicts nothing
+// (found by review).
+func TestBudget_ConcurrentOpensOfOnePartitionTakeOneSlot(t *testing.T) {
+	d := sim.NewDisk(1)
+	r := NewRegistry(RegistryOptions{MaxOpen: 4})
+	defer closeAll(t, r)
+	for _, topic := range []string{"x", "y", "z"} {
+		k := Key{topic, 0}
+		if _, err := r.Open(k, openByKey(d, k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hot := Key{"hot", 0}
+	held, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		r.WithTopic("hot", func(*GuardedTopic) error { close(held); <-release; return nil })
+		close(done)
+	}()
+	<-held
+	var wg sync.WaitGroup
+	var started sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		started.Add(1)
+		go func() {
+			defer wg.Done()
+			started.Done()
+			if _, err := r.Open(hot, openByKey(d, hot)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	started.Wait()
+	for range 1000 { // let the opens reach the guard (a mutex wait synctest cannot see)
+		runtime.Gosched()
+	}
+	close(release)
+	<-done
+	wg.Wait()
+	if r.Evictions() != 0 || r.Len() != 4 {
+		t.Fatalf("one open with a free slot: %d evicted, %d open", r.Evictions(), r.Len())
+	}
+	if _, err := r.Open(Key{"nope", 0}, func(*GuardedTopic) (*partition.Log, error) { return nil, errors.New("no such topic") }); err == nil {
+		t.Fatal("an invalid open succeeded")
+	}
+	if r.Evictions() != 0 {
+		t.Fatal("a refused open evicted a live log")
 	}
 }

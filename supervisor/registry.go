@@ -34,11 +34,20 @@ type RegistryOptions struct {
 	// MaxOpen bounds the logs open at once (the node's budget of open
 	// logs, and so of their descriptors and caches); 0 is no bound. An
 	// open past it first closes the least recently used idle log, and
-	// fails with ErrNoRoom if every open log is in use.
+	// fails with ErrNoRoom if every open log is in use. The open function
+	// given to Open takes its slot with GuardedTopic.Reserve, once it knows
+	// the open is valid and right before it makes the log.
 	MaxOpen int
 	// OnEvict, if set, runs after a log was closed to make room within
 	// MaxOpen, with its close error.
 	OnEvict func(Key, error)
+	// Evictable, if set, says whether an idle log may be closed to make
+	// room (a log retention still works on, with nothing to sweep it
+	// closed, may not).
+	Evictable func(Key, *partition.Log) bool
+	// OnOpen, if set, runs after a log was opened and installed, under
+	// its topic's guard.
+	OnOpen func(Key, *partition.Log)
 }
 
 // Registry is a node's map of open partition logs (the design's
@@ -64,13 +73,16 @@ type RegistryOptions struct {
 //     handed out) is never handed out again: Open finds it closed, drops
 //     and settles its entry under the topic's guard, and opens afresh.
 //   - With a budget (MaxOpen > 0), len(logs) + opening + closing <=
-//     maxOpen: an open reserves its slot under mu before it opens
-//     (budget.go) and turns it into its entry under mu, or gives it back;
+//     maxOpen: an open reserves its slot under mu, under its topic's
+//     guard, right before it makes the log (GuardedTopic.Reserve,
+//     budget.go), and turns it into its entry under mu, or gives it back;
 //     a dropped log holds its slot until its close is done.
 type Registry struct {
 	order     *lockOrder
 	onClose   func(Key, *partition.Log)
 	onEvict   func(Key, error)
+	onOpen    func(Key, *partition.Log)
+	evictable func(Key, *partition.Log) bool
 	maxOpen   int
 	evictions atomic.Uint64
 
@@ -91,7 +103,7 @@ type entry struct {
 // NewRegistry returns an empty registry.
 func NewRegistry(opts RegistryOptions) *Registry {
 	r := &Registry{gates: map[Key]*Gate{}, guards: map[string]*TopicGuard{}, logs: map[Key]*entry{},
-		onClose: opts.OnClose, onEvict: opts.OnEvict, maxOpen: opts.MaxOpen}
+		onClose: opts.OnClose, onEvict: opts.OnEvict, onOpen: opts.OnOpen, evictable: opts.Evictable, maxOpen: opts.MaxOpen}
 	if opts.CheckLockOrder {
 		r.order = newLockOrder()
 	}
@@ -193,24 +205,15 @@ func (r *Registry) Lookup(key Key) (*partition.Log, bool) {
 
 // Open returns key's open log, opening it with open under the topic guard
 // when it is not open yet (lazy open on first use). open gets the guarded
-// topic, so an incarnation check can retire the topic's other logs. The
-// caller may hold key's gate; it must hold no guard and not the map lock.
-// With a budget, the open first takes a slot, closing the least recently
-// used idle log if none is free (reserve), or fails with ErrNoRoom. After
-// Close it answers ErrRegistryClosed.
+// topic, so an incarnation check can retire the topic's other logs, and,
+// with a budget, must take the log's slot with its Reserve (which may
+// close the least recently used idle log, or fail with ErrNoRoom) before
+// it makes the log. The caller may hold key's gate; it must hold no guard
+// and not the map lock. After Close it answers ErrRegistryClosed.
 func (r *Registry) Open(key Key, open func(t *GuardedTopic) (*partition.Log, error)) (*partition.Log, error) {
 	if l, ok := r.lookupTouch(key); ok && !l.Closed() {
 		return l, nil
 	}
-	if err := r.reserve(key); err != nil {
-		return nil, err
-	}
-	reserved := true
-	defer func() {
-		if reserved {
-			r.unreserve()
-		}
-	}()
 	g := r.Guard(key.Topic)
 	g.Lock()
 	defer g.Unlock()
@@ -225,9 +228,14 @@ func (r *Registry) Open(key Key, open func(t *GuardedTopic) (*partition.Log, err
 	if r.isClosed() {
 		return nil, fmt.Errorf("%w: open %s/%d", ErrRegistryClosed, key.Topic, key.Partition)
 	}
-	l, err := open(&GuardedTopic{r: r, topic: key.Topic})
+	t := &GuardedTopic{r: r, topic: key.Topic, opening: key}
+	defer t.unreserve()
+	l, err := open(t)
 	if err != nil {
 		return nil, err
+	}
+	if r.maxOpen > 0 && !t.reserved {
+		return nil, errors.Join(fmt.Errorf("supervisor: open %s/%d made a log without reserving its slot", key.Topic, key.Partition), l.Close())
 	}
 	r.lockMap()
 	if r.closed {
@@ -239,11 +247,14 @@ func (r *Registry) Open(key Key, open func(t *GuardedTopic) (*partition.Log, err
 	e := &entry{log: l}
 	e.lastUsed.Store(time.Now().UnixNano())
 	r.logs[key] = e
-	if r.maxOpen > 0 {
+	if t.reserved {
 		r.opening--
-		reserved = false
+		t.reserved = false
 	}
 	r.unlockMap()
+	if r.onOpen != nil {
+		r.onOpen(key, l)
+	}
 	return l, nil
 }
 
@@ -321,13 +332,15 @@ func (r *Registry) dropAndClose(key Key) error {
 	if e == nil {
 		return nil
 	}
+	defer func() { // even if a close panics and its caller recovers
+		r.lockMap()
+		r.closing--
+		r.unlockMap()
+	}()
 	err := e.log.Close()
 	if r.onClose != nil {
 		r.onClose(key, e.log)
 	}
-	r.lockMap()
-	r.closing--
-	r.unlockMap()
 	return err
 }
 
@@ -367,6 +380,9 @@ func (r *Registry) WithTopic(topic string, fn func(t *GuardedTopic) error) error
 type GuardedTopic struct {
 	r     *Registry
 	topic string
+
+	opening  Key  // the partition Open opens under the guard
+	reserved bool // Reserve took opening's slot
 }
 
 // Open lists the topic's open partitions, in order.

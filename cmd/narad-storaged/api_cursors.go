@@ -209,12 +209,12 @@ func (a *api) readCursor(w http.ResponseWriter, r *http.Request) {
 	deadline := time.Now().Add(time.Duration(waitMs) * time.Millisecond)
 	var res runtime.CursorRead
 	skipped := int64(0)
+	l, err := a.node.Log(r.Context(), topic, p)
+	if err != nil {
+		a.writeCursorError(w, r, name, err)
+		return
+	}
 	for {
-		l, err := a.node.Log(r.Context(), topic, p)
-		if err != nil {
-			a.writeCursorError(w, r, name, err)
-			return
-		}
 		wake := l.NotifyC() // fetched before the read, so no commit is missed
 		res, err = a.node.ReadCursor(r.Context(), topic, name, p, maxRecords, maxBytes, advance)
 		if err != nil {
@@ -222,23 +222,11 @@ func (a *api) readCursor(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		skipped += res.Skipped
-		remaining := time.Until(deadline)
-		if len(res.Records) > 0 || waitMs == 0 || res.Next < res.HighWatermark || remaining <= 0 {
+		if len(res.Records) > 0 || waitMs == 0 || res.Next < res.HighWatermark {
 			break
 		}
-		timer := time.NewTimer(remaining)
-		done := false
-		select {
-		case <-wake:
-		case <-timer.C:
-			done = true
-		case <-r.Context().Done():
-			done = true
-		case <-a.closing:
-			done = true
-		}
-		timer.Stop()
-		if done {
+		var ok bool
+		if l, ok = a.waitForCommit(r, topic, p, l, wake, deadline); !ok {
 			break
 		}
 	}

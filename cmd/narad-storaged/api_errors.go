@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"syscall"
 
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
@@ -46,7 +45,7 @@ func (a *api) writeNodeError(w http.ResponseWriter, r *http.Request, err error) 
 		writeError(w, http.StatusInsufficientStorage, "no_space", "the disk's free space is under the node's floor; nothing of the batch was written, and produce resumes once space is freed (retention)")
 	case errors.Is(err, partition.ErrNoSpace):
 		writeError(w, http.StatusInsufficientStorage, "no_space", "the disk is full; nothing of the batch was kept")
-	case errors.Is(err, runtime.ErrBusy), errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+	case errors.Is(err, runtime.ErrBusy):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "busy", "the node has no open-log slot or file descriptor free for "+where+" right now; nothing was done; retry")
 	case errors.Is(err, partition.ErrCommitFailed):

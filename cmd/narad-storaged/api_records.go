@@ -395,25 +395,9 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) {
 		if err != nil || len(res.Records) > 0 || waitMs == 0 || offset < res.HighWatermark {
 			break
 		}
-		remaining := time.Until(deadline)
-		if remaining <= 0 {
+		var ok bool
+		if l, ok = a.waitForCommit(r, topic, p, l, wake, deadline); !ok {
 			break
-		}
-		timer := time.NewTimer(remaining)
-		closing := false
-		select {
-		case <-wake:
-		case <-timer.C:
-		case <-r.Context().Done():
-		case <-a.closing:
-			closing = true
-		}
-		timer.Stop()
-		if closing || r.Context().Err() != nil {
-			break
-		}
-		if l2, err := a.node.Log(r.Context(), topic, p); err == nil {
-			l = l2 // reopened (evicted meanwhile): wait on its channel
 		}
 	}
 	if err != nil {
@@ -436,6 +420,46 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeRecordsJSON(w, res, b64)
+}
+
+// waitForCommit waits, until deadline, for the partition to announce a
+// commit on l's broadcast channel (wake, fetched before the caller's last
+// check). When l closes under the wait (idle eviction, the open-log
+// budget), it waits for someone with a reason to (a produce) to open the
+// partition's log again, and never reopens it itself: a long poll that
+// reopened its log to wait would evict another waiter's, which would do
+// the same, without end (found by review). It returns the log to read
+// next, or false at the deadline, the request's end or shutdown.
+func (a *api) waitForCommit(r *http.Request, topic string, p int, l *partition.Log, wake <-chan struct{}, deadline time.Time) (*partition.Log, bool) {
+	for {
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			return nil, false
+		}
+		timer := time.NewTimer(remaining)
+		select {
+		case <-wake:
+		case <-timer.C:
+		case <-r.Context().Done():
+		case <-a.closing:
+		}
+		timer.Stop()
+		if r.Context().Err() != nil || time.Now().After(deadline) {
+			return nil, false
+		}
+		select {
+		case <-a.closing:
+			return nil, false
+		default:
+		}
+		if !l.Closed() {
+			return l, true
+		}
+		wake = a.node.LogOpened(topic, p) // taken before the check: no open is missed
+		if open, ok := a.node.LogIfOpen(topic, p); ok {
+			return open, true
+		}
+	}
 }
 
 func (a *api) startOffset(r *http.Request, topic string, p int) (int64, error) {
