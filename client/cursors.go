@@ -58,7 +58,14 @@ func cursorPath(topic, name string) string {
 
 // CreateCursor makes a cursor on every partition of topic; created is
 // false when it existed (its positions are left as they were).
+// An empty from is Earliest.
 func (c *Client) CreateCursor(ctx context.Context, topic, name string, from CursorFrom) (cur Cursor, created bool, err error) {
+	if err := checkCursorName(name); err != nil {
+		return cur, false, err
+	}
+	if from == "" {
+		from = Earliest
+	}
 	b, err := jsonBody(map[string]string{"from": string(from)})
 	if err != nil {
 		return cur, false, err
@@ -68,30 +75,54 @@ func (c *Client) CreateCursor(ctx context.Context, topic, name string, from Curs
 		return cur, false, err
 	}
 	defer drain(resp)
-	return cur, resp.StatusCode == http.StatusCreated, decodeJSON(resp, &cur)
+	if err := decodeJSON(resp, &cur); err != nil {
+		return cur, false, err
+	}
+	return cur, resp.StatusCode == http.StatusCreated, nil
+}
+
+// checkCursorName refuses the names a URL path cannot carry ("." and
+// "..", which a path cleans away); the daemon checks the rest.
+func checkCursorName(name string) error {
+	if name == "" || name == "." || name == ".." {
+		return fmt.Errorf("narad: cursor name %q: want 1 to 100 characters of [A-Za-z0-9._-], not . or ..", name)
+	}
+	return nil
 }
 
 // Cursor returns a cursor's positions; ErrCursorNotFound if the topic has
 // none of that name.
 func (c *Client) Cursor(ctx context.Context, topic, name string) (Cursor, error) {
 	var cur Cursor
+	if err := checkCursorName(name); err != nil {
+		return cur, err
+	}
 	return cur, c.doJSON(ctx, http.MethodGet, cursorPath(topic, name), nil, &cur)
 }
 
 // DeleteCursor removes a cursor from every partition of its topic.
 func (c *Client) DeleteCursor(ctx context.Context, topic, name string) error {
+	if err := checkCursorName(name); err != nil {
+		return err
+	}
 	return c.doJSON(ctx, http.MethodDelete, cursorPath(topic, name), nil, nil)
 }
 
 // CommitCursor sets a cursor's position in one partition (at most the
 // high watermark).
 func (c *Client) CommitCursor(ctx context.Context, topic, name string, p int, position int64) error {
+	if err := checkCursorName(name); err != nil {
+		return err
+	}
 	return c.doJSON(ctx, http.MethodPut, cursorPath(topic, name)+"/partitions/"+strconv.Itoa(p), map[string]int64{"position": position}, nil)
 }
 
 // ReadCursor reads a partition from a cursor's position and, unless
 // Peek, moves the cursor past what it returns.
 func (c *Client) ReadCursor(ctx context.Context, topic, name string, p int, opts CursorReadOptions) (CursorRecords, error) {
+	if err := checkCursorName(name); err != nil {
+		return CursorRecords{}, err
+	}
 	q := url.Values{"encoding": {"base64"}}
 	if opts.MaxRecords > 0 {
 		q.Set("max_records", strconv.Itoa(opts.MaxRecords))

@@ -57,15 +57,23 @@ type CursorRead struct {
 //
 // Invariants, under mu: written is the position the file holds (its last
 // write-out; -1 unknown); once dropped (the topic's incarnation deleted,
-// the cursor deleted, the partition installed anew) nothing is written for
-// it again. A cursor's state lives in memory from its first touch until
-// then, whether its log is open or not; it holds no descriptor (each
-// write-out opens the file), so cursors stay outside the open-log budget's
-// count.
+// the cursor deleted, the partition installed anew, the node closed)
+// nothing is written for it again. A cursor's state lives in memory from
+// its first touch until then, whether its log is open or not; it holds no
+// descriptor (each write-out opens the file), so cursors stay outside the
+// open-log budget's count.
+//
+// Lock order: reading (held across a read through the cursor, which may
+// open the log under the topic's guard), then the topic's guard, then mu.
+// mu is held only to read or store the position and write it out; what
+// drops a cursor (under the guard) takes mu, never reading.
 type cursor struct {
-	key  supervisor.Key
-	name string
-	path string
+	key         supervisor.Key
+	name        string
+	path        string
+	incarnation wire.IncarnationID
+
+	reading sync.Mutex // one read through the cursor at a time
 
 	mu      sync.Mutex
 	pos     int64
@@ -88,7 +96,7 @@ type cursors struct {
 
 func newCursors(n *Node, reg prometheus.Registerer) *cursors {
 	dropped := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "narad_fanout_child_dropped_messages",
-		Help: "Records of damaged frames a fan-out cursor stepped over, never served, by cursor."}, []string{"cursor"})
+		Help: "Records of damaged frames a fan-out cursor stepped over, never served, by topic and cursor."}, []string{"topic", "cursor"})
 	return &cursors{n: n, by: map[cursorKey]*cursor{}, dropped: promshare.Register(reg, dropped)}
 }
 
@@ -101,13 +109,13 @@ func (cs *cursors) lookup(ck cursorKey) *cursor {
 	return nil
 }
 
-// forget drops every cursor state of the partitions match selects: from
-// memory, with nothing written for them again.
-func (cs *cursors) forget(match func(supervisor.Key) bool) {
+// forget drops every cursor state match selects: from memory, with
+// nothing written for it again.
+func (cs *cursors) forget(match func(cursorKey) bool) {
 	cs.mu.Lock()
 	var gone []*cursor
 	for ck, c := range cs.by {
-		if match(ck.key) {
+		if match(ck) {
 			gone = append(gone, c)
 			delete(cs.by, ck)
 		}
@@ -118,6 +126,35 @@ func (cs *cursors) forget(match func(supervisor.Key) bool) {
 		c.drop()
 		c.mu.Unlock()
 	}
+}
+
+// ofPartition selects a partition's cursors; ofTopic a topic's.
+func ofPartition(key supervisor.Key) func(cursorKey) bool {
+	return func(ck cursorKey) bool { return ck.key == key }
+}
+
+func ofTopic(topic string) func(cursorKey) bool {
+	return func(ck cursorKey) bool { return ck.key.Topic == topic }
+}
+
+// close writes every cursor out and drops it, each under its lock, so no
+// position moved after its write-out is taken for written: the node is
+// closing. It returns the write-outs' errors.
+func (cs *cursors) close() []error {
+	cs.mu.Lock()
+	all := cs.by
+	cs.by = map[cursorKey]*cursor{}
+	cs.mu.Unlock()
+	var errs []error
+	for _, c := range all {
+		c.mu.Lock()
+		if err := c.writeOut(cs.n.cfg.FS); err != nil {
+			errs = append(errs, fmt.Errorf("cursor %q of %s/%d: %w", c.name, c.key.Topic, c.key.Partition, err))
+		}
+		c.drop()
+		c.mu.Unlock()
+	}
+	return errs
 }
 
 // drop marks c gone; the caller holds c.mu.
@@ -169,87 +206,102 @@ func (cs *cursors) writeOutAll() {
 }
 
 // cursorOf returns a partition's cursor, loading its position file on
-// first touch under the topic's guard, after checking that the directory
-// carries the record's incarnation (as consumer progress is loaded). With
-// create, a cursor the partition lacks is made at start: its file is
-// written and synced, and its directory synced, before it exists.
-// Without, a missing file is ErrCursorNotFound.
+// first touch, as consumer progress is loaded: the partition's log is
+// opened first (its open settles an unfinished install and admits the
+// directory: incarnation check, quarantine), then, under the topic's
+// guard, the log must still be the open one and the directory must carry
+// the record's incarnation. With create, a cursor the partition lacks (or
+// whose file a crash left empty) is made at start: its file written and
+// synced, and its directory synced, before it exists. Without, a missing
+// file is ErrCursorNotFound. A position above the high watermark can only
+// be damage and is not trusted: the cursor starts again from the first
+// record (it may read again, never skip).
 func (n *Node) cursorOf(ctx context.Context, key supervisor.Key, name string, create bool, start CursorStart) (c *cursor, created bool, err error) {
 	file, err := wire.CursorFileName(name)
 	if err != nil {
 		return nil, false, err
 	}
 	ck := cursorKey{key, name}
-	if c := n.cursors.lookup(ck); c != nil {
-		return c, false, nil
-	}
-	if create {
-		// The log's open makes the partition's directory and admits it
-		// (incarnation check); a latest cursor needs its boundary.
-		if _, err := n.log(ctx, key); err != nil {
-			return nil, false, err
-		}
-	}
-	err = n.withTopic(key.Topic, func(t *supervisor.GuardedTopic) error {
-		if c = n.cursors.lookup(ck); c != nil {
-			return nil
-		}
+	for attempt := 0; attempt < 3; attempt++ {
 		rec, ok, err := n.ms.Topic(ctx, key.Topic)
 		if err != nil {
-			return err
+			return nil, false, err
 		}
 		if !ok || key.Partition >= rec.Partitions {
-			return fmt.Errorf("%w: %s/%d", ErrPartitionNotFound, key.Topic, key.Partition)
+			return nil, false, fmt.Errorf("%w: %s/%d", ErrPartitionNotFound, key.Topic, key.Partition)
 		}
-		if marker, err := n.readMarker(filepath.Join(n.topicsDir, key.Topic)); err != nil || (rec.Incarnation != "" && marker != rec.Incarnation) {
-			if create {
+		if c := n.cursors.lookup(ck); c != nil && c.incarnation == rec.Incarnation {
+			return c, false, nil
+		}
+		l, err := n.log(ctx, key)
+		if err != nil {
+			return nil, false, err
+		}
+		stale := false
+		err = n.withTopic(key.Topic, func(t *supervisor.GuardedTopic) error {
+			if cur, ok := t.Lookup(key.Partition); !ok || cur != l {
+				stale = true // closed or replaced meanwhile: start over
+				return nil
+			}
+			if marker, err := n.readMarker(filepath.Join(n.topicsDir, key.Topic)); err != nil || (rec.Incarnation != "" && marker != rec.Incarnation) {
+				// The record moved on while this log is still open; the
+				// recheck retires it.
 				return fmt.Errorf("%w: %s was deleted or recreated", ErrTopicNotFound, key.Topic)
 			}
-			return fmt.Errorf("%w: %q on %s/%d", ErrCursorNotFound, name, key.Topic, key.Partition)
-		}
-		dirName, _ := wire.PartitionDirName(key.Partition)
-		dir := filepath.Join(n.topicsDir, key.Topic, dirName)
-		c = &cursor{key: key, name: name, path: filepath.Join(dir, file)}
-		b, err := vfs.ReadFile(n.cfg.FS, c.path, wire.OffsetFileSize+1)
-		switch {
-		case errors.Is(err, fs.ErrNotExist) && create:
-			if start == CursorLatest {
-				l, ok := t.Lookup(key.Partition)
-				if !ok {
-					return fmt.Errorf("%w: %s/%d closed while its cursor was made", partition.ErrLogClosed, key.Topic, key.Partition)
-				}
-				c.pos = l.HighWatermark()
+			if c = n.cursors.lookup(ck); c != nil && c.incarnation == rec.Incarnation {
+				return nil
 			}
-			if err := n.createCursorFile(dir, c.path, c.pos); err != nil {
+			dirName, _ := wire.PartitionDirName(key.Partition)
+			dir := filepath.Join(n.topicsDir, key.Topic, dirName)
+			c = &cursor{key: key, name: name, path: filepath.Join(dir, file), incarnation: rec.Incarnation}
+			b, err := vfs.ReadFile(n.cfg.FS, c.path, wire.OffsetFileSize+1)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("cursor %q of %s/%d: %w", name, key.Topic, key.Partition, err)
 			}
-			created = true
-		case errors.Is(err, fs.ErrNotExist):
-			return fmt.Errorf("%w: %q on %s/%d", ErrCursorNotFound, name, key.Topic, key.Partition)
-		case err != nil:
-			return fmt.Errorf("cursor %q of %s/%d: %w", name, key.Topic, key.Partition, err)
-		default:
 			pos, present, derr := wire.DecodeOffsetFile(b)
-			if derr != nil {
-				// Never trust a damaged position: read again from the
-				// start (a fan-out reader sees records again, never
-				// misses one).
-				n.logger.Warn("cursor position file damaged: the cursor starts again from the partition's first record",
-					zap.String("topic", key.Topic), zap.Int("partition", key.Partition), zap.String("cursor", name), zap.Error(derr))
-				present = false
+			hwm := l.HighWatermark()
+			switch {
+			case (errors.Is(err, fs.ErrNotExist) || (derr == nil && !present)) && create:
+				// Not made, or made by a create a crash cut short.
+				c.pos = l.StartOffset()
+				if start == CursorLatest {
+					c.pos = hwm
+				}
+				if err := n.createCursorFile(dir, c.path, c.pos); err != nil {
+					return fmt.Errorf("cursor %q of %s/%d: %w", name, key.Topic, key.Partition, err)
+				}
+				c.written, created = c.pos, true
+			case errors.Is(err, fs.ErrNotExist):
+				return fmt.Errorf("%w: %q on %s/%d", ErrCursorNotFound, name, key.Topic, key.Partition)
+			default:
+				if derr == nil && pos > hwm {
+					derr = fmt.Errorf("position %d is above the high watermark %d", pos, hwm)
+				}
+				if derr != nil {
+					n.logger.Warn("cursor position file damaged: the cursor starts again from the partition's first record",
+						zap.String("topic", key.Topic), zap.Int("partition", key.Partition), zap.String("cursor", name), zap.Error(derr))
+					present = false
+				}
+				if present {
+					c.pos = pos
+				}
+				c.written = -1 // written out at the next pass: the file may not hold pos
 			}
-			if present {
-				c.pos = pos
-			}
-			c.written = -1 // written out at the next pass: the file may not hold pos
+			n.cursors.forget(func(x cursorKey) bool { return x == ck }) // another incarnation's
+			n.cursors.mu.Lock()
+			n.cursors.by[ck] = c
+			n.cursors.mu.Unlock()
+			n.cursors.dropped.WithLabelValues(key.Topic, name)
+			return nil
+		})
+		if err != nil {
+			return nil, false, err
 		}
-		n.cursors.mu.Lock()
-		n.cursors.by[ck] = c
-		n.cursors.mu.Unlock()
-		n.cursors.dropped.WithLabelValues(name)
-		return nil
-	})
-	return c, created, err
+		if !stale {
+			return c, created, nil
+		}
+	}
+	return nil, false, fmt.Errorf("%w: %s/%d kept closing under a cursor's load", partition.ErrLogClosed, key.Topic, key.Partition)
 }
 
 // createCursorFile writes a new cursor's position durably: the file
@@ -337,9 +389,10 @@ func (n *Node) Cursor(ctx context.Context, topic, name string) ([]CursorPosition
 		if err != nil {
 			return nil, err
 		}
-		c.mu.Lock()
-		pos := c.pos
-		c.mu.Unlock()
+		pos, err := n.cursorPosition(c)
+		if err != nil {
+			return nil, err
+		}
 		out = append(out, CursorPosition{Partition: p, Position: pos, HighWatermark: hwm, Lag: max(hwm-pos, 0)})
 	}
 	if len(out) == 0 {
@@ -360,7 +413,10 @@ func (n *Node) DeleteCursor(ctx context.Context, topic, name string) error {
 	for p := range rec.Partitions {
 		key := supervisor.Key{Topic: topic, Partition: p}
 		err := n.withTopic(topic, func(*supervisor.GuardedTopic) error {
-			n.cursors.forget(func(k supervisor.Key) bool { return k == key })
+			if err := n.settleBeforeOpen(key); err != nil {
+				return err // never delete from a half-installed partition
+			}
+			n.cursors.forget(func(ck cursorKey) bool { return ck == cursorKey{key, name} })
 			dirName, _ := wire.PartitionDirName(p)
 			dir := filepath.Join(n.topicsDir, topic, dirName)
 			err := n.cfg.FS.Remove(filepath.Join(dir, file))
@@ -380,15 +436,18 @@ func (n *Node) DeleteCursor(ctx context.Context, topic, name string) error {
 	if !found {
 		return fmt.Errorf("%w: %q on topic %s", ErrCursorNotFound, name, topic)
 	}
+	n.cursors.dropped.DeleteLabelValues(topic, name)
 	return nil
 }
 
 // ReadCursor reads a partition's records from the cursor's position and,
 // with advance, moves the cursor past them (written out on the
-// committer's cadence). A damaged frame is stepped over, never served,
-// and counted in narad_fanout_child_dropped_messages{cursor}; records
+// committer's cadence). A damaged frame is stepped over, never served
+// (Skipped counts its records; an advancing read counts them in
+// narad_fanout_child_dropped_messages and logs a warning); records
 // retention deleted are stepped over to the start. Reads through one
-// cursor of one partition run one at a time.
+// cursor of one partition run one at a time; a commit made during a read
+// wins over the read's advance.
 func (n *Node) ReadCursor(ctx context.Context, topic, name string, p, maxRecords, maxBytes int, advance bool) (CursorRead, error) {
 	if _, err := n.cursorTopic(ctx, topic, name); err != nil {
 		return CursorRead{}, err
@@ -397,22 +456,25 @@ func (n *Node) ReadCursor(ctx context.Context, topic, name string, p, maxRecords
 	if err != nil {
 		return CursorRead{}, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.dropped {
-		return CursorRead{}, fmt.Errorf("%w: %q on %s/%d", ErrCursorNotFound, name, topic, p)
+	c.reading.Lock()
+	defer c.reading.Unlock()
+	from, err := n.cursorPosition(c)
+	if err != nil {
+		return CursorRead{}, err
 	}
 	var out CursorRead
-	pos := c.pos
+	pos := from
 	for {
 		res, err := n.Read(ctx, topic, p, pos, maxRecords, maxBytes)
 		var unreadable *partition.UnreadableError
 		switch {
 		case errors.As(err, &unreadable) && unreadable.Next > pos:
 			out.Skipped += unreadable.Next - pos
-			n.cursors.dropped.WithLabelValues(name).Add(float64(unreadable.Next - pos))
-			n.logger.Warn("fan-out cursor stepped over permanently unreadable records", zap.String("topic", topic),
-				zap.Int("partition", p), zap.String("cursor", name), zap.Int64("from_offset", pos), zap.Int64("to_offset", unreadable.Next-1))
+			if advance {
+				n.cursors.dropped.WithLabelValues(topic, name).Add(float64(unreadable.Next - pos))
+				n.logger.Warn("fan-out cursor stepped over permanently unreadable records", zap.String("topic", topic),
+					zap.Int("partition", p), zap.String("cursor", name), zap.Int64("from_offset", pos), zap.Int64("to_offset", unreadable.Next-1))
+			}
 			pos = unreadable.Next
 			continue
 		case errors.Is(err, partition.ErrOffsetDeleted):
@@ -432,9 +494,27 @@ func (n *Node) ReadCursor(ctx context.Context, topic, name string, p, maxRecords
 		break
 	}
 	if advance {
-		c.pos = out.Next
+		c.mu.Lock()
+		if !c.dropped && c.pos == from {
+			c.pos = out.Next
+		}
+		c.mu.Unlock()
 	}
 	return out, nil
+}
+
+// cursorPosition is c's position; a dropped cursor is gone (the node
+// closing, the cursor deleted, its incarnation or partition replaced).
+func (n *Node) cursorPosition(c *cursor) (int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dropped {
+		if n.closed.Load() {
+			return 0, ErrNodeClosed
+		}
+		return 0, fmt.Errorf("%w: %q on %s/%d (deleted or replaced meanwhile)", ErrCursorNotFound, c.name, c.key.Topic, c.key.Partition)
+	}
+	return c.pos, nil
 }
 
 // CommitCursor sets a cursor's position in one partition (at most its
@@ -457,10 +537,18 @@ func (n *Node) CommitCursor(ctx context.Context, topic, name string, p int, offs
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.dropped {
-		return fmt.Errorf("%w: %q on %s/%d", ErrCursorNotFound, name, topic, p)
+		return n.closedOr(fmt.Errorf("%w: %q on %s/%d", ErrCursorNotFound, name, topic, p))
 	}
 	c.pos = offset
 	return nil
+}
+
+// closedOr is ErrNodeClosed once the node is closing, else err.
+func (n *Node) closedOr(err error) error {
+	if n.closed.Load() {
+		return ErrNodeClosed
+	}
+	return err
 }
 
 // discover exposes the dropped-records series of every cursor a
@@ -470,7 +558,7 @@ func (cs *cursors) discover(topicDir string, p int) {
 	files, _ := cs.n.cursorFiles(filepath.Join(topicDir, dirName))
 	for _, f := range files {
 		name, _ := wire.ParseCursorFileName(f)
-		cs.dropped.WithLabelValues(name)
+		cs.dropped.WithLabelValues(filepath.Base(topicDir), name)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/vfs/sim"
@@ -150,7 +152,7 @@ func TestCursor_DamagedFrameSteppedOverCountedAndLogged(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	core, logs := observer.New(zapcore.WarnLevel)
 	n = startNode(t, d, Config{Registerer: reg, Logger: zap.New(core)})
-	if got := series(t, reg, "narad_fanout_child_dropped_messages"); got != "cursor=audit 0\n" {
+	if got := series(t, reg, "narad_fanout_child_dropped_messages"); got != "cursor=audit topic=jobs 0\n" {
 		t.Fatalf("narad_fanout_child_dropped_messages at start: %q", got)
 	}
 	var offsets []int64
@@ -171,7 +173,7 @@ func TestCursor_DamagedFrameSteppedOverCountedAndLogged(t *testing.T) {
 	if fmt.Sprint(offsets) != "[0 1 2 3 4 10 11 12 13 14]" || skipped != 5 {
 		t.Fatalf("read %v, skipped %d; want the first and third frames, 5 skipped", offsets, skipped)
 	}
-	if got := series(t, reg, "narad_fanout_child_dropped_messages"); got != "cursor=audit 5\n" {
+	if got := series(t, reg, "narad_fanout_child_dropped_messages"); got != "cursor=audit topic=jobs 5\n" {
 		t.Fatalf("narad_fanout_child_dropped_messages %q, want 5", got)
 	}
 	if w := logs.FilterMessage("fan-out cursor stepped over permanently unreadable records").All(); len(w) != 1 {
@@ -229,4 +231,30 @@ func TestCursor_GoesWithItsIncarnationAndItsDelete(t *testing.T) {
 	if _, err := n.CreateCursor(bg, "orders", "bad/name", CursorEarliest); !errors.Is(err, wire.ErrBadName) {
 		t.Fatalf("a bad cursor name: %v", err)
 	}
+}
+
+// TestCursor_PositionsAreWrittenOutOnTheCommittersCadence: with nothing
+// but time passing, the cursor_writer loop writes a moved position out
+// within the commit interval: a crash after that keeps it.
+func TestCursor_PositionsAreWrittenOutOnTheCommittersCadence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newTestDisk(t, 1)
+		n := startNode(t, d, Config{ConsumerOffsetCommitInterval: time.Second})
+		if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
+			t.Fatal(err)
+		}
+		produceN(t, n, "orders", 1, 10)
+		if _, err := n.CreateCursor(bg, "orders", "audit", CursorEarliest); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.ReadCursor(bg, "orders", "audit", 0, 6, 1<<20, true); err != nil {
+			t.Fatal(err)
+		}
+		advanceBy(2 * time.Second)
+		img := d.Crash(sim.CrashPlan{Data: sim.DropUnsynced})
+		m := startNode(t, img, Config{})
+		if pos, err := m.Cursor(bg, "orders", "audit"); err != nil || pos[0].Position != 6 {
+			t.Fatalf("after a crash two intervals later: %v, %v; want position 6", pos, err)
+		}
+	})
 }

@@ -78,7 +78,7 @@ func (n *Node) InstallPartition(ctx context.Context, topic string, p int, incarn
 		// The boundary, the consumer state and the cursors' positions are
 		// the installed files' now: the leases go.
 		n.marks.forget(key)
-		n.cursors.forget(func(k supervisor.Key) bool { return k == key })
+		n.cursors.forget(ofPartition(key))
 		n.queues.forget(func(k supervisor.Key) bool { return k == key })
 		return n.install(key, files)
 	})

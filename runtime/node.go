@@ -257,7 +257,7 @@ func New(cfg Config) (n *Node, err error) {
 	n.dropConsumerState = func(topic string, id wire.IncarnationID) {
 		n.consumers.drop(topic, id)
 		n.queues.drop(topic)
-		n.cursors.forget(func(k supervisor.Key) bool { return k.Topic == topic })
+		n.cursors.forget(ofTopic(topic))
 	}
 	n.reg = supervisor.NewRegistry(supervisor.RegistryOptions{
 		CheckLockOrder: cfg.Testing != nil && cfg.Testing.CheckLockOrder,
@@ -373,8 +373,7 @@ func (n *Node) Close() error {
 	n.reg.Close()
 	errs = append(errs, n.closeAllLive()...)
 	n.queues.close()
-	n.cursors.writeOutAll()
-	n.cursors.forget(func(supervisor.Key) bool { return true })
+	errs = append(errs, n.cursors.close()...)
 	n.unregisterHWM()
 	n.unregisterDisk()
 	n.unregisterLimit()

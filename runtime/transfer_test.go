@@ -70,6 +70,11 @@ func TestTransfer_ListThenInstallElsewhere(t *testing.T) {
 	r.Incarnation = rec.Incarnation
 	dst.ms.topics["orders"] = r
 	dst.ms.mu.Unlock()
+	// The target has the cursor in memory already (at 0): the install's
+	// position must win over it.
+	if _, err := dst.CreateCursor(bg, "orders", "audit", CursorEarliest); err != nil {
+		t.Fatal(err)
+	}
 	if err := dst.InstallPartition(bg, "orders", 0, "0123456789abcdef", files); !errors.Is(err, ErrStaleIncarnation) {
 		t.Fatalf("install of another incarnation: %v", err)
 	}
