@@ -245,8 +245,11 @@ func (c *Client) Ack(ctx context.Context, topic string, p int, offsets ...int64)
 
 // ConsumerState is a partition's consumer progress.
 type ConsumerState struct {
-	Frontier   int64   `json:"frontier"`
-	AckedAhead []int64 `json:"acked_ahead"`
+	Frontier      int64   `json:"frontier"`
+	AckedAhead    []int64 `json:"acked_ahead"`
+	HighWatermark int64   `json:"high_watermark"`
+	Lag           int64   `json:"lag"`    // committed and not acked
+	Leased        int     `json:"leased"` // leased to queue consumers, not settled
 }
 
 // Consumer returns a partition's consumer progress.

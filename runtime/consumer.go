@@ -34,6 +34,10 @@ var ErrAckedAheadFull = errors.New("runtime: too many offsets acked ahead of the
 type ConsumerState struct {
 	Frontier   int64
 	AckedAhead []int64
+	// HighWatermark, Lag (records committed and not acked) and Leased
+	// (records leased to queue consumers, not settled) as of the call.
+	HighWatermark, Lag int64
+	Leased             int
 }
 
 // consumer is one partition's consumer progress and the files it persists
@@ -153,6 +157,13 @@ func (n *Node) ConsumerState(ctx context.Context, topic string, p int) (Consumer
 			return ConsumerState{}, err
 		}
 		if st, ok := c.state(); ok {
+			st.HighWatermark = c.log.HighWatermark()
+			st.Lag = max(st.HighWatermark-st.Frontier-int64(len(st.AckedAhead)), 0)
+			if q := n.queues.lookup(c.key); q != nil {
+				q.mu.Lock()
+				st.Leased = len(q.leased)
+				q.mu.Unlock()
+			}
 			return st, nil
 		}
 		if attempt == 2 {

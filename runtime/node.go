@@ -170,6 +170,7 @@ type Node struct {
 	cacheBudget     *partition.CacheBudget // shared by the open logs' frame caches; nil: none
 	unregisterDisk  func()                 // takes the node out of its registerer's disk gauges
 	unregisterLimit func()                 // takes the node out of its registerer's budget metrics
+	unregisterLag   func()                 // takes the node out of its registerer's lag gauges
 
 	// dropConsumerState forgets a deleted incarnation's in-memory consumer
 	// state; it runs right after the quarantine rename (and in a purge),
@@ -284,6 +285,7 @@ func New(cfg Config) (n *Node, err error) {
 	n.unregisterHWM = registerHWM(reg, n)
 	n.unregisterDisk = registerDisk(reg, n)
 	n.unregisterLimit = registerBudget(reg, n)
+	n.unregisterLag = registerLag(reg, n)
 	return n, nil
 }
 
@@ -377,6 +379,7 @@ func (n *Node) Close() error {
 	n.unregisterHWM()
 	n.unregisterDisk()
 	n.unregisterLimit()
+	n.unregisterLag()
 	if err := n.lock.Release(); err != nil {
 		errs = append(errs, fmt.Errorf("release the data directory's lock: %w", err))
 	}

@@ -383,3 +383,40 @@ func frameStart(t *testing.T, d *sim.Disk, seg string, i int) int64 {
 	}
 	return pos
 }
+
+// TestQueue_LagYouCanSee: the consumer state carries the high watermark,
+// the lag and the leased count, and /metrics has them per partition (and
+// each cursor's lag), computed at the scrape from what is in memory.
+func TestQueue_LagYouCanSee(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	n := startNode(t, nil, Config{Registerer: reg})
+	if _, _, err := n.CreateTopic(bg, "jobs", 1, Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	produceN(t, n, "jobs", 1, 10)
+	if _, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: 0, MaxRecords: 4, Lease: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Ack(bg, "jobs", 0, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	st, err := n.ConsumerState(bg, "jobs", 0)
+	if err != nil || st.HighWatermark != 10 || st.Lag != 8 || st.Leased != 2 {
+		t.Fatalf("consumer state %+v, %v; want high watermark 10, lag 8, 2 leased", st, err)
+	}
+	if _, err := n.CreateCursor(bg, "jobs", "audit", CursorEarliest); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.ReadCursor(bg, "jobs", "audit", 0, 3, 1<<20, true); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"narad_consumer_lag":    "partition=0 topic=jobs 8\n",
+		"narad_consumer_leased": "partition=0 topic=jobs 2\n",
+		"narad_cursor_lag":      "cursor=audit partition=0 topic=jobs 7\n",
+	} {
+		if got := series(t, reg, name); got != want {
+			t.Fatalf("%s: %q, want %q", name, got, want)
+		}
+	}
+}

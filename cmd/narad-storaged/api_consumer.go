@@ -65,7 +65,8 @@ func (a *api) consumer(w http.ResponseWriter, r *http.Request) {
 		a.writeNodeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"frontier": st.Frontier, "acked_ahead": st.AckedAhead})
+	writeJSON(w, http.StatusOK, map[string]any{"frontier": st.Frontier, "acked_ahead": st.AckedAhead,
+		"high_watermark": st.HighWatermark, "lag": st.Lag, "leased": st.Leased})
 }
 
 // partitionOf reads {topic} and {p}, answering the error itself when

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -26,7 +27,8 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var cf clientFlags
 	cf.register(fs)
-	from := fs.Int64("from", 0, "first offset")
+	from := fs.String("from", "earliest", "where to start: earliest, latest, or an offset (with --cursor: where a new cursor starts, earliest or latest)")
+	cursorName := fs.String("cursor", "", "read through the fan-out cursor NAME: resume where it stands (made at --from if the topic has none), and move it past what is printed")
 	follow := fs.Bool("follow", false, "keep waiting for new records")
 	asJSON := fs.Bool("json", false, `print JSON lines: {"offset","key","value","committed_at_ms"} (and "partition" with --queue), key and value base64 with "encoding":"base64" when not UTF-8`)
 	queue := fs.Bool("queue", false, "be a queue consumer: lease records (of any partition unless --partition is given), print them, ack them")
@@ -34,7 +36,8 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 	lease := fs.Duration("lease", 30*time.Second, "with --queue: how long a record stays leased")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: narad-storaged consume --topic T [--partition P] [--from N] [--follow] [--json]\n"+
-			"       narad-storaged consume --queue --topic T [--partition P] [--follow] [--no-ack] [--lease D] [--json]\n\n"+
+			"       narad-storaged consume --queue --topic T [--partition P] [--follow] [--no-ack] [--lease D] [--json]\n"+
+			"       narad-storaged consume --cursor NAME --topic T [--partition P] [--from earliest|latest] [--follow] [--json]\n\n"+
 			"Prints records: OFFSET<TAB>KEY<TAB>VALUE per line (bytes as stored), or JSON lines;\n"+
 			"with --queue, PARTITION<TAB>OFFSET<TAB>KEY<TAB>VALUE.\n"+
 			"Exit status: 0 done, 1 a fetch failed, 2 usage.\n\n")
@@ -51,6 +54,14 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 	}
 	if *queue && set["from"] {
 		fmt.Fprintln(stderr, "consume: --from is not for --queue: a queue consumer leases what nobody acked")
+		return 2
+	}
+	if *queue && *cursorName != "" {
+		fmt.Fprintln(stderr, "consume: --queue and --cursor are two kinds of reader; give one")
+		return 2
+	}
+	if *cursorName != "" && *from != "earliest" && *from != "latest" {
+		fmt.Fprintln(stderr, "consume: with --cursor, --from is where a new cursor starts: earliest or latest")
 		return 2
 	}
 	if *noAck && *follow {
@@ -76,7 +87,13 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 	if *asJSON {
 		print = printJSON
 	}
-	offset := *from
+	if *cursorName != "" {
+		return runCursorConsume(ctx, c, cf.topic, *cursorName, cf.partition, client.CursorFrom(*from), *follow, print, stdout, stderr)
+	}
+	offset, code := startOffset(ctx, c, cf.topic, cf.partition, *from, stderr)
+	if code >= 0 {
+		return code
+	}
 	for {
 		var opts client.FetchOptions
 		if *follow {
@@ -107,6 +124,82 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 		}
 		offset = res.NextOffset
 		if !*follow && offset >= res.HighWatermark {
+			return 0
+		}
+	}
+}
+
+// startOffset resolves --from: earliest (0: a read below the start steps
+// to it), latest (the high watermark now) or an offset. code is -1 when
+// it did, else the exit status.
+func startOffset(ctx context.Context, c *client.Client, topic string, p int, from string, stderr io.Writer) (offset int64, code int) {
+	switch from {
+	case "earliest":
+		return 0, -1
+	case "latest":
+		f, err := c.Fetch(ctx, topic, p, 0, client.FetchOptions{MaxRecords: 1, MaxBytes: 1})
+		var e *client.Error
+		if errors.As(err, &e) && (e.Code == "offset_deleted" || e.Code == "record_unreadable") {
+			st, serr := c.Consumer(ctx, topic, p)
+			if serr != nil {
+				fmt.Fprintln(stderr, "consume:", serr)
+				return 0, 1
+			}
+			return st.HighWatermark, -1
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "consume:", err)
+			return 0, 1
+		}
+		return f.HighWatermark, -1
+	}
+	offset, err := strconv.ParseInt(from, 10, 64)
+	if err != nil || offset < 0 {
+		fmt.Fprintf(stderr, "consume: --from %q: want earliest, latest or an offset from 0 up\n", from)
+		return 0, 2
+	}
+	return offset, -1
+}
+
+// runCursorConsume reads one partition through a fan-out cursor: each
+// batch is peeked, printed, then committed, so a consumer killed between
+// print and commit prints those records again, never loses them. The
+// cursor is made at from if the topic has none of that name.
+func runCursorConsume(ctx context.Context, c *client.Client, topic, name string, p int, from client.CursorFrom, follow bool,
+	print func(io.Writer, client.FetchedRecord) error, stdout, stderr io.Writer) int {
+	if _, _, err := c.CreateCursor(ctx, topic, name, from); err != nil {
+		fmt.Fprintln(stderr, "consume:", err)
+		return 1
+	}
+	for {
+		opts := client.CursorReadOptions{Peek: true}
+		if follow {
+			opts.Wait = 30 * time.Second
+		}
+		res, err := c.ReadCursor(ctx, topic, name, p, opts)
+		switch {
+		case errors.Is(err, context.Canceled):
+			return 0
+		case err != nil:
+			fmt.Fprintln(stderr, "consume:", err)
+			return 1
+		}
+		if res.Skipped > 0 {
+			fmt.Fprintf(stderr, "consume: %d records before offset %d are in a damaged frame; skipped\n", res.Skipped, res.NextOffset)
+		}
+		for _, r := range res.Records {
+			if err := print(stdout, r); err != nil {
+				fmt.Fprintln(stderr, "consume:", err)
+				return 1
+			}
+		}
+		if len(res.Records) > 0 || res.Skipped > 0 {
+			if err := c.CommitCursor(context.WithoutCancel(ctx), topic, name, p, res.NextOffset); err != nil {
+				fmt.Fprintln(stderr, "consume:", err)
+				return 1
+			}
+		}
+		if !follow && res.NextOffset >= res.HighWatermark {
 			return 0
 		}
 	}
