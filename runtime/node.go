@@ -530,6 +530,20 @@ func (n *Node) Read(ctx context.Context, topic string, p int, offset int64, maxR
 	return res, err
 }
 
+// OffsetAt returns the offset of the first record committed at or after
+// atMs (partition.Log.OffsetAt), or the high watermark when none is.
+func (n *Node) OffsetAt(ctx context.Context, topic string, p int, atMs int64) (offset int64, err error) {
+	key, err := n.key(topic, p)
+	if err != nil {
+		return 0, err
+	}
+	err = n.withLog(ctx, key, func(l *partition.Log) error {
+		offset, err = l.OffsetAt(atMs)
+		return err
+	})
+	return offset, err
+}
+
 // Log returns the partition's open log, opening it if needed, for callers
 // that wait on its NotifyC or read its boundaries.
 func (n *Node) Log(ctx context.Context, topic string, p int) (*partition.Log, error) {

@@ -70,6 +70,7 @@ func newAPI(node *runtime.Node, ms runtime.Metastore, logger *zap.Logger, reg *p
 	a.mux.HandleFunc("DELETE /v1/topics/{topic}", a.deleteTopic)
 	a.mux.HandleFunc("POST /v1/topics/{topic}/partitions/{p}/records", a.produce)
 	a.mux.HandleFunc("GET /v1/topics/{topic}/partitions/{p}/records", a.fetch)
+	a.mux.HandleFunc("GET /v1/topics/{topic}/partitions/{p}/offset", a.offsetAt)
 	a.mux.HandleFunc("POST /v1/topics/{topic}/partitions/{p}/acks", a.ack)
 	a.mux.HandleFunc("GET /v1/topics/{topic}/partitions/{p}/consumer", a.consumer)
 	a.mux.HandleFunc("POST /v1/topics/{topic}/consume", a.consume)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -353,17 +354,12 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	q, ok := query(w, r, "offset", "max_records", "max_bytes", "wait_ms", "encoding")
+	q, ok := query(w, r, "offset", "at_ms", "max_records", "max_bytes", "wait_ms", "encoding")
 	if !ok {
 		return
 	}
-	offset, err := strconv.ParseInt(q.Get("offset"), 10, 64)
-	if err != nil || offset < 0 {
-		msg := fmt.Sprintf("offset must be an integer from 0 up, not %q", q.Get("offset"))
-		if !q.Has("offset") {
-			msg = "offset is required: the first offset to read"
-		}
-		writeError(w, http.StatusBadRequest, "invalid_offset", msg)
+	offset, ok := a.fetchOffset(w, r, q, topic, p)
+	if !ok {
 		return
 	}
 	maxRecords, ok := intParam(w, q, "max_records", 1000, 1, maxFetchRecords)
@@ -460,6 +456,78 @@ func (a *api) waitForCommit(r *http.Request, topic string, p int, l *partition.L
 			return open, true
 		}
 	}
+}
+
+// fetchOffset is where a fetch starts: offset, or the first record
+// committed at or after at_ms (exactly one of them).
+func (a *api) fetchOffset(w http.ResponseWriter, r *http.Request, q url.Values, topic string, p int) (int64, bool) {
+	if q.Has("at_ms") {
+		if q.Has("offset") {
+			writeError(w, http.StatusBadRequest, "invalid_parameter", "give offset or at_ms, not both")
+			return 0, false
+		}
+		at, ok := atMsParam(w, q)
+		if !ok {
+			return 0, false
+		}
+		offset, err := a.node.OffsetAt(r.Context(), topic, p, at)
+		if err != nil {
+			a.writeNodeError(w, r, err)
+			return 0, false
+		}
+		return offset, true
+	}
+	offset, err := strconv.ParseInt(q.Get("offset"), 10, 64)
+	if err != nil || offset < 0 {
+		msg := fmt.Sprintf("offset must be an integer from 0 up, not %q", q.Get("offset"))
+		if !q.Has("offset") {
+			msg = "offset (or at_ms) is required: the first offset to read"
+		}
+		writeError(w, http.StatusBadRequest, "invalid_offset", msg)
+		return 0, false
+	}
+	return offset, true
+}
+
+// atMsParam reads at_ms: a time in milliseconds since the epoch.
+func atMsParam(w http.ResponseWriter, q url.Values) (int64, bool) {
+	if len(q["at_ms"]) != 1 {
+		writeError(w, http.StatusBadRequest, "invalid_parameter", "at_ms is given once: milliseconds since the epoch")
+		return 0, false
+	}
+	at, err := strconv.ParseInt(q.Get("at_ms"), 10, 64)
+	if err != nil || at < 0 {
+		writeError(w, http.StatusBadRequest, "invalid_parameter", fmt.Sprintf("at_ms must be milliseconds since the epoch, from 0 up, not %q", q.Get("at_ms")))
+		return 0, false
+	}
+	return at, true
+}
+
+// offsetAt answers the offset of the first record committed at or after
+// at_ms, or the high watermark when none is.
+func (a *api) offsetAt(w http.ResponseWriter, r *http.Request) {
+	topic, p, ok := a.partitionOf(w, r)
+	if !ok {
+		return
+	}
+	q, ok := query(w, r, "at_ms")
+	if !ok {
+		return
+	}
+	if !q.Has("at_ms") {
+		writeError(w, http.StatusBadRequest, "invalid_parameter", "at_ms is required: milliseconds since the epoch")
+		return
+	}
+	at, ok := atMsParam(w, q)
+	if !ok {
+		return
+	}
+	offset, err := a.node.OffsetAt(r.Context(), topic, p, at)
+	if err != nil {
+		a.writeNodeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int64{"offset": offset, "high_watermark": a.hwm(r, topic, p, offset)})
 }
 
 func (a *api) startOffset(r *http.Request, topic string, p int) (int64, error) {

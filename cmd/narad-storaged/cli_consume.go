@@ -27,7 +27,7 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var cf clientFlags
 	cf.register(fs)
-	from := fs.String("from", "earliest", "where to start: earliest, latest, or an offset (with --cursor: where a new cursor starts, earliest or latest)")
+	from := fs.String("from", "earliest", "where to start: earliest, latest, an offset, or a time (RFC 3339: the first record committed at or after it); with --cursor, where a new cursor starts: earliest or latest")
 	cursorName := fs.String("cursor", "", "read through the fan-out cursor NAME: resume where it stands (made at --from if the topic has none), and move it past what is printed")
 	follow := fs.Bool("follow", false, "keep waiting for new records")
 	asJSON := fs.Bool("json", false, `print JSON lines: {"offset","key","value","committed_at_ms"} (and "partition" with --queue), key and value base64 with "encoding":"base64" when not UTF-8`)
@@ -130,8 +130,9 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 }
 
 // startOffset resolves --from: earliest (0: a read below the start steps
-// to it), latest (the high watermark now) or an offset. code is -1 when
-// it did, else the exit status.
+// to it), latest (the high watermark now), a time (the first record
+// committed at or after it) or an offset. code is -1 when it did, else
+// the exit status.
 func startOffset(ctx context.Context, c *client.Client, topic string, p int, from string, stderr io.Writer) (offset int64, code int) {
 	switch from {
 	case "earliest":
@@ -153,9 +154,17 @@ func startOffset(ctx context.Context, c *client.Client, topic string, p int, fro
 		}
 		return f.HighWatermark, -1
 	}
+	if at, err := time.Parse(time.RFC3339Nano, from); err == nil {
+		offset, err := c.OffsetAt(ctx, topic, p, at)
+		if err != nil {
+			fmt.Fprintln(stderr, "consume:", err)
+			return 0, 1
+		}
+		return offset, -1
+	}
 	offset, err := strconv.ParseInt(from, 10, 64)
 	if err != nil || offset < 0 {
-		fmt.Fprintf(stderr, "consume: --from %q: want earliest, latest or an offset from 0 up\n", from)
+		fmt.Fprintf(stderr, "consume: --from %q: want earliest, latest, an offset from 0 up, or an RFC 3339 time\n", from)
 		return 0, 2
 	}
 	return offset, -1

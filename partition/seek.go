@@ -1,0 +1,100 @@
+package partition
+
+import (
+	"errors"
+	"sort"
+)
+
+// OffsetAt returns the offset of the first record whose commit time is at
+// or after atMs (milliseconds since the epoch), or the high watermark when
+// no record is. It is exact, because commit times never decrease along a
+// partition (appendEnvelopes raises each to the newest before it), and
+// found by bisection: first over the segments, by the time of each one's
+// first record (a read of its first frame, from byte 0), then over the
+// offsets of the one segment where the answer lies, each probe a read of
+// the frame holding the offset (the segment's sparse index grows with
+// them, and the decoded frames are cached). Records in damaged frames
+// have no known time and are stepped over: the answer is the lowest offset
+// from which the next readable record is at or after atMs.
+//
+// Cost: O(log segments) frame reads, and O(log records) reads within the
+// segment, the first of which may walk the segment's frames up to the
+// probe when its index is cold.
+func (l *Log) OffsetAt(atMs int64) (int64, error) {
+	v := l.view.Load()
+	if v.closed {
+		return 0, ErrLogClosed
+	}
+	segs := append(append([]*segment(nil), v.sealed...), v.active)
+	end := func(i int) int64 {
+		if i+1 < len(segs) {
+			return segs[i+1].base
+		}
+		return v.hwm
+	}
+	// from(o) says whether the first readable record at or after o is at
+	// or after atMs (true when none is: the answer lies at or before o).
+	// Monotone in o, whatever frames are damaged.
+	from := func(o int64) (bool, error) {
+		t, found, err := l.timeFrom(max(o, v.start), v.hwm)
+		return !found || t >= atMs, err
+	}
+	var ferr error
+	// The first segment whose records all come at or after atMs.
+	i := sort.Search(len(segs), func(i int) bool {
+		if ferr != nil {
+			return true
+		}
+		ok, err := from(segs[i].base)
+		ferr = err
+		return ok
+	})
+	if ferr != nil {
+		return 0, ferr
+	}
+	if i == 0 {
+		return v.start, nil
+	}
+	// The answer lies in segment i-1, or is where segment i begins.
+	lo, hi := max(segs[i-1].base, v.start), end(i-1)
+	n := sort.Search(int(hi-lo), func(k int) bool {
+		if ferr != nil {
+			return true
+		}
+		ok, err := from(lo + int64(k))
+		ferr = err
+		return ok
+	})
+	if ferr != nil {
+		return 0, ferr
+	}
+	return lo + int64(n), nil
+}
+
+// timeFrom returns the commit time of the first readable record at or
+// after o and below end, stepping over damaged frames and records
+// retention deleted meanwhile; found is false when there is none.
+func (l *Log) timeFrom(o, end int64) (t int64, found bool, err error) {
+	for o < end {
+		res, err := l.Read(o, 1, 1)
+		var unreadable *UnreadableError
+		switch {
+		case errors.As(err, &unreadable) && unreadable.Next > o:
+			o = unreadable.Next
+			continue
+		case errors.Is(err, ErrOffsetDeleted):
+			if start := l.StartOffset(); start > o {
+				o = start
+				continue
+			}
+			return 0, false, err
+		case err != nil:
+			return 0, false, err
+		}
+		if len(res.Records) == 0 || res.Records[0].Offset >= end {
+			return 0, false, nil
+		}
+		return res.Records[0].CommittedAtUnixMs, true, nil
+	}
+	return 0, false, nil
+}
