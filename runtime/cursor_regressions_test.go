@@ -188,25 +188,25 @@ func TestCursor_AReadAndAnInstallDoNotDeadlock(t *testing.T) {
 // directory's position, caches it (written -1), and the next write-out
 // writes it over the installed file once the install is rolled forward.
 // The installed partition's cursor position is not the installed file's.
-// TestCursor_AnUnsettledInstallIsSettledBeforeALoad: after an install that
-// failed past its commit point, a cursor's load settles it first and takes
-// the installed position, never the replaced directory's.
-func TestCursor_AnUnsettledInstallIsSettledBeforeALoad(t *testing.T) {
-	d := newTestDisk(t, 1)
-	n := startNode(t, d, Config{})
+// unsettledInstallOfAuditAt7 makes topic orders (10 records, cursor
+// audit at 0) and installs the same partition with audit at 7, failing
+// the install past its commit point (an EIO on the topic directory's
+// sync after the staging directory is complete): the partition is left
+// unsettled, the old directory still at its name.
+func unsettledInstallOfAuditAt7(t *testing.T, n *testNode, d *sim.Disk) {
+	t.Helper()
 	rec, _, err := n.CreateTopic(bg, "orders", 1, Retention{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	produceN(t, n, "orders", 1, 10)
 	if _, err := n.CreateCursor(bg, "orders", "audit", CursorEarliest); err != nil {
-		t.Fatal(err) // position 0 in the old directory
+		t.Fatal(err)
 	}
 	listing, err := n.TransferListing(bg, "orders", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The install brings the same data with the cursor at 7.
 	dir := partitionPath("orders", 0)
 	var files []InstallFile
 	for _, s := range listing.Segments {
@@ -219,7 +219,6 @@ func TestCursor_AnUnsettledInstallIsSettledBeforeALoad(t *testing.T) {
 	hwm, _ := wire.EncodeOffsetFile(listing.HighWatermark)
 	pos, _ := wire.EncodeOffsetFile(7)
 	files = append(files, InstallFile{Name: wire.HWMFileName, Data: hwm[:]}, InstallFile{Name: "cursor.audit", Data: pos[:]})
-
 	topicDir := filepath.Join(dataDir, "topics", "orders")
 	var mu sync.Mutex
 	staged := false
@@ -235,27 +234,31 @@ func TestCursor_AnUnsettledInstallIsSettledBeforeALoad(t *testing.T) {
 		}
 		return nil
 	})
+	defer d.SetHook(nil)
 	if err := n.InstallPartition(bg, "orders", 0, rec.Incarnation, files); err == nil {
 		t.Fatal("install: want the injected EIO")
 	}
-	d.SetHook(nil)
-	got, err := n.Cursor(bg, "orders", "audit") // loads, then settles via the peek
+}
+
+// TestCursor_AnUnsettledInstallIsSettledBeforeALoad: after an install that
+// failed past its commit point, a cursor's load settles it first and takes
+// the installed position, never the replaced directory's.
+func TestCursor_AnUnsettledInstallIsSettledBeforeALoad(t *testing.T) {
+	d := newTestDisk(t, 1)
+	n := startNode(t, d, Config{})
+	unsettledInstallOfAuditAt7(t, n, d)
+	got, err := n.Cursor(bg, "orders", "audit")
 	if err != nil {
 		t.Fatal(err)
 	}
 	n.cursors.writeOutAll()
-	b, _ := d.Contents(filepath.Join(dir, "cursor.audit"))
+	b, _ := d.Contents(filepath.Join(partitionPath("orders", 0), "cursor.audit"))
 	onDisk, _, _ := wire.DecodeOffsetFile(b)
 	if got[0].Position != 7 || onDisk != 7 {
 		t.Fatalf("after the install rolled forward: cursor at %d in memory, %d on disk; want the installed 7", got[0].Position, onDisk)
 	}
 }
 
-// Bug 4: a position file is trusted without a bound: a non-negative value
-// past the high watermark (a bit flip; the format has no checksum, and
-// wire.DecodeOffsetFile says callers clamp by the hwm, as consumer.offset
-// is) is taken as is: reads fail until the log reaches it, then every
-// record below it is skipped, never served and never counted.
 // TestCursor_APositionPastTheHighWatermarkIsNotTrusted: a position file
 // above the high watermark (a flipped bit) is damage: the cursor starts
 // again from the first record and skips nothing.
@@ -435,50 +438,11 @@ func TestCursor_ACreateAfterARecreateBehindTheNodesBackMakesIt(t *testing.T) {
 func TestCursor_ADeleteSettlesAnUnfinishedInstallFirst(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	rec, _, err := n.CreateTopic(bg, "orders", 1, Retention{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	produceN(t, n, "orders", 1, 10)
-	if _, err := n.CreateCursor(bg, "orders", "audit", CursorEarliest); err != nil {
-		t.Fatal(err)
-	}
-	listing, err := n.TransferListing(bg, "orders", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := partitionPath("orders", 0)
-	var files []InstallFile
-	for _, s := range listing.Segments {
-		b, _ := d.Contents(filepath.Join(dir, s.Name))
-		files = append(files, InstallFile{Name: s.Name, Data: b})
-	}
-	hwm, _ := wire.EncodeOffsetFile(listing.HighWatermark)
-	pos, _ := wire.EncodeOffsetFile(7)
-	files = append(files, InstallFile{Name: wire.HWMFileName, Data: hwm[:]}, InstallFile{Name: "cursor.audit", Data: pos[:]})
-	topicDir := filepath.Join(dataDir, "topics", "orders")
-	var mu sync.Mutex
-	staged := false
-	d.SetHook(func(call sim.Call) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if call.Op == sim.OpRename && strings.HasSuffix(call.Path2, wire.InstallDirSuffix) {
-			staged = true
-		}
-		if staged && call.Op == sim.OpSyncDir && call.Path == topicDir {
-			staged = false
-			return syscall.EIO
-		}
-		return nil
-	})
-	if err := n.InstallPartition(bg, "orders", 0, rec.Incarnation, files); err == nil {
-		t.Fatal("install: want the injected EIO")
-	}
-	d.SetHook(nil)
+	unsettledInstallOfAuditAt7(t, n, d)
 	if err := n.DeleteCursor(bg, "orders", "audit"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.HighWatermark(bg, "orders", 0); err != nil { // the next open settles the install
+	if _, err := n.HighWatermark(bg, "orders", 0); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := n.Cursor(bg, "orders", "audit"); !errors.Is(err, ErrCursorNotFound) {

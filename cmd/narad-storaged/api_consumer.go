@@ -25,15 +25,8 @@ func (a *api) ack(w http.ResponseWriter, r *http.Request) {
 		a.badBody(w, err)
 		return
 	}
-	if len(body.Offsets) == 0 || len(body.Offsets) > maxAcks {
-		writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("offsets must hold 1 to %d offsets, not %d", maxAcks, len(body.Offsets)))
+	if !validOffsets(w, body.Offsets) {
 		return
-	}
-	for i, o := range body.Offsets {
-		if o < 0 {
-			writeError(w, http.StatusBadRequest, "invalid_offset", fmt.Sprintf("offsets[%d] is %d: offsets are not negative", i, o))
-			return
-		}
 	}
 	frontier, err := a.node.Ack(r.Context(), topic, p, body.Offsets...)
 	if errors.Is(err, partition.ErrBeyondHighWatermark) {
@@ -82,4 +75,20 @@ func (a *api) partitionOf(w http.ResponseWriter, r *http.Request) (string, int, 
 		return "", 0, false
 	}
 	return topic, p, true
+}
+
+// validOffsets checks the offsets of an ack or a nack: 1 to 100,000 of
+// them, none negative; it answers the error itself.
+func validOffsets(w http.ResponseWriter, offsets []int64) bool {
+	if len(offsets) == 0 || len(offsets) > maxAcks {
+		writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("offsets must hold 1 to %d offsets, not %d", maxAcks, len(offsets)))
+		return false
+	}
+	for i, o := range offsets {
+		if o < 0 {
+			writeError(w, http.StatusBadRequest, "invalid_offset", fmt.Sprintf("offsets[%d] is %d: offsets are not negative", i, o))
+			return false
+		}
+	}
+	return true
 }

@@ -27,6 +27,18 @@ func cursorOf(w http.ResponseWriter, r *http.Request) (topic, name string, ok bo
 	return topic, name, true
 }
 
+// cursorPartitionOf reads {topic}, {name} and {p}, answering the error
+// itself when one is invalid.
+func cursorPartitionOf(w http.ResponseWriter, r *http.Request) (topic, name string, p int, ok bool) {
+	if topic, name, ok = cursorOf(w, r); !ok {
+		return "", "", 0, false
+	}
+	if p, ok = partitionParam(r); !ok {
+		writeError(w, http.StatusNotFound, "partition_not_found", fmt.Sprintf("no partition %q: partitions are numbered from 0", r.PathValue("p")))
+	}
+	return topic, name, p, ok
+}
+
 // writeCursorError answers the cursor's own errors, and the node's.
 func (a *api) writeCursorError(w http.ResponseWriter, r *http.Request, name string, err error) {
 	if errors.Is(err, runtime.ErrCursorNotFound) {
@@ -129,13 +141,8 @@ func (a *api) deleteCursor(w http.ResponseWriter, r *http.Request) {
 
 // commitCursor sets a cursor's position in one partition.
 func (a *api) commitCursor(w http.ResponseWriter, r *http.Request) {
-	topic, name, ok := cursorOf(w, r)
+	topic, name, p, ok := cursorPartitionOf(w, r)
 	if !ok {
-		return
-	}
-	p, ok := partitionParam(r)
-	if !ok {
-		writeError(w, http.StatusNotFound, "partition_not_found", fmt.Sprintf("no partition %q: partitions are numbered from 0", r.PathValue("p")))
 		return
 	}
 	if _, ok := query(w, r); !ok {
@@ -168,35 +175,19 @@ func (a *api) commitCursor(w http.ResponseWriter, r *http.Request) {
 // advance=false; at the high watermark with wait_ms it long-polls on the
 // log's broadcast channel, as a fetch does.
 func (a *api) readCursor(w http.ResponseWriter, r *http.Request) {
-	topic, name, ok := cursorOf(w, r)
+	topic, name, p, ok := cursorPartitionOf(w, r)
 	if !ok {
-		return
-	}
-	p, ok := partitionParam(r)
-	if !ok {
-		writeError(w, http.StatusNotFound, "partition_not_found", fmt.Sprintf("no partition %q: partitions are numbered from 0", r.PathValue("p")))
 		return
 	}
 	q, ok := query(w, r, "max_records", "max_bytes", "wait_ms", "encoding", "advance")
 	if !ok {
 		return
 	}
-	maxRecords, ok := intParam(w, q, "max_records", 1000, 1, maxFetchRecords)
+	rp, ok := readParamsOf(w, q)
 	if !ok {
 		return
 	}
-	maxBytes, ok := intParam(w, q, "max_bytes", 1<<20, 1, maxFetchBytes)
-	if !ok {
-		return
-	}
-	waitMs, ok := intParam(w, q, "wait_ms", 0, 0, maxWait)
-	if !ok {
-		return
-	}
-	b64, ok := base64Param(w, q)
-	if !ok {
-		return
-	}
+	maxRecords, maxBytes, waitMs, b64 := rp.maxRecords, rp.maxBytes, rp.waitMs, rp.b64
 	advance := true
 	switch v := q.Get("advance"); v {
 	case "", "true":

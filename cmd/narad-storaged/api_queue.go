@@ -153,15 +153,8 @@ func (a *api) nack(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_body", "lease_id is required: the lease_id the consume gave the records")
 		return
 	}
-	if len(body.Offsets) == 0 || len(body.Offsets) > maxAcks {
-		writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("offsets must hold 1 to %d offsets, not %d", maxAcks, len(body.Offsets)))
+	if !validOffsets(w, body.Offsets) {
 		return
-	}
-	for i, o := range body.Offsets {
-		if o < 0 {
-			writeError(w, http.StatusBadRequest, "invalid_offset", fmt.Sprintf("offsets[%d] is %d: offsets are not negative", i, o))
-			return
-		}
 	}
 	given, err := a.node.Nack(r.Context(), topic, p, *body.LeaseID, body.Offsets...)
 	if err != nil {

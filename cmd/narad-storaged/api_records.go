@@ -362,22 +362,11 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	maxRecords, ok := intParam(w, q, "max_records", 1000, 1, maxFetchRecords)
+	rp, ok := readParamsOf(w, q)
 	if !ok {
 		return
 	}
-	maxBytes, ok := intParam(w, q, "max_bytes", 1<<20, 1, maxFetchBytes)
-	if !ok {
-		return
-	}
-	waitMs, ok := intParam(w, q, "wait_ms", 0, 0, maxWait)
-	if !ok {
-		return
-	}
-	b64, ok := base64Param(w, q)
-	if !ok {
-		return
-	}
+	maxRecords, maxBytes, waitMs, b64 := rp.maxRecords, rp.maxBytes, rp.waitMs, rp.b64
 	l, err := a.node.Log(r.Context(), topic, p)
 	if err != nil {
 		a.writeNodeError(w, r, err)
@@ -456,6 +445,29 @@ func (a *api) waitForCommit(r *http.Request, topic string, p int, l *partition.L
 			return open, true
 		}
 	}
+}
+
+// readParams are a read's query parameters, shared by a fetch and a
+// read through a cursor.
+type readParams struct {
+	maxRecords, maxBytes, waitMs int
+	b64                          bool
+}
+
+// readParamsOf reads max_records, max_bytes, wait_ms and encoding,
+// answering the error itself when one is invalid.
+func readParamsOf(w http.ResponseWriter, q url.Values) (rp readParams, ok bool) {
+	if rp.maxRecords, ok = intParam(w, q, "max_records", 1000, 1, maxFetchRecords); !ok {
+		return rp, false
+	}
+	if rp.maxBytes, ok = intParam(w, q, "max_bytes", 1<<20, 1, maxFetchBytes); !ok {
+		return rp, false
+	}
+	if rp.waitMs, ok = intParam(w, q, "wait_ms", 0, 0, maxWait); !ok {
+		return rp, false
+	}
+	rp.b64, ok = base64Param(w, q)
+	return rp, ok
 }
 
 // fetchOffset is where a fetch starts: offset, or the first record
