@@ -19,7 +19,8 @@ import (
 )
 
 // runConsume prints records from an offset on; with --follow it waits for
-// new ones as they commit (long polls). A damaged frame is skipped with a
+// new ones as they commit (long polls). A damaged frame stops it (exit 1,
+// naming the offsets), or with --skip-damaged is stepped over with a
 // warning on stderr; records retention deleted are skipped to the start.
 // With --queue it is a queue consumer instead (runQueueConsume).
 func runConsume(args []string, stdout, stderr io.Writer) int {
@@ -31,6 +32,7 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 	cursorName := fs.String("cursor", "", "read through the fan-out cursor NAME: resume where it stands (made at --from if the topic has none), and move it past what is printed")
 	follow := fs.Bool("follow", false, "keep waiting for new records")
 	asJSON := fs.Bool("json", false, `print JSON lines: {"offset","key","value","committed_at_ms"} (and "partition" with --queue), key and value base64 with "encoding":"base64" when not UTF-8`)
+	skipDamaged := fs.Bool("skip-damaged", false, "step over the records of a damaged frame (saying so on stderr) instead of stopping there")
 	queue := fs.Bool("queue", false, "be a queue consumer: lease records (of any partition unless --partition is given), print them, ack them")
 	noAck := fs.Bool("no-ack", false, "with --queue: give the records back (nack) instead of acking them: a peek")
 	lease := fs.Duration("lease", 30*time.Second, "with --queue: how long a record stays leased")
@@ -40,7 +42,7 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 			"       narad-storaged consume --cursor NAME --topic T [--partition P] [--from earliest|latest] [--follow] [--json]\n\n"+
 			"Prints records: OFFSET<TAB>KEY<TAB>VALUE per line (bytes as stored), or JSON lines;\n"+
 			"with --queue, PARTITION<TAB>OFFSET<TAB>KEY<TAB>VALUE.\n"+
-			"Exit status: 0 done, 1 a fetch failed, 2 usage.\n\n")
+			"Exit status: 0 done, 1 a fetch failed (or met a damaged frame without --skip-damaged), 2 usage.\n\n")
 		fs.PrintDefaults()
 	}
 	if code, done := parseClientCommand(fs, args, stderr); done {
@@ -54,6 +56,10 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 	}
 	if *queue && set["from"] {
 		fmt.Fprintln(stderr, "consume: --from is not for --queue: a queue consumer leases what nobody acked")
+		return 2
+	}
+	if (*queue || *cursorName != "") && set["skip-damaged"] {
+		fmt.Fprintln(stderr, "consume: a queue consumer or a cursor always steps over damaged records (the node settles them); --skip-damaged is for a replay")
 		return 2
 	}
 	if *queue && *cursorName != "" {
@@ -103,6 +109,10 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 		var e *client.Error
 		switch {
 		case errors.As(err, &e) && e.Code == "record_unreadable" && e.NextOffset != nil && *e.NextOffset > offset:
+			if !*skipDamaged {
+				fmt.Fprintf(stderr, "consume: offsets %d..%d are in a damaged frame; --skip-damaged (or --from %d) steps over them\n", offset, *e.NextOffset-1, *e.NextOffset)
+				return 1
+			}
 			fmt.Fprintf(stderr, "consume: offsets %d..%d are in a damaged frame; skipped\n", offset, *e.NextOffset-1)
 			offset = *e.NextOffset
 			continue

@@ -170,7 +170,7 @@ func TestConsume_StopsWhenASkipDoesNotAdvance(t *testing.T) {
 			}))
 			defer srv.Close()
 			var out, errb bytes.Buffer
-			code := runConsume([]string{"--addr", srv.URL, "--topic", "t", "--from", "5"}, &out, &errb)
+			code := runConsume([]string{"--addr", srv.URL, "--topic", "t", "--from", "5", "--skip-damaged"}, &out, &errb)
 			skipped := strings.Count(errb.String(), "skipped")
 			if code != 1 || skipped > 0 || n.Load() > 1 {
 				t.Errorf("exit %d after %d requests, %d \"skipped\" lines: a skip that does not advance loops", code, n.Load(), skipped)
@@ -179,5 +179,39 @@ func TestConsume_StopsWhenASkipDoesNotAdvance(t *testing.T) {
 				t.Errorf("%d fetches of offset 5: a skip that does not advance loops", n.Load())
 			}
 		})
+	}
+}
+
+// TestConsume_ADamagedFrameStopsAReplayUnlessSkipped: a replay meeting a
+// damaged frame exits 1 naming its offsets and where to resume; with
+// --skip-damaged it steps over them, says so, and goes on.
+func TestConsume_ADamagedFrameStopsAReplayUnlessSkipped(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		off, _ := strconv.ParseInt(r.URL.Query().Get("offset"), 10, 64)
+		if off < 4 {
+			w.WriteHeader(http.StatusGone)
+			fmt.Fprint(w, `{"error":{"code":"record_unreadable","message":"m"},"next_offset":4}`)
+			return
+		}
+		w.Header().Set("Content-Type", batchContentType)
+		w.Header().Set("Narad-Next-Offset", "5")
+		w.Header().Set("Narad-High-Watermark", "5")
+		var b []byte
+		b = binary.BigEndian.AppendUint64(b, 4)
+		b = binary.BigEndian.AppendUint64(b, 0)
+		b = binary.AppendUvarint(b, 0)
+		b = binary.AppendUvarint(b, 1)
+		b = append(b, 'v')
+		w.Write(b)
+	}))
+	defer srv.Close()
+	var out, errb bytes.Buffer
+	if code := runConsume([]string{"--addr", srv.URL, "--topic", "t"}, &out, &errb); code != 1 || out.Len() != 0 || !strings.Contains(errb.String(), "offsets 0..3 are in a damaged frame; --skip-damaged") {
+		t.Fatalf("without --skip-damaged: exit %d, %q %q", code, out.String(), errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if code := runConsume([]string{"--addr", srv.URL, "--topic", "t", "--skip-damaged"}, &out, &errb); code != 0 || out.String() != "4\t\tv\n" || !strings.Contains(errb.String(), "skipped") {
+		t.Fatalf("with --skip-damaged: exit %d, %q %q", code, out.String(), errb.String())
 	}
 }
