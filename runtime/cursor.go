@@ -243,10 +243,12 @@ func (n *Node) cursorOf(ctx context.Context, key supervisor.Key, name string, cr
 				stale = true // closed or replaced meanwhile: start over
 				return nil
 			}
-			if marker, err := n.readMarker(filepath.Join(n.topicsDir, key.Topic)); err != nil || (rec.Incarnation != "" && marker != rec.Incarnation) {
-				// The record moved on while this log is still open; the
-				// recheck retires it.
-				return fmt.Errorf("%w: %s was deleted or recreated", ErrTopicNotFound, key.Topic)
+			if rec.Incarnation != "" { // a record without an id (from before ids) has nothing to check
+				if marker, err := n.readMarker(filepath.Join(n.topicsDir, key.Topic)); err != nil || marker != rec.Incarnation {
+					// The record moved on while this log is still open;
+					// the recheck retires it.
+					return fmt.Errorf("%w: %s was deleted or recreated", ErrTopicNotFound, key.Topic)
+				}
 			}
 			if c = n.cursors.lookup(ck); c != nil && c.incarnation == rec.Incarnation {
 				return nil

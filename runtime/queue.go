@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -367,42 +368,59 @@ func (n *Node) Consume(ctx context.Context, topic string, opts ConsumeOptions) (
 	if opts.Wait <= 0 {
 		return n.leaseAny(ctx, topic, partitions, opts)
 	}
-	pk := n.queues.parking(topic)
 	t := time.NewTimer(opts.Wait)
 	defer t.Stop()
 	requeue := false
+	var owed []int // partitions of wake-ups taken and not yet served
 	for {
+		// The topic's parking list, again each time: a drop of the topic's
+		// consumer state (a delete, a quarantine) replaces it.
+		pk := n.queues.parking(topic)
 		w := pk.park(opts.Partition, requeue) // before the check, so no wake-up is missed
 		out, err := n.leaseAny(ctx, topic, partitions, opts)
 		if errors.Is(err, ErrTooManyLeased) {
 			err = nil // wait for a slot, as for a record
 		}
-		if err != nil || len(out) > 0 {
-			if woken, p := pk.unpark(w); woken && len(out) == 0 {
+		done, taken := err != nil || len(out) > 0, false
+		if !done {
+			select {
+			case p := <-w.ch:
+				owed, taken = append(owed, p), true
+				requeue = true
+				if n.closed.Load() {
+					err, done = ErrNodeClosed, true
+				} else if _, ok, terr := n.ms.Topic(ctx, topic); terr != nil || !ok {
+					err, done = terr, true
+					if terr == nil {
+						err = fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
+					}
+				} else {
+					continue
+				}
+			case <-t.C:
+				done = true
+			case <-ctx.Done():
+				err, done = ctx.Err(), true
+			}
+		}
+		// Returning: pass on every wake-up taken for a partition this
+		// consume did not lease from (another consume may take it), and
+		// one for each partition it leased from (more may be free there).
+		if !taken {
+			if woken, p := pk.unpark(w); woken {
+				owed = append(owed, p)
+			}
+		}
+		leased := leasedPartitions(out)
+		for _, p := range owed {
+			if !slices.Contains(leased, p) {
 				pk.wake(p)
 			}
-			for _, p := range leasedPartitions(out) {
-				pk.wake(p) // more may be free there: pass it on
-			}
-			return out, err
 		}
-		select {
-		case <-w.ch:
-			requeue = true
-			if n.closed.Load() {
-				return nil, ErrNodeClosed
-			}
-			if _, ok, _ := n.ms.Topic(ctx, topic); !ok {
-				return nil, fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
-			}
-			continue
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		if woken, p := pk.unpark(w); woken {
+		for _, p := range leased {
 			pk.wake(p)
 		}
-		return nil, ctx.Err()
+		return out, err
 	}
 }
 
