@@ -511,10 +511,7 @@ func (n *Node) cursorPosition(c *cursor) (int64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.dropped {
-		if n.closed.Load() {
-			return 0, ErrNodeClosed
-		}
-		return 0, fmt.Errorf("%w: %q on %s/%d (deleted or replaced meanwhile)", ErrCursorNotFound, c.name, c.key.Topic, c.key.Partition)
+		return 0, n.closedOr(fmt.Errorf("%w: %q on %s/%d (deleted or replaced meanwhile)", ErrCursorNotFound, c.name, c.key.Topic, c.key.Partition))
 	}
 	return c.pos, nil
 }
