@@ -59,9 +59,6 @@ func within(t *testing.T, what string, d time.Duration, fn func()) {
 	}
 }
 
-// Bug 1: DeleteCursor(a) forgets every cursor of each partition, not only
-// a: cursor b's position moved in memory since its last write-out is lost
-// (b re-reads records it already returned), with no crash involved.
 // TestCursor_DeletingOneLeavesTheOthers: a cursor's delete drops its own
 // state only: another cursor of the same partition keeps its unwritten
 // position.
@@ -87,13 +84,6 @@ func TestCursor_DeletingOneLeavesTheOthers(t *testing.T) {
 	}
 }
 
-// Bug 2a: ReadCursor holds c.mu across Node.Read, which may open the log
-// under the topic's guard; an open that quarantines a deleted
-// incarnation calls dropConsumerState -> cursors.forget -> c.mu.Lock on
-// the same goroutine: a self-deadlock that also holds the topic's guard
-// forever. Trigger: the topic deleted and recreated behind the node's
-// back (the path TestConsumer_DeletedIncarnationNeverWritesIntoTheNewDirectory
-// exercises), a cursor of the old incarnation still in memory.
 // TestCursor_AReadMeetingAQuarantineDoesNotDeadlock: a read whose reopen
 // quarantines a recreated topic's directory (dropping the cursor under the
 // guard) does not wait on itself: reads hold no lock a drop takes.
@@ -121,11 +111,6 @@ func TestCursor_AReadMeetingAQuarantineDoesNotDeadlock(t *testing.T) {
 	n.Close()
 }
 
-// Bug 2b: the same lock inversion across two goroutines. An install holds
-// the topic's guard (its log closed) and then forgets the partition's
-// cursors (c.mu); a ReadCursor holding c.mu needs the guard to reopen the
-// log. The sim hook holds the install under the guard just long enough
-// for the read to take c.mu.
 // TestCursor_AReadAndAnInstallDoNotDeadlock: a read waiting for the topic's
 // guard and an install holding it (and dropping the partition's cursors)
 // both finish.
@@ -300,9 +285,6 @@ func TestCursor_APositionPastTheHighWatermarkIsNotTrusted(t *testing.T) {
 	}
 }
 
-// A peek (advance=false) over a damaged frame counts its records in
-// narad_fanout_child_dropped_messages every time: the counter says records
-// were dropped that the cursor has not passed, and counts them again.
 // TestCursor_PeeksCountNoDroppedRecords: peeks over a damaged frame report
 // what they stepped over but count nothing: only the read that moves the
 // cursor past it counts it.
@@ -348,10 +330,6 @@ func TestCursor_PeeksCountNoDroppedRecords(t *testing.T) {
 	}
 }
 
-// Bug 4, from a crash image: a write-out torn by a power loss (the 8-byte
-// in-place write reached the file, its fdatasync did not) leaves garbage
-// in the sector; about half of all garbage decodes as a non-negative
-// position, taken unclamped, past the high watermark.
 // TestCursor_ATornWriteOutNeverStepsForward: a crash between a write-out
 // and its sync, leaving garbage in the sector, never puts a cursor past the
 // high watermark.
@@ -397,11 +375,6 @@ func TestCursor_ATornWriteOutNeverStepsForward(t *testing.T) {
 	}
 }
 
-// Bug 5: cursorOf's first lookup (before the log's open and without the
-// incarnation check) finds a deleted incarnation's cursor still in
-// memory: CreateCursor on the recreated topic answers "exists, not
-// created", makes no file, and the cursor then vanishes when the first
-// open quarantines the old directory.
 // TestCursor_ACreateAfterARecreateBehindTheNodesBackMakesIt: a create on a
 // topic deleted and recreated behind the node's back makes the cursor in
 // the new incarnation, not the old one's memory.
@@ -429,9 +402,6 @@ func TestCursor_ACreateAfterARecreateBehindTheNodesBackMakesIt(t *testing.T) {
 	}
 }
 
-// Bug 3b: DeleteCursor on a partition whose install is unsettled removes
-// the old directory's file; the roll-forward brings the installed file
-// in: the deleted cursor is back.
 // TestCursor_ADeleteSettlesAnUnfinishedInstallFirst: a delete after an
 // install that failed past its commit point settles the install first, so
 // the installed file is the one deleted and the cursor does not come back.

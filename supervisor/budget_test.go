@@ -55,16 +55,16 @@ func TestBudget_ClosesTheLeastRecentlyUsedIdleLog(t *testing.T) {
 		if _, err := la.Produce(t.Context(), []partition.Record{{Value: []byte("x")}, {Value: []byte("y")}}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Second)
+		<-time.After(time.Second) // the bubble's clock
 		lb, err := r.Open(b, openByKey(d, b))
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Second)
+		<-time.After(time.Second) // the bubble's clock
 		if _, err := r.Open(a, openByKey(d, a)); err != nil { // a is now the most recent
 			t.Fatal(err)
 		}
-		time.Sleep(time.Second)
+		<-time.After(time.Second) // the bubble's clock
 		if _, err := r.Open(c, openByKey(d, c)); err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +74,7 @@ func TestBudget_ClosesTheLeastRecentlyUsedIdleLog(t *testing.T) {
 		if len(evicted) != 1 || evicted[0] != b || r.Evictions() != 1 {
 			t.Fatalf("evicted %v (count %d), want [%v]", evicted, r.Evictions(), b)
 		}
-		time.Sleep(time.Second)
+		<-time.After(time.Second) // the bubble's clock
 		if _, err := r.Open(b, openByKey(d, b)); err != nil { // evicts a, whose hwm is written
 			t.Fatal(err)
 		}
