@@ -493,7 +493,7 @@ func (a *api) fetchOffset(w http.ResponseWriter, r *http.Request, q url.Values, 
 	if err != nil || offset < 0 {
 		msg := fmt.Sprintf("offset must be an integer from 0 up, not %q", q.Get("offset"))
 		if !q.Has("offset") {
-			msg = "offset (or at_ms) is required: the first offset to read"
+			msg = "offset is required (or at_ms): the first offset to read"
 		}
 		writeError(w, http.StatusBadRequest, "invalid_offset", msg)
 		return 0, false
