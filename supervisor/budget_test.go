@@ -60,7 +60,7 @@ func TestBudget_ClosesTheLeastRecentlyUsedIdleLog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		<-time.After(time.Second) // the bubble's clock
+		<-time.After(time.Second)                             // the bubble's clock
 		if _, err := r.Open(a, openByKey(d, a)); err != nil { // a is now the most recent
 			t.Fatal(err)
 		}
@@ -74,7 +74,7 @@ func TestBudget_ClosesTheLeastRecentlyUsedIdleLog(t *testing.T) {
 		if len(evicted) != 1 || evicted[0] != b || r.Evictions() != 1 {
 			t.Fatalf("evicted %v (count %d), want [%v]", evicted, r.Evictions(), b)
 		}
-		<-time.After(time.Second) // the bubble's clock
+		<-time.After(time.Second)                             // the bubble's clock
 		if _, err := r.Open(b, openByKey(d, b)); err != nil { // evicts a, whose hwm is written
 			t.Fatal(err)
 		}
