@@ -35,7 +35,8 @@ func closeAll(t *testing.T, r *Registry) {
 
 // TestBudget_ClosesTheLeastRecentlyUsedIdleLog: past MaxOpen, an open
 // closes the log used least recently, cleanly (its high watermark back
-// on reopen), and counts the eviction.
+// on reopen), and counts the eviction. Uses a second apart are a second
+// of the bubble's clock.
 func TestBudget_ClosesTheLeastRecentlyUsedIdleLog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := sim.NewDisk(1)
@@ -55,16 +56,16 @@ func TestBudget_ClosesTheLeastRecentlyUsedIdleLog(t *testing.T) {
 		if _, err := la.Produce(t.Context(), []partition.Record{{Value: []byte("x")}, {Value: []byte("y")}}); err != nil {
 			t.Fatal(err)
 		}
-		<-time.After(time.Second) // the bubble's clock
+		<-time.After(time.Second)
 		lb, err := r.Open(b, openByKey(d, b))
 		if err != nil {
 			t.Fatal(err)
 		}
-		<-time.After(time.Second)                             // the bubble's clock
+		<-time.After(time.Second)
 		if _, err := r.Open(a, openByKey(d, a)); err != nil { // a is now the most recent
 			t.Fatal(err)
 		}
-		<-time.After(time.Second) // the bubble's clock
+		<-time.After(time.Second)
 		if _, err := r.Open(c, openByKey(d, c)); err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +75,7 @@ func TestBudget_ClosesTheLeastRecentlyUsedIdleLog(t *testing.T) {
 		if len(evicted) != 1 || evicted[0] != b || r.Evictions() != 1 {
 			t.Fatalf("evicted %v (count %d), want [%v]", evicted, r.Evictions(), b)
 		}
-		<-time.After(time.Second)                             // the bubble's clock
+		<-time.After(time.Second)
 		if _, err := r.Open(b, openByKey(d, b)); err != nil { // evicts a, whose hwm is written
 			t.Fatal(err)
 		}
