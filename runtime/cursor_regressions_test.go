@@ -64,10 +64,7 @@ func within(t *testing.T, what string, d time.Duration, fn func()) {
 // position.
 func TestCursor_DeletingOneLeavesTheOthers(t *testing.T) {
 	n := startNode(t, nil, Config{})
-	if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
-		t.Fatal(err)
-	}
-	produceN(t, n, "orders", 1, 10)
+	makeTopic(t, n, "orders", 1, 10)
 	for _, name := range []string{"a", "b"} {
 		if _, err := n.CreateCursor(bg, "orders", name, CursorEarliest); err != nil {
 			t.Fatal(err)
@@ -89,10 +86,7 @@ func TestCursor_DeletingOneLeavesTheOthers(t *testing.T) {
 // guard) does not wait on itself: reads hold no lock a drop takes.
 func TestCursor_AReadMeetingAQuarantineDoesNotDeadlock(t *testing.T) {
 	n := startNodeNoCleanup(t, newTestDisk(t, 1))
-	if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
-		t.Fatal(err)
-	}
-	produceN(t, n, "orders", 1, 5)
+	makeTopic(t, n, "orders", 1, 5)
 	if _, err := n.CreateCursor(bg, "orders", "audit", CursorEarliest); err != nil {
 		t.Fatal(err)
 	}
@@ -250,10 +244,7 @@ func TestCursor_AnUnsettledInstallIsSettledBeforeALoad(t *testing.T) {
 func TestCursor_APositionPastTheHighWatermarkIsNotTrusted(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
-		t.Fatal(err)
-	}
-	produceN(t, n, "orders", 1, 5)
+	makeTopic(t, n, "orders", 1, 5)
 	if _, err := n.CreateCursor(bg, "orders", "audit", CursorEarliest); err != nil {
 		t.Fatal(err)
 	}
@@ -291,9 +282,7 @@ func TestCursor_APositionPastTheHighWatermarkIsNotTrusted(t *testing.T) {
 func TestCursor_PeeksCountNoDroppedRecords(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	if _, _, err := n.CreateTopic(bg, "jobs", 1, Retention{}); err != nil {
-		t.Fatal(err)
-	}
+	makeTopic(t, n, "jobs", 1, 0)
 	for i := range 2 {
 		if _, err := n.Produce(bg, "jobs", 0, recs("jobs", 0, i*5, 5)); err != nil {
 			t.Fatal(err)
@@ -336,10 +325,7 @@ func TestCursor_PeeksCountNoDroppedRecords(t *testing.T) {
 func TestCursor_ATornWriteOutNeverStepsForward(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
-		t.Fatal(err)
-	}
-	produceN(t, n, "orders", 1, 10)
+	makeTopic(t, n, "orders", 1, 10)
 	if _, err := n.CreateCursor(bg, "orders", "audit", CursorEarliest); err != nil {
 		t.Fatal(err)
 	}
@@ -380,10 +366,7 @@ func TestCursor_ATornWriteOutNeverStepsForward(t *testing.T) {
 // the new incarnation, not the old one's memory.
 func TestCursor_ACreateAfterARecreateBehindTheNodesBackMakesIt(t *testing.T) {
 	n := startNode(t, nil, Config{})
-	if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
-		t.Fatal(err)
-	}
-	produceN(t, n, "orders", 1, 5)
+	makeTopic(t, n, "orders", 1, 5)
 	if _, err := n.CreateCursor(bg, "orders", "audit", CursorEarliest); err != nil {
 		t.Fatal(err)
 	}

@@ -36,10 +36,7 @@ func offsetsOf(r CursorRead) string {
 func TestCursor_ReadsInOrderAndResumesAfterARestart(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	if _, _, err := n.CreateTopic(bg, "orders", 2, Retention{}); err != nil {
-		t.Fatal(err)
-	}
-	produceN(t, n, "orders", 2, 5)
+	makeTopic(t, n, "orders", 2, 5)
 	if created, err := n.CreateCursor(bg, "orders", "audit", CursorEarliest); err != nil || !created {
 		t.Fatalf("create: %v, %v", created, err)
 	}
@@ -93,10 +90,7 @@ func TestCursor_ReadsInOrderAndResumesAfterARestart(t *testing.T) {
 func TestCursor_AWrittenOutPositionSurvivesACrash(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
-		t.Fatal(err)
-	}
-	produceN(t, n, "orders", 1, 10)
+	makeTopic(t, n, "orders", 1, 10)
 	if _, err := n.CreateCursor(bg, "orders", "audit", CursorEarliest); err != nil {
 		t.Fatal(err)
 	}
@@ -131,9 +125,7 @@ func TestCursor_AWrittenOutPositionSurvivesACrash(t *testing.T) {
 func TestCursor_DamagedFrameSteppedOverCountedAndLogged(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	if _, _, err := n.CreateTopic(bg, "jobs", 1, Retention{}); err != nil {
-		t.Fatal(err)
-	}
+	makeTopic(t, n, "jobs", 1, 0)
 	for i := range 3 {
 		if _, err := n.Produce(bg, "jobs", 0, recs("jobs", 0, i*5, 5)); err != nil {
 			t.Fatal(err)
@@ -190,10 +182,7 @@ func TestCursor_DamagedFrameSteppedOverCountedAndLogged(t *testing.T) {
 func TestCursor_GoesWithItsIncarnationAndItsDelete(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	if _, _, err := n.CreateTopic(bg, "orders", 2, Retention{}); err != nil {
-		t.Fatal(err)
-	}
-	produceN(t, n, "orders", 2, 3)
+	makeTopic(t, n, "orders", 2, 3)
 	if _, err := n.CreateCursor(bg, "orders", "audit", CursorEarliest); err != nil {
 		t.Fatal(err)
 	}
@@ -203,10 +192,7 @@ func TestCursor_GoesWithItsIncarnationAndItsDelete(t *testing.T) {
 	if err := n.DeleteTopic(bg, "orders"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := n.CreateTopic(bg, "orders", 2, Retention{}); err != nil {
-		t.Fatal(err)
-	}
-	produceN(t, n, "orders", 2, 1)
+	makeTopic(t, n, "orders", 2, 1)
 	n.cursors.writeOutAll() // nothing of the old incarnation is written into the new one
 	if _, err := n.Cursor(bg, "orders", "audit"); !errors.Is(err, ErrCursorNotFound) {
 		t.Fatalf("the old incarnation's cursor in the new one: %v", err)
@@ -240,10 +226,7 @@ func TestCursor_PositionsAreWrittenOutOnTheCommittersCadence(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := newTestDisk(t, 1)
 		n := startNode(t, d, Config{ConsumerOffsetCommitInterval: time.Second})
-		if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
-			t.Fatal(err)
-		}
-		produceN(t, n, "orders", 1, 10)
+		makeTopic(t, n, "orders", 1, 10)
 		if _, err := n.CreateCursor(bg, "orders", "audit", CursorEarliest); err != nil {
 			t.Fatal(err)
 		}

@@ -27,9 +27,7 @@ type consumeResult struct {
 func TestQueue_ACommitWakesAConsumerOfItsPartition(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := startNode(t, nil, Config{})
-		if _, _, err := n.CreateTopic(bg, "jobs", 2, Retention{}); err != nil {
-			t.Fatal(err)
-		}
+		makeTopic(t, n, "jobs", 2, 0)
 		a := make(chan consumeResult, 1)
 		go func() {
 			got, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: 0, Wait: time.Hour})
@@ -62,10 +60,7 @@ func TestQueue_ACommitWakesAConsumerOfItsPartition(t *testing.T) {
 func TestQueue_ALateNackLeavesAnotherConsumersLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := startNode(t, nil, Config{})
-		if _, _, err := n.CreateTopic(bg, "jobs", 1, Retention{}); err != nil {
-			t.Fatal(err)
-		}
-		produceN(t, n, "jobs", 1, 1)
+		makeTopic(t, n, "jobs", 1, 1)
 		first, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: 0, Lease: 10 * time.Second})
 		if err != nil || len(first) != 1 {
 			t.Fatalf("A: %v, %v", first, err)
@@ -92,9 +87,7 @@ func TestQueue_AConsumeThatDoesNotWaitSwallowsNoWakeUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := newTestDisk(t, 1)
 		n := startNode(t, d, Config{})
-		if _, _, err := n.CreateTopic(bg, "jobs", 2, Retention{}); err != nil {
-			t.Fatal(err)
-		}
+		makeTopic(t, n, "jobs", 2, 0)
 		// Partition 0: one record, acked; its progress settled by a close,
 		// so the next touch recovers it from disk (where B is held).
 		produceN(t, n, "jobs", 1, 1)
@@ -158,9 +151,7 @@ func TestQueue_AConsumeThatDoesNotWaitSwallowsNoWakeUp(t *testing.T) {
 func TestQueue_ALogClosingUnderAConsumeIsReopened(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	if _, _, err := n.CreateTopic(bg, "jobs", 1, Retention{}); err != nil {
-		t.Fatal(err)
-	}
+	makeTopic(t, n, "jobs", 1, 0)
 	for i := range 2 { // two frames
 		if _, err := n.Produce(bg, "jobs", 0, recs("jobs", 0, i, 1)); err != nil {
 			t.Fatal(err)
@@ -211,9 +202,7 @@ func TestQueue_RedeliveriesCountOnlyRecordsDeliveredBefore(t *testing.T) {
 	d := newTestDisk(t, 1)
 	reg := prometheus.NewRegistry()
 	n := startNode(t, d, Config{Registerer: reg})
-	if _, _, err := n.CreateTopic(bg, "jobs", 1, Retention{}); err != nil {
-		t.Fatal(err)
-	}
+	makeTopic(t, n, "jobs", 1, 0)
 	for i := range 2 {
 		if _, err := n.Produce(bg, "jobs", 0, recs("jobs", 0, i*5, 5)); err != nil {
 			t.Fatal(err)
@@ -245,10 +234,7 @@ func TestQueue_RedeliveriesCountOnlyRecordsDeliveredBefore(t *testing.T) {
 // own lock, racing no holder of it (the race detector checks).
 func TestQueue_AQueueIsReplacedUnderItsLock(t *testing.T) {
 	n := startNode(t, nil, Config{})
-	if _, _, err := n.CreateTopic(bg, "jobs", 2, Retention{}); err != nil {
-		t.Fatal(err)
-	}
-	produceN(t, n, "jobs", 2, 1)
+	makeTopic(t, n, "jobs", 2, 1)
 	if _, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: 0, Lease: time.Hour}); err != nil {
 		t.Fatal(err)
 	}

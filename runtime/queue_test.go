@@ -20,6 +20,18 @@ import (
 
 // Tests of docs/design.md, "Queue consume".
 
+// makeTopic creates a topic of partitions partitions and commits count
+// records to each (none with count 0).
+func makeTopic(t *testing.T, n *testNode, topic string, partitions, count int) {
+	t.Helper()
+	if _, _, err := n.CreateTopic(bg, topic, partitions, Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	if count > 0 {
+		produceN(t, n, topic, partitions, count)
+	}
+}
+
 // produceN commits n records to each of a topic's partitions, one batch
 // each.
 func produceN(t *testing.T, n *testNode, topic string, partitions, count int) {
@@ -99,10 +111,7 @@ func TestQueue_NackAndExpiryRedeliver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		n := startNode(t, nil, Config{Registerer: reg})
-		if _, _, err := n.CreateTopic(bg, "jobs", 1, Retention{}); err != nil {
-			t.Fatal(err)
-		}
-		produceN(t, n, "jobs", 1, 4)
+		makeTopic(t, n, "jobs", 1, 4)
 		got, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: 0, Lease: 10 * time.Second})
 		if err != nil || len(got) != 4 {
 			t.Fatalf("first consume: %d records, %v", len(got), err)
@@ -149,9 +158,7 @@ func TestQueue_NackAndExpiryRedeliver(t *testing.T) {
 func TestQueue_ParkedConsumerWokenByACommit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := startNode(t, nil, Config{})
-		if _, _, err := n.CreateTopic(bg, "jobs", 2, Retention{}); err != nil {
-			t.Fatal(err)
-		}
+		makeTopic(t, n, "jobs", 2, 0)
 		type result struct {
 			recs []LeasedRecord
 			err  error
@@ -186,10 +193,7 @@ func TestQueue_ParkedConsumerWokenByACommit(t *testing.T) {
 // handed out again before its lease runs out.
 func TestQueue_LeasesSurviveTheLogClosing(t *testing.T) {
 	n := startNode(t, nil, Config{})
-	if _, _, err := n.CreateTopic(bg, "jobs", 1, Retention{}); err != nil {
-		t.Fatal(err)
-	}
-	produceN(t, n, "jobs", 1, 10)
+	makeTopic(t, n, "jobs", 1, 10)
 	first, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: 0, MaxRecords: 4, Lease: time.Hour})
 	if err != nil || len(first) != 4 {
 		t.Fatalf("first: %d, %v", len(first), err)
@@ -216,9 +220,7 @@ func TestQueue_DamagedFrameIsSkippedCountedAndLogged(t *testing.T) {
 	if got := series(t, reg, "narad_consumer_corrupt_skipped_total"); got != "0\n" {
 		t.Fatalf("narad_consumer_corrupt_skipped_total before any damage: %q", got)
 	}
-	if _, _, err := n.CreateTopic(bg, "jobs", 1, Retention{}); err != nil {
-		t.Fatal(err)
-	}
+	makeTopic(t, n, "jobs", 1, 0)
 	for i := range 3 { // three frames of 5 records
 		if _, err := n.Produce(bg, "jobs", 0, recs("jobs", 0, i*5, 5)); err != nil {
 			t.Fatal(err)
@@ -265,9 +267,7 @@ func TestQueue_DamagedFrameIsSkippedCountedAndLogged(t *testing.T) {
 func TestQueue_ReadErrorGivesTheLeaseBack(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	if _, _, err := n.CreateTopic(bg, "jobs", 1, Retention{}); err != nil {
-		t.Fatal(err)
-	}
+	makeTopic(t, n, "jobs", 1, 0)
 	for i := range 2 {
 		if _, err := n.Produce(bg, "jobs", 0, recs("jobs", 0, i*5, 5)); err != nil {
 			t.Fatal(err)
@@ -297,10 +297,7 @@ func TestQueue_ReadErrorGivesTheLeaseBack(t *testing.T) {
 func TestQueue_DroppedWithItsIncarnation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := startNode(t, nil, Config{})
-		if _, _, err := n.CreateTopic(bg, "jobs", 1, Retention{}); err != nil {
-			t.Fatal(err)
-		}
-		produceN(t, n, "jobs", 1, 3)
+		makeTopic(t, n, "jobs", 1, 3)
 		if got, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: 0, Lease: time.Hour}); err != nil || len(got) != 3 {
 			t.Fatalf("%d, %v", len(got), err)
 		}
@@ -320,10 +317,7 @@ func TestQueue_DroppedWithItsIncarnation(t *testing.T) {
 		if q := n.queues.lookup(key("jobs", 0)); q != nil {
 			t.Fatal("the deleted incarnation's leases are still held")
 		}
-		if _, _, err := n.CreateTopic(bg, "jobs", 1, Retention{}); err != nil {
-			t.Fatal(err)
-		}
-		produceN(t, n, "jobs", 1, 2)
+		makeTopic(t, n, "jobs", 1, 2)
 		got, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: 0, Lease: time.Hour})
 		if err != nil || len(got) != 2 || got[0].Offset != 0 {
 			t.Fatalf("the new incarnation: %v, %v; want offsets 0 and 1", got, err)
@@ -336,9 +330,7 @@ func TestQueue_DroppedWithItsIncarnation(t *testing.T) {
 // (ErrTooManyLeased) until some are settled.
 func TestQueue_LeaseBoundPerPartition(t *testing.T) {
 	n := startNode(t, nil, Config{SegmentMaxBytes: 1 << 20})
-	if _, _, err := n.CreateTopic(bg, "jobs", 1, Retention{}); err != nil {
-		t.Fatal(err)
-	}
+	makeTopic(t, n, "jobs", 1, 0)
 	if _, err := n.Produce(bg, "jobs", 0, recs("jobs", 0, 0, MaxLeasedPerPartition+1)); err != nil {
 		t.Fatal(err)
 	}
@@ -390,10 +382,7 @@ func frameStart(t *testing.T, d *sim.Disk, seg string, i int) int64 {
 func TestQueue_LagYouCanSee(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	n := startNode(t, nil, Config{Registerer: reg})
-	if _, _, err := n.CreateTopic(bg, "jobs", 1, Retention{}); err != nil {
-		t.Fatal(err)
-	}
-	produceN(t, n, "jobs", 1, 10)
+	makeTopic(t, n, "jobs", 1, 10)
 	if _, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: 0, MaxRecords: 4, Lease: time.Hour}); err != nil {
 		t.Fatal(err)
 	}

@@ -17,9 +17,7 @@ func TestQueue_AWakeUpForAPartitionNotLeasedIsPassedOn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := newTestDisk(t, 1)
 		n := startNode(t, d, Config{})
-		if _, _, err := n.CreateTopic(bg, "jobs", 2, Retention{}); err != nil {
-			t.Fatal(err)
-		}
+		makeTopic(t, n, "jobs", 2, 0)
 		// The next any-partition consume's rotation starts at partition 0.
 		if _, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: AnyPartition}); err != nil {
 			t.Fatal(err)
@@ -74,9 +72,7 @@ func TestQueue_AWakeUpForAPartitionNotLeasedIsPassedOn(t *testing.T) {
 func TestQueue_ALongPollOutlivingADropIsWokenByTheRecreatedTopic(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := startNode(t, nil, Config{})
-		if _, _, err := n.CreateTopic(bg, "jobs", 1, Retention{}); err != nil {
-			t.Fatal(err)
-		}
+		makeTopic(t, n, "jobs", 1, 0)
 		a := make(chan consumeResult, 1)
 		go func() {
 			got, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: 0, Wait: time.Hour})
@@ -113,12 +109,7 @@ func TestCursor_OnATopicWithoutAnIncarnationID(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	if _, _, err := n.CreateTopic(bg, "legacy", 1, Retention{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n.Produce(bg, "legacy", 0, recs("legacy", 0, 0, 3)); err != nil {
-		t.Fatal(err)
-	}
+	makeTopic(t, &testNode{Node: n, disk: d, ms: local}, "legacy", 1, 3)
 	if _, err := n.CreateCursor(bg, "legacy", "audit", CursorEarliest); err != nil {
 		t.Fatalf("CreateCursor on a topic without an incarnation id: %v", err)
 	}
