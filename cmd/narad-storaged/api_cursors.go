@@ -212,7 +212,11 @@ func (a *api) readCursor(w http.ResponseWriter, r *http.Request) {
 			a.writeCursorError(w, r, name, err)
 			return
 		}
-		skipped += res.Skipped
+		if advance {
+			skipped += res.Skipped // each read starts past what the last stepped over
+		} else {
+			skipped = res.Skipped // a peek starts from the same place every time
+		}
 		if len(res.Records) > 0 || waitMs == 0 || res.Next < res.HighWatermark {
 			break
 		}

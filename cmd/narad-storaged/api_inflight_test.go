@@ -52,10 +52,15 @@ func TestAdmitBody_BoundsTheProduceBytesHeldAtOnce(t *testing.T) {
 }
 
 // TestConfig_InflightBudgetHoldsTheLargestBody: a budget under the body
-// cap could never take the largest body, and is refused at start.
+// cap could never take the largest body, and is refused at start; so is a
+// shutdown timeout that would give a graceful stop no time (found by
+// review).
 func TestConfig_InflightBudgetHoldsTheLargestBody(t *testing.T) {
 	if _, err := parseServeFlags([]string{"--max-body-bytes", "1000", "--max-inflight-bytes", "999"}, io.Discard); err == nil || !strings.Contains(err.Error(), "max-inflight-bytes") {
 		t.Fatalf("a budget under the body cap: %v", err)
+	}
+	if _, err := parseServeFlags([]string{"--shutdown-timeout", "0s"}, io.Discard); err == nil || !strings.Contains(err.Error(), "shutdown-timeout") {
+		t.Fatalf("a shutdown timeout of 0: %v", err)
 	}
 	for _, ok := range [][]string{{"--max-body-bytes", "1000", "--max-inflight-bytes", "1000"}, {"--max-inflight-bytes", "0"}} {
 		if _, err := parseServeFlags(ok, io.Discard); err != nil {

@@ -189,6 +189,9 @@ func (c config) validate() error {
 	if c.MaxBodyBytes <= 0 {
 		return errors.New("max-body-bytes must be positive")
 	}
+	if c.ShutdownTimeout <= 0 {
+		return fmt.Errorf("shutdown-timeout %v: it bounds a graceful stop and must be positive", time.Duration(c.ShutdownTimeout))
+	}
 	if c.MaxInflightBytes != 0 && c.MaxInflightBytes < c.MaxBodyBytes {
 		return fmt.Errorf("max-inflight-bytes %d is under max-body-bytes %d: the largest body could never be taken; raise it, or 0 for no bound", c.MaxInflightBytes, c.MaxBodyBytes)
 	}
