@@ -89,6 +89,7 @@ type state struct {
 	hwmFileExists bool
 	hwmFileValue  int64 // what the hwm file holds, when not released
 	commitFloor   int64 // newest commit time seen, in ms
+	floorKnown    bool  // commitFloor holds the last record's time (floor.go)
 
 	retention      time.Duration
 	retentionBytes int64
@@ -114,6 +115,8 @@ func newState(l *Log, rec *recovered) *state {
 		hwmReleased:    !rec.hwmFile.present,
 		hwmFileExists:  rec.hwmFile.exists,
 		hwmFileValue:   rec.hwmFile.value,
+		commitFloor:    rec.lastTime,
+		floorKnown:     rec.lastTimeKnown || len(rec.sealed) == 0,
 		retention:      l.opts.RetentionMaxAge,
 		retentionBytes: l.opts.RetentionMaxBytes,
 		maxSegmentAge:  l.opts.MaxSegmentAge,
@@ -159,5 +162,7 @@ func (s *state) handle(m message) {
 		m.reply <- s.expired()
 	case *closeMsg:
 		m.reply <- s.close()
+	case *timeIndexMsg:
+		s.handleTimeIndex(m)
 	}
 }

@@ -26,6 +26,9 @@ func (f *pendingFrame) end() int64 { return f.base + int64(f.count) }
 // the partition (docs/design.md, "Segments, frames and records").
 func (s *state) appendEnvelopes(envs [][]byte) (base int64) {
 	base = s.nextOffset
+	if !s.floorKnown {
+		s.loadFloor()
+	}
 	if len(s.buffer) == 0 {
 		s.bufferSince = time.Now()
 	}
@@ -106,6 +109,9 @@ func (s *state) writeFrame(f *pendingFrame) error {
 	}
 	s.unwritten = nil
 	s.active.file.addIndex(f.base, s.writePos)
+	if e, err := wire.ParseEnvelope(f.envs[0]); err == nil {
+		s.active.noteTime(f.base, s.writePos, e.CommittedAtUnixMs, timeIndexSpacing(s.log.opts.SegmentMaxBytes))
+	}
 	s.log.cache.remember(s.active, f.base, f.end(), s.writePos, int64(len(f.bytes)))
 	if s.log.readSinceWrite.Swap(false) && len(f.bytes) <= frameCacheMaxFrame {
 		s.log.cache.putEnvelopes(f.base, f.envs, len(f.bytes))

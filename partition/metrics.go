@@ -88,7 +88,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	// Every series an alert may name exists from the start, at zero.
-	for _, kind := range []string{kindFsyncPoisoned, kindRetentionUnlink, kindCommitFailed, kindWriteFailed, kindReadCorrupt, kindHWMFile} {
+	for _, kind := range []string{kindFsyncPoisoned, kindRetentionUnlink, kindCommitFailed, kindWriteFailed, kindReadCorrupt, kindHWMFile, kindTimeIndex} {
 		m.Errors.WithLabelValues("storage", kind)
 	}
 	for _, reason := range []string{reasonAge, reasonSize} {
@@ -124,6 +124,7 @@ const (
 	kindWriteFailed     = "write_failed"
 	kindReadCorrupt     = "read_corrupt"
 	kindHWMFile         = "hwm_file"
+	kindTimeIndex       = "time_index"
 )
 
 func (m *Metrics) countError(kind string) {

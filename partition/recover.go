@@ -20,6 +20,11 @@ type recovered struct {
 	hwm       int64    // the boundary: the tail, after an fsync unless the hwm file vouched for it
 	hwmFile   hwmFileState
 	tornTails int
+	// lastTime is the commit time of the active segment's last record,
+	// when it has one (lastTimeKnown): the floor later commit times are
+	// raised to.
+	lastTime      int64
+	lastTimeKnown bool
 }
 
 // walkResult is one walk of the active segment.
@@ -29,6 +34,9 @@ type walkResult struct {
 	tornAt  int64 // where a torn tail starts; -1 if none
 	gaps    []gap
 	index   []indexEntry
+	times   []wire.TimeIndexEntry
+	lastPos int64 // where the last valid frame starts; -1 if none
+	lastLen int64
 }
 
 // recoverLog opens the segments of dir (docs/design.md, "Recovery";
@@ -138,7 +146,8 @@ func (rec *recovered) openActive(dir string, base int64, opts Options) error {
 	if err != nil {
 		return err
 	}
-	w, err := walkActive(f, base)
+	spacing := timeIndexSpacing(opts.SegmentMaxBytes)
+	w, err := walkActive(f, base, spacing)
 	if err != nil {
 		return err
 	}
@@ -153,7 +162,7 @@ func (rec *recovered) openActive(dir string, base int64, opts Options) error {
 		if err := f.DropCache(); err != nil {
 			return fmt.Errorf("open %s: drop cached pages: %w", path, err)
 		}
-		if w, err = walkActive(f, base); err != nil {
+		if w, err = walkActive(f, base, spacing); err != nil {
 			return err
 		}
 		if w.tornAt >= 0 {
@@ -180,26 +189,37 @@ func (rec *recovered) openActive(dir string, base int64, opts Options) error {
 		firstWrite: fi.ModTime, lastWrite: fi.ModTime, file: newSegFile(files, path)}
 	seg.file.adopt(f)
 	seg.file.index = w.index // not yet shared with anyone
+	seg.times = w.times
 	rec.active, rec.file, rec.tail, rec.hwm = seg, f, w.tail, w.tail
+	if rec.lastTime, rec.lastTimeKnown, err = lastRecordTime(f, w); err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
 	ok = true
 	return nil
 }
 
 // walkActive walks the active segment (WalkSegment) and collects what
-// recovery needs: the tail, the index, the gaps and where a torn tail
-// starts.
-func walkActive(f vfs.File, base int64) (walkResult, error) {
+// recovery needs: the tail, the index, the time index, the gaps, where a
+// torn tail starts and where the last valid frame is.
+func walkActive(f vfs.File, base, timeSpacing int64) (walkResult, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return walkResult{}, fmt.Errorf("open %s: stat: %w", f.Name(), err)
 	}
-	var w walkResult
+	w := walkResult{lastPos: -1}
+	times := &segment{}
 	lastIndexed := int64(-indexSpacing)
-	res, err := WalkSegment(f, fi.Size, base, func(pos int64, h wire.FrameHeader, _ []byte) {
+	res, err := WalkSegment(f, fi.Size, base, func(pos int64, h wire.FrameHeader, frame []byte) {
 		if pos-lastIndexed >= indexSpacing {
 			w.index = append(w.index, indexEntry{offset: h.BaseOffset, pos: pos})
 			lastIndexed = pos
 		}
+		if n := len(times.times); n == 0 || pos-times.times[n-1].Pos >= timeSpacing {
+			if t, ok := firstRecordTime(h, frame); ok && (n == 0 || t >= times.times[n-1].TimeMs) {
+				times.noteTime(h.BaseOffset, pos, t, timeSpacing)
+			}
+		}
+		w.lastPos, w.lastLen = pos, h.FrameLen()
 	}, func(d SegmentDamage) {
 		if !d.TornTail() {
 			w.gaps = append(w.gaps, gap{from: d.Expect, to: d.ResumeBase})
@@ -210,5 +230,28 @@ func walkActive(f vfs.File, base int64) (walkResult, error) {
 		return w, fmt.Errorf("open %s: %w", f.Name(), err)
 	}
 	w.tail, w.tailPos, w.tornAt = res.Tail, res.TailPos, res.TornAt
+	w.times = times.times
 	return w, nil
+}
+
+// lastRecordTime reads the commit time of the last record of the walk's
+// last valid frame; known is false when the segment has none, or the
+// frame no longer checks out (it is then a damaged frame for readers).
+func lastRecordTime(f vfs.File, w walkResult) (t int64, known bool, err error) {
+	if w.lastPos < 0 {
+		return 0, false, nil
+	}
+	buf := make([]byte, w.lastLen)
+	if _, err := f.ReadAt(buf, w.lastPos); err != nil {
+		return 0, false, fmt.Errorf("read the last frame at byte %d: %w", w.lastPos, err)
+	}
+	h, err := wire.CheckFrame(buf)
+	if err != nil {
+		return 0, false, nil
+	}
+	frame, err := decodeFrame(h, buf)
+	if err != nil || len(frame.records) == 0 {
+		return 0, false, nil
+	}
+	return frame.records[len(frame.records)-1].CommittedAtUnixMs, true, nil
 }

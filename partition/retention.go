@@ -81,7 +81,14 @@ func (l *Log) unlink(todo []detached) (SweepResult, error) {
 	files := l.opts.FS
 	var unlinkErr error
 	for i, d := range todo {
-		if err := files.Remove(d.seg.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		// The time index first: it never outlives its segment.
+		err := removeTimeIndex(files, l.dir, d.seg.base)
+		if err == nil {
+			if err = files.Remove(d.seg.path); errors.Is(err, fs.ErrNotExist) {
+				err = nil
+			}
+		}
+		if err != nil {
 			unlinkErr = err
 			// Oldest first, always: unlinking a newer segment past a
 			// failed one would leave a hole inside the retained range.

@@ -77,6 +77,8 @@ func (s *state) roll() error {
 	s.file = f
 	s.writePos, s.syncedPos, s.hwmPos = 0, 0, 0
 	s.unsyncedSince = time.Time{}
+	s.writeTimeIndex(old, old.times) // before readers can see it sealed
+	old.times = nil
 	s.publish()
 	s.log.metrics.segmentsRolled.Inc()
 	s.log.logger.Debug("segment rolled", zap.String("sealed", old.path), zap.String("active", path))

@@ -3,6 +3,8 @@ package partition
 import (
 	"errors"
 	"sort"
+
+	"go.uber.org/zap"
 )
 
 // OffsetAt returns the offset of the first record whose commit time is at
@@ -10,16 +12,19 @@ import (
 // no record is. It is exact, because commit times never decrease along a
 // partition (appendEnvelopes raises each to the newest before it), and
 // found by bisection: first over the segments, by the time of each one's
-// first record (a read of its first frame, from byte 0), then over the
-// offsets of the one segment where the answer lies, each probe a read of
-// the frame holding the offset (the segment's sparse index grows with
-// them, and the decoded frames are cached). Records in damaged frames
-// have no known time and are stepped over: the answer is the lowest offset
-// from which the next readable record is at or after atMs.
+// first record (a read of its first frame, from byte 0), then, in a sealed
+// segment, over the entries of its time index (timeindex.go), and last
+// over the offsets between two entries, each probe a read of the frame
+// holding the offset (the time index seeds the segment's sparse index, and
+// the decoded frames are cached). Records in damaged frames have no known
+// time and are stepped over: the answer is the lowest offset from which
+// the next readable record is at or after atMs.
 //
-// Cost: O(log segments) frame reads, and O(log records) reads within the
-// segment, the first of which may walk the segment's frames up to the
-// probe when its index is cold.
+// Cost: O(log segments) frame reads, one read of a time index file (a
+// walk of the segment when it has none that fits, once), two reads that
+// check the index, and O(log frames) reads within 64 KiB of frames. In
+// the active segment, whose sparse index recovery and writes keep whole,
+// O(log records) reads.
 func (l *Log) OffsetAt(atMs int64) (int64, error) {
 	v := l.view.Load()
 	if v.closed {
@@ -57,6 +62,11 @@ func (l *Log) OffsetAt(atMs int64) (int64, error) {
 	}
 	// The answer lies in segment i-1, or is where segment i begins.
 	lo, hi := max(segs[i-1].base, v.start), end(i-1)
+	if seg := segs[i-1]; seg != v.active {
+		if lo, hi, ferr = l.narrowByTime(seg, lo, hi, atMs, from); ferr != nil {
+			return 0, ferr
+		}
+	}
 	n := sort.Search(int(hi-lo), func(k int) bool {
 		if ferr != nil {
 			return true
@@ -97,4 +107,43 @@ func (l *Log) timeFrom(o, end int64) (t int64, found bool, err error) {
 		return res.Records[0].CommittedAtUnixMs, true, nil
 	}
 	return 0, false, nil
+}
+
+// narrowByTime narrows [lo, hi], the range of a sealed segment where the
+// answer lies, to the span between two entries of the segment's time
+// index: the last entry before atMs and the first at or after it. The
+// index is a hint: the narrower range is taken only when from agrees at
+// both of its ends, so a stale or lying index costs reads, never a wrong
+// answer; without an index, the range is returned as it came.
+func (l *Log) narrowByTime(seg *segment, lo, hi, atMs int64, from func(int64) (bool, error)) (int64, int64, error) {
+	f, err := seg.file.acquire()
+	if err != nil {
+		return lo, hi, nil // the search meets the failure, and explains it
+	}
+	l.hot.touch(seg)
+	entries, err := l.timeIndexOf(seg, f)
+	seg.file.release()
+	if err != nil {
+		l.logger.Warn("seek by time without the segment's time index", zap.String("segment", seg.path), zap.Error(err))
+		return lo, hi, nil
+	}
+	k := sort.Search(len(entries), func(k int) bool { return entries[k].TimeMs >= atMs })
+	nlo, nhi := lo, hi
+	if k > 0 {
+		nlo = min(max(lo, entries[k-1].Offset), hi)
+	}
+	if k < len(entries) {
+		nhi = max(min(hi, entries[k].Offset), nlo)
+	}
+	if nlo > lo {
+		if ok, err := from(nlo); err != nil || ok {
+			return lo, hi, err
+		}
+	}
+	if nhi < hi {
+		if ok, err := from(nhi); err != nil || !ok {
+			return lo, hi, err
+		}
+	}
+	return nlo, nhi, nil
 }

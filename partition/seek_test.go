@@ -6,7 +6,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
 )
 
@@ -108,46 +107,4 @@ func TestOffsetAt_StepsOverADamagedFrame(t *testing.T) {
 func wireFrameHeader(b []byte) (int64, error) {
 	h, err := wire.ParseFrameHeader(b)
 	return h.FrameLen(), err
-}
-
-// TestOffsetAt_ReadsAFewFramesOf64Segments: on 64 sealed segments with
-// cold caches (the log just opened), a seek reads about one frame per
-// bisection step over the segments, plus the frames of the one segment
-// it ends in: never the segments it passes over.
-func TestOffsetAt_ReadsAFewFramesOf64Segments(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		d := newDisk(t, 1)
-		opts := testOptions(d) // 4 KiB segments
-		l := openLog(t, opts)
-		seq := int64(0)
-		for l.view.Load().active.base == 0 || len(l.view.Load().sealed) < 64 {
-			<-time.After(time.Millisecond)
-			if _, err := l.Produce(bg, records(1, seq, 2)); err != nil {
-				t.Fatal(err)
-			}
-			seq += 2
-		}
-		recs, _ := readAll(t, l)
-		closeLog(t, l)
-		l = openLog(t, opts)
-		defer closeLog(t, l)
-		perSegment := int(seq) / 2 / 64 // frames in a segment, about
-		at := recs[len(recs)*2/3].CommittedAtUnixMs
-		reads := 0
-		d.SetHook(func(c sim.Call) error {
-			if c.Op == sim.OpRead {
-				reads++
-			}
-			return nil
-		})
-		got, err := l.OffsetAt(at)
-		d.SetHook(nil)
-		if err != nil || got != recs[len(recs)*2/3].Offset {
-			t.Fatalf("OffsetAt: %d, %v; want %d", got, err, recs[len(recs)*2/3].Offset)
-		}
-		if bound := 2*7 + 2*perSegment; reads > bound {
-			t.Fatalf("%d reads for one seek over 65 segments of about %d frames: more than %d", reads, perSegment, bound)
-		}
-		t.Logf("%d reads for one seek over 65 segments of about %d frames each", reads, perSegment)
-	})
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/wire"
 )
 
 // indexSpacing is the sparse index's grain: an entry at most every this
@@ -43,10 +44,11 @@ type segment struct {
 	file       *segFile
 
 	// Actor-owned.
-	size       int64     // bytes of written frames
-	firstWrite time.Time // first frame write (or the file's mtime after recovery)
-	lastWrite  time.Time // last frame write (or the file's mtime after recovery)
-	full       bool      // a frame pushed it past the cap: roll at the next chance
+	size       int64                 // bytes of written frames
+	firstWrite time.Time             // first frame write (or the file's mtime after recovery)
+	lastWrite  time.Time             // last frame write (or the file's mtime after recovery)
+	full       bool                  // a frame pushed it past the cap: roll at the next chance
+	times      []wire.TimeIndexEntry // the active segment's time index (timeindex.go)
 }
 
 // gapAt returns the recorded gap holding offset, if any.
@@ -70,16 +72,20 @@ func (s *segment) gapAt(offset int64) (gap, bool) {
 //     dropped from the hot set since its last acquire.
 //   - index is sorted by offset and by pos; every entry points at a frame
 //     start that a CRC-checked write or walk found there.
+//   - times is the sealed segment's time index once a seek has loaded it
+//     (timesKnown); it goes with the handle.
 type segFile struct {
 	fs   vfs.FS
 	path string
 
-	mu       sync.Mutex
-	file     vfs.File
-	refs     int
-	retired  bool // detached from the log: close at the last release
-	dropping bool // left the hot set while in use: close at the last release
-	index    []indexEntry
+	mu         sync.Mutex
+	file       vfs.File
+	refs       int
+	retired    bool // detached from the log: close at the last release
+	dropping   bool // left the hot set while in use: close at the last release
+	index      []indexEntry
+	times      []wire.TimeIndexEntry
+	timesKnown bool
 }
 
 func newSegFile(fs vfs.FS, path string) *segFile {
@@ -154,6 +160,7 @@ func (sf *segFile) closeIfIdleLocked() {
 		sf.file.Close()
 		sf.file = nil
 		sf.index = nil
+		sf.times, sf.timesKnown = nil, false
 		sf.dropping = false
 	}
 }
@@ -194,4 +201,19 @@ func (sf *segFile) lookup(offset int64) (indexEntry, bool) {
 		return indexEntry{}, false
 	}
 	return sf.index[i-1], true
+}
+
+// cachedTimes returns the time index a seek loaded, if any.
+func (sf *segFile) cachedTimes() ([]wire.TimeIndexEntry, bool) {
+	sf.mu.Lock()
+	defer sf.mu.Unlock()
+	return sf.times, sf.timesKnown
+}
+
+// cacheTimes keeps a sealed segment's time index with its handle, which
+// the caller holds (so it is dropped with the handle).
+func (sf *segFile) cacheTimes(entries []wire.TimeIndexEntry) {
+	sf.mu.Lock()
+	defer sf.mu.Unlock()
+	sf.times, sf.timesKnown = entries, true
 }

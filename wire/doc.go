@@ -1,7 +1,8 @@
 // Package wire owns every byte layout the storage engine puts on disk: the
 // frame header and its payload framing, the keyed envelope, the names of
 // segment files and directories, the 8-byte hwm and consumer.offset files,
-// the consumer.ahead slots and the incarnation marker.
+// the consumer.ahead slots, the incarnation marker and a sealed segment's
+// time index.
 //
 // Everything here is a pure function over byte slices: no I/O, no state, no
 // dependency outside the standard library. Every length read from disk is

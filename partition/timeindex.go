@@ -1,0 +1,250 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/narad-io/storage/codec"
+	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/wire"
+	"go.uber.org/zap"
+)
+
+// The time index of a sealed segment (docs/design.md, "Seek by time") is
+// a sparse list of (offset, byte, commit time) for frames about
+// timeIndexSpacing bytes apart, in a file beside the segment
+// (wire.TimeIndex). The actor collects it while it writes the active
+// segment (recovery collects it from its walk) and writes the file when it
+// seals the segment. A segment without a file that fits (sealed by a
+// build that wrote none, moved by an install, or its file damaged or lost
+// in a crash: the file is never fsynced) gets one built by a walk of its
+// frames the first time a seek needs it, which the actor then writes.
+//
+// The index is a hint, never the truth: a seek checks the records on
+// either side of the range the index names and, when they disagree,
+// searches the whole segment. So an index that lies costs reads, never a
+// wrong answer, and damage found after the index was written is stepped
+// over as it is without one.
+
+// timeIndexSpacing is the time index's grain for segments of at most
+// segmentMaxBytes: about 1,024 entries for a full segment, an entry at
+// least every readWindow bytes (one read past an entry reaches the next).
+func timeIndexSpacing(segmentMaxBytes int64) int64 {
+	return min(readWindow, max(segmentMaxBytes/1024, wire.FrameHeaderSize))
+}
+
+// timeIndexFileLimit bounds the time index file of a segment of size
+// bytes: every entry at least a frame header apart, so a damaged file
+// cannot make a reader allocate more than the index could ever need.
+func timeIndexFileLimit(size int64) int64 {
+	entries := min(size/wire.FrameHeaderSize+1, wire.MaxTimeIndexEntries)
+	return int64(wire.MaxTimeIndexFileSize) - (wire.MaxTimeIndexEntries-entries)*24
+}
+
+// noteTime adds the frame of base starting at pos to the active
+// segment's time index when it lies at least spacing bytes past the last
+// entry. firstTime is the commit time of its first record.
+func (s *segment) noteTime(base, pos, firstTime, spacing int64) {
+	if n := len(s.times); n > 0 && pos-s.times[n-1].Pos < spacing {
+		return
+	}
+	s.times = append(s.times, wire.TimeIndexEntry{Offset: base, Pos: pos, TimeMs: firstTime})
+}
+
+// forgetTimesFrom drops the time index entries at or past byte pos (a
+// failed commit's truncate).
+func (s *segment) forgetTimesFrom(pos int64) {
+	i, _ := slices.BinarySearchFunc(s.times, pos, func(e wire.TimeIndexEntry, pos int64) int {
+		return cmpInt64(e.Pos, pos)
+	})
+	s.times = s.times[:i]
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// firstRecordTime is the commit time of a CRC-checked frame's first
+// record; ok is false when its payload does not decode.
+func firstRecordTime(h wire.FrameHeader, frame []byte) (t int64, ok bool) {
+	c, err := codec.ByID(codec.ID(h.Codec))
+	if err != nil {
+		return 0, false
+	}
+	payload, err := c.Decode(nil, h.Stored(frame), int(h.UncompressedSize))
+	if err != nil {
+		return 0, false
+	}
+	var rr wire.RecordReader
+	if rr.Reset(payload, int(h.RecordCount)) != nil {
+		return 0, false
+	}
+	rec, ok := rr.Next()
+	if !ok {
+		return 0, false
+	}
+	e, err := wire.ParseEnvelope(rec)
+	if err != nil {
+		return 0, false
+	}
+	return e.CommittedAtUnixMs, true
+}
+
+// timeIndexPath is the time index file of the segment at base in dir.
+func timeIndexPath(dir string, base int64) string {
+	name, _ := wire.TimeIndexFileName(base) // base is a segment's: never negative
+	return filepath.Join(dir, name)
+}
+
+// writeTimeIndex writes the time index file of a sealed segment: a
+// temporary file renamed over the name, neither fsynced, since a reader
+// checks the file against the segment and rebuilds one that does not
+// fit. A failure costs a later rebuild, never the roll: it is logged and
+// counted. The actor calls it, so it never races the unlink of the
+// segment (retention detaches on the actor first).
+func (s *state) writeTimeIndex(seg *segment, entries []wire.TimeIndexEntry) {
+	b, err := wire.EncodeTimeIndex(wire.TimeIndex{SegmentBase: seg.base, SegmentSize: seg.sealedSize, Entries: entries})
+	if err == nil {
+		err = writeFileNoSync(s.log.opts.FS, timeIndexPath(s.log.dir, seg.base), b)
+	}
+	if err != nil {
+		s.log.metrics.countError(kindTimeIndex)
+		s.log.logger.Warn("time index not written; a seek rebuilds it", zap.String("segment", seg.path), zap.Error(err))
+	}
+}
+
+// writeFileNoSync replaces name with data through a temporary file and a
+// rename, so a reader never sees half of it; nothing is made durable.
+func writeFileNoSync(files vfs.FS, name string, data []byte) error {
+	tmp := name + vfs.TempSuffix
+	f, err := files.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		files.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		files.Remove(tmp)
+		return err
+	}
+	if err := files.Rename(tmp, name); err != nil {
+		files.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// removeTimeIndex unlinks a segment's time index file and whatever
+// temporary a crash left of it; retention calls it before it unlinks the
+// segment, so no index outlives its segment.
+func removeTimeIndex(files vfs.FS, dir string, base int64) error {
+	path := timeIndexPath(dir, base)
+	for _, name := range []string{path + vfs.TempSuffix, path} {
+		if err := files.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+type timeIndexMsg struct {
+	request
+	seg     *segment
+	entries []wire.TimeIndexEntry
+}
+
+// handleTimeIndex writes the time index a seek built for a sealed segment,
+// unless retention has detached the segment since.
+func (s *state) handleTimeIndex(m *timeIndexMsg) {
+	if slices.Contains(s.sealed, m.seg) {
+		s.writeTimeIndex(m.seg, m.entries)
+	}
+	m.reply <- nil
+}
+
+// timeIndexOf returns the time index of a sealed segment whose handle the
+// caller holds (f), as loadTimeIndex does, and asks the actor to write it
+// out when it had to be built.
+func (l *Log) timeIndexOf(seg *segment, f vfs.File) ([]wire.TimeIndexEntry, error) {
+	entries, built, err := l.loadTimeIndex(seg, f)
+	if built {
+		_, _ = l.call(context.Background(), &timeIndexMsg{request: newRequest(), seg: seg, entries: entries})
+	}
+	return entries, err
+}
+
+// loadTimeIndex returns the time index of a sealed segment whose handle
+// the caller holds (f): the one cached with the handle, else the file's
+// when it fits the segment, else one built by walking the segment (built
+// is then true: the file should be written). Its entries seed the
+// segment's sparse index: each is a frame start, and every read checks
+// the frame it lands on.
+func (l *Log) loadTimeIndex(seg *segment, f vfs.File) (entries []wire.TimeIndexEntry, built bool, err error) {
+	if entries, ok := seg.file.cachedTimes(); ok {
+		return entries, false, nil
+	}
+	entries, err = l.readTimeIndex(seg)
+	if err != nil {
+		if entries, err = l.buildTimeIndex(seg, f); err != nil {
+			return nil, false, err
+		}
+		built = true
+		l.logger.Info("time index rebuilt from the segment's frames", zap.String("segment", seg.path), zap.Int("entries", len(entries)))
+	}
+	for _, e := range entries {
+		seg.file.addIndex(e.Offset, e.Pos)
+	}
+	seg.file.cacheTimes(entries)
+	return entries, built, nil
+}
+
+// readTimeIndex reads the segment's time index file; any failure, and a
+// file that describes another segment or another size, is an error.
+func (l *Log) readTimeIndex(seg *segment) ([]wire.TimeIndexEntry, error) {
+	b, err := vfs.ReadFile(l.opts.FS, timeIndexPath(l.dir, seg.base), timeIndexFileLimit(seg.sealedSize))
+	if err != nil {
+		return nil, err
+	}
+	x, err := wire.DecodeTimeIndex(b)
+	if err != nil {
+		return nil, err
+	}
+	if x.SegmentBase != seg.base || x.SegmentSize != seg.sealedSize {
+		return nil, fmt.Errorf("time index of segment %d, %d bytes, beside segment %d, %d bytes", x.SegmentBase, x.SegmentSize, seg.base, seg.sealedSize)
+	}
+	return x.Entries, nil
+}
+
+// buildTimeIndex walks a sealed segment's frames, CRC checked, and
+// indexes them as the actor does while writing. Damage is stepped over:
+// only frames that check out are indexed.
+func (l *Log) buildTimeIndex(seg *segment, f vfs.File) ([]wire.TimeIndexEntry, error) {
+	spacing := timeIndexSpacing(l.opts.SegmentMaxBytes)
+	b := &segment{}
+	_, err := WalkSegment(f, seg.sealedSize, seg.base, func(pos int64, h wire.FrameHeader, frame []byte) {
+		if n := len(b.times); n > 0 && pos-b.times[n-1].Pos < spacing {
+			return
+		}
+		if t, ok := firstRecordTime(h, frame); ok && (len(b.times) == 0 || t >= b.times[len(b.times)-1].TimeMs) {
+			b.noteTime(h.BaseOffset, pos, t, spacing)
+		}
+	}, func(SegmentDamage) {})
+	if err != nil {
+		return nil, fmt.Errorf("build the time index of %s: %w", seg.path, err)
+	}
+	return b.times, nil
+}
