@@ -1,0 +1,101 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+var tiny = Budget{Duration: time.Hour, Bytes: 256 << 10}
+
+// TestEngines_ReadBackWhatTheyWrote: every engine, in a small and a large
+// cell, takes its budget of commits and gives back exactly those records.
+func TestEngines_ReadBackWhatTheyWrote(t *testing.T) {
+	for _, spec := range Engines() {
+		for _, c := range []Cell{{256, 16}, {4096, 1}} {
+			r, err := RunCell(t.TempDir(), spec, c, tiny)
+			if err != nil {
+				t.Fatalf("%s, %s: %v", spec.Name, c, err)
+			}
+			if r.Records == 0 || r.Commits == 0 || r.Records < r.Commits || r.ReadMBPerS <= 0 {
+				t.Fatalf("%s, %s: %+v", spec.Name, c, r)
+			}
+		}
+	}
+}
+
+// lossy is an engine that gives back one record changed, one dropped or
+// one twice.
+type lossy struct {
+	Engine
+	mode string
+}
+
+func (l lossy) ReadAll(fn func([]byte)) error {
+	i := 0
+	return l.Engine.ReadAll(func(rec []byte) {
+		i++
+		switch {
+		case i != 3:
+			fn(rec)
+		case l.mode == "flip":
+			c := append([]byte(nil), rec...)
+			c[len(c)/2] ^= 1
+			fn(c)
+		case l.mode == "twice":
+			fn(rec)
+			fn(rec)
+		}
+	})
+}
+
+// TestRunCell_FailsOnAWrongReadBack: the check that makes a run fail is
+// real: a flipped bit, a lost record and a duplicate each fail it.
+func TestRunCell_FailsOnAWrongReadBack(t *testing.T) {
+	for _, mode := range []string{"flip", "drop", "twice"} {
+		spec := EngineSpec{Name: "lossy", Kind: KindBaseline, Open: func(dir string, c Cell) (Engine, error) {
+			e, err := openRaw(false)(dir, c)
+			return lossy{Engine: e, mode: mode}, err
+		}}
+		_, err := RunCell(t.TempDir(), spec, Cell{256, 4}, tiny)
+		if err == nil || !strings.Contains(err.Error(), "read back") {
+			t.Fatalf("%s: %v", mode, err)
+		}
+	}
+}
+
+// TestRecord_IsStableAndSized: a record is the same in every run and
+// exactly its size.
+func TestRecord_IsStableAndSized(t *testing.T) {
+	for _, size := range []int{256, 4096} {
+		a, b := Record(42, size), Record(42, size)
+		if string(a) != string(b) || len(a) != size || string(Record(43, size)) == string(a) {
+			t.Fatalf("size %d: %q", size, a)
+		}
+	}
+}
+
+// TestRatios: each result is quoted against raw and the best peer of its
+// own cell.
+func TestRatios(t *testing.T) {
+	rs := []EngineResult{
+		{Engine: RawName, Kind: KindBaseline, RecordBytes: 256, Batch: 1, RecordsPerS: 100, ReadMBPerS: 1000},
+		{Engine: "p1", Kind: KindPeer, RecordBytes: 256, Batch: 1, RecordsPerS: 80},
+		{Engine: "p2", Kind: KindPeer, RecordBytes: 256, Batch: 1, RecordsPerS: 50},
+		{Engine: "n", Kind: KindNarad, RecordBytes: 256, Batch: 1, RecordsPerS: 120, ReadMBPerS: 500},
+		{Engine: RawName, Kind: KindBaseline, RecordBytes: 256, Batch: 16, RecordsPerS: 1000},
+	}
+	Ratios(rs)
+	if n := rs[3]; n.VsRaw != 1.2 || n.VsBestPeer != 1.5 || n.ReadVsPlain != 0.5 {
+		t.Fatalf("%+v", n)
+	}
+	if Median([]EngineResult{{RecordsPerS: 3}, {RecordsPerS: 1}, {RecordsPerS: 2}}).RecordsPerS != 2 {
+		t.Fatal("median")
+	}
+}

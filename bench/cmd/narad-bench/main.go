@@ -1,0 +1,145 @@
+// Command narad-bench measures Narad storage side by side with the raw
+// disk and with peer engines, in one run (package bench has the suites).
+//
+//	narad-bench [--suites engine,read] [--quick] [--out DIR] [--dir DIR]
+//	            [--reps N] [--duration D] [--engines REGEXP]
+//
+// It prints progress and a summary table, and writes results.json,
+// report.md and SVG charts into --out. --quick runs every suite at tiny
+// sizes (CI runs it to check that every engine reads back what it wrote,
+// never speed). A wrong byte read back fails the run with exit status 1.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/narad-io/storage/bench"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "narad-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("narad-bench", flag.ContinueOnError)
+	suites := fs.String("suites", "engine,read", "suites to run, comma-separated: engine, read")
+	quick := fs.Bool("quick", false, "every suite at tiny sizes: checks read-back, not speed")
+	out := fs.String("out", "bench-results", "directory for results.json, report.md and the charts")
+	dir := fs.String("dir", ".", "directory on the disk to measure; each engine gets a temporary directory in it")
+	reps := fs.Int("reps", 2, "repetitions of each engine in each cell; the median is reported")
+	duration := fs.Duration("duration", 3*time.Second, "commit time for each engine in each cell")
+	maxBytes := fs.Int64("bytes", 512<<20, "commit at most this many bytes for each engine in each cell")
+	readBytes := fs.Int64("read-bytes", 256<<20, "history the read suite writes and reads back")
+	engines := fs.String("engines", "", "run only the engines whose name matches this regular expression (raw always runs)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *quick {
+		*reps, *duration, *maxBytes, *readBytes = 1, 50*time.Millisecond, 1<<20, 4<<20
+	}
+	if *reps < 1 || *duration <= 0 || *maxBytes <= 0 || *readBytes <= 0 {
+		return errors.New("--reps, --duration, --bytes and --read-bytes must be positive")
+	}
+	only, err := regexp.Compile(*engines)
+	if err != nil {
+		return fmt.Errorf("--engines: %w", err)
+	}
+	base, err := filepath.Abs(*dir)
+	if err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp(base, "narad-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+
+	r := &bench.Run{Command: "narad-bench " + strings.Join(args, " "), Date: time.Now(), Machine: bench.DescribeMachine(work)}
+	fmt.Printf("narad-bench: %s\n", r.Machine)
+	for _, suite := range strings.Split(*suites, ",") {
+		switch suite {
+		case "engine":
+			if err := engineSuite(r, work, only, *reps, bench.Budget{Duration: *duration, Bytes: *maxBytes}); err != nil {
+				return err
+			}
+		case "read":
+			if err := readSuite(r, work, *readBytes); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("unknown suite %q", suite)
+		}
+	}
+	fmt.Println()
+	r.Table(os.Stdout)
+	if err := r.WriteFiles(*out); err != nil {
+		return err
+	}
+	fmt.Printf("\nwrote %s\n", filepath.Join(*out, "report.md"))
+	return nil
+}
+
+func engineSuite(r *bench.Run, work string, only *regexp.Regexp, reps int, budget bench.Budget) error {
+	var specs []bench.EngineSpec
+	for _, s := range bench.Engines() {
+		if s.Name == bench.RawName || only.MatchString(s.Name) {
+			specs = append(specs, s)
+		}
+	}
+	var results []bench.EngineResult
+	for _, c := range bench.Matrix {
+		fmt.Printf("engine suite: %s\n", c)
+		runs := make([][]bench.EngineResult, len(specs))
+		for range reps { // engines interleaved, so drift hits them alike
+			for i, s := range specs {
+				res, err := bench.RunCell(work, s, c, budget)
+				if err != nil {
+					return err
+				}
+				runs[i] = append(runs[i], res)
+			}
+		}
+		for i := range specs {
+			m := bench.Median(runs[i])
+			bench.PrintEngineRow(os.Stdout, m)
+			results = append(results, m)
+		}
+	}
+	bench.Ratios(results)
+	r.Engine = results
+	return nil
+}
+
+func readSuite(r *bench.Run, work string, bytes int64) error {
+	for _, c := range []bench.Cell{{RecordBytes: 256, Batch: 1}, {RecordBytes: 256, Batch: 256}, {RecordBytes: 4096, Batch: 4096}} {
+		fmt.Printf("read suite: %s\n", c)
+		// Batch 1 writes one frame a record: its history is kept small
+		// enough to write in reasonable time.
+		b := bytes
+		if c.Batch == 1 {
+			b = min(bytes, 16<<20)
+		}
+		res, err := bench.RunRead(work, c, b)
+		if err != nil {
+			return err
+		}
+		for _, x := range res {
+			fmt.Printf("  %-16s %-12s %12.0f rec/s %8.1f MB/s\n", x.Workload, x.Engine, x.RecordsPerS, x.MBPerS)
+		}
+		r.Read = append(r.Read, res...)
+	}
+	return nil
+}

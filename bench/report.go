@@ -1,0 +1,146 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Run is everything one invocation measured, with what it ran on.
+type Run struct {
+	Command string         `json:"command"`
+	Date    time.Time      `json:"date"`
+	Machine Machine        `json:"machine"`
+	Engine  []EngineResult `json:"engine,omitempty"`
+	Read    []ReadResult   `json:"read,omitempty"`
+}
+
+// WriteFiles writes results.json, report.md and the charts into dir.
+func (r *Run) WriteFiles(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	var md strings.Builder
+	r.Markdown(&md)
+	if err := os.WriteFile(filepath.Join(dir, "report.md"), []byte(md.String()), 0o644); err != nil {
+		return err
+	}
+	for name, svg := range r.Charts() {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(svg), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PrintEngineRow prints one engine result as a progress line.
+func PrintEngineRow(w io.Writer, r EngineResult) {
+	fmt.Fprintf(w, "  %-24s %-12s %12.0f rec/s %8.1f MB/s  p50 %7.0f us  p99 %7.0f us  read %8.1f MB/s\n",
+		r.Engine, Cell{r.RecordBytes, r.Batch}, r.RecordsPerS, r.MBPerS, r.P50Micros, r.P99Micros, r.ReadMBPerS)
+}
+
+// Table prints the summary a terminal shows at the end: per cell, each
+// engine's records/s and ratios.
+func (r *Run) Table(w io.Writer) {
+	if len(r.Engine) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "cell\tengine\trecords/s\tx raw\tx best peer\tp99 us\tread MB/s\tx plain read\t")
+		for _, e := range r.Engine {
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.2f\t%.0f\t%.1f\t%.2f\t\n", Cell{e.RecordBytes, e.Batch}, e.Engine,
+				e.RecordsPerS, e.VsRaw, e.VsBestPeer, e.P99Micros, e.ReadMBPerS, e.ReadVsPlain)
+		}
+		tw.Flush()
+	}
+	if len(r.Read) > 0 {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "cell\tworkload\tengine\trecords/s\tMB/s\tx plain read\t")
+		for _, e := range r.Read {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%.1f\t%.2f\t\n", Cell{e.RecordBytes, e.Batch}, e.Workload, e.Engine, e.RecordsPerS, e.MBPerS, e.VsPlain)
+		}
+		tw.Flush()
+	}
+}
+
+// Markdown writes the report: the run's command and machine, then one
+// table of ratios and one of absolute figures per suite.
+func (r *Run) Markdown(w io.Writer) {
+	fmt.Fprintf(w, "# narad-bench, %s\n\n", r.Date.UTC().Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(w, "Command: `%s`\n\nMachine: %s\n\n", r.Command, r.Machine)
+	if len(r.Engine) > 0 {
+		engines, cells := enginesAndCells(r.Engine)
+		at := map[string]map[Cell]EngineResult{}
+		for _, e := range r.Engine {
+			if at[e.Engine] == nil {
+				at[e.Engine] = map[Cell]EngineResult{}
+			}
+			at[e.Engine][Cell{e.RecordBytes, e.Batch}] = e
+		}
+		table := func(title string, cellText func(EngineResult) string) {
+			fmt.Fprintf(w, "## %s\n\n| record x batch |", title)
+			for _, e := range engines {
+				fmt.Fprintf(w, " %s |", e)
+			}
+			fmt.Fprint(w, "\n|---|")
+			for range engines {
+				fmt.Fprint(w, "---|")
+			}
+			fmt.Fprintln(w)
+			for _, c := range cells {
+				fmt.Fprintf(w, "| %s |", c)
+				for _, e := range engines {
+					if res, ok := at[e][c]; ok {
+						fmt.Fprintf(w, " %s |", cellText(res))
+					} else {
+						fmt.Fprint(w, " |")
+					}
+				}
+				fmt.Fprintln(w)
+			}
+			fmt.Fprintln(w)
+		}
+		table("Commits: records/s as a ratio to raw (append + fdatasync) in the same cell", func(e EngineResult) string {
+			return fmt.Sprintf("%.2f", e.VsRaw)
+		})
+		table("Commits: records/s", func(e EngineResult) string { return fmt.Sprintf("%.0f", e.RecordsPerS) })
+		table("Commit latency, p50 / p99 (us)", func(e EngineResult) string {
+			return fmt.Sprintf("%.0f / %.0f", e.P50Micros, e.P99Micros)
+		})
+		table("Read back (warm page cache): MB/s, and ratio to a plain read of raw's file", func(e EngineResult) string {
+			return fmt.Sprintf("%.0f (%.2f)", e.ReadMBPerS, e.ReadVsPlain)
+		})
+	}
+	if len(r.Read) > 0 {
+		fmt.Fprint(w, "## Reads\n\n| record x batch | workload | engine | records/s | MB/s | x plain read |\n|---|---|---|---|---|---|\n")
+		for _, e := range r.Read {
+			fmt.Fprintf(w, "| %s | %s | %s | %.0f | %.1f | %.2f |\n", Cell{e.RecordBytes, e.Batch}, e.Workload, e.Engine, e.RecordsPerS, e.MBPerS, e.VsPlain)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// enginesAndCells lists the engines and cells of rs in first-seen order.
+func enginesAndCells(rs []EngineResult) (engines []string, cells []Cell) {
+	for _, e := range rs {
+		if !slices.Contains(engines, e.Engine) {
+			engines = append(engines, e.Engine)
+		}
+		if c := (Cell{e.RecordBytes, e.Batch}); !slices.Contains(cells, c) {
+			cells = append(cells, c)
+		}
+	}
+	return engines, cells
+}
