@@ -66,15 +66,21 @@ func (b *CacheBudget) over() bool { return b != nil && b.used.Load() > b.limit }
 // and the actor. Both are invalidated on a failed commit's truncate
 // (forgetFrom) and a retention detach (forgetBelow).
 //
-// Invariants, under mu: frames and nav hold no entry for an offset that is
-// not in the log, or whose bytes differ from what is in the log; bytes is
-// the sum of frames' bytes, and exactly what the log holds of budget;
-// once closed, frames stays empty.
+// Besides frames, one frame of any size may be cached as large: the one
+// a read of records stopped inside when it was too large for frames, so a
+// frame larger than a reader's max bytes is read and checked once, not
+// once per part (it still counts against the node's budget).
+//
+// Invariants, under mu: frames, large and nav hold no entry for an offset
+// that is not in the log, or whose bytes differ from what is in the log;
+// bytes is the sum of frames' and large's bytes, and exactly what the log
+// holds of budget; once closed, frames and large stay empty.
 type frameCache struct {
 	budget *CacheBudget // shared with the node's other logs; nil: none
 
 	mu     sync.Mutex
 	frames []*cachedFrame // oldest first
+	large  *cachedFrame   // a frame over frameCacheMaxFrame a read stopped inside
 	bytes  int
 	nav    []navEntry // oldest first
 	closed bool       // the log closed: nothing is cached any more
@@ -89,7 +95,41 @@ func (c *frameCache) get(offset int64) *cachedFrame {
 			return f
 		}
 	}
+	if f := c.large; f != nil && offset >= f.base && offset < f.end {
+		return f
+	}
 	return nil
+}
+
+// putStopped caches the frame a read of records stopped inside: in frames
+// when it is small enough, else as the large frame, replacing the one
+// before, unless the node's budget cannot take it.
+func (c *frameCache) putStopped(f *cachedFrame) {
+	if f.bytes <= frameCacheMaxFrame {
+		c.put(f)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.dropLargeLocked()
+	c.budget.take(f.bytes)
+	if c.budget.over() {
+		c.budget.take(-f.bytes)
+		return
+	}
+	c.large = f
+	c.bytes += f.bytes
+}
+
+func (c *frameCache) dropLargeLocked() {
+	if c.large != nil {
+		c.bytes -= c.large.bytes
+		c.budget.take(-c.large.bytes)
+		c.large = nil
+	}
 }
 
 func (c *frameCache) put(f *cachedFrame) {
@@ -109,12 +149,22 @@ func (c *frameCache) put(f *cachedFrame) {
 	c.frames = append(c.frames, f)
 	c.bytes += f.bytes
 	c.budget.take(f.bytes)
-	for len(c.frames) > 0 && (len(c.frames) > frameCacheFrames || c.bytes > frameCacheBytes || c.budget.over()) {
+	if c.budget.over() {
+		c.dropLargeLocked() // the large frame goes first
+	}
+	for len(c.frames) > 0 && (len(c.frames) > frameCacheFrames || c.bytes-c.largeBytes() > frameCacheBytes || c.budget.over()) {
 		c.bytes -= c.frames[0].bytes
 		c.budget.take(-c.frames[0].bytes)
 		c.frames[0] = nil
 		c.frames = c.frames[1:]
 	}
+}
+
+func (c *frameCache) largeBytes() int {
+	if c.large == nil {
+		return 0
+	}
+	return c.large.bytes
 }
 
 // putEnvelopes caches a frame being written from its envelopes, so a tail
@@ -186,7 +236,7 @@ func (c *frameCache) close() {
 	c.budget.take(-c.bytes)
 	c.bytes = 0
 	clear(c.frames)
-	c.frames, c.nav = nil, nil
+	c.frames, c.nav, c.large = nil, nil, nil
 }
 
 func (c *frameCache) forget(drop func(base, end int64) bool) {
@@ -203,6 +253,10 @@ func (c *frameCache) forget(drop func(base, end int64) bool) {
 	}
 	clear(c.frames[len(frames):])
 	c.frames = frames
+	if c.large != nil && drop(c.large.base, c.large.end) {
+		c.large = nil
+	}
+	c.bytes += c.largeBytes()
 	c.budget.take(c.bytes)
 	nav := c.nav[:0]
 	for _, e := range c.nav {

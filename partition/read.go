@@ -54,26 +54,123 @@ func (l *Log) Read(offset int64, maxRecords, maxBytes int) (ReadResult, error) {
 	}
 	bytes := 0
 	for res.Next < v.hwm && len(res.Records) < maxRecords {
-		f, err := l.frameAt(v, res.Next)
+		if f := l.cache.get(res.Next); f != nil {
+			l.metrics.frameCacheHits.Inc()
+			if !takeRecords(&res, f.records[res.Next-f.base:], maxRecords, maxBytes, &bytes) {
+				break
+			}
+			continue
+		}
+		l.metrics.frameCacheMisses.Inc()
+		more, err := l.readFrames(v, &res, maxRecords, maxBytes, &bytes)
 		if err != nil {
 			if len(res.Records) > 0 && !errors.Is(err, ErrLogClosed) {
 				break // serve what came before; the next read meets the error
 			}
 			return ReadResult{}, err
 		}
-		for _, r := range f.records[res.Next-f.base:] {
-			size := len(r.Key) + len(r.Value)
-			if len(res.Records) == maxRecords || (len(res.Records) > 0 && bytes+size > maxBytes) {
-				l.countRead(res.Records, bytes)
-				return res, nil
-			}
-			res.Records = append(res.Records, r)
-			bytes += size
-			res.Next = r.Offset + 1
+		if !more {
+			break
 		}
 	}
 	l.countRead(res.Records, bytes)
 	return res, nil
+}
+
+// takeRecords appends records to res until maxRecords or maxBytes (at
+// least one record in all), and reports whether it took them all.
+func takeRecords(res *ReadResult, records []ReadRecord, maxRecords, maxBytes int, bytes *int) bool {
+	for _, r := range records {
+		size := len(r.Key) + len(r.Value)
+		if len(res.Records) == maxRecords || (len(res.Records) > 0 && *bytes+size > maxBytes) {
+			return false
+		}
+		res.Records = append(res.Records, r)
+		*bytes += size
+		res.Next = r.Offset + 1
+	}
+	return true
+}
+
+// readFrames serves a read that missed the cache from the segment: the
+// frame holding res.Next, then the frames after it in the same segment,
+// read in growing windows and decoded straight into res (records of an
+// uncompressed frame point into the window, which is never reused) until
+// maxRecords or maxBytes. The frame a read stops inside is cached, so the
+// next read of it (a large frame served in parts) costs no disk read or
+// decode; every other frame only has its position remembered. It reports
+// whether the read may go on (it took every record of the last frame).
+func (l *Log) readFrames(v *view, res *ReadResult, maxRecords, maxBytes int, bytes *int) (more bool, err error) {
+	var arena []byte
+	var last navEntry
+	more = true
+	err = l.scanFrom(v, res.Next, func(seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error) {
+		first := res.Next
+		records, err := decodeRecords(h, frame, &arena, res.Records)
+		if err != nil {
+			return false, err
+		}
+		last = navEntry{seg: seg, base: h.BaseOffset, end: h.EndOffset(), pos: pos, bytes: h.FrameLen()}
+		// The frame's records sit at records[taken:]; takeRecords moves
+		// the ones it takes down to res.Records' end, never past the
+		// next one it reads.
+		taken := len(res.Records)
+		res.Records = records[:taken]
+		if !takeRecords(res, records[taken+int(first-h.BaseOffset):], maxRecords, maxBytes, bytes) {
+			more = false
+			if f, err := decodeFrame(h, frame); err == nil { // a private copy: the window is not pinned
+				l.cache.putStopped(f)
+			}
+			return false, nil
+		}
+		more = len(res.Records) < maxRecords && *bytes < maxBytes
+		return more, nil
+	})
+	if last.seg != nil {
+		l.cache.remember(last.seg, last.base, last.end, last.pos, last.bytes)
+	}
+	return more, err
+}
+
+// decodeRecords appends a CRC-checked frame's records to dst. An
+// uncompressed payload is used in place; a compressed one is decoded into
+// *arena, which grows by fresh allocations, never by rewriting bytes a
+// record points into. A frame whose payload does not decode is damaged,
+// CRC or not.
+func decodeRecords(h wire.FrameHeader, frame []byte, arena *[]byte, dst []ReadRecord) ([]ReadRecord, error) {
+	payload := h.Stored(frame)
+	if h.Codec != uint8(codec.None) {
+		c, err := codec.ByID(codec.ID(h.Codec))
+		if err != nil {
+			return nil, err
+		}
+		a := *arena
+		if payload, err = c.Decode(a[len(a):], payload, int(h.UncompressedSize)); err != nil {
+			return nil, err
+		}
+		if spare := a[len(a):cap(a)]; len(payload) > 0 && len(spare) > 0 && &payload[0] == &spare[0] {
+			*arena = a[:len(a)+len(payload)]
+		} else {
+			*arena = make([]byte, 0, max(4*int(h.UncompressedSize), readWindow))
+		}
+	} else if len(payload) != int(h.UncompressedSize) {
+		return nil, fmt.Errorf("%w: stored %d bytes, uncompressed size %d", wire.ErrCorrupt, len(payload), h.UncompressedSize)
+	}
+	var rr wire.RecordReader
+	if err := rr.Reset(payload, int(h.RecordCount)); err != nil {
+		return nil, err
+	}
+	for offset := h.BaseOffset; ; offset++ {
+		rec, ok := rr.Next()
+		if !ok {
+			return dst, nil
+		}
+		e, err := wire.ParseEnvelope(rec)
+		if err != nil {
+			return nil, fmt.Errorf("record %d: %w", offset, err)
+		}
+		dst = append(dst, ReadRecord{Offset: offset, CommittedAtUnixMs: e.CommittedAtUnixMs, Key: e.Key, Value: e.Payload})
+	}
 }
 
 func (l *Log) countRead(records []ReadRecord, bytes int) {
@@ -82,20 +179,44 @@ func (l *Log) countRead(records []ReadRecord, bytes int) {
 }
 
 // frameAt returns the decoded frame holding offset, which the view says is
-// in the log and below the high watermark.
+// in the log and below the high watermark, from the cache or the segment.
 func (l *Log) frameAt(v *view, offset int64) (*cachedFrame, error) {
 	if f := l.cache.get(offset); f != nil {
 		l.metrics.frameCacheHits.Inc()
 		return f, nil
 	}
 	l.metrics.frameCacheMisses.Inc()
+	var found *cachedFrame
+	err := l.scanFrom(v, offset, func(seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error) {
+		f, err := decodeFrame(h, frame)
+		if err != nil {
+			return false, err
+		}
+		l.cache.remember(seg, h.BaseOffset, h.EndOffset(), pos, h.FrameLen())
+		l.cache.put(f)
+		found = f
+		return false, nil
+	})
+	return found, err
+}
+
+// scanFrom finds the frame holding offset, which the view says is in the
+// log and below the high watermark, and calls visit with it (its bytes
+// CRC-checked, valid after the call: a scan never reuses a window), then,
+// while visit asks for more, with each next frame of the segment. It
+// starts from the frame position cache or the sparse index, and steps
+// over damage before the frame it looks for; damage (or an unreadable
+// block) after it ends the scan quietly, for the next read to meet. A
+// visit error on the frame holding offset marks it damaged; on a later
+// frame it ends the scan the same way.
+func (l *Log) scanFrom(v *view, offset int64, visit func(seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error)) error {
 	seg, endOffset, limit := v.segmentFor(offset)
 	if g, ok := seg.gapAt(offset); ok {
-		return nil, &UnreadableError{Offset: offset, Next: g.to, Cause: errors.New("recorded gap: damaged frame found by recovery")}
+		return &UnreadableError{Offset: offset, Next: g.to, Cause: errors.New("recorded gap: damaged frame found by recovery")}
 	}
 	file, err := seg.file.acquire()
 	if err != nil {
-		return nil, l.explainReadFailure(offset, err)
+		return l.explainReadFailure(offset, err)
 	}
 	defer seg.file.release()
 	if seg != v.active {
@@ -108,7 +229,7 @@ func (l *Log) frameAt(v *view, offset int64) (*cachedFrame, error) {
 	} else if e, ok := seg.file.lookup(offset); ok {
 		pos, expect = e.pos, e.offset
 	}
-	sc := &scanner{file: file, limit: limit, buf: make([]byte, min(readWindow, max(limit-pos, wire.FrameHeaderSize))), skipUnreadable: true}
+	sc := &scanner{file: file, limit: limit, buf: make([]byte, min(readWindow, max(limit-pos, wire.FrameHeaderSize))), skipUnreadable: true, keep: true}
 	for pos < limit {
 		h, frame, status, err := sc.frameAt(pos)
 		if err != nil && isIOError(err) {
@@ -117,7 +238,7 @@ func (l *Log) frameAt(v *view, offset int64) (*cachedFrame, error) {
 			// offset steps over it (stepOver).
 			at, next, ok := sc.stepOver(pos, expect, h, endOffset)
 			if !ok || next > offset {
-				return nil, l.explainReadFailure(offset, err)
+				return l.explainReadFailure(offset, err)
 			}
 			seg.file.addIndex(next, at) // verified: later reads start past the unreadable frame
 			pos, expect = at, next
@@ -126,7 +247,7 @@ func (l *Log) frameAt(v *view, offset int64) (*cachedFrame, error) {
 		if status != frameValid || h.BaseOffset != expect {
 			at, next, found, rerr := sc.resync(pos, expect, h)
 			if rerr != nil {
-				return nil, l.explainReadFailure(offset, rerr)
+				return l.explainReadFailure(offset, rerr)
 			}
 			if found && next.BaseOffset <= offset {
 				seg.file.addIndex(next.BaseOffset, at)
@@ -140,16 +261,26 @@ func (l *Log) frameAt(v *view, offset int64) (*cachedFrame, error) {
 			if err == nil {
 				err = fmt.Errorf("%w: frame at byte %d has base offset %d, want %d", wire.ErrCorrupt, pos, h.BaseOffset, expect)
 			}
-			return nil, l.damaged(seg, pos, &UnreadableError{Offset: offset, Next: nextOffset, Cause: fmt.Errorf("%s byte %d: %w", seg.path, pos, err)})
+			return l.damaged(seg, pos, &UnreadableError{Offset: offset, Next: nextOffset, Cause: fmt.Errorf("%s byte %d: %w", seg.path, pos, err)})
 		}
 		if offset < h.EndOffset() {
-			f, err := decodeFrame(h, frame)
+			more, err := visit(seg, pos, h, frame)
 			if err != nil {
-				return nil, l.damaged(seg, pos, &UnreadableError{Offset: offset, Next: h.EndOffset(), Cause: fmt.Errorf("%s byte %d: %w", seg.path, pos, err)})
+				return l.damaged(seg, pos, &UnreadableError{Offset: offset, Next: h.EndOffset(), Cause: fmt.Errorf("%s byte %d: %w", seg.path, pos, err)})
 			}
-			l.cache.remember(seg, h.BaseOffset, h.EndOffset(), pos, h.FrameLen())
-			l.cache.put(f)
-			return f, nil
+			for more {
+				pos, expect = pos+h.FrameLen(), h.EndOffset()
+				if pos >= limit {
+					break
+				}
+				if h, frame, status, err = sc.frameAt(pos); err != nil || status != frameValid || h.BaseOffset != expect {
+					break
+				}
+				if more, err = visit(seg, pos, h, frame); err != nil {
+					break
+				}
+			}
+			return nil
 		}
 		seg.file.addIndex(h.BaseOffset, pos)
 		pos += h.FrameLen()
@@ -157,7 +288,7 @@ func (l *Log) frameAt(v *view, offset int64) (*cachedFrame, error) {
 	}
 	// The segment ends before the offsets its successor's name promises
 	// (a sealed segment whose last sync lied): recorded loss.
-	return nil, l.damaged(seg, limit, &UnreadableError{Offset: offset, Next: endOffset, Cause: fmt.Errorf("%s ends at offset %d, before %d", seg.path, expect, endOffset)})
+	return l.damaged(seg, limit, &UnreadableError{Offset: offset, Next: endOffset, Cause: fmt.Errorf("%s ends at offset %d, before %d", seg.path, expect, endOffset)})
 }
 
 // explainReadFailure turns a failure to reach a segment into what the

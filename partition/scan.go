@@ -50,7 +50,14 @@ type scanner struct {
 	// frames on it (stepOver). Never recovery or the commit's read-back:
 	// there an I/O error fails the walk or the commit.
 	skipUnreadable bool
+	// keep, for a read of records, makes every refill read into a new
+	// buffer, so the frames a scan handed out stay valid while records
+	// point into them; refills grow to readWindowMax.
+	keep bool
 }
+
+// readWindowMax bounds the windows a keep scan grows to.
+const readWindowMax = 1 << 20
 
 // unreadableStep is the block stepOver steps over when it cannot read it:
 // the smallest unit a device fails reads in.
@@ -137,6 +144,9 @@ func (s *scanner) window(pos int64, want int) ([]byte, error) {
 	}
 	if pos >= s.at && pos+int64(want) <= s.at+int64(s.n) {
 		return s.buf[pos-s.at : pos-s.at+int64(want)], nil
+	}
+	if s.keep && s.n > 0 {
+		s.buf = make([]byte, min(2*len(s.buf), readWindowMax)) // bytes handed out stay as they are
 	}
 	if want > len(s.buf) {
 		// A frame larger than the pooled buffer: a buffer of its own,
