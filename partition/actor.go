@@ -116,7 +116,7 @@ func newState(l *Log, rec *recovered) *state {
 		hwmFileExists:  rec.hwmFile.exists,
 		hwmFileValue:   rec.hwmFile.value,
 		commitFloor:    rec.lastTime,
-		floorKnown:     rec.lastTimeKnown || len(rec.sealed) == 0,
+		floorKnown:     rec.lastTimeKnown || (len(rec.sealed) == 0 && rec.tail == rec.active.base),
 		retention:      l.opts.RetentionMaxAge,
 		retentionBytes: l.opts.RetentionMaxBytes,
 		maxSegmentAge:  l.opts.MaxSegmentAge,

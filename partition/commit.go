@@ -49,9 +49,13 @@ gather:
 			break gather
 		}
 	}
-	if s.poison != nil {
+	refused := s.poison
+	if refused == nil {
+		refused = s.ensureFloor()
+	}
+	if refused != nil {
 		for _, p := range group {
-			p.reply <- appendReply{err: s.poison}
+			p.reply <- appendReply{err: refused}
 		}
 	} else {
 		bases := make([]int64, len(group))

@@ -26,9 +26,6 @@ func (f *pendingFrame) end() int64 { return f.base + int64(f.count) }
 // the partition (docs/design.md, "Segments, frames and records").
 func (s *state) appendEnvelopes(envs [][]byte) (base int64) {
 	base = s.nextOffset
-	if !s.floorKnown {
-		s.loadFloor()
-	}
 	if len(s.buffer) == 0 {
 		s.bufferSince = time.Now()
 	}
@@ -53,6 +50,9 @@ func (s *state) handleAppend(m *appendMsg) appendReply {
 	if s.unwritten != nil && s.bufferBytes >= maxBatchBytes {
 		// Writes keep failing: refuse to buffer without bound.
 		return appendReply{err: commitError("append while frame writes fail", errWritesFailing)}
+	}
+	if err := s.ensureFloor(); err != nil {
+		return appendReply{err: err}
 	}
 	base := s.appendEnvelopes(m.envs)
 	s.appended += len(m.envs)

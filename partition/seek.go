@@ -113,26 +113,29 @@ func (l *Log) timeFrom(o, end int64) (t int64, found bool, err error) {
 // answer lies, to the span between two entries of the segment's time
 // index: the last entry before atMs and the first at or after it. The
 // index is a hint: the narrower range is taken only when from agrees at
-// both of its ends, so a stale or lying index costs reads, never a wrong
-// answer; without an index, the range is returned as it came.
+// both of its ends (and the entries that bound it are frames that check
+// out), so a stale or lying index costs reads, never a wrong answer;
+// without an index, the range is returned as it came.
 func (l *Log) narrowByTime(seg *segment, lo, hi, atMs int64, from func(int64) (bool, error)) (int64, int64, error) {
 	f, err := seg.file.acquire()
 	if err != nil {
 		return lo, hi, nil // the search meets the failure, and explains it
 	}
+	defer seg.file.release()
 	l.hot.touch(seg)
 	entries, err := l.timeIndexOf(seg, f)
-	seg.file.release()
 	if err != nil {
 		l.logger.Warn("seek by time without the segment's time index", zap.String("segment", seg.path), zap.Error(err))
 		return lo, hi, nil
 	}
+	// Only entries whose frame checks out bound the range: a position that
+	// lies would make a read resync past good records.
 	k := sort.Search(len(entries), func(k int) bool { return entries[k].TimeMs >= atMs })
 	nlo, nhi := lo, hi
-	if k > 0 {
+	if k > 0 && l.seedIfFrame(seg, f, entries[k-1]) {
 		nlo = min(max(lo, entries[k-1].Offset), hi)
 	}
-	if k < len(entries) {
+	if k < len(entries) && l.seedIfFrame(seg, f, entries[k]) {
 		nhi = max(min(hi, entries[k].Offset), nlo)
 	}
 	if nlo > lo {

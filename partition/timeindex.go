@@ -1,7 +1,6 @@
 package partition
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -178,55 +177,92 @@ func (s *state) handleTimeIndex(m *timeIndexMsg) {
 
 // timeIndexOf returns the time index of a sealed segment whose handle the
 // caller holds (f), as loadTimeIndex does, and asks the actor to write it
-// out when it had to be built.
+// out when it had to be built, without waiting: the write is best effort,
+// and a seek never queues behind a commit for it.
 func (l *Log) timeIndexOf(seg *segment, f vfs.File) ([]wire.TimeIndexEntry, error) {
 	entries, built, err := l.loadTimeIndex(seg, f)
 	if built {
-		_, _ = l.call(context.Background(), &timeIndexMsg{request: newRequest(), seg: seg, entries: entries})
+		select {
+		case l.mailbox <- &timeIndexMsg{request: newRequest(), seg: seg, entries: entries}:
+		default:
+		}
 	}
 	return entries, err
 }
 
 // loadTimeIndex returns the time index of a sealed segment whose handle
 // the caller holds (f): the one cached with the handle, else the file's
-// when it fits the segment, else one built by walking the segment (built
-// is then true: the file should be written). Its entries seed the
-// segment's sparse index: each is a frame start, and every read checks
-// the frame it lands on.
+// when it fits the segment, else, when the file is missing or does not
+// fit, one built by walking the segment (built is then true: the file
+// should be written). Another failure to read the file is an error: a
+// passing I/O error never costs a walk. A walk's entries, checked frame by
+// frame, seed the segment's sparse index; a file's never do (seedIfFrame
+// checks the ones a caller uses).
 func (l *Log) loadTimeIndex(seg *segment, f vfs.File) (entries []wire.TimeIndexEntry, built bool, err error) {
 	if entries, ok := seg.file.cachedTimes(); ok {
 		return entries, false, nil
 	}
 	entries, err = l.readTimeIndex(seg)
-	if err != nil {
+	if errors.Is(err, errTimeIndexUnfit) {
 		if entries, err = l.buildTimeIndex(seg, f); err != nil {
 			return nil, false, err
 		}
 		built = true
 		l.logger.Info("time index rebuilt from the segment's frames", zap.String("segment", seg.path), zap.Int("entries", len(entries)))
+		for _, e := range entries {
+			seg.file.addIndex(e.Offset, e.Pos)
+		}
 	}
-	for _, e := range entries {
-		seg.file.addIndex(e.Offset, e.Pos)
+	if err != nil {
+		return nil, false, err
 	}
 	seg.file.cacheTimes(entries)
 	return entries, built, nil
 }
 
-// readTimeIndex reads the segment's time index file; any failure, and a
-// file that describes another segment or another size, is an error.
+// errTimeIndexUnfit: the time index file is missing, damaged, or describes
+// another segment: rebuild it.
+var errTimeIndexUnfit = errors.New("time index missing or unfit")
+
+// readTimeIndex reads the segment's time index file.
 func (l *Log) readTimeIndex(seg *segment) ([]wire.TimeIndexEntry, error) {
 	b, err := vfs.ReadFile(l.opts.FS, timeIndexPath(l.dir, seg.base), timeIndexFileLimit(seg.sealedSize))
-	if err != nil {
-		return nil, err
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, vfs.ErrFileTooLarge):
+		return nil, fmt.Errorf("%w: %w", errTimeIndexUnfit, err)
+	case err != nil:
+		return nil, fmt.Errorf("read the time index of %s: %w", seg.path, err)
 	}
 	x, err := wire.DecodeTimeIndex(b)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", errTimeIndexUnfit, err)
 	}
 	if x.SegmentBase != seg.base || x.SegmentSize != seg.sealedSize {
-		return nil, fmt.Errorf("time index of segment %d, %d bytes, beside segment %d, %d bytes", x.SegmentBase, x.SegmentSize, seg.base, seg.sealedSize)
+		return nil, fmt.Errorf("%w: time index of segment %d, %d bytes, beside segment %d, %d bytes", errTimeIndexUnfit, x.SegmentBase, x.SegmentSize, seg.base, seg.sealedSize)
 	}
 	return x.Entries, nil
+}
+
+// seedIfFrame reports whether a valid frame with base e.Offset starts at
+// byte e.Pos of the sealed segment (whose handle the caller holds): an
+// entry of a time index file checked before it is used. A frame that
+// checks out seeds the sparse index and is cached, so the read that
+// follows costs nothing more.
+func (l *Log) seedIfFrame(seg *segment, f vfs.File, e wire.TimeIndexEntry) bool {
+	if e.Pos < 0 || e.Pos >= seg.sealedSize {
+		return false
+	}
+	sc := &scanner{file: f, limit: seg.sealedSize, buf: make([]byte, min(readWindow, seg.sealedSize-e.Pos))}
+	h, frame, status, _ := sc.frameAt(e.Pos)
+	if status != frameValid || h.BaseOffset != e.Offset {
+		return false
+	}
+	seg.file.addIndex(e.Offset, e.Pos)
+	if decoded, err := decodeFrame(h, frame); err == nil {
+		l.cache.remember(seg, h.BaseOffset, h.EndOffset(), e.Pos, h.FrameLen())
+		l.cache.put(decoded)
+	}
+	return true
 }
 
 // buildTimeIndex walks a sealed segment's frames, CRC checked, and

@@ -48,6 +48,15 @@ func timeIndexFile(d *sim.Disk, base int64) (wire.TimeIndex, error) {
 	return wire.DecodeTimeIndex(b)
 }
 
+// settle returns once the actor has handled every message sent before it
+// (the mailbox is in order): the time index writes seeks asked for.
+func settle(t *testing.T, l *Log) {
+	t.Helper()
+	if _, err := l.Expired(bg); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // checkSeeks fails the test unless OffsetAt agrees with a scan of recs for
 // every millisecond from before the first record to after the last.
 func checkSeeks(t *testing.T, l *Log, recs []ReadRecord) {
@@ -167,6 +176,7 @@ func TestTimeIndex_RebuiltWhenMissingOrDamaged(t *testing.T) {
 		l = openLog(t, opts)
 		defer closeLog(t, l)
 		checkSeeks(t, l, recs)
+		settle(t, l)
 		for _, seg := range []*segment{sealed[1], sealed[3]} {
 			if x, err := timeIndexFile(d, seg.base); err != nil || x.SegmentSize != seg.sealedSize {
 				t.Fatalf("segment %d: index not written again: %+v, %v", seg.base, x, err)
@@ -279,6 +289,7 @@ func TestTimeIndex_AFailedWriteIsNotAFailedRoll(t *testing.T) {
 			t.Fatal("a time index was written through ENOSPC")
 		}
 		checkSeeks(t, l, recs)
+		settle(t, l)
 		for _, seg := range sealed {
 			if _, err := timeIndexFile(d, seg.base); err != nil {
 				t.Fatalf("segment %d: not written by the seek: %v", seg.base, err)
