@@ -53,6 +53,13 @@ type testNode struct {
 // checker on; the test fails if any lock was taken out of order.
 func startNode(t *testing.T, d *sim.Disk, cfg Config) *testNode {
 	t.Helper()
+	return startNodeWith(t, d, cfg, nil)
+}
+
+// startNodeWith is startNode with the node's metastore wrapped by wrap
+// (nil: none); the test node's ms is the local metastore underneath.
+func startNodeWith(t *testing.T, d *sim.Disk, cfg Config, wrap func(*LocalMetastore) Metastore) *testNode {
+	t.Helper()
 	if d == nil {
 		d = newTestDisk(t, 1)
 	}
@@ -65,6 +72,9 @@ func startNode(t *testing.T, d *sim.Disk, cfg Config) *testNode {
 		t.Fatal(err)
 	}
 	cfg.Metastore = ms
+	if wrap != nil {
+		cfg.Metastore = wrap(ms)
+	}
 	n, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -69,9 +69,18 @@ func TestQueue_AWakeUpForAPartitionNotLeasedIsPassedOn(t *testing.T) {
 // parked across a delete and recreate of its topic behind the node's back
 // parks again on the topic's new list, and a commit to the new
 // incarnation wakes it (found by review).
+//
+// The node follows the feed only once both changes are made (held), as a
+// node that was slow to follow it, or saw both at once, does: a node that
+// looks between them finds no topic, and a consume answering "not found"
+// then is right.
 func TestQueue_ALongPollOutlivingADropIsWokenByTheRecreatedTopic(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := startNode(t, nil, Config{})
+		var feed *heldFeed
+		n := startNodeWith(t, nil, Config{}, func(ms *LocalMetastore) Metastore {
+			feed = &heldFeed{Metastore: ms}
+			return feed
+		})
 		makeTopic(t, n, "jobs", 1, 0)
 		a := make(chan consumeResult, 1)
 		go func() {
@@ -79,10 +88,12 @@ func TestQueue_ALongPollOutlivingADropIsWokenByTheRecreatedTopic(t *testing.T) {
 			a <- consumeResult{got, err, time.Now()}
 		}()
 		synctest.Wait()
+		feed.hold()
 		n.ms.DeleteTopic(bg, "jobs")
 		if _, _, err := n.ms.CreateTopic(bg, "jobs", 1, Retention{}); err != nil {
 			t.Fatal(err)
 		}
+		feed.release()
 		n.background.Wait()
 		synctest.Wait()
 		committed := time.Now()
@@ -115,5 +126,43 @@ func TestCursor_OnATopicWithoutAnIncarnationID(t *testing.T) {
 	}
 	if res, err := n.ReadCursor(bg, "legacy", "audit", 0, 10, 1<<20, true); err != nil || len(res.Records) != 3 {
 		t.Fatalf("ReadCursor: %d records, %v", len(res.Records), err)
+	}
+}
+
+// heldFeed is a metastore whose change feed can be held: changes made
+// while it is held reach the subscribers at release, in order.
+type heldFeed struct {
+	Metastore
+	mu      sync.Mutex
+	held    bool
+	pending []func()
+}
+
+func (h *heldFeed) Subscribe(f func(topic string)) func() {
+	return h.Metastore.Subscribe(func(topic string) {
+		h.mu.Lock()
+		if h.held {
+			h.pending = append(h.pending, func() { f(topic) })
+			h.mu.Unlock()
+			return
+		}
+		h.mu.Unlock()
+		f(topic)
+	})
+}
+
+func (h *heldFeed) hold() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.held = true
+}
+
+func (h *heldFeed) release() {
+	h.mu.Lock()
+	pending := h.pending
+	h.held, h.pending = false, nil
+	h.mu.Unlock()
+	for _, f := range pending {
+		f()
 	}
 }
