@@ -59,6 +59,9 @@ type expiredMsg struct{ request }
 //     R2). So writePos > syncedPos means exactly the last frame is
 //     unsynced.
 //   - poison, once set, stays set until the log is reopened.
+//   - The active file holds nothing past max(writePos, allocEnd); bytes in
+//     [writePos, allocEnd) are zeros written ahead (or what a failed
+//     write left there, when tailDirty).
 type state struct {
 	log *Log
 
@@ -66,12 +69,17 @@ type state struct {
 	active *segment
 	file   vfs.File // the active segment, open read-write
 
-	nextOffset int64 // offset the next appended record gets
-	written    int64 // offset after the last frame written to the file
-	hwm        int64 // high watermark
-	writePos   int64 // bytes of written frames in the active segment
-	syncedPos  int64 // bytes of the active segment known durable
-	hwmPos     int64 // byte position of the high watermark
+	nextOffset  int64 // offset the next appended record gets
+	written     int64 // offset after the last frame written to the file
+	hwm         int64 // high watermark
+	writePos    int64 // bytes of written frames in the active segment
+	syncedPos   int64 // bytes of the active segment known durable
+	hwmPos      int64 // byte position of the high watermark
+	allocEnd    int64 // the active file's end when zeros were written ahead of writePos (prealloc.go); else <= writePos
+	reservedEnd int64 // blocks of the active file are reserved up to here (prealloc.go); else <= writePos
+
+	lastFrameAt time.Time // the active segment's last frame write
+	preallocOff bool      // a zero write failed in this segment: none more
 
 	buffer        [][]byte // envelopes appended, not yet drained
 	bufferBytes   int

@@ -78,7 +78,7 @@ func BenchmarkRawAppendFdatasync(b *testing.B) {
 
 // BenchmarkCommitDurable: Append then CommitDurable, one frame a commit.
 func BenchmarkCommitDurable(b *testing.B) {
-	for _, n := range []int{1, 256} {
+	for _, n := range []int{1, 256, 4096} {
 		b.Run(fmt.Sprintf("records=%d/size=256", n), func(b *testing.B) {
 			l := benchLog(b, b.TempDir())
 			defer l.Close()
@@ -92,6 +92,52 @@ func BenchmarkCommitDurable(b *testing.B) {
 				if err := l.CommitDurable(bg); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkProduceBatch: one Produce of a batch, one frame, one fdatasync
+// a commit. Quote it against BenchmarkRawAppendBatch, the same bytes in one
+// pwrite and fdatasync.
+func BenchmarkProduceBatch(b *testing.B) {
+	for _, n := range []int{256, 4096} {
+		b.Run(fmt.Sprintf("records=%d/size=256", n), func(b *testing.B) {
+			l := benchLog(b, b.TempDir())
+			defer l.Close()
+			recs := benchRecords(n, 256)
+			b.SetBytes(int64(frameBytesOf(recs)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := l.Produce(bg, recs); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRawAppendBatch is BenchmarkProduceBatch's floor: the bytes of
+// its frame appended with one pwrite, then fdatasync.
+func BenchmarkRawAppendBatch(b *testing.B) {
+	for _, n := range []int{256, 4096} {
+		b.Run(fmt.Sprintf("records=%d/size=256", n), func(b *testing.B) {
+			buf := make([]byte, frameBytesOf(benchRecords(n, 256)))
+			f, err := vfs.OS{}.OpenFile(filepath.Join(b.TempDir(), "raw"), os.O_RDWR|os.O_CREATE)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			b.SetBytes(int64(len(buf)))
+			pos := int64(0)
+			for b.Loop() {
+				if _, err := f.WriteAt(buf, pos); err != nil {
+					b.Fatal(err)
+				}
+				if err := f.Sync(); err != nil {
+					b.Fatal(err)
+				}
+				pos += int64(len(buf))
 			}
 		})
 	}

@@ -25,6 +25,11 @@ func (s *state) close() error {
 			s.log.logger.Warn("segment roll at close failed", zap.Error(err))
 		}
 	}
+	if s.poison == nil {
+		if err := s.trimPrealloc(); err != nil {
+			s.log.logger.Warn("trim of the space written ahead failed; the next open trims it", zap.Error(err))
+		}
+	}
 	if s.hwmReleased || !s.hwmFileExists || s.hwmFileValue != s.hwm {
 		if err := writeHWMFile(s.log.opts.FS, s.log.dir, s.hwm, s.hwmFileExists); err != nil {
 			s.log.metrics.countError(kindHWMFile)

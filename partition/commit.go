@@ -143,13 +143,15 @@ func (s *state) commit() error {
 }
 
 // readBack reads the frames above the high watermark back from the file
-// through a pooled buffer and checks each one's CRC and position.
+// through a pooled buffer, in one read, and checks each one's CRC and
+// position.
 func (s *state) readBack() error {
 	if s.writePos == s.hwmPos {
 		return nil
 	}
-	sc := newScanner(s.file, s.writePos, s.writePos-s.hwmPos)
-	defer sc.release()
+	buf, pooled := getBuf(int(s.writePos - s.hwmPos))
+	defer putBuf(pooled)
+	sc := &scanner{file: s.file, limit: s.writePos, buf: buf}
 	expect := s.hwm
 	for pos := s.hwmPos; pos < s.writePos; {
 		h, _, status, err := sc.frameAt(pos)
@@ -202,7 +204,7 @@ func (s *state) discard(cause error) {
 		s.poisonWith(fmt.Errorf("truncate %s to byte %d after a failed commit: %w", s.active.path, s.hwmPos, err))
 		return
 	}
-	s.writePos, s.active.size, s.tailDirty = s.hwmPos, s.hwmPos, false
+	s.writePos, s.active.size, s.tailDirty, s.allocEnd, s.reservedEnd, s.preallocOff = s.hwmPos, s.hwmPos, false, 0, 0, true
 	s.syncedPos = min(s.syncedPos, s.writePos)
 	s.active.full = s.active.size >= s.log.opts.SegmentMaxBytes
 	if s.poison != nil {

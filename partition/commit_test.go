@@ -311,7 +311,7 @@ func TestCommitFailure_ENOSPCIsErrNoSpaceAndNoPoison(t *testing.T) {
 // one write, one fdatasync, each with its own consecutive offsets.
 func TestProduce_GroupCommit(t *testing.T) {
 	d := newDisk(t, 1)
-	l := openLog(t, Options{FS: d})
+	l := openLog(t, Options{FS: d, noPrealloc: true}) // counts every write
 	defer closeLog(t, l)
 	// Hold the first commit's fsync until the others are queued.
 	entered, release := make(chan struct{}), make(chan struct{})
@@ -394,7 +394,7 @@ func waitQueued(t *testing.T, l *Log, n int) {
 // failed group stays behind.
 func TestProduce_GroupFailureFailsEveryCaller(t *testing.T) {
 	d := newDisk(t, 1)
-	l := openLog(t, Options{FS: d})
+	l := openLog(t, Options{FS: d, noPrealloc: true}) // fails the group's one write
 	defer closeLog(t, l)
 	entered, release := make(chan struct{}), make(chan struct{})
 	first := true

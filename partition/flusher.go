@@ -3,6 +3,7 @@ package partition
 import (
 	"errors"
 	"fmt"
+	"github.com/narad-io/storage/codec"
 	"time"
 
 	"github.com/narad-io/storage/wire"
@@ -16,6 +17,7 @@ type pendingFrame struct {
 	base  int64
 	count int
 	bytes []byte   // the whole frame, header included
+	buf   *[]byte  // bytes' pooled buffer, back to the pool once written (nil: not pooled)
 	envs  [][]byte // its records, for the frame cache
 }
 
@@ -62,25 +64,54 @@ func (s *state) handleAppend(m *appendMsg) appendReply {
 	return appendReply{base: base}
 }
 
-// drain turns the whole buffer into one frame, codec applied.
+// drain turns the whole buffer into one frame, codec applied, in a pooled
+// buffer. Uncompressed records are laid out in the frame directly; a
+// codec encodes them from the reused payload buffer.
 func (s *state) drain() (*pendingFrame, error) {
-	s.payload = s.payload[:0]
+	size := 0
 	for _, env := range s.buffer {
-		var err error
-		if s.payload, err = wire.AppendRecordFrame(s.payload, env); err != nil {
-			return nil, err
-		}
+		size += wire.RecordLenSize + len(env)
 	}
 	c := s.log.opts.Codec
-	frame, err := c.Encode(make([]byte, wire.FrameHeaderSize, wire.FrameHeaderSize+len(s.payload)), s.payload)
-	if err != nil {
-		return nil, fmt.Errorf("encode frame: %w", err)
+	var frame []byte
+	var pooled *[]byte
+	payloadSize := size
+	if c.ID() == codec.None {
+		frame, pooled = getBuf(wire.FrameHeaderSize + size)
+		frame = frame[:wire.FrameHeaderSize]
+		for _, env := range s.buffer {
+			var err error
+			if frame, err = wire.AppendRecordFrame(frame, env); err != nil {
+				putBuf(pooled)
+				return nil, err
+			}
+		}
+	} else {
+		s.payload = s.payload[:0]
+		for _, env := range s.buffer {
+			var err error
+			if s.payload, err = wire.AppendRecordFrame(s.payload, env); err != nil {
+				return nil, err
+			}
+		}
+		frame, pooled = getBuf(wire.FrameHeaderSize + size)
+		encoded, err := c.Encode(frame[:wire.FrameHeaderSize], s.payload)
+		if err != nil {
+			putBuf(pooled)
+			return nil, fmt.Errorf("encode frame: %w", err)
+		}
+		if len(encoded) > 0 && &encoded[0] != &frame[0] { // the codec needed more room: its own buffer
+			putBuf(pooled)
+			pooled = nil
+		}
+		frame = encoded
 	}
 	base := s.nextOffset - int64(len(s.buffer))
-	if _, err := wire.PutFrameHeader(frame, uint8(c.ID()), base, len(s.buffer), len(s.payload)); err != nil {
+	if _, err := wire.PutFrameHeader(frame, uint8(c.ID()), base, len(s.buffer), payloadSize); err != nil {
+		putBuf(pooled)
 		return nil, fmt.Errorf("frame header: %w", err)
 	}
-	f := &pendingFrame{base: base, count: len(s.buffer), bytes: frame, envs: s.buffer}
+	f := &pendingFrame{base: base, count: len(s.buffer), bytes: frame, buf: pooled, envs: s.buffer}
 	s.buffer, s.bufferBytes = nil, 0
 	return f, nil
 }
@@ -101,6 +132,7 @@ func (s *state) writeFrame(f *pendingFrame) error {
 		s.unwritten = f
 		return err
 	}
+	s.preallocate(int64(len(f.bytes)), now)
 	if _, err := s.file.WriteAt(f.bytes, s.writePos); err != nil {
 		s.unwritten = f
 		s.tailDirty = true
@@ -108,15 +140,18 @@ func (s *state) writeFrame(f *pendingFrame) error {
 		return fmt.Errorf("write frame at %s byte %d: %w", s.active.path, s.writePos, err)
 	}
 	s.unwritten = nil
+	frameBytes := int64(len(f.bytes))
+	putBuf(f.buf) // written: the frame's bytes are the file's now
+	f.bytes, f.buf = nil, nil
 	s.active.file.addIndex(f.base, s.writePos)
 	if e, err := wire.ParseEnvelope(f.envs[0]); err == nil {
 		s.active.noteTime(f.base, s.writePos, e.CommittedAtUnixMs, timeIndexSpacing(s.log.opts.SegmentMaxBytes))
 	}
-	s.log.cache.remember(s.active, f.base, f.end(), s.writePos, int64(len(f.bytes)))
-	if s.log.readSinceWrite.Swap(false) && len(f.bytes) <= frameCacheMaxFrame {
-		s.log.cache.putEnvelopes(f.base, f.envs, len(f.bytes))
+	s.log.cache.remember(s.active, f.base, f.end(), s.writePos, frameBytes)
+	if s.log.readSinceWrite.Swap(false) && frameBytes <= frameCacheMaxFrame {
+		s.log.cache.putEnvelopes(f.base, f.envs, int(frameBytes))
 	}
-	s.writePos += int64(len(f.bytes))
+	s.writePos += frameBytes
 	s.active.size = s.writePos
 	s.written = f.end()
 	if s.active.firstWrite.IsZero() {
@@ -129,7 +164,7 @@ func (s *state) writeFrame(f *pendingFrame) error {
 	if s.active.size >= s.log.opts.SegmentMaxBytes {
 		s.active.full = true
 	}
-	s.log.metrics.bytesWritten.Add(float64(len(f.bytes)))
+	s.log.metrics.bytesWritten.Add(float64(frameBytes))
 	s.log.metrics.recordsWritten.Add(float64(f.count))
 	return nil
 }

@@ -116,7 +116,7 @@ func TestModel_RandomOperations(t *testing.T) {
 				m.pending = nil
 			},
 			"failedProduce": func(rt *rapid.T) {
-				in := d.Inject(sim.Fault{Op: sim.OpWrite, Path: testDir + "/*.log", Nth: 1, Err: syscall.EIO})
+				in := d.Inject(sim.Fault{Op: sim.OpWrite, Path: testDir + "/*.log", Nth: 1, Sticky: true, Err: syscall.EIO})
 				_, err := l.Produce(bg, next(2))
 				in.Remove()
 				if !errors.Is(err, ErrCommitFailed) {

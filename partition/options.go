@@ -48,6 +48,9 @@ type Options struct {
 	// "Flusher pipeline"); not a setting a config file can change, so only
 	// this package's tests lower them.
 	flush flushPolicy
+	// noPrealloc turns preallocation off, for this package's tests that
+	// count a commit's every disk call.
+	noPrealloc bool
 }
 
 // flushPolicy: when buffered records are drained into a frame and when

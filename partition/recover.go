@@ -32,11 +32,14 @@ type walkResult struct {
 	tailPos int64 // byte after the last valid frame
 	tail    int64 // offset after the last valid frame
 	tornAt  int64 // where a torn tail starts; -1 if none
-	gaps    []gap
-	index   []indexEntry
-	times   []wire.TimeIndexEntry
-	lastPos int64 // where the last valid frame starts; -1 if none
-	lastLen int64
+	// unwrittenAt is where zeros the log allocated ahead of its frames
+	// start (they run to the end of the file); -1 if none.
+	unwrittenAt int64
+	gaps        []gap
+	index       []indexEntry
+	times       []wire.TimeIndexEntry
+	lastPos     int64 // where the last valid frame starts; -1 if none
+	lastLen     int64
 }
 
 // recoverLog opens the segments of dir (docs/design.md, "Recovery";
@@ -165,6 +168,14 @@ func (rec *recovered) openActive(dir string, base int64, opts Options) error {
 		if w, err = walkActive(f, base, spacing); err != nil {
 			return err
 		}
+		if w.tornAt < 0 && w.unwrittenAt < 0 {
+			// A clean tail after a crash: give back blocks reserved past it
+			// (prealloc.go); the size stays, so nothing needs an fsync, and
+			// a failure costs only the blocks.
+			if err := f.Truncate(w.tailPos); err != nil {
+				opts.Logger.Warn("giving back reserved blocks failed", zap.String("segment", path), zap.Error(err))
+			}
+		}
 		if w.tornAt >= 0 {
 			if err := f.Truncate(w.tornAt); err != nil {
 				return fmt.Errorf("open %s: truncate torn tail at byte %d: %w", path, w.tornAt, err)
@@ -176,6 +187,18 @@ func (rec *recovered) openActive(dir string, base int64, opts Options) error {
 			opts.Logger.Warn("truncated a torn tail", zap.String("segment", path),
 				zap.Int64("byte", w.tornAt), zap.Int64("tail_offset", w.tail))
 		}
+	}
+	if w.unwrittenAt >= 0 {
+		// Space allocated ahead and never written (a crash, or a close that
+		// could not trim it): cut, so the actor's view of the file is exact
+		// and a roll never seals zeros.
+		if err := f.Truncate(w.unwrittenAt); err != nil {
+			return fmt.Errorf("open %s: trim unwritten space at byte %d: %w", path, w.unwrittenAt, err)
+		}
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("open %s: fsync the trim of unwritten space: %w", path, err)
+		}
+		opts.Logger.Info("trimmed space allocated ahead of the frames", zap.String("segment", path), zap.Int64("byte", w.unwrittenAt))
 	}
 	for _, g := range w.gaps {
 		opts.Logger.Error("damaged frame under valid later frames: offsets recorded as a permanent gap",
@@ -229,7 +252,7 @@ func walkActive(f vfs.File, base, timeSpacing int64) (walkResult, error) {
 	if err != nil {
 		return w, fmt.Errorf("open %s: %w", f.Name(), err)
 	}
-	w.tail, w.tailPos, w.tornAt = res.Tail, res.TailPos, res.TornAt
+	w.tail, w.tailPos, w.tornAt, w.unwrittenAt = res.Tail, res.TailPos, res.TornAt, res.UnwrittenAt
 	w.times = times.times
 	return w, nil
 }

@@ -75,10 +75,11 @@ func TestRegression_ShortWriteIsCut(t *testing.T) {
 	opts.Metrics = metrics
 	l := openLog(t, opts)
 	l.Produce(bg, records(1, 0, 1))
-	d.Inject(sim.Fault{Op: sim.OpWrite, Nth: 1, Short: 20, Err: syscall.ENOSPC})
+	in := d.Inject(sim.Fault{Op: sim.OpWrite, Nth: 1, Sticky: true, Short: 20, Err: syscall.ENOSPC})
 	if _, err := l.Produce(bg, records(1, 1, 1)); !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("short write: %v", err)
 	}
+	in.Remove()
 	closeLog(t, l)
 	r := openLog(t, opts)
 	defer closeLog(t, r)

@@ -40,6 +40,9 @@ func (s *state) rollDue(now time.Time) bool {
 // new file exists: if the switch cannot complete, the new file is removed,
 // and a log that cannot remove it is poisoned.
 func (s *state) roll() error {
+	if err := s.trimPrealloc(); err != nil {
+		return err
+	}
 	if err := s.sync(); err != nil {
 		return err
 	}
@@ -75,8 +78,8 @@ func (s *state) roll() error {
 	s.active = &segment{base: s.written, path: path, file: newSegFile(files, path)}
 	s.active.file.adopt(f)
 	s.file = f
-	s.writePos, s.syncedPos, s.hwmPos = 0, 0, 0
-	s.unsyncedSince = time.Time{}
+	s.writePos, s.syncedPos, s.hwmPos, s.allocEnd, s.reservedEnd = 0, 0, 0, 0, 0
+	s.unsyncedSince, s.lastFrameAt, s.preallocOff = time.Time{}, time.Time{}, false
 	s.writeTimeIndex(old, old.times) // before readers can see it sealed
 	old.times = nil
 	s.publish()

@@ -208,6 +208,27 @@ func (s *scanner) frameAt(pos int64) (wire.FrameHeader, []byte, frameStatus, err
 	return h, frame, frameValid, nil
 }
 
+// zerosFrom reports whether every byte from pos to the scan's limit is
+// zero. Only a read that fails is an error.
+func (s *scanner) zerosFrom(pos int64) (bool, error) {
+	for pos < s.limit {
+		chunk, err := s.window(pos, int(min(int64(max(len(s.buf), wire.FrameHeaderSize)), s.limit-pos)))
+		if err != nil {
+			return false, ioError{err}
+		}
+		if len(chunk) == 0 {
+			return false, nil // the file ends before limit: not what was asked about
+		}
+		for _, b := range chunk {
+			if b != 0 {
+				return false, nil
+			}
+		}
+		pos += int64(len(chunk))
+	}
+	return true, nil
+}
+
 // resync looks for where valid frames resume after damage at pos, in a
 // log whose next offset was expect (-1: unknown, any base will do). The candidate must claim offsets past
 // expect: the damaged frame held at least one record. And when the damaged

@@ -36,6 +36,10 @@ type SegmentWalk struct {
 	Tail      int64 // offset after the last accepted frame (the expected base when none)
 	TailPos   int64 // byte after the last accepted frame
 	TornAt    int64 // where a torn tail starts; -1 when none
+	// UnwrittenAt is where zeros start that run to the end of the file:
+	// space the log allocated ahead of its frames (preallocation) and
+	// never wrote, the end of the log and not damage; -1 when none.
+	UnwrittenAt int64
 }
 
 // WalkSegment reads the frames of a segment file of size bytes in order,
@@ -46,7 +50,11 @@ type SegmentWalk struct {
 // else is damage, and the walk resumes at the next valid frame claiming
 // offsets past the expected one (the offsets between are a gap), never
 // inside a damaged frame whose header is plausible; damage with nothing
-// valid after it is a torn tail. onFrame gets every frame accepted (its
+// valid after it is a torn tail, except that zeros from the damage to the
+// end of the file are unwritten space (UnwrittenAt), never reported as
+// damage: a frame starts with a nonzero magic, so a torn frame never reads
+// as zeros to the end, and zeros past the last frame are what the log's
+// preallocation leaves. onFrame gets every frame accepted (its
 // bytes valid until it returns), onDamage every departure, in file order.
 // Only an I/O error fails the walk: it is never taken for damage. Recovery
 // uses it for the active segment, and the daemon's verify and inspect for
@@ -56,7 +64,7 @@ func WalkSegment(file vfs.File, size, base int64, onFrame func(pos int64, h wire
 	sc := newScanner(file, size, size)
 	defer sc.release()
 	expect := base
-	res := SegmentWalk{FirstBase: -1, Tail: expect, TornAt: -1}
+	res := SegmentWalk{FirstBase: -1, Tail: expect, TornAt: -1, UnwrittenAt: -1}
 	for pos := int64(0); pos < size; {
 		h, frame, status, err := sc.frameAt(pos)
 		if err != nil && isIOError(err) {
@@ -74,6 +82,12 @@ func WalkSegment(file vfs.File, size, base int64, onFrame func(pos int64, h wire
 			res.Frames++
 			res.Tail, res.TailPos = expect, pos
 			continue
+		}
+		if zeros, err := sc.zerosFrom(pos); err != nil {
+			return res, err
+		} else if zeros {
+			res.UnwrittenAt = pos
+			break
 		}
 		d := SegmentDamage{Pos: pos, Header: h, HeaderParsed: h.RecordCount >= 1, Misplaced: status == frameValid,
 			Torn: status == frameTorn, Reason: err, Expect: expect, ResumeAt: -1, ResumeBase: -1}

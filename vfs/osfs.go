@@ -221,6 +221,14 @@ func (o *osFile) Stat() (FileInfo, error) {
 	return fileInfoOf(fi), nil
 }
 
+func (o *osFile) Allocate(off, n int64) error {
+	err := retryEINTR(func() error { return unix.Fallocate(int(o.f.Fd()), unix.FALLOC_FL_KEEP_SIZE, off, n) })
+	if err != nil {
+		return &os.PathError{Op: "fallocate", Path: o.f.Name(), Err: err}
+	}
+	return nil
+}
+
 func (o *osFile) DropCache() error {
 	if err := unix.Fadvise(int(o.f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
 		return &fs.PathError{Op: "fadvise", Path: o.f.Name(), Err: err}

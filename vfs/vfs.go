@@ -92,6 +92,14 @@ type File interface {
 	// media. A reopen after a failed fdatasync uses it to scan what the
 	// disk holds rather than what the page cache remembers (docs/design.md R3).
 	DropCache() error
+	// Allocate reserves the disk blocks of [off, off+n) without changing
+	// the file's size or what reads return (fallocate with
+	// FALLOC_FL_KEEP_SIZE), so later writes there need no allocation; a
+	// Truncate (to any size, the current one included) gives back what
+	// lies past the size. Reserving is an optimization: an error (ENOSPC,
+	// or a file system that cannot) changes nothing, and callers may go on
+	// without it.
+	Allocate(off, n int64) error
 }
 
 // FileInfo is what Stat reports.

@@ -294,7 +294,11 @@ func (in *inspector) run(path string, out io.Writer, stderr io.Writer) (problems
 		if res.firstBase >= 0 {
 			offsets = fmt.Sprintf("offsets %d..%d", res.firstBase, res.tail-1)
 		}
-		fmt.Fprintf(out, "summary: %d frames, %d records, %s, %d problems\n", frames, records, offsets, problems)
+		unwritten := ""
+		if res.unwrittenAt >= 0 {
+			unwritten = fmt.Sprintf(", %d bytes of zeros written ahead from position %d (not damage)", fi.Size-res.unwrittenAt, res.unwrittenAt)
+		}
+		fmt.Fprintf(out, "summary: %d frames, %d records, %s, %d problems%s\n", frames, records, offsets, problems, unwritten)
 	}
 	return problems, nil
 }

@@ -47,6 +47,9 @@ type walkResult struct {
 	tail      int64 // offset after the last accepted frame; the expected base when none (-1 if unknown)
 	tailPos   int64 // byte after the last accepted frame
 	tornAt    int64 // where a torn tail starts; -1 when none
+	// unwrittenAt is where zeros the log wrote ahead of its frames start,
+	// running to the end of the file: not damage; -1 when none.
+	unwrittenAt int64
 }
 
 // walker walks segment files one after another, reusing its decode buffer.
@@ -71,7 +74,7 @@ func (w *walker) walk(file vfs.File, size, base int64, onFrame func(pos int64, h
 		onDamage(damage{pos: d.Pos, header: d.Header, headerParsed: d.HeaderParsed, isMisplaced: d.Misplaced,
 			reason: reason, expect: d.Expect, resumeAt: d.ResumeAt, resumeBase: d.ResumeBase})
 	})
-	return walkResult{frames: res.Frames, firstBase: res.FirstBase, tail: res.Tail, tailPos: res.TailPos, tornAt: res.TornAt}, err
+	return walkResult{frames: res.Frames, firstBase: res.FirstBase, tail: res.Tail, tailPos: res.TailPos, tornAt: res.TornAt, unwrittenAt: res.UnwrittenAt}, err
 }
 
 // decodedRecords decodes a valid frame's payload through its codec and

@@ -18,8 +18,9 @@ const (
 	OpStat      Op = "stat" // FS.Stat and File.Stat
 	OpClose     Op = "close"
 	OpDropCache Op = "dropcache"
-	OpMkdir     Op = "mkdir"  // Mkdir, MkdirAll
-	OpRemove    Op = "remove" // Remove, RemoveAll
+	OpAllocate  Op = "allocate" // File.Allocate
+	OpMkdir     Op = "mkdir"    // Mkdir, MkdirAll
+	OpRemove    Op = "remove"   // Remove, RemoveAll
 	OpRename    Op = "rename"
 	OpReadDir   Op = "readdir"
 	OpSyncDir   Op = "syncdir"

@@ -193,6 +193,25 @@ func (f *simFile) Stat() (vfs.FileInfo, error) {
 	return f.node.info(baseName(f.path)), nil
 }
 
+// Allocate reserves nothing the disk tracks: a reservation changes no
+// content or size, so it only checks that the blocks past the file's end
+// would fit the disk's capacity (ENOSPC otherwise), and can be failed
+// like any call.
+func (f *simFile) Allocate(off, n int64) error {
+	if err := f.disk.enter(Call{Op: OpAllocate, Path: f.path, Off: off, Len: int(n)}); err != nil {
+		return pathError("fallocate", f.name, err)
+	}
+	f.disk.mu.Lock()
+	defer f.disk.mu.Unlock()
+	if err := f.check(true); err != nil {
+		return pathError("fallocate", f.name, err)
+	}
+	if grow := off + n - int64(len(f.node.cache)); grow > 0 && !f.disk.fitsLocked(grow, 0) {
+		return pathError("fallocate", f.name, syscall.ENOSPC)
+	}
+	return nil
+}
+
 // DropCache evicts the clean pages: what reads see becomes the media's
 // content with the still-dirty changes on top, so bytes a failed sync
 // marked clean are gone from the cache too.

@@ -1,0 +1,312 @@
+package partition
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/narad-io/storage/vfs/sim"
+	"github.com/narad-io/storage/wire"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// preallocOptions: 1 MiB segments (16 KiB steps) on a simulated disk.
+func preallocOptions(d *sim.Disk) Options {
+	return Options{FS: d, SegmentMaxBytes: 1 << 20, Metrics: NewMetrics(prometheus.NewRegistry())}
+}
+
+// segmentSize is the size of the file of the active segment.
+func segmentSize(t *testing.T, d *sim.Disk, l *Log) int64 {
+	t.Helper()
+	fi, err := d.Stat(l.view.Load().active.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size
+}
+
+// TestPrealloc_BusyCommitsOverwriteWrittenBlocks: a partition committing
+// often (docs/design.md, "Commit speed") writes zeros ahead of its
+// frames, so most of its commits leave the file's size as it was: one
+// growth a step, not one a commit.
+func TestPrealloc_BusyCommitsOverwriteWrittenBlocks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newDisk(t, 1)
+		l := openLog(t, preallocOptions(d))
+		defer closeLog(t, l)
+		grew, size := 0, int64(0)
+		for i := range 200 {
+			<-time.After(time.Millisecond)
+			if _, err := l.Produce(bg, records(1, int64(i), 1)); err != nil {
+				t.Fatal(err)
+			}
+			if s := segmentSize(t, d, l); s != size {
+				grew, size = grew+1, s
+			}
+		}
+		written := l.view.Load().active.size
+		if size <= written || size > written+preallocStep(1<<20)+4096 {
+			t.Fatalf("file of %d bytes holding %d bytes of frames: want zeros ahead, at most a step", size, written)
+		}
+		if steps := int(written/preallocStep(1<<20)) + 2; grew > steps+1 {
+			t.Fatalf("the file grew at %d of 200 commits, %d bytes of frames: want about one growth a step (%d)", grew, written, steps)
+		}
+	})
+}
+
+// TestPrealloc_AnIdlePartitionHoldsNoExtraSpace: commits seconds apart
+// never write ahead: the file ends at its last frame.
+func TestPrealloc_AnIdlePartitionHoldsNoExtraSpace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newDisk(t, 1)
+		l := openLog(t, preallocOptions(d))
+		defer closeLog(t, l)
+		for i := range 10 {
+			<-time.After(2 * preallocBusyWithin)
+			if _, err := l.Produce(bg, records(1, int64(i), 1)); err != nil {
+				t.Fatal(err)
+			}
+			if size, written := segmentSize(t, d, l), l.view.Load().active.size; size != written {
+				t.Fatalf("commit %d: a file of %d bytes for %d bytes of frames", i, size, written)
+			}
+		}
+	})
+}
+
+// TestPrealloc_RollAndCloseLeaveExactFiles: every sealed segment ends at
+// its last frame (a roll trims the zeros before it seals), and so does
+// the active one after a close, so the next open trusts the hwm file.
+func TestPrealloc_RollAndCloseLeaveExactFiles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newDisk(t, 1)
+		opts := preallocOptions(d)
+		opts.MaxSegmentAge = 20 * time.Millisecond // rolls by age, with zeros written ahead
+		l := openLog(t, opts)
+		recs := fillSegments(t, l, 3)
+		sealed := l.view.Load().sealed
+		closeLog(t, l)
+		entries, err := d.ReadDir(testDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked := 0
+		for _, e := range entries {
+			if !strings.HasSuffix(e.Name, wire.SegmentFileSuffix) {
+				continue
+			}
+			b, _ := d.Contents(testDir + "/" + e.Name)
+			end := int64(0)
+			for _, f := range framesIn(t, d, testDir+"/"+e.Name) {
+				end = f.pos + f.size
+			}
+			if end != int64(len(b)) {
+				t.Fatalf("%s: frames end at byte %d of %d", e.Name, end, len(b))
+			}
+			checked++
+		}
+		if checked != len(sealed)+1 {
+			t.Fatalf("checked %d segments, want %d", checked, len(sealed)+1)
+		}
+		l = openLog(t, opts)
+		defer closeLog(t, l)
+		if got, _ := readAll(t, l); len(got) != len(recs) {
+			t.Fatalf("read %d records after reopen, want %d", len(got), len(recs))
+		}
+	})
+}
+
+// TestPrealloc_ZerosACrashLeavesAreTrimmedNotTorn: after a crash, zeros
+// written ahead that reached the disk are unwritten space to recovery:
+// trimmed, not counted as a torn tail, and every committed record is
+// there.
+func TestPrealloc_ZerosACrashLeavesAreTrimmedNotTorn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newDisk(t, 1)
+		opts := preallocOptions(d)
+		l := openLog(t, opts)
+		for i := range 20 {
+			<-time.After(time.Millisecond)
+			if _, err := l.Produce(bg, records(1, int64(i), 1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if segmentSize(t, d, l) <= l.view.Load().active.size {
+			t.Fatal("no zeros ahead of the frames")
+		}
+		crashed := d.Crash(sim.CrashPlan{Data: sim.KeepUnsynced})
+		closeLog(t, l)
+		opts.FS = crashed
+		opts.Metrics = NewMetrics(prometheus.NewRegistry())
+		r := openLog(t, opts)
+		defer closeLog(t, r)
+		if got := testutil.ToFloat64(opts.Metrics.tornTails); got != 0 {
+			t.Fatalf("torn tails counted: %v, want 0: zeros written ahead are not a torn write", got)
+		}
+		if size, written := segmentSize(t, crashed, r), r.view.Load().active.size; size != written {
+			t.Fatalf("after recovery a file of %d bytes for %d bytes of frames", size, written)
+		}
+		recs, gaps := readAll(t, r)
+		if len(recs) != 20 || len(gaps) != 0 || r.HighWatermark() != 20 {
+			t.Fatalf("recovered %d records, gaps %v, high watermark %d; want 20, none, 20", len(recs), gaps, r.HighWatermark())
+		}
+		for _, rec := range recs {
+			checkRecord(t, 1, rec)
+		}
+		if _, err := r.Produce(bg, records(1, 20, 1)); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestPrealloc_AFailedZeroWriteIsNotAFailedCommit: ENOSPC on the zeros
+// costs the step, never the commit; no step is tried again in the
+// segment.
+func TestPrealloc_AFailedZeroWriteIsNotAFailedCommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newDisk(t, 1)
+		l := openLog(t, preallocOptions(d))
+		defer closeLog(t, l)
+		zeroWrites := 0
+		d.SetHook(func(c sim.Call) error {
+			if c.Op == sim.OpWrite && strings.HasSuffix(c.Path, ".log") && int64(c.Len) >= preallocStep(1<<20) {
+				zeroWrites++
+				return syscall.ENOSPC
+			}
+			return nil
+		})
+		defer d.SetHook(nil)
+		for i := range 50 {
+			<-time.After(time.Millisecond)
+			if _, err := l.Produce(bg, records(1, int64(i), 1)); err != nil {
+				t.Fatalf("produce %d: %v", i, err)
+			}
+		}
+		if zeroWrites != 1 {
+			t.Fatalf("%d zero writes tried, want 1 and no more in the segment", zeroWrites)
+		}
+		if recs, _ := readAll(t, l); len(recs) != 50 {
+			t.Fatalf("%d records, want 50", len(recs))
+		}
+	})
+}
+
+// TestWalkSegment_ZerosToTheEndAreUnwrittenNotTorn: zeros from the last
+// frame to the end of the file are unwritten space (UnwrittenAt), not
+// damage; anything else after them is still a torn tail.
+func TestWalkSegment_ZerosToTheEndAreUnwrittenNotTorn(t *testing.T) {
+	d := newDisk(t, 1)
+	opts := testOptions(d)
+	opts.noPrealloc = true
+	l := openLog(t, opts)
+	if _, err := l.Produce(bg, records(1, 0, 3)); err != nil {
+		t.Fatal(err)
+	}
+	end := l.view.Load().active.size
+	path := l.view.Load().active.path
+	closeLog(t, l)
+	for _, c := range []struct {
+		name      string
+		tail      []byte
+		unwritten bool
+	}{
+		{"zeros", make([]byte, 3000), true},
+		{"zeros, then a byte", append(make([]byte, 3000), 7), false},
+	} {
+		if err := d.Damage(path, end, c.tail); err != nil {
+			t.Fatal(err)
+		}
+		f, err := d.OpenFile(path, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		damaged := 0
+		res, err := WalkSegment(f, end+int64(len(c.tail)), 0, nil, func(SegmentDamage) { damaged++ })
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := res.UnwrittenAt == end && res.TornAt < 0 && damaged == 0; got != c.unwritten {
+			t.Fatalf("%s: %+v, %d damage reports", c.name, res, damaged)
+		}
+		if !c.unwritten && res.TornAt != end {
+			t.Fatalf("%s: torn at %d, want %d", c.name, res.TornAt, end)
+		}
+	}
+}
+
+// TestPrealloc_LargeFramesReserveBlocksAhead: a busy partition writing
+// frames over a quarter of a step reserves blocks for four of them at a
+// time (no zeros: they would double its writes), and a close gives back
+// what lies past its last frame.
+func TestPrealloc_LargeFramesReserveBlocksAhead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newDisk(t, 1)
+		opts := preallocOptions(d)
+		opts.SegmentMaxBytes = 64 << 20
+		l := openLog(t, opts)
+		var reserved []sim.Call
+		var truncates int
+		d.SetHook(func(c sim.Call) error {
+			switch {
+			case c.Op == sim.OpAllocate:
+				reserved = append(reserved, c)
+			case c.Op == sim.OpTruncate && strings.HasSuffix(c.Path, ".log"):
+				truncates++
+			}
+			return nil
+		})
+		big := make([]Record, 64)
+		for i := range big {
+			big[i] = Record{Value: make([]byte, 8<<10)} // a 512 KiB frame, over a quarter of the 1 MiB step
+		}
+		for range 12 {
+			<-time.After(time.Millisecond)
+			if _, err := l.Produce(bg, big); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := len(reserved); n < 2 || n > 4 {
+			t.Fatalf("%d reservations for 11 busy frames, want one every four frames", n)
+		}
+		if size, written := segmentSize(t, d, l), l.view.Load().active.size; size != written {
+			t.Fatalf("a reservation changed the file's size: %d for %d bytes of frames", size, written)
+		}
+		closeLog(t, l)
+		d.SetHook(nil)
+		if truncates == 0 {
+			t.Fatal("the close gave back no reserved blocks")
+		}
+	})
+}
+
+// TestPrealloc_AFailedReservationIsNotAFailedCommit: ENOSPC on a
+// reservation costs the reservation, never the commit.
+func TestPrealloc_AFailedReservationIsNotAFailedCommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newDisk(t, 1)
+		l := openLog(t, preallocOptions(d))
+		defer closeLog(t, l)
+		tried := 0
+		d.SetHook(func(c sim.Call) error {
+			if c.Op == sim.OpAllocate {
+				tried++
+				return syscall.ENOSPC
+			}
+			return nil
+		})
+		defer d.SetHook(nil)
+		big := []Record{{Value: make([]byte, 64<<10)}}
+		for i := range 8 {
+			<-time.After(time.Millisecond)
+			if _, err := l.Produce(bg, big); err != nil {
+				t.Fatalf("produce %d: %v", i, err)
+			}
+		}
+		if l.HighWatermark() != 8 || tried != 1 {
+			t.Fatalf("high watermark %d after %d reservations tried; want 8 after 1, and no more in the segment", l.HighWatermark(), tried)
+		}
+	})
+}
