@@ -83,6 +83,7 @@ type frameCache struct {
 	large  *cachedFrame   // a frame over frameCacheMaxFrame a read stopped inside
 	bytes  int
 	nav    []navEntry // oldest first
+	floor  int64      // forgetBelow's offset: nothing below it is cached again
 	closed bool       // the log closed: nothing is cached any more
 }
 
@@ -111,7 +112,7 @@ func (c *frameCache) putStopped(f *cachedFrame) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.closed || c.budget == nil || f.base < c.floor {
 		return
 	}
 	c.dropLargeLocked()
@@ -138,7 +139,7 @@ func (c *frameCache) put(f *cachedFrame) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.closed || f.base < c.floor {
 		return
 	}
 	for _, g := range c.frames {
@@ -158,6 +159,12 @@ func (c *frameCache) put(f *cachedFrame) {
 		c.frames[0] = nil
 		c.frames = c.frames[1:]
 	}
+}
+
+// mayCache reports whether a stopped frame of this many bytes could be
+// cached now, so a read does not decode one only to have it refused.
+func (c *frameCache) mayCache(bytes int) bool {
+	return bytes <= frameCacheMaxFrame || (c.budget != nil && c.budget.used.Load()+int64(bytes) <= c.budget.limit)
 }
 
 func (c *frameCache) largeBytes() int {
@@ -185,6 +192,9 @@ func (c *frameCache) putEnvelopes(base int64, envs [][]byte, frameBytes int) {
 func (c *frameCache) remember(seg *segment, base, end, pos, bytes int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if base < c.floor {
+		return // retention took it while a reader was on it
+	}
 	for _, e := range c.nav {
 		if e.seg == seg && e.base == base {
 			return
@@ -224,6 +234,9 @@ func (c *frameCache) forgetFrom(offset int64) {
 
 // forgetBelow drops every frame and position below offset.
 func (c *frameCache) forgetBelow(offset int64) {
+	c.mu.Lock()
+	c.floor = max(c.floor, offset)
+	c.mu.Unlock()
 	c.forget(func(base, end int64) bool { return base < offset })
 }
 

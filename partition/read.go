@@ -105,21 +105,19 @@ func (l *Log) readFrames(v *view, res *ReadResult, maxRecords, maxBytes int, byt
 	var last navEntry
 	more = true
 	err = l.scanFrom(v, res.Next, func(seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error) {
-		first := res.Next
-		records, err := decodeRecords(h, frame, &arena, res.Records)
+		n, next, before := len(res.Records), res.Next, *bytes
+		took, err := decodeRecords(h, frame, &arena, res, maxRecords, maxBytes, bytes)
 		if err != nil {
+			res.Records, res.Next, *bytes = res.Records[:n], next, before
 			return false, err
 		}
 		last = navEntry{seg: seg, base: h.BaseOffset, end: h.EndOffset(), pos: pos, bytes: h.FrameLen()}
-		// The frame's records sit at records[taken:]; takeRecords moves
-		// the ones it takes down to res.Records' end, never past the
-		// next one it reads.
-		taken := len(res.Records)
-		res.Records = records[:taken]
-		if !takeRecords(res, records[taken+int(first-h.BaseOffset):], maxRecords, maxBytes, bytes) {
+		if !took {
 			more = false
-			if f, err := decodeFrame(h, frame); err == nil { // a private copy: the window is not pinned
-				l.cache.putStopped(f)
+			if l.cache.mayCache(int(h.FrameLen())) {
+				if f, err := decodeFrame(h, frame); err == nil { // a private copy: the window is not pinned
+					l.cache.putStopped(f)
+				}
 			}
 			return false, nil
 		}
@@ -132,46 +130,66 @@ func (l *Log) readFrames(v *view, res *ReadResult, maxRecords, maxBytes int, byt
 	return more, err
 }
 
-// decodeRecords appends a CRC-checked frame's records to dst. An
-// uncompressed payload is used in place; a compressed one is decoded into
-// *arena, which grows by fresh allocations, never by rewriting bytes a
-// record points into. A frame whose payload does not decode is damaged,
-// CRC or not.
-func decodeRecords(h wire.FrameHeader, frame []byte, arena *[]byte, dst []ReadRecord) ([]ReadRecord, error) {
+// decodeRecords checks a CRC-checked frame's records and appends those
+// from res.Next on to res until maxRecords or maxBytes (at least one
+// record in all); it reports whether it took them all. An uncompressed
+// payload is used in place; a compressed one is decoded into *arena, which
+// grows by fresh allocations, never by rewriting bytes a record points
+// into. A frame whose payload does not decode is damaged, CRC or not.
+func decodeRecords(h wire.FrameHeader, frame []byte, arena *[]byte, res *ReadResult, maxRecords, maxBytes int, bytes *int) (bool, error) {
 	payload := h.Stored(frame)
 	if h.Codec != uint8(codec.None) {
 		c, err := codec.ByID(codec.ID(h.Codec))
 		if err != nil {
-			return nil, err
+			return false, err
+		}
+		need := int(h.UncompressedSize)
+		if need > 1<<20 {
+			need += decodeHeadroom // codec.Decode: a large zstd frame may want headroom
+		}
+		if a := *arena; cap(a)-len(a) < need {
+			*arena = make([]byte, 0, max(need, readWindow))
 		}
 		a := *arena
 		if payload, err = c.Decode(a[len(a):], payload, int(h.UncompressedSize)); err != nil {
-			return nil, err
+			return false, err
 		}
 		if spare := a[len(a):cap(a)]; len(payload) > 0 && len(spare) > 0 && &payload[0] == &spare[0] {
 			*arena = a[:len(a)+len(payload)]
-		} else {
-			*arena = make([]byte, 0, max(4*int(h.UncompressedSize), readWindow))
 		}
 	} else if len(payload) != int(h.UncompressedSize) {
-		return nil, fmt.Errorf("%w: stored %d bytes, uncompressed size %d", wire.ErrCorrupt, len(payload), h.UncompressedSize)
+		return false, fmt.Errorf("%w: stored %d bytes, uncompressed size %d", wire.ErrCorrupt, len(payload), h.UncompressedSize)
 	}
 	var rr wire.RecordReader
 	if err := rr.Reset(payload, int(h.RecordCount)); err != nil {
-		return nil, err
+		return false, err
 	}
+	first, took := res.Next, true
 	for offset := h.BaseOffset; ; offset++ {
 		rec, ok := rr.Next()
 		if !ok {
-			return dst, nil
+			return took, nil
 		}
 		e, err := wire.ParseEnvelope(rec)
 		if err != nil {
-			return nil, fmt.Errorf("record %d: %w", offset, err)
+			return false, fmt.Errorf("record %d: %w", offset, err)
 		}
-		dst = append(dst, ReadRecord{Offset: offset, CommittedAtUnixMs: e.CommittedAtUnixMs, Key: e.Key, Value: e.Payload})
+		if offset < first || !took {
+			continue // every envelope is checked: a frame is served whole or not at all
+		}
+		size := len(e.Key) + len(e.Payload)
+		if len(res.Records) == maxRecords || (len(res.Records) > 0 && *bytes+size > maxBytes) {
+			took = false
+			continue
+		}
+		res.Records = append(res.Records, ReadRecord{Offset: offset, CommittedAtUnixMs: e.CommittedAtUnixMs, Key: e.Key, Value: e.Payload})
+		*bytes += size
+		res.Next = offset + 1
 	}
 }
+
+// decodeHeadroom is what a zstd decode may write past the decoded size.
+const decodeHeadroom = 128 << 10
 
 func (l *Log) countRead(records []ReadRecord, bytes int) {
 	l.metrics.recordsRead.Add(float64(len(records)))
@@ -229,7 +247,7 @@ func (l *Log) scanFrom(v *view, offset int64, visit func(seg *segment, pos int64
 	} else if e, ok := seg.file.lookup(offset); ok {
 		pos, expect = e.pos, e.offset
 	}
-	sc := &scanner{file: file, limit: limit, buf: make([]byte, min(readWindow, max(limit-pos, wire.FrameHeaderSize))), skipUnreadable: true, keep: true}
+	sc := &scanner{file: file, limit: limit, buf: make([]byte, min(readWindow, max(limit-pos, wire.FrameHeaderSize))), skipUnreadable: true}
 	for pos < limit {
 		h, frame, status, err := sc.frameAt(pos)
 		if err != nil && isIOError(err) {
@@ -264,7 +282,11 @@ func (l *Log) scanFrom(v *view, offset int64, visit func(seg *segment, pos int64
 			return l.damaged(seg, pos, &UnreadableError{Offset: offset, Next: nextOffset, Cause: fmt.Errorf("%s byte %d: %w", seg.path, pos, err)})
 		}
 		if offset < h.EndOffset() {
+			sc.keep = true // from here on, bytes handed out stay as they are
 			more, err := visit(seg, pos, h, frame)
+			// The frames after are a bonus: a wide read that fails ends
+			// them, and the next read meets the failure on its own.
+			sc.skipUnreadable = false
 			if err != nil {
 				return l.damaged(seg, pos, &UnreadableError{Offset: offset, Next: h.EndOffset(), Cause: fmt.Errorf("%s byte %d: %w", seg.path, pos, err)})
 			}

@@ -95,7 +95,7 @@ func TestRead_CatchUpAllocatesPerWindowNotPerFrame(t *testing.T) {
 // the disk and checked once, then served from the cache part by part.
 func TestRead_ALargeFrameReadInPartsIsReadOnce(t *testing.T) {
 	d := newDisk(t, 1)
-	opts := Options{FS: d, SegmentMaxBytes: 64 << 20}
+	opts := Options{FS: d, SegmentMaxBytes: 64 << 20, CacheBudget: NewCacheBudget(64 << 20)}
 	l := openLog(t, opts)
 	big := make([]Record, 1024)
 	for i := range big {

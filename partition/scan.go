@@ -146,7 +146,7 @@ func (s *scanner) window(pos int64, want int) ([]byte, error) {
 		return s.buf[pos-s.at : pos-s.at+int64(want)], nil
 	}
 	if s.keep && s.n > 0 {
-		s.buf = make([]byte, min(2*len(s.buf), readWindowMax)) // bytes handed out stay as they are
+		s.buf = make([]byte, max(min(2*len(s.buf), readWindowMax), want)) // bytes handed out stay as they are
 	}
 	if want > len(s.buf) {
 		// A frame larger than the pooled buffer: a buffer of its own,
