@@ -99,3 +99,27 @@ func TestRatios(t *testing.T) {
 		t.Fatal("median")
 	}
 }
+
+// TestRunOpen: the open suite builds the log it says it measures and
+// opens it both ways.
+func TestRunOpen(t *testing.T) {
+	res, err := RunOpen(t.TempDir(), 70<<20, 2<<20, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Segments < 2 || res.HistoryBytes < 64<<20 || res.ActiveBytes < 2<<20 || res.CleanMicros <= 0 || res.CrashMicros <= 0 {
+		t.Fatalf("%+v", res)
+	}
+}
+
+// TestRunPartitions: every partition opens and reads back what was
+// produced to it.
+func TestRunPartitions(t *testing.T) {
+	res, err := RunPartitions(t.TempDir(), 20, 10*time.Millisecond, 4, 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OpenLogs != 20 || res.CommitsPerSec <= 0 || res.FDsPerPartition <= 0 {
+		t.Fatalf("%+v", res)
+	}
+}

@@ -12,7 +12,17 @@
 //     best peer, then a read back of everything written (warm page cache),
 //     MB/s against a plain sequential read of the raw file;
 //   - read: narad catch-up reads of cold segments (pages dropped) and tail
-//     reads through the frame cache.
+//     reads through the frame cache;
+//   - open: a log's open time and allocations, after a clean close and
+//     after a crash, against its sealed history (which it should not
+//     depend on);
+//   - partitions: a node with 1,000 and 10,000 open partitions: idle CPU,
+//     memory and descriptors a partition, and the commits/s of many
+//     partitions producing at once;
+//   - http: narad-storaged through the Go client: producers x partitions
+//     x batch in a closed loop, an open loop at 80% of its rate (latency
+//     corrected for coordinated omission), and produce to fetch through
+//     long polls.
 //
 // Every engine reads back what it wrote and compares it with what was
 // written: a missing, extra or wrong record fails the run (Verifier). The

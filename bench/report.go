@@ -14,11 +14,14 @@ import (
 
 // Run is everything one invocation measured, with what it ran on.
 type Run struct {
-	Command string         `json:"command"`
-	Date    time.Time      `json:"date"`
-	Machine Machine        `json:"machine"`
-	Engine  []EngineResult `json:"engine,omitempty"`
-	Read    []ReadResult   `json:"read,omitempty"`
+	Command    string             `json:"command"`
+	Date       time.Time          `json:"date"`
+	Machine    Machine            `json:"machine"`
+	Engine     []EngineResult     `json:"engine,omitempty"`
+	Read       []ReadResult       `json:"read,omitempty"`
+	Open       []OpenResult       `json:"open,omitempty"`
+	Partitions []PartitionsResult `json:"partitions,omitempty"`
+	HTTP       []HTTPResult       `json:"http,omitempty"`
 }
 
 // WriteFiles writes results.json, report.md and the charts into dir.
@@ -64,6 +67,7 @@ func (r *Run) Table(w io.Writer) {
 		}
 		tw.Flush()
 	}
+	r.tablesOfOtherSuites(w)
 	if len(r.Read) > 0 {
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
@@ -123,6 +127,7 @@ func (r *Run) Markdown(w io.Writer) {
 			return fmt.Sprintf("%.0f (%.2f)", e.ReadMBPerS, e.ReadVsPlain)
 		})
 	}
+	r.markdownOfOtherSuites(w)
 	if len(r.Read) > 0 {
 		fmt.Fprint(w, "## Reads\n\n| record x batch | workload | engine | records/s | MB/s | x plain read |\n|---|---|---|---|---|---|\n")
 		for _, e := range r.Read {
@@ -143,4 +148,79 @@ func enginesAndCells(rs []EngineResult) (engines []string, cells []Cell) {
 		}
 	}
 	return engines, cells
+}
+
+// tablesOfOtherSuites prints the open, partitions and http tables.
+func (r *Run) tablesOfOtherSuites(w io.Writer) {
+	if len(r.Open) > 0 {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "sealed history\tactive\tsegments\tclean open us\tx empty log\tcrash open us\tallocated\t")
+		for _, o := range r.Open {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.2f\t%.0f\t%s\t\n", bytesText(o.HistoryBytes), bytesText(o.ActiveBytes), o.Segments,
+				o.CleanMicros, o.VsEmpty, o.CrashMicros, bytesText(int64(o.CleanAllocBytes)))
+		}
+		tw.Flush()
+	}
+	if len(r.Partitions) > 0 {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "partitions\topen logs\topen s\tidle CPU %\tRSS/partition\tfds/partition\tproducers\tcommits/s\t")
+		for _, p := range r.Partitions {
+			fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.2f\t%s\t%.2f\t%d\t%.0f\t\n", p.Partitions, p.OpenLogs, p.OpenSecs, p.IdleCPUPercent,
+				bytesText(int64(p.RSSPerPartition)), p.FDsPerPartition, p.Producers, p.CommitsPerSec)
+		}
+		tw.Flush()
+	}
+	if len(r.HTTP) > 0 {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "workload\tproducers x partitions x batch\trecords/s\tMB/s\tp50 ms\tp99 ms\tp99.9 ms\tmax ms\t")
+		for _, h := range r.HTTP {
+			fmt.Fprintf(tw, "%s\t%d x %d x %d\t%.0f\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", h.Workload, h.Producers, h.Partitions, h.Batch,
+				h.RecordsPerS, h.MBPerS, h.P50Ms, h.P99Ms, h.P999Ms, h.MaxMs)
+		}
+		tw.Flush()
+	}
+}
+
+// markdownOfOtherSuites writes the open, partitions and http sections.
+func (r *Run) markdownOfOtherSuites(w io.Writer) {
+	if len(r.Open) > 0 {
+		fmt.Fprint(w, "## Open (page cache warm)\n\n| sealed history | active segment | segments | clean open (us) | x empty log | crash open (us) | allocated |\n|---|---|---|---|---|---|---|\n")
+		for _, o := range r.Open {
+			fmt.Fprintf(w, "| %s | %s | %d | %.0f | %.2f | %.0f | %s |\n", bytesText(o.HistoryBytes), bytesText(o.ActiveBytes), o.Segments,
+				o.CleanMicros, o.VsEmpty, o.CrashMicros, bytesText(int64(o.CleanAllocBytes)))
+		}
+		fmt.Fprintln(w)
+	}
+	if len(r.Partitions) > 0 {
+		fmt.Fprint(w, "## Partitions on one node\n\n| partitions | open logs | open (s) | idle CPU (% of a core) | RSS a partition | descriptors a partition | producers at once | commits/s |\n|---|---|---|---|---|---|---|---|\n")
+		for _, p := range r.Partitions {
+			fmt.Fprintf(w, "| %d | %d | %.1f | %.2f | %s | %.2f | %d | %.0f |\n", p.Partitions, p.OpenLogs, p.OpenSecs, p.IdleCPUPercent,
+				bytesText(int64(p.RSSPerPartition)), p.FDsPerPartition, p.Producers, p.CommitsPerSec)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(r.HTTP) > 0 {
+		fmt.Fprint(w, "## Over HTTP (narad-storaged, the Go client, loopback)\n\n| workload | producers x partitions x batch | records/s | MB/s | p50 ms | p99 ms | p99.9 ms | max ms |\n|---|---|---|---|---|---|---|---|\n")
+		for _, h := range r.HTTP {
+			fmt.Fprintf(w, "| %s | %d x %d x %d | %.0f | %.1f | %.2f | %.2f | %.2f | %.2f |\n", h.Workload, h.Producers, h.Partitions, h.Batch,
+				h.RecordsPerS, h.MBPerS, h.P50Ms, h.P99Ms, h.P999Ms, h.MaxMs)
+		}
+		fmt.Fprint(w, "\nOpen-loop latency is measured from each batch's scheduled send time (corrected for coordinated omission); produce to fetch, from the send to the record reaching a long-polling fetch.\n\n")
+	}
+}
+
+// bytesText renders a byte count in binary units.
+func bytesText(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
 }

@@ -2,6 +2,7 @@ package partition
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -272,9 +273,12 @@ func lastRecordTime(f vfs.File, w walkResult) (t int64, known bool, err error) {
 	if err != nil {
 		return 0, false, nil
 	}
-	frame, err := decodeFrame(h, buf)
-	if err != nil || len(frame.records) == 0 {
+	var res ReadResult
+	var arena []byte
+	res.Next = h.BaseOffset
+	bytes := 0
+	if _, err := decodeRecords(h, buf, &arena, &res, int(h.RecordCount), math.MaxInt, &bytes); err != nil || len(res.Records) == 0 {
 		return 0, false, nil
 	}
-	return frame.records[len(frame.records)-1].CommittedAtUnixMs, true, nil
+	return res.Records[len(res.Records)-1].CommittedAtUnixMs, true, nil
 }

@@ -77,13 +77,15 @@ func cmpInt64(a, b int64) int {
 // firstRecordTime is the commit time of a CRC-checked frame's first
 // record; ok is false when its payload does not decode.
 func firstRecordTime(h wire.FrameHeader, frame []byte) (t int64, ok bool) {
-	c, err := codec.ByID(codec.ID(h.Codec))
-	if err != nil {
-		return 0, false
-	}
-	payload, err := c.Decode(nil, h.Stored(frame), int(h.UncompressedSize))
-	if err != nil {
-		return 0, false
+	payload := h.Stored(frame) // uncompressed: read in place
+	if h.Codec != uint8(codec.None) {
+		c, err := codec.ByID(codec.ID(h.Codec))
+		if err != nil {
+			return 0, false
+		}
+		if payload, err = c.Decode(nil, payload, int(h.UncompressedSize)); err != nil {
+			return 0, false
+		}
 	}
 	var rr wire.RecordReader
 	if rr.Reset(payload, int(h.RecordCount)) != nil {

@@ -1,8 +1,9 @@
 // Command narad-bench measures Narad storage side by side with the raw
 // disk and with peer engines, in one run (package bench has the suites).
 //
-//	narad-bench [--suites engine,read] [--quick] [--out DIR] [--dir DIR]
-//	            [--reps N] [--duration D] [--engines REGEXP]
+//	narad-bench [--suites engine,read,open,partitions,http] [--quick]
+//	            [--out DIR] [--dir DIR] [--reps N] [--duration D]
+//	            [--engines REGEXP] [--daemon BIN | --http-addr URL]
 //
 // It prints progress and a summary table, and writes results.json,
 // report.md and SVG charts into --out. --quick runs every suite at tiny
@@ -32,7 +33,7 @@ func main() {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("narad-bench", flag.ContinueOnError)
-	suites := fs.String("suites", "engine,read", "suites to run, comma-separated: engine, read")
+	suites := fs.String("suites", "engine,read,open,partitions,http", "suites to run, comma-separated: engine, read, open, partitions, http")
 	quick := fs.Bool("quick", false, "every suite at tiny sizes: checks read-back, not speed")
 	out := fs.String("out", "bench-results", "directory for results.json, report.md and the charts")
 	dir := fs.String("dir", ".", "directory on the disk to measure; each engine gets a temporary directory in it")
@@ -41,14 +42,18 @@ func run(args []string) error {
 	maxBytes := fs.Int64("bytes", 512<<20, "commit at most this many bytes for each engine in each cell")
 	readBytes := fs.Int64("read-bytes", 256<<20, "history the read suite writes and reads back")
 	engines := fs.String("engines", "", "run only the engines whose name matches this regular expression (raw always runs)")
+	daemon := fs.String("daemon", "", "the http suite's narad-storaged binary (default: built from this repository)")
+	httpAddr := fs.String("http-addr", "", "run the http suite against this running narad-storaged instead of starting one")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	sizes := fullSizes
 	if *quick {
 		*reps, *duration, *maxBytes, *readBytes = 1, 50*time.Millisecond, 1<<20, 4<<20
+		sizes = quickSizes
 	}
 	if *reps < 1 || *duration <= 0 || *maxBytes <= 0 || *readBytes <= 0 {
 		return errors.New("--reps, --duration, --bytes and --read-bytes must be positive")
@@ -77,6 +82,18 @@ func run(args []string) error {
 			}
 		case "read":
 			if err := readSuite(r, work, *readBytes); err != nil {
+				return err
+			}
+		case "open":
+			if err := openSuite(r, work, sizes); err != nil {
+				return err
+			}
+		case "partitions":
+			if err := partitionsSuite(r, work, sizes); err != nil {
+				return err
+			}
+		case "http":
+			if err := httpSuite(r, work, sizes, *daemon, *httpAddr); err != nil {
 				return err
 			}
 		default:
@@ -140,6 +157,96 @@ func readSuite(r *bench.Run, work string, bytes int64) error {
 			fmt.Printf("  %-16s %-12s %12.0f rec/s %8.1f MB/s\n", x.Workload, x.Engine, x.RecordsPerS, x.MBPerS)
 		}
 		r.Read = append(r.Read, res...)
+	}
+	return nil
+}
+
+// suiteSizes are the shapes of the open, partitions and http suites.
+type suiteSizes struct {
+	openHistory []int64
+	openActive  int64
+	openReps    int
+	partitions  []int
+	idle        time.Duration
+	producers   int
+	produceFor  time.Duration
+	http        []bench.HTTPLoad
+}
+
+var fullSizes = suiteSizes{
+	openHistory: []int64{0, 1 << 30, 4 << 30}, openActive: 32 << 20, openReps: 5,
+	partitions: []int{1000, 10000}, idle: 30 * time.Second, producers: 64, produceFor: 10 * time.Second,
+	http: []bench.HTTPLoad{
+		{Producers: 8, Partitions: 8, Batch: 1, RecordBytes: 256, Duration: 10 * time.Second},
+		{Producers: 8, Partitions: 8, Batch: 256, RecordBytes: 256, Duration: 10 * time.Second},
+	},
+}
+
+var quickSizes = suiteSizes{
+	openHistory: []int64{0, 64 << 20}, openActive: 4 << 20, openReps: 3,
+	partitions: []int{200}, idle: time.Second, producers: 8, produceFor: 500 * time.Millisecond,
+	http: []bench.HTTPLoad{{Producers: 2, Partitions: 2, Batch: 16, RecordBytes: 256, Duration: 500 * time.Millisecond}},
+}
+
+func openSuite(r *bench.Run, work string, sizes suiteSizes) error {
+	for _, h := range sizes.openHistory {
+		fmt.Printf("open suite: %d MiB of sealed history\n", h>>20)
+		res, err := bench.RunOpen(work, h, sizes.openActive, sizes.openReps)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("  clean open %8.0f us, crash open %8.0f us, %d segments\n", res.CleanMicros, res.CrashMicros, res.Segments)
+		r.Open = append(r.Open, res)
+	}
+	for i := range r.Open {
+		if r.Open[0].CleanMicros > 0 {
+			r.Open[i].VsEmpty = r.Open[i].CleanMicros / r.Open[0].CleanMicros
+		}
+	}
+	return nil
+}
+
+func partitionsSuite(r *bench.Run, work string, sizes suiteSizes) error {
+	for _, n := range sizes.partitions {
+		fmt.Printf("partitions suite: %d partitions\n", n)
+		res, err := bench.RunPartitions(work, n, sizes.idle, min(sizes.producers, n), sizes.produceFor)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("  idle CPU %.2f%%, %.0f B RSS and %.2f descriptors a partition, %d producers: %.0f commits/s\n",
+			res.IdleCPUPercent, res.RSSPerPartition, res.FDsPerPartition, res.Producers, res.CommitsPerSec)
+		r.Partitions = append(r.Partitions, res)
+	}
+	return nil
+}
+
+func httpSuite(r *bench.Run, work string, sizes suiteSizes, bin, addr string) error {
+	if addr == "" {
+		if bin == "" {
+			built, err := bench.BuildDaemon(work)
+			if err != nil {
+				return err
+			}
+			bin = built
+		}
+		dataDir := filepath.Join(work, "http-data")
+		d, err := bench.StartDaemon(bin, dataDir)
+		if err != nil {
+			return err
+		}
+		defer d.Stop()
+		addr = d.Addr
+	}
+	for i, load := range sizes.http {
+		fmt.Printf("http suite: %d producers x %d partitions x batch %d\n", load.Producers, load.Partitions, load.Batch)
+		res, err := bench.RunHTTP(addr, fmt.Sprintf("narad-bench-%d-%d", time.Now().UnixNano(), i), load)
+		if err != nil {
+			return err
+		}
+		for _, h := range res {
+			fmt.Printf("  %-22s %10.0f rec/s  p50 %7.2f ms  p99 %7.2f ms\n", h.Workload, h.RecordsPerS, h.P50Ms, h.P99Ms)
+		}
+		r.HTTP = append(r.HTTP, res...)
 	}
 	return nil
 }

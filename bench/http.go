@@ -1,0 +1,317 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/narad-io/storage/client"
+)
+
+// HTTPResult is one http suite workload's figures.
+type HTTPResult struct {
+	Workload    string  `json:"workload"` // "produce, closed loop", "produce, open loop", "produce to fetch"
+	Producers   int     `json:"producers"`
+	Partitions  int     `json:"partitions"`
+	Batch       int     `json:"batch"`
+	RecordBytes int     `json:"record_bytes"`
+	TargetRate  float64 `json:"target_batches_per_s,omitempty"` // open loop: the schedule
+	RecordsPerS float64 `json:"records_per_s"`
+	MBPerS      float64 `json:"mb_per_s"`
+	// Latency in milliseconds. Open loop: from each batch's scheduled send
+	// time, so a stall counts against every batch it delayed (corrected
+	// for coordinated omission). Produce to fetch: from the send to the
+	// record reaching a long-polling fetch.
+	P50Ms  float64 `json:"p50_ms"`
+	P99Ms  float64 `json:"p99_ms"`
+	P999Ms float64 `json:"p999_ms"`
+	MaxMs  float64 `json:"max_ms"`
+}
+
+// HTTPLoad is an http suite workload's shape.
+type HTTPLoad struct {
+	Producers, Partitions, Batch, RecordBytes int
+	Duration                                  time.Duration
+}
+
+// Daemon is a narad-storaged the harness started, or one already running.
+type Daemon struct {
+	Addr string
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// StartDaemon starts the narad-storaged binary at bin on a free loopback
+// port with its data in dataDir, and returns once it reports ready.
+func StartDaemon(bin, dataDir string) (*Daemon, error) {
+	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	d := &Daemon{cmd: cmd, done: make(chan error, 1)}
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		addr := ""
+		for sc.Scan() {
+			var entry struct{ Msg, Addr, Scheme string }
+			if json.Unmarshal(sc.Bytes(), &entry) != nil {
+				continue
+			}
+			switch entry.Msg {
+			case "listening":
+				addr = entry.Scheme + "://" + entry.Addr
+			case "ready":
+				ready <- addr
+			}
+		}
+		close(ready)
+	}()
+	go func() { d.done <- cmd.Wait() }()
+	select {
+	case addr, ok := <-ready:
+		if !ok {
+			return nil, fmt.Errorf("narad-storaged exited before it was ready: %v", <-d.done)
+		}
+		d.Addr = addr
+		return d, nil
+	case <-time.After(2 * time.Minute):
+		cmd.Process.Kill()
+		return nil, errors.New("narad-storaged not ready in 2 minutes")
+	}
+}
+
+// Stop ends a daemon the harness started (SIGTERM: a clean shutdown).
+func (d *Daemon) Stop() error {
+	if d.cmd == nil {
+		return nil
+	}
+	d.cmd.Process.Signal(os.Interrupt)
+	select {
+	case err := <-d.done:
+		return err
+	case <-time.After(time.Minute):
+		d.cmd.Process.Kill()
+		return errors.New("narad-storaged did not stop in a minute")
+	}
+}
+
+// BuildDaemon builds narad-storaged from this module's copy of the
+// repository into dir.
+func BuildDaemon(dir string) (string, error) {
+	bin := filepath.Join(dir, "narad-storaged")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/narad-io/storage/cmd/narad-storaged").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("build narad-storaged: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// RunHTTP runs the http suite's workloads for load against the daemon at
+// addr on a topic of its own: a closed loop (as fast as each producer
+// goes), an open loop at 80% of that rate, and produce to fetch with a
+// long-polling reader a partition. What every reader received is checked
+// against what was produced.
+func RunHTTP(addr, topic string, load HTTPLoad) ([]HTTPResult, error) {
+	c, err := client.New(addr, client.Options{})
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	if _, _, err := c.CreateTopic(ctx, topic, load.Partitions, client.Retention{}); err != nil {
+		return nil, err
+	}
+	base := HTTPResult{Producers: load.Producers, Partitions: load.Partitions, Batch: load.Batch, RecordBytes: load.RecordBytes}
+	pool := batchPool(Cell{RecordBytes: load.RecordBytes, Batch: load.Batch})
+	batches := make([][]client.Record, len(pool))
+	for i, b := range pool {
+		batches[i] = make([]client.Record, len(b))
+		for j, v := range b {
+			batches[i][j] = client.Record{Value: v}
+		}
+	}
+
+	closed, hist, err := produceLoad(ctx, c, topic, load, batches, 0)
+	if err != nil {
+		return nil, err
+	}
+	r := base
+	r.Workload = "produce, closed loop"
+	fill(&r, closed, hist, load)
+	out := []HTTPResult{r}
+
+	rate := 0.8 * closed / float64(load.Batch)
+	open, hist, err := produceLoad(ctx, c, topic, load, batches, rate)
+	if err != nil {
+		return nil, err
+	}
+	r = base
+	r.Workload, r.TargetRate = "produce, open loop", rate
+	fill(&r, open, hist, load)
+	out = append(out, r)
+
+	e2e, err := produceToFetch(ctx, c, topic, load, rate/2)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, e2e), nil
+}
+
+func fill(r *HTTPResult, recordsPerS float64, h *hdrhistogram.Histogram, load HTTPLoad) {
+	r.RecordsPerS = recordsPerS
+	r.MBPerS = recordsPerS * float64(load.RecordBytes) / 1e6
+	ms := func(q float64) float64 { return float64(h.ValueAtQuantile(q)) / 1000 }
+	r.P50Ms, r.P99Ms, r.P999Ms, r.MaxMs = ms(50), ms(99), ms(99.9), float64(h.Max())/1000
+}
+
+// produceLoad runs the producers for load.Duration. rate 0 is a closed
+// loop, latency from each send; otherwise the producers share a schedule
+// of rate batches a second, latency from each batch's scheduled time.
+func produceLoad(ctx context.Context, c *client.Client, topic string, load HTTPLoad, batches [][]client.Record, rate float64) (float64, *hdrhistogram.Histogram, error) {
+	hist := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
+	var mu sync.Mutex
+	var records atomic.Int64
+	start := time.Now()
+	end := start.Add(load.Duration)
+	err := forEach(load.Producers, load.Producers, func(p int) error {
+		local := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
+		defer func() {
+			mu.Lock()
+			hist.Merge(local)
+			mu.Unlock()
+		}()
+		interval := time.Duration(0)
+		if rate > 0 {
+			interval = time.Duration(float64(time.Second) * float64(load.Producers) / rate)
+		}
+		for k := 0; ; k++ {
+			sent := time.Now()
+			if interval > 0 {
+				// The schedule, staggered across producers.
+				sent = start.Add(time.Duration(k)*interval + time.Duration(p)*interval/time.Duration(load.Producers))
+				if wait := time.Until(sent); wait > 0 {
+					time.Sleep(wait)
+				}
+			}
+			if sent.After(end) {
+				return nil
+			}
+			batch := batches[(k*load.Producers+p)%len(batches)]
+			if _, err := c.Produce(ctx, topic, p%load.Partitions, batch); err != nil {
+				return err
+			}
+			_ = local.RecordValue(max(time.Since(sent).Microseconds(), 1))
+			records.Add(int64(len(batch)))
+		}
+	})
+	return float64(records.Load()) / time.Since(start).Seconds(), hist, err
+}
+
+// produceToFetch has a reader long-poll each partition from its current
+// end while the producers send batches of records stamped with their send
+// time at rate batches a second; each record's latency is from its send
+// to its fetch. Every record sent must be fetched, once.
+func produceToFetch(ctx context.Context, c *client.Client, topic string, load HTTPLoad, rate float64) (HTTPResult, error) {
+	r := HTTPResult{Workload: "produce to fetch", Producers: load.Producers, Partitions: load.Partitions,
+		Batch: load.Batch, RecordBytes: load.RecordBytes, TargetRate: rate}
+	starts := make([]int64, load.Partitions)
+	for p := range starts {
+		f, err := c.Fetch(ctx, topic, p, 0, client.FetchOptions{MaxRecords: 1})
+		if err != nil {
+			return r, err
+		}
+		starts[p] = f.HighWatermark
+	}
+	hist := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
+	var mu sync.Mutex
+	var sent, got atomic.Int64
+	stop := make(chan struct{})
+	readers := make(chan error, load.Partitions)
+	for p := range load.Partitions {
+		go func() {
+			local := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
+			defer func() {
+				mu.Lock()
+				hist.Merge(local)
+				mu.Unlock()
+			}()
+			offset := starts[p]
+			for {
+				f, err := c.Fetch(ctx, topic, p, offset, client.FetchOptions{MaxRecords: 10000, MaxBytes: 8 << 20, Wait: time.Second})
+				if err != nil {
+					readers <- err
+					return
+				}
+				now := time.Now().UnixNano()
+				for _, rec := range f.Records {
+					if len(rec.Value) < 8 {
+						readers <- fmt.Errorf("partition %d offset %d: a record the producers did not send", p, rec.Offset)
+						return
+					}
+					_ = local.RecordValue(max((now-int64(binary.BigEndian.Uint64(rec.Value)))/1000, 1))
+					got.Add(1)
+				}
+				offset = f.NextOffset
+				select {
+				case <-stop:
+					if len(f.Records) == 0 {
+						readers <- nil
+						return
+					}
+				default:
+				}
+			}
+		}()
+	}
+	start := time.Now()
+	interval := time.Duration(float64(time.Second) * float64(load.Producers) / max(rate, 1))
+	err := forEach(load.Producers, load.Producers, func(p int) error {
+		for k := 0; ; k++ {
+			at := start.Add(time.Duration(k)*interval + time.Duration(p)*interval/time.Duration(load.Producers))
+			if at.After(start.Add(load.Duration)) {
+				return nil
+			}
+			if wait := time.Until(at); wait > 0 {
+				time.Sleep(wait)
+			}
+			batch := make([]client.Record, load.Batch)
+			stamp := binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano()))
+			for i := range batch {
+				batch[i].Value = append(append([]byte(nil), stamp...), Record(int64(k), max(load.RecordBytes-8, 1))...)
+			}
+			if _, err := c.Produce(ctx, topic, p%load.Partitions, batch); err != nil {
+				return err
+			}
+			sent.Add(int64(len(batch)))
+		}
+	})
+	close(stop)
+	for range load.Partitions {
+		if rerr := <-readers; rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	if err != nil {
+		return r, err
+	}
+	if got.Load() != sent.Load() {
+		return r, fmt.Errorf("produce to fetch: %d records sent, %d fetched", sent.Load(), got.Load())
+	}
+	fill(&r, float64(sent.Load())/load.Duration.Seconds(), hist, load)
+	return r, nil
+}
