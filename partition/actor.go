@@ -78,8 +78,9 @@ type state struct {
 	allocEnd    int64 // the active file's end when zeros were written ahead of writePos (prealloc.go); else <= writePos
 	reservedEnd int64 // blocks of the active file are reserved up to here (prealloc.go); else <= writePos
 
-	lastFrameAt time.Time // the active segment's last frame write
-	preallocOff bool      // a zero write failed in this segment: none more
+	lastFrameAt    time.Time // the active segment's last frame write
+	preallocOff    bool      // preparing space failed in this segment (or a commit did): none more
+	idleTrimFailed bool      // giving it back when idle failed: left to the roll or close
 
 	buffer        [][]byte // envelopes appended, not yet drained
 	bufferBytes   int

@@ -11,17 +11,19 @@ import (
 // buffer each time, and no partition keeps one between commits (a
 // hundred thousand partitions must not pin a buffer each).
 const (
-	minPooledClass = 16 // 64 KiB
-	maxPooledClass = 27 // 128 MiB: past any frame
+	minPooledClass = 16      // 64 KiB
+	maxPooledClass = 23      // 8 MiB
+	maxPooledBytes = 8 << 20 // larger buffers are not pooled
 )
 
 var bufClasses [maxPooledClass + 1]sync.Pool
 
-// getBuf returns a buffer of length n from the pool (nil pointer: too
-// large to pool, allocated).
+// getBuf returns a buffer of length n from the pool (nil pointer: not
+// pooled). Past maxPooledBytes a buffer is allocated at its size: rounding
+// a 64 MiB frame up to its class would double what it holds.
 func getBuf(n int) (buf []byte, pooled *[]byte) {
 	class := max(bits.Len(uint(n-1)), minPooledClass)
-	if n <= 0 || class > maxPooledClass {
+	if n <= 0 || n > maxPooledBytes {
 		return make([]byte, n), nil
 	}
 	if p, ok := bufClasses[class].Get().(*[]byte); ok {

@@ -143,13 +143,18 @@ func (s *state) commit() error {
 }
 
 // readBack reads the frames above the high watermark back from the file
-// through a pooled buffer, in one read, and checks each one's CRC and
+// through a pooled buffer (in one read up to readBackWindow; a frame larger
+// than that gets a buffer of its own) and checks each one's CRC and
 // position.
+// readBackWindow bounds the commit's read-back buffer: background drains
+// can leave any number of frames above the high watermark.
+const readBackWindow = 8 << 20
+
 func (s *state) readBack() error {
 	if s.writePos == s.hwmPos {
 		return nil
 	}
-	buf, pooled := getBuf(int(s.writePos - s.hwmPos))
+	buf, pooled := getBuf(int(min(s.writePos-s.hwmPos, readBackWindow)))
 	defer putBuf(pooled)
 	sc := &scanner{file: s.file, limit: s.writePos, buf: buf}
 	expect := s.hwm

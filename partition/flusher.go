@@ -123,7 +123,7 @@ func (s *state) drain() (*pendingFrame, error) {
 func (s *state) writeFrame(f *pendingFrame) error {
 	now := time.Now()
 	if s.rollDue(now) {
-		if err := s.roll(); err != nil {
+		if err := s.roll(); err != nil && !errors.Is(err, errRollDeferred) {
 			s.unwritten = f
 			return err
 		}
@@ -132,7 +132,6 @@ func (s *state) writeFrame(f *pendingFrame) error {
 		s.unwritten = f
 		return err
 	}
-	s.preallocate(int64(len(f.bytes)), now)
 	if _, err := s.file.WriteAt(f.bytes, s.writePos); err != nil {
 		s.unwritten = f
 		s.tailDirty = true
@@ -154,6 +153,8 @@ func (s *state) writeFrame(f *pendingFrame) error {
 	s.writePos += frameBytes
 	s.active.size = s.writePos
 	s.written = f.end()
+	s.prepareAhead(frameBytes, !s.lastFrameAt.IsZero() && now.Sub(s.lastFrameAt) < preallocBusyWithin)
+	s.lastFrameAt = now
 	if s.active.firstWrite.IsZero() {
 		s.active.firstWrite = now
 	}
@@ -232,6 +233,9 @@ func (s *state) flushPass() {
 			s.log.logger.Error("background fsync failed; log poisoned", zap.Error(err))
 		}
 	}
+	if s.poison == nil {
+		s.trimIfIdle(now)
+	}
 }
 
 // needsTimer reports whether a flush pass is owed, and when: buffered
@@ -260,6 +264,9 @@ func (s *state) needsTimer() (due time.Time, ok bool) {
 	}
 	if s.writePos > s.syncedPos {
 		consider(s.unsyncedSince.Add(p.syncInterval))
+	}
+	if s.prepared() && !s.idleTrimFailed {
+		consider(s.lastFrameAt.Add(preallocBusyWithin)) // give the prepared space back when idle
 	}
 	return due, ok
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/narad-io/storage/vfs"
 	"go.uber.org/zap"
 )
 
@@ -12,32 +13,35 @@ import (
 // after a write over blocks already written, it has only the data to
 // flush (on ext4 here, about 1.6x faster for a small commit), and a large
 // write into blocks reserved ahead skips their allocation (5x faster for
-// 16 MiB). So a partition that commits often prepares the space ahead of
-// its frames, a step at a time:
+// 16 MiB). So a partition that commits often prepares the space past its
+// frames, a step at a time, for the frames to come:
 //   - only a busy partition does: one whose previous frame was written
-//     less than preallocBusyWithin ago; an idle one holds no extra space;
-//   - ahead of a small frame (up to a quarter of a step; a step is 1/64
-//     of the segment cap, 4 KiB to 1 MiB) it writes zeros, and its
-//     commits overwrite them; the zeros are not synced on their own: the
-//     next commit's fdatasync carries them once;
-//   - ahead of a larger frame it reserves blocks (File.Allocate, which
-//     changes neither size nor content) for four such frames: zeros would
-//     double the bytes it writes;
-//   - never past the segment cap;
-//   - a roll trims both before it seals the segment (a sealed segment ends
-//     at its last frame and holds no blocks past it), and so does a close,
-//     so the next open finds the file exact; a failed commit's truncate
-//     drops them too;
-//   - after a crash, the zeros past the last frame are unwritten space to
-//     recovery (WalkSegment's UnwrittenAt), never damage: it trims them
-//     (and, on that path, the blocks reserved past the end);
-//   - a step that fails (ENOSPC) costs the step, never the commit: the
-//     frame is written as before, and no step is tried again in this
-//     segment; nor after a failed commit's truncate, so zeros never take
-//     the space a retried frame needs.
+//     less than preallocBusyWithin before the frame just written;
+//   - after a small frame (up to a quarter of a step; a step is 1/64 of
+//     the segment cap, 4 KiB to 1 MiB) it writes a step of zeros past the
+//     frames, and the next frames overwrite them; the zeros are not synced
+//     on their own: the next commit's fdatasync carries them once;
+//   - after a larger frame it reserves blocks for four such frames
+//     (File.Allocate, which changes neither size nor content): zeros
+//     would double the bytes it writes;
+//   - always after the frame is written, so the space prepared never takes
+//     the space the frame itself needs on a full disk; never past the
+//     segment cap;
+//   - a partition idle for preallocBusyWithin gives it all back (the
+//     flusher's timer), and so does a roll, before it seals the segment (a
+//     sealed segment ends at its last frame and holds no block past it),
+//     and a close, so the next open finds the file exact; a failed
+//     commit's truncate drops it too. A trim puts the file's modification
+//     time back as it found it: recovery takes a segment's age from it;
+//   - after a crash, zeros past the last frame are unwritten space to
+//     recovery (WalkSegment's UnwrittenAt), never damage: it trims them;
+//   - a step that fails (ENOSPC) costs the step, never the commit: what it
+//     got is trimmed with the rest, and no step is tried again in this
+//     segment; nor after a failed commit's truncate.
 
 // preallocBusyWithin: a frame written this soon after the previous one
-// makes the partition busy.
+// makes the partition busy; prepared space is given back once the
+// partition has been idle this long.
 const preallocBusyWithin = time.Second
 
 // preallocStep is the zeros written ahead at a time in segments of cap
@@ -49,80 +53,99 @@ func preallocStep(segmentMaxBytes int64) int64 {
 // zeros is what a step writes; never written to.
 var zeros = make([]byte, 1<<20)
 
-// preallocate writes zeros ahead of a frame of n bytes about to be written
-// at writePos, when the partition is busy and the space written ahead
-// does not hold the frame.
-func (s *state) preallocate(n int64, now time.Time) {
-	busy := !s.lastFrameAt.IsZero() && now.Sub(s.lastFrameAt) < preallocBusyWithin
-	s.lastFrameAt = now
-	end := s.writePos + n
+// prepareAhead prepares the space past a frame of n bytes just written
+// (writePos is past it) when the partition is busy: wasBusy says the
+// frame before it came less than preallocBusyWithin earlier.
+func (s *state) prepareAhead(n int64, wasBusy bool) {
+	if !wasBusy || s.preallocOff || s.log.opts.noPrealloc {
+		return
+	}
 	step := preallocStep(s.log.opts.SegmentMaxBytes)
-	if !busy || s.preallocOff || end <= max(s.allocEnd, s.reservedEnd) || s.log.opts.noPrealloc {
-		return
-	}
+	limit := s.log.opts.SegmentMaxBytes
 	if n > step/4 {
-		s.reserve(end, n)
+		if s.writePos+n <= s.reservedEnd {
+			return
+		}
+		from, to := max(s.reservedEnd, s.writePos), min(s.writePos+4*n, limit)
+		if to <= from {
+			return
+		}
+		s.reservedEnd = to // a failed reservation may keep blocks: trimmed all the same
+		if err := s.file.Allocate(from, to-from); err != nil {
+			s.preallocOff = true
+			s.log.logger.Debug("block reservation failed; none more in this segment", zap.String("segment", s.active.path), zap.Error(err))
+		}
 		return
 	}
-	to := min(end+step, s.log.opts.SegmentMaxBytes)
-	if to <= end {
-		return // the frame fills the segment: it rolls next
+	if s.writePos+n <= s.allocEnd {
+		return
 	}
-	// Past the frame only: zeros under it would double its write. (Its
-	// blocks are allocated as it lands; the next frames' are not.)
-	from := max(s.allocEnd, end)
+	from, to := max(s.allocEnd, s.writePos), min(s.writePos+step, limit)
+	if to <= from {
+		return
+	}
+	s.allocEnd = to // some zeros may land even when the write fails: trimmed all the same
 	if _, err := s.file.WriteAt(zeros[:to-from], from); err != nil {
-		// Some zeros may have landed: trimmed with the rest.
-		s.allocEnd = max(s.allocEnd, to)
 		s.preallocOff = true
 		s.log.logger.Debug("preallocation failed; none more in this segment", zap.String("segment", s.active.path), zap.Error(err))
-		return
 	}
-	s.allocEnd = to
 }
 
-// reserve reserves the blocks of four frames of n bytes from writePos on
-// (the frame about to be written ends at end), within the segment cap.
-func (s *state) reserve(end, n int64) {
-	to := min(s.writePos+4*n, s.log.opts.SegmentMaxBytes)
-	if to < end {
-		to = end // a frame past the cap: it rolls next, reserve only it
-	}
-	from := max(s.reservedEnd, s.writePos)
-	if err := s.file.Allocate(from, to-from); err != nil {
-		s.preallocOff = true
-		s.log.logger.Debug("block reservation failed; none more in this segment", zap.String("segment", s.active.path), zap.Error(err))
-		return
-	}
-	s.reservedEnd = to
+// prepared reports whether space past the frames was prepared.
+func (s *state) prepared() bool {
+	return s.allocEnd > s.writePos || s.reservedEnd > s.writePos
 }
 
-// trimPrealloc cuts the zeros written ahead of the frames, durably, and
-// gives back the blocks reserved past them. A failed fsync poisons the
-// log, like any fsync of the segment.
+// trimPrealloc gives back the space prepared past the frames: cuts the
+// zeros, durably, and the blocks reserved past the end, keeping the file's
+// modification time. A failed truncate leaves it for the next trim (the
+// error says so); a failed fsync poisons the log, like any fsync of the
+// segment.
 func (s *state) trimPrealloc() error {
-	reserved := s.reservedEnd > s.writePos
-	s.reservedEnd = 0
-	if s.allocEnd <= s.writePos {
-		s.allocEnd = 0
-		if reserved {
-			// The size stays: nothing to make durable, only blocks to
-			// give back, and a failure costs only those.
-			if err := s.file.Truncate(s.writePos); err != nil {
-				s.log.logger.Warn("giving back reserved blocks failed", zap.String("segment", s.active.path), zap.Error(err))
-			}
-		}
+	if !s.prepared() {
+		s.allocEnd, s.reservedEnd = 0, 0
 		return nil
 	}
-	if err := s.file.Truncate(s.writePos); err != nil {
+	zeros := s.allocEnd > s.writePos
+	if err := truncateKeepingTime(s.file, s.writePos); err != nil {
 		return fmt.Errorf("trim %s to byte %d: %w", s.active.path, s.writePos, err)
 	}
-	s.allocEnd = 0
+	s.allocEnd, s.reservedEnd = 0, 0
+	if !zeros {
+		return nil // the size stays: only blocks given back, nothing to make durable
+	}
 	if err := s.file.Sync(); err != nil {
 		s.poisonWith(fmt.Errorf("fdatasync the trim of %s: %w", s.active.path, err))
 		return s.poison
 	}
 	s.syncedPos = s.writePos
 	s.unsyncedSince = time.Time{}
+	return nil
+}
+
+// trimIfIdle gives back the prepared space of a partition idle for
+// preallocBusyWithin; the flusher's timer calls it.
+func (s *state) trimIfIdle(now time.Time) {
+	if !s.prepared() || now.Sub(s.lastFrameAt) < preallocBusyWithin {
+		return
+	}
+	if err := s.trimPrealloc(); err != nil && s.poison == nil {
+		s.log.logger.Warn("giving back the space prepared past the frames failed; retried at roll or close",
+			zap.String("segment", s.active.path), zap.Error(err))
+		s.idleTrimFailed, s.preallocOff = true, true // no timer asks again in this segment
+	}
+}
+
+// truncateKeepingTime truncates f to size and puts its modification time
+// back: the space trimmed was never part of the log, and the segment's age
+// is its last frame's write.
+func truncateKeepingTime(f vfs.File, size int64) error {
+	fi, statErr := f.Stat()
+	if err := f.Truncate(size); err != nil {
+		return err
+	}
+	if statErr == nil {
+		_ = f.SetModTime(fi.ModTime) // best effort: an age off by the trim's delay
+	}
 	return nil
 }

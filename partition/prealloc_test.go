@@ -1,6 +1,10 @@
 package partition
 
 import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -307,6 +311,119 @@ func TestPrealloc_AFailedReservationIsNotAFailedCommit(t *testing.T) {
 		}
 		if l.HighWatermark() != 8 || tried != 1 {
 			t.Fatalf("high watermark %d after %d reservations tried; want 8 after 1, and no more in the segment", l.HighWatermark(), tried)
+		}
+	})
+}
+
+// TestPrealloc_ZerosNeverTakeTheFramesSpace: on a real file system with
+// room for the next frame and not for a step of zeros past it, the commit
+// lands: the zeros are written after the frame (a hole under a frame would
+// need its blocks after the zeros took them). The simulated disk counts a
+// hole as used, so this runs on a 4 MiB tmpfs mounted in a mount namespace
+// of the test binary's own (unshare -rm, as the daemon's disk-full test
+// does): the test re-runs itself there.
+func TestPrealloc_ZerosNeverTakeTheFramesSpace(t *testing.T) {
+	root := os.Getenv("NARAD_PREALLOC_TMPFS")
+	if root == "" {
+		dir := t.TempDir()
+		cmd := exec.Command("unshare", "-rm", "sh", "-c", `mount -t tmpfs -o size=4m tmpfs "$NARAD_PREALLOC_TMPFS" && exec "$0" "$@"`,
+			os.Args[0], "-test.run", "^TestPrealloc_ZerosNeverTakeTheFramesSpace$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "NARAD_PREALLOC_TMPFS="+dir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("on a tmpfs of its own: %v\n%s", err, out)
+		}
+		return
+	}
+	dir := filepath.Join(root, "log")
+	l, err := Open(dir, Options{SegmentMaxBytes: 64 << 20}) // 1 MiB steps
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	frame := []Record{{Value: bytes.Repeat([]byte{'v'}, 200<<10)}} // a small frame: zeros after it
+	if _, err := l.Produce(bg, frame); err != nil {
+		t.Fatal(err)
+	}
+	filler, err := os.Create(filepath.Join(root, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer filler.Close()
+	var size int64
+	for chunk := bytes.Repeat([]byte{1}, 64<<10); ; {
+		n, err := filler.Write(chunk)
+		size += int64(n)
+		if err != nil {
+			break // full
+		}
+	}
+	if err := filler.Truncate(size - 600<<10); err != nil { // 600 KiB free: a frame, not a step
+		t.Fatal(err)
+	}
+	if _, err := l.Produce(bg, frame); err != nil { // busy: the step is tried, and fails
+		t.Fatalf("a 200 KiB commit with 600 KiB free: %v", err)
+	}
+}
+
+// TestPrealloc_IdleGivesTheSpaceBack: a busy partition that goes idle
+// gives back its zeros once preallocBusyWithin has passed (the flusher's
+// timer), and the file keeps its last frame's modification time.
+func TestPrealloc_IdleGivesTheSpaceBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newDisk(t, 1)
+		l := openLog(t, preallocOptions(d))
+		defer closeLog(t, l)
+		for i := range 20 {
+			<-time.After(time.Millisecond)
+			if _, err := l.Produce(bg, records(1, int64(i), 1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lastWrite := time.Now()
+		if segmentSize(t, d, l) <= l.view.Load().active.size {
+			t.Fatal("no zeros ahead of the frames")
+		}
+		<-time.After(2 * preallocBusyWithin)
+		synctest.Wait()
+		fi, err := d.Stat(l.view.Load().active.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size != l.view.Load().active.size || !fi.ModTime.Equal(lastWrite) {
+			t.Fatalf("idle: a file of %d bytes (frames %d), modified %v; want the frames only, modified at the last write %v",
+				fi.Size, l.view.Load().active.size, fi.ModTime, lastWrite)
+		}
+	})
+}
+
+// TestPrealloc_AFailedReservationIsGivenBack: blocks a failed reservation
+// may have kept (ext4 keeps what it got before ENOSPC) are given back by
+// the trim all the same.
+func TestPrealloc_AFailedReservationIsGivenBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newDisk(t, 1)
+		l := openLog(t, preallocOptions(d))
+		truncates := 0
+		d.SetHook(func(c sim.Call) error {
+			switch c.Op {
+			case sim.OpAllocate:
+				return syscall.ENOSPC
+			case sim.OpTruncate:
+				truncates++
+			}
+			return nil
+		})
+		big := []Record{{Value: make([]byte, 64<<10)}}
+		for range 3 {
+			<-time.After(time.Millisecond)
+			if _, err := l.Produce(bg, big); err != nil {
+				t.Fatal(err)
+			}
+		}
+		closeLog(t, l)
+		d.SetHook(nil)
+		if truncates == 0 {
+			t.Fatal("nothing gave back what the failed reservation may have kept")
 		}
 	})
 }

@@ -146,6 +146,12 @@ func (rec *recovered) openActive(dir string, base int64, opts Options) error {
 			f.Close()
 		}
 	}()
+	// The segment's age is its last write's, taken before recovery writes
+	// anything (every truncate below keeps it, too).
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("open %s: stat: %w", path, err)
+	}
 	rec.hwmFile, err = readHWMFile(files, filepath.Join(dir, wire.HWMFileName), opts.Logger)
 	if err != nil {
 		return err
@@ -173,12 +179,12 @@ func (rec *recovered) openActive(dir string, base int64, opts Options) error {
 			// A clean tail after a crash: give back blocks reserved past it
 			// (prealloc.go); the size stays, so nothing needs an fsync, and
 			// a failure costs only the blocks.
-			if err := f.Truncate(w.tailPos); err != nil {
+			if err := truncateKeepingTime(f, w.tailPos); err != nil {
 				opts.Logger.Warn("giving back reserved blocks failed", zap.String("segment", path), zap.Error(err))
 			}
 		}
 		if w.tornAt >= 0 {
-			if err := f.Truncate(w.tornAt); err != nil {
+			if err := truncateKeepingTime(f, w.tornAt); err != nil {
 				return fmt.Errorf("open %s: truncate torn tail at byte %d: %w", path, w.tornAt, err)
 			}
 			if err := f.Sync(); err != nil {
@@ -193,7 +199,7 @@ func (rec *recovered) openActive(dir string, base int64, opts Options) error {
 		// Space allocated ahead and never written (a crash, or a close that
 		// could not trim it): cut, so the actor's view of the file is exact
 		// and a roll never seals zeros.
-		if err := f.Truncate(w.unwrittenAt); err != nil {
+		if err := truncateKeepingTime(f, w.unwrittenAt); err != nil {
 			return fmt.Errorf("open %s: trim unwritten space at byte %d: %w", path, w.unwrittenAt, err)
 		}
 		if err := f.Sync(); err != nil {
@@ -204,10 +210,6 @@ func (rec *recovered) openActive(dir string, base int64, opts Options) error {
 	for _, g := range w.gaps {
 		opts.Logger.Error("damaged frame under valid later frames: offsets recorded as a permanent gap",
 			zap.String("segment", path), zap.Int64("from", g.from), zap.Int64("to", g.to))
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("open %s: stat: %w", path, err)
 	}
 	seg := &segment{base: base, path: path, gaps: w.gaps, size: w.tailPos,
 		firstWrite: fi.ModTime, lastWrite: fi.ModTime, file: newSegFile(files, path)}

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,6 +34,11 @@ func (s *state) rollDue(now time.Time) bool {
 	return age > 0 && !s.active.firstWrite.IsZero() && now.Sub(s.active.firstWrite) >= age
 }
 
+// errRollDeferred: the roll could not give back the space prepared past
+// the frames, so the segment is not sealed yet; the next write goes on in
+// it (past the cap, a little) until a roll can. Nothing failed.
+var errRollDeferred = errors.New("roll deferred: the space prepared past the frames is not given back yet")
+
 // roll seals the active segment and starts the next, named by the offset
 // the sealed one ends at: fsync the active segment, create the new file,
 // fsync the directory, then switch. The sealed range ends exactly at its
@@ -41,7 +47,13 @@ func (s *state) rollDue(now time.Time) bool {
 // and a log that cannot remove it is poisoned.
 func (s *state) roll() error {
 	if err := s.trimPrealloc(); err != nil {
-		return err
+		if s.poison != nil {
+			return err
+		}
+		// The space prepared past the frames is not the log's: a segment
+		// that cannot give it back is not sealed yet, and the next write
+		// goes on in it (past the cap, a little) until a roll can.
+		return fmt.Errorf("%w: %w", errRollDeferred, err)
 	}
 	if err := s.sync(); err != nil {
 		return err
@@ -79,7 +91,7 @@ func (s *state) roll() error {
 	s.active.file.adopt(f)
 	s.file = f
 	s.writePos, s.syncedPos, s.hwmPos, s.allocEnd, s.reservedEnd = 0, 0, 0, 0, 0
-	s.unsyncedSince, s.lastFrameAt, s.preallocOff = time.Time{}, time.Time{}, false
+	s.unsyncedSince, s.lastFrameAt, s.preallocOff, s.idleTrimFailed = time.Time{}, time.Time{}, false, false
 	s.writeTimeIndex(old, old.times) // before readers can see it sealed
 	old.times = nil
 	s.publish()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -225,6 +226,14 @@ func (o *osFile) Allocate(off, n int64) error {
 	err := retryEINTR(func() error { return unix.Fallocate(int(o.f.Fd()), unix.FALLOC_FL_KEEP_SIZE, off, n) })
 	if err != nil {
 		return &os.PathError{Op: "fallocate", Path: o.f.Name(), Err: err}
+	}
+	return nil
+}
+
+func (o *osFile) SetModTime(t time.Time) error {
+	tv := unix.NsecToTimeval(t.UnixNano())
+	if err := unix.Futimes(int(o.f.Fd()), []unix.Timeval{tv, tv}); err != nil {
+		return &os.PathError{Op: "futimes", Path: o.f.Name(), Err: err}
 	}
 	return nil
 }

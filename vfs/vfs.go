@@ -96,10 +96,15 @@ type File interface {
 	// the file's size or what reads return (fallocate with
 	// FALLOC_FL_KEEP_SIZE), so later writes there need no allocation; a
 	// Truncate (to any size, the current one included) gives back what
-	// lies past the size. Reserving is an optimization: an error (ENOSPC,
-	// or a file system that cannot) changes nothing, and callers may go on
-	// without it.
+	// lies past the size. Reserving is an optimization: after an error
+	// (ENOSPC, or a file system that cannot) the file's size and content
+	// are as they were, though some blocks may stay reserved (ext4 keeps
+	// what it got before ENOSPC): a Truncate gives them back.
 	Allocate(off, n int64) error
+	// SetModTime sets the file's modification time (futimens). Retention
+	// takes a recovered segment's age from it, so a truncate that only
+	// trims space the log prepared puts back the time it found.
+	SetModTime(t time.Time) error
 }
 
 // FileInfo is what Stat reports.

@@ -19,6 +19,7 @@ const (
 	OpClose     Op = "close"
 	OpDropCache Op = "dropcache"
 	OpAllocate  Op = "allocate" // File.Allocate
+	OpSetTime   Op = "settime"  // File.SetModTime
 	OpMkdir     Op = "mkdir"    // Mkdir, MkdirAll
 	OpRemove    Op = "remove"   // Remove, RemoveAll
 	OpRename    Op = "rename"

@@ -212,6 +212,21 @@ func (f *simFile) Allocate(off, n int64) error {
 	return nil
 }
 
+// SetModTime sets the file's modification time, at once and durably (a
+// journaled file system keeps inode times with the metadata it commits).
+func (f *simFile) SetModTime(t time.Time) error {
+	if err := f.disk.enter(Call{Op: OpSetTime, Path: f.path}); err != nil {
+		return pathError("futimes", f.name, err)
+	}
+	f.disk.mu.Lock()
+	defer f.disk.mu.Unlock()
+	if f.closed {
+		return pathError("futimes", f.name, os.ErrClosed)
+	}
+	f.node.mtime = t
+	return nil
+}
+
 // DropCache evicts the clean pages: what reads see becomes the media's
 // content with the still-dirty changes on top, so bytes a failed sync
 // marked clean are gone from the cache too.
