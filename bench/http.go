@@ -112,12 +112,12 @@ func (d *Daemon) Stop() error {
 }
 
 // BuildDaemon builds narad-storaged from this module's copy of the
-// repository into dir.
+// repository into dir; the working directory must be in the bench module.
 func BuildDaemon(dir string) (string, error) {
 	bin := filepath.Join(dir, "narad-storaged")
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/narad-io/storage/cmd/narad-storaged").CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("build narad-storaged: %v\n%s", err, out)
+		return "", fmt.Errorf("build narad-storaged (run narad-bench from the bench directory, or pass --daemon or --http-addr): %v\n%s", err, out)
 	}
 	return bin, nil
 }

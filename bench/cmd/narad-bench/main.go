@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -58,6 +59,11 @@ func run(args []string) error {
 	if *reps < 1 || *duration <= 0 || *maxBytes <= 0 || *readBytes <= 0 {
 		return errors.New("--reps, --duration, --bytes and --read-bytes must be positive")
 	}
+	for _, suite := range strings.Split(*suites, ",") {
+		if !slices.Contains([]string{"engine", "read", "open", "partitions", "http"}, suite) {
+			return fmt.Errorf("--suites: unknown suite %q", suite)
+		}
+	}
 	only, err := regexp.Compile(*engines)
 	if err != nil {
 		return fmt.Errorf("--engines: %w", err)
@@ -72,16 +78,36 @@ func run(args []string) error {
 	}
 	defer os.RemoveAll(work)
 
-	r := &bench.Run{Command: "narad-bench " + strings.Join(args, " "), Date: time.Now(), Machine: bench.DescribeMachine(work)}
+	r := &bench.Run{Command: strings.TrimSpace("narad-bench " + strings.Join(args, " ")), Date: time.Now(), Machine: bench.DescribeMachine(work)}
 	fmt.Printf("narad-bench: %s\n", r.Machine)
-	for _, suite := range strings.Split(*suites, ",") {
+	if err := runSuites(r, work, strings.Split(*suites, ","), only, *reps, bench.Budget{Duration: *duration, Bytes: *maxBytes},
+		*readBytes, sizes, *daemon, *httpAddr); err != nil {
+		// What the suites before the failure measured is still written.
+		if werr := r.WriteFiles(*out); werr != nil {
+			fmt.Fprintln(os.Stderr, "narad-bench: write results:", werr)
+		}
+		return err
+	}
+	fmt.Println()
+	r.Table(os.Stdout)
+	if err := r.WriteFiles(*out); err != nil {
+		return err
+	}
+	fmt.Printf("\nwrote %s\n", filepath.Join(*out, "report.md"))
+	return nil
+}
+
+// runSuites runs the suites named, in order, into r.
+func runSuites(r *bench.Run, work string, suites []string, only *regexp.Regexp, reps int, budget bench.Budget,
+	readBytes int64, sizes suiteSizes, daemon, httpAddr string) error {
+	for _, suite := range suites {
 		switch suite {
 		case "engine":
-			if err := engineSuite(r, work, only, *reps, bench.Budget{Duration: *duration, Bytes: *maxBytes}); err != nil {
+			if err := engineSuite(r, work, only, reps, budget); err != nil {
 				return err
 			}
 		case "read":
-			if err := readSuite(r, work, *readBytes); err != nil {
+			if err := readSuite(r, work, readBytes); err != nil {
 				return err
 			}
 		case "open":
@@ -93,19 +119,13 @@ func run(args []string) error {
 				return err
 			}
 		case "http":
-			if err := httpSuite(r, work, sizes, *daemon, *httpAddr); err != nil {
+			if err := httpSuite(r, work, sizes, daemon, httpAddr); err != nil {
 				return err
 			}
 		default:
 			return fmt.Errorf("unknown suite %q", suite)
 		}
 	}
-	fmt.Println()
-	r.Table(os.Stdout)
-	if err := r.WriteFiles(*out); err != nil {
-		return err
-	}
-	fmt.Printf("\nwrote %s\n", filepath.Join(*out, "report.md"))
 	return nil
 }
 
