@@ -186,43 +186,37 @@ func TestTimeIndex_RebuiltWhenMissingOrDamaged(t *testing.T) {
 }
 
 // TestTimeIndex_ALyingIndexCostsReadsNotAnswers: an index file with a
-// valid checksum whose times are wrong (a bug, a file from elsewhere) is
-// checked against the records at the ends of the range it names, so every
-// answer is still exact.
+// valid checksum whose times or positions are wrong (a bug, a file from
+// elsewhere) is checked before it is used: every entry against its frame,
+// the range it names against the records at its ends, so every answer is
+// still exact.
 func TestTimeIndex_ALyingIndexCostsReadsNotAnswers(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		d := newDisk(t, 1)
-		opts := testOptions(d)
-		l := openLog(t, opts)
-		recs := fillSegments(t, l, 4)
-		sealed := l.view.Load().sealed
-		closeLog(t, l)
-		for i, seg := range sealed {
-			x, err := timeIndexFile(d, seg.base)
-			if err != nil {
-				t.Fatal(err)
+	for name, lie := range map[string]func(recs []ReadRecord) func(int, *wire.TimeIndexEntry){
+		"times": func(recs []ReadRecord) func(int, *wire.TimeIndexEntry) {
+			return func(i int, e *wire.TimeIndexEntry) {
+				// Early, late, all equal, off by a second: each segment
+				// lies its own way.
+				e.TimeMs = [...]int64{e.TimeMs - 3, e.TimeMs + 3, recs[0].CommittedAtUnixMs, e.TimeMs + 1000}[i%4]
 			}
-			for j := range x.Entries {
-				// Early, late, all equal, off by a second: each segment lies
-				// its own way.
-				x.Entries[j].TimeMs = [...]int64{x.Entries[j].TimeMs - 3, x.Entries[j].TimeMs + 3, recs[0].CommittedAtUnixMs, x.Entries[j].TimeMs + 1000}[i%4]
-			}
-			b, err := wire.EncodeTimeIndex(x)
-			if err != nil {
-				t.Fatal(err)
-			}
-			d.Remove(timeIndexPath(testDir, seg.base))
-			f, err := d.OpenFile(timeIndexPath(testDir, seg.base), 0x41) // O_WRONLY|O_CREATE
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.Write(b)
-			f.Close()
-		}
-		l = openLog(t, opts)
-		defer closeLog(t, l)
-		checkSeeks(t, l, recs)
-	})
+		},
+		"positions": func([]ReadRecord) func(int, *wire.TimeIndexEntry) {
+			return func(_ int, e *wire.TimeIndexEntry) { e.Offset++ } // the frame's second record, at its first's byte
+		},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			d := newDisk(t, 1)
+			opts := testOptions(d)
+			l := openLog(t, opts)
+			recs := fillSegments(t, l, 4)
+			sealed := l.view.Load().sealed
+			closeLog(t, l)
+			rewriteTimeIndexes(t, d, sealed, lie(recs))
+			l = openLog(t, opts)
+			defer closeLog(t, l)
+			t.Logf("lying %s", name)
+			checkSeeks(t, l, recs)
+		})
+	}
 }
 
 // TestTimeIndex_NeverOutlivesItsSegment: retention removes a segment's
