@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	goruntime "runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,7 +44,7 @@ func RunPartitions(base string, n int, idle time.Duration, producers int, produc
 		return PartitionsResult{}, err
 	}
 	defer os.RemoveAll(dir)
-	rssBefore, fdsBefore := rss(), openFDs()
+	rssBefore, fdsBefore := settledRSS(), openFDs()
 	node, err := runtime.New(runtime.Config{DataDir: dir, Logger: zap.NewNop(), MaxOpenLogs: n + 16})
 	if err != nil {
 		return PartitionsResult{}, err
@@ -71,7 +73,7 @@ func RunPartitions(base string, n int, idle time.Duration, producers int, produc
 	<-time.After(idle)
 	res.IdleSecs = time.Since(wall0).Seconds()
 	res.IdleCPUPercent = 100 * (cpuTime() - cpu0).Seconds() / res.IdleSecs
-	res.RSSPerPartition = float64(rss()-rssBefore) / float64(n)
+	res.RSSPerPartition = float64(settledRSS()-rssBefore) / float64(n)
 	res.FDsPerPartition = float64(openFDs()-fdsBefore) / float64(n)
 
 	var commits atomic.Int64
@@ -130,6 +132,14 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// settledRSS is the resident set once the garbage collector has run and
+// given back what it could, so a difference of two is what stayed.
+func settledRSS() int64 {
+	goruntime.GC()
+	debug.FreeOSMemory()
+	return rss()
 }
 
 // rss is the process's resident set, in bytes.

@@ -73,7 +73,7 @@ func (r *Run) Table(w io.Writer) {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "cell\tworkload\tengine\trecords/s\tMB/s\tx plain read\t")
 		for _, e := range r.Read {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%.1f\t%.2f\t\n", Cell{e.RecordBytes, e.Batch}, e.Workload, e.Engine, e.RecordsPerS, e.MBPerS, e.VsPlain)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%.1f\t%s\t\n", Cell{e.RecordBytes, e.Batch}, e.Workload, e.Engine, e.RecordsPerS, e.MBPerS, ratioText(e.VsPlain))
 		}
 		tw.Flush()
 	}
@@ -131,7 +131,7 @@ func (r *Run) Markdown(w io.Writer) {
 	if len(r.Read) > 0 {
 		fmt.Fprint(w, "## Reads\n\n| record x batch | workload | engine | records/s | MB/s | x plain read |\n|---|---|---|---|---|---|\n")
 		for _, e := range r.Read {
-			fmt.Fprintf(w, "| %s | %s | %s | %.0f | %.1f | %.2f |\n", Cell{e.RecordBytes, e.Batch}, e.Workload, e.Engine, e.RecordsPerS, e.MBPerS, e.VsPlain)
+			fmt.Fprintf(w, "| %s | %s | %s | %.0f | %.1f | %s |\n", Cell{e.RecordBytes, e.Batch}, e.Workload, e.Engine, e.RecordsPerS, e.MBPerS, ratioText(e.VsPlain))
 		}
 		fmt.Fprintln(w)
 	}
@@ -223,4 +223,12 @@ func bytesText(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// ratioText renders a ratio, or "-" where there is nothing to compare with.
+func ratioText(r float64) string {
+	if r == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", r)
 }
