@@ -85,17 +85,11 @@ func checkNonDecreasing(t *testing.T, recs []ReadRecord) {
 // records.
 func TestTimeIndex_ALyingPositionNeverFailsAGoodRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := newDisk(t, 1)
-		opts := testOptions(d)
-		l := openLog(t, opts)
-		recs := fillSegments(t, l, 4)
-		sealed := l.view.Load().sealed
-		closeLog(t, l)
+		d, opts, recs, sealed := sealedLog(t, 4)
 		seg := sealed[1]
 		// Each entry names its frame's second record, at its first's byte.
 		rewriteTimeIndexes(t, d, []*segment{seg}, func(_ int, e *wire.TimeIndexEntry) { e.Offset++ })
-
-		l = openLog(t, opts)
+		l := openLog(t, opts)
 		defer closeLog(t, l)
 		var inSeg []ReadRecord
 		for _, r := range recs {

@@ -38,6 +38,19 @@ func fillSegmentsBy(t *testing.T, l *Log, n, batch int) []ReadRecord {
 	return recs
 }
 
+// sealedLog fills a test log (4 KiB segments) until it has n sealed
+// segments and closes it: its disk, options, records and sealed segments.
+func sealedLog(t *testing.T, n int) (*sim.Disk, Options, []ReadRecord, []*segment) {
+	t.Helper()
+	d := newDisk(t, 1)
+	opts := testOptions(d)
+	l := openLog(t, opts)
+	recs := fillSegments(t, l, n)
+	sealed := l.view.Load().sealed
+	closeLog(t, l)
+	return d, opts, recs, sealed
+}
+
 // timeIndexFile reads and decodes the time index file of the segment at
 // base.
 func timeIndexFile(d *sim.Disk, base int64) (wire.TimeIndex, error) {
@@ -161,19 +174,14 @@ func TestOffsetAt_ReadsAFewFramesOf64Segments(t *testing.T) {
 // is written again for the next open.
 func TestTimeIndex_RebuiltWhenMissingOrDamaged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := newDisk(t, 1)
-		opts := testOptions(d)
-		l := openLog(t, opts)
-		recs := fillSegments(t, l, 6)
-		sealed := l.view.Load().sealed
-		closeLog(t, l)
+		d, opts, recs, sealed := sealedLog(t, 6)
 		if err := d.Remove(timeIndexPath(testDir, sealed[1].base)); err != nil {
 			t.Fatal(err)
 		}
 		if err := d.Damage(timeIndexPath(testDir, sealed[3].base), 30, []byte{0xff}); err != nil {
 			t.Fatal(err)
 		}
-		l = openLog(t, opts)
+		l := openLog(t, opts)
 		defer closeLog(t, l)
 		checkSeeks(t, l, recs)
 		settle(t, l)
@@ -204,14 +212,9 @@ func TestTimeIndex_ALyingIndexCostsReadsNotAnswers(t *testing.T) {
 		},
 	} {
 		synctest.Test(t, func(t *testing.T) {
-			d := newDisk(t, 1)
-			opts := testOptions(d)
-			l := openLog(t, opts)
-			recs := fillSegments(t, l, 4)
-			sealed := l.view.Load().sealed
-			closeLog(t, l)
+			d, opts, recs, sealed := sealedLog(t, 4)
 			rewriteTimeIndexes(t, d, sealed, lie(recs))
-			l = openLog(t, opts)
+			l := openLog(t, opts)
 			defer closeLog(t, l)
 			t.Logf("lying %s", name)
 			checkSeeks(t, l, recs)
