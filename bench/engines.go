@@ -7,6 +7,7 @@ func Engines() []EngineSpec {
 	return []EngineSpec{
 		{Name: RawName, Kind: KindBaseline, Open: openRaw(false)},
 		{Name: "raw, fallocate()d", Kind: KindBaseline, Open: openRaw(true)},
+		{Name: "bare protocol", Kind: KindBaseline, Open: openBareProtocol},
 		{Name: "narad Log commit", Kind: KindNarad, Open: openNaradLog(false, codec.None)},
 		{Name: "narad Log produce", Kind: KindNarad, Open: openNaradLog(true, codec.None)},
 		{Name: "narad Log produce zstd", Kind: KindNarad, Open: openNaradLog(true, codec.Zstd)},
