@@ -124,7 +124,7 @@ func RunCell(base string, spec EngineSpec, c Cell, budget Budget) (EngineResult,
 	var wg sync.WaitGroup
 	for i := range ps {
 		p := &ps[i]
-		p.hist = hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
+		p.hist = hdrhistogram.New(1, histMaxMicros, 3)
 		wg.Go(func() {
 			for j := i; ; j += n {
 				batch := pool[j%len(pool)]
@@ -133,7 +133,7 @@ func RunCell(base string, spec EngineSpec, c Cell, budget Budget) (EngineResult,
 					p.err = fmt.Errorf("%s: commit: %w", spec.Name, err)
 					return
 				}
-				_ = p.hist.RecordValue(max(time.Since(t0).Microseconds(), 1))
+				_ = p.hist.RecordValue(min(max(time.Since(t0).Microseconds(), 1), histMaxMicros))
 				p.commits++
 				for _, r := range batch {
 					p.written.Add(r)
@@ -146,14 +146,16 @@ func RunCell(base string, spec EngineSpec, c Cell, budget Budget) (EngineResult,
 	}
 	wg.Wait()
 	elapsed := time.Since(start).Seconds()
-	var written Verifier
-	hist := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
+	written := ps[0].written // one producer: its order is checked too
+	hist := hdrhistogram.New(1, histMaxMicros, 3)
 	var commits int64
-	for _, p := range ps {
+	for i, p := range ps {
 		if p.err != nil {
 			return EngineResult{}, p.err
 		}
-		written.Merge(p.written)
+		if i > 0 {
+			written.Merge(p.written)
+		}
 		hist.Merge(p.hist)
 		commits += p.commits
 	}
@@ -195,7 +197,12 @@ func batchPool(c Cell) [][][]byte {
 	return pool
 }
 
-// Median returns the result with the median records/s.
+// histMaxMicros is the longest latency the histograms hold, 10 minutes;
+// a longer one is recorded as that.
+const histMaxMicros = int64(10 * time.Minute / time.Microsecond)
+
+// Median returns the result with the median records/s; of an even number,
+// the lower of the two in the middle (of two runs, the slower).
 func Median(rs []EngineResult) EngineResult {
 	s := slices.Clone(rs)
 	slices.SortFunc(s, func(a, b EngineResult) int {
@@ -207,7 +214,7 @@ func Median(rs []EngineResult) EngineResult {
 		}
 		return 0
 	})
-	return s[len(s)/2]
+	return s[(len(s)-1)/2]
 }
 
 // Ratios fills each result's ratios against the results of its cell: raw

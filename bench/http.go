@@ -7,11 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -52,9 +55,12 @@ type Daemon struct {
 }
 
 // StartDaemon starts the narad-storaged binary at bin on a free loopback
-// port with its data in dataDir, and returns once it reports ready.
+// port with its data in dataDir, and returns once it reports ready. The
+// daemon gets SIGTERM if the harness dies; a daemon that exits before it
+// is ready is reported with the last lines it logged.
 func StartDaemon(bin, dataDir string) (*Daemon, error) {
 	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err
@@ -64,11 +70,19 @@ func StartDaemon(bin, dataDir string) (*Daemon, error) {
 	}
 	d := &Daemon{cmd: cmd, done: make(chan error, 1)}
 	ready := make(chan string, 1)
+	var lastMu sync.Mutex
+	var last []string // the last lines logged, for an error
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		addr := ""
 		for sc.Scan() {
+			lastMu.Lock()
+			last = append(last, sc.Text())
+			if len(last) > 20 {
+				last = last[1:]
+			}
+			lastMu.Unlock()
 			var entry struct{ Msg, Addr, Scheme string }
 			if json.Unmarshal(sc.Bytes(), &entry) != nil {
 				continue
@@ -80,13 +94,17 @@ func StartDaemon(bin, dataDir string) (*Daemon, error) {
 				ready <- addr
 			}
 		}
+		io.Copy(io.Discard, stderr) // a line past the scanner's bound: keep draining
 		close(ready)
+		d.done <- cmd.Wait() // after the pipe is read to its end, as os/exec asks
 	}()
-	go func() { d.done <- cmd.Wait() }()
 	select {
 	case addr, ok := <-ready:
 		if !ok {
-			return nil, fmt.Errorf("narad-storaged exited before it was ready: %v", <-d.done)
+			err := <-d.done
+			lastMu.Lock()
+			defer lastMu.Unlock()
+			return nil, fmt.Errorf("narad-storaged exited before it was ready (%v); its last lines:\n%s", err, strings.Join(last, "\n"))
 		}
 		d.Addr = addr
 		return d, nil
@@ -146,7 +164,8 @@ func RunHTTP(addr, topic string, load HTTPLoad) ([]HTTPResult, error) {
 		}
 	}
 
-	closed, hist, err := produceLoad(ctx, c, topic, load, batches, 0)
+	produced := make([]atomic.Int64, load.Partitions) // records sent to each partition
+	closed, hist, err := produceLoad(ctx, c, topic, load, batches, 0, produced)
 	if err != nil {
 		return nil, err
 	}
@@ -156,9 +175,20 @@ func RunHTTP(addr, topic string, load HTTPLoad) ([]HTTPResult, error) {
 	out := []HTTPResult{r}
 
 	rate := 0.8 * closed / float64(load.Batch)
-	open, hist, err := produceLoad(ctx, c, topic, load, batches, rate)
+	open, hist, err := produceLoad(ctx, c, topic, load, batches, rate, produced)
 	if err != nil {
 		return nil, err
+	}
+	// Every record acknowledged is there: each partition's high watermark
+	// is what was sent to it.
+	for p := range load.Partitions {
+		f, err := c.Fetch(ctx, topic, p, 0, client.FetchOptions{MaxRecords: 1})
+		if err != nil {
+			return nil, err
+		}
+		if f.HighWatermark != produced[p].Load() {
+			return nil, fmt.Errorf("partition %d: high watermark %d after %d records were acknowledged", p, f.HighWatermark, produced[p].Load())
+		}
 	}
 	r = base
 	r.Workload, r.TargetRate = "produce, open loop", rate
@@ -182,14 +212,14 @@ func fill(r *HTTPResult, recordsPerS float64, h *hdrhistogram.Histogram, load HT
 // produceLoad runs the producers for load.Duration. rate 0 is a closed
 // loop, latency from each send; otherwise the producers share a schedule
 // of rate batches a second, latency from each batch's scheduled time.
-func produceLoad(ctx context.Context, c *client.Client, topic string, load HTTPLoad, batches [][]client.Record, rate float64) (float64, *hdrhistogram.Histogram, error) {
-	hist := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
+func produceLoad(ctx context.Context, c *client.Client, topic string, load HTTPLoad, batches [][]client.Record, rate float64, produced []atomic.Int64) (float64, *hdrhistogram.Histogram, error) {
+	hist := hdrhistogram.New(1, histMaxMicros, 3)
 	var mu sync.Mutex
 	var records atomic.Int64
 	start := time.Now()
 	end := start.Add(load.Duration)
 	err := forEach(load.Producers, load.Producers, func(p int) error {
-		local := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
+		local := hdrhistogram.New(1, histMaxMicros, 3)
 		defer func() {
 			mu.Lock()
 			hist.Merge(local)
@@ -215,8 +245,9 @@ func produceLoad(ctx context.Context, c *client.Client, topic string, load HTTPL
 			if _, err := c.Produce(ctx, topic, p%load.Partitions, batch); err != nil {
 				return err
 			}
-			_ = local.RecordValue(max(time.Since(sent).Microseconds(), 1))
+			_ = local.RecordValue(min(max(time.Since(sent).Microseconds(), 1), histMaxMicros))
 			records.Add(int64(len(batch)))
+			produced[p%load.Partitions].Add(int64(len(batch)))
 		}
 	})
 	return float64(records.Load()) / time.Since(start).Seconds(), hist, err
@@ -225,7 +256,8 @@ func produceLoad(ctx context.Context, c *client.Client, topic string, load HTTPL
 // produceToFetch has a reader long-poll each partition from its current
 // end while the producers send batches of records stamped with their send
 // time at rate batches a second; each record's latency is from its send
-// to its fetch. Every record sent must be fetched, once.
+// to its fetch (one process does both: the stamps are its monotonic
+// clock's). Every record sent must be fetched, once, in order.
 func produceToFetch(ctx context.Context, c *client.Client, topic string, load HTTPLoad, rate float64) (HTTPResult, error) {
 	r := HTTPResult{Workload: "produce to fetch", Producers: load.Producers, Partitions: load.Partitions,
 		Batch: load.Batch, RecordBytes: load.RecordBytes, TargetRate: rate}
@@ -237,40 +269,54 @@ func produceToFetch(ctx context.Context, c *client.Client, topic string, load HT
 		}
 		starts[p] = f.HighWatermark
 	}
-	hist := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
+	// Bodies built before the clock starts: a producer only stamps them.
+	bodies := make([][]client.Record, load.Producers)
+	for p := range bodies {
+		bodies[p] = make([]client.Record, load.Batch)
+		for j := range bodies[p] {
+			v := Record(int64(p*load.Batch+j), max(load.RecordBytes, 9))
+			bodies[p][j].Value = append(make([]byte, 8), v[8:]...)
+		}
+	}
+	epoch := time.Now()
+	hist := hdrhistogram.New(1, histMaxMicros, 3)
 	var mu sync.Mutex
-	var sent, got atomic.Int64
-	stop := make(chan struct{})
+	var got atomic.Int64
+	sent := make([]atomic.Int64, load.Partitions) // records acknowledged, a partition
+	producing := make(chan struct{})
 	readers := make(chan error, load.Partitions)
 	for p := range load.Partitions {
 		go func() {
-			local := hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)
-			defer func() {
+			local := hdrhistogram.New(1, histMaxMicros, 3)
+			finish := func(err error) {
 				mu.Lock()
 				hist.Merge(local)
 				mu.Unlock()
-			}()
+				readers <- err
+			}
 			offset := starts[p]
 			for {
 				f, err := c.Fetch(ctx, topic, p, offset, client.FetchOptions{MaxRecords: 10000, MaxBytes: 8 << 20, Wait: time.Second})
 				if err != nil {
-					readers <- err
+					finish(err)
 					return
 				}
-				now := time.Now().UnixNano()
+				now := time.Since(epoch)
 				for _, rec := range f.Records {
-					if len(rec.Value) < 8 {
-						readers <- fmt.Errorf("partition %d offset %d: a record the producers did not send", p, rec.Offset)
+					if rec.Offset != offset || len(rec.Value) < 8 {
+						finish(fmt.Errorf("partition %d: offset %d where %d was expected, or a record the producers did not send", p, rec.Offset, offset))
 						return
 					}
-					_ = local.RecordValue(max((now-int64(binary.BigEndian.Uint64(rec.Value)))/1000, 1))
+					sentAt := time.Duration(binary.BigEndian.Uint64(rec.Value))
+					_ = local.RecordValue(min(max((now-sentAt).Microseconds(), 1), histMaxMicros))
 					got.Add(1)
+					offset++
 				}
-				offset = f.NextOffset
 				select {
-				case <-stop:
-					if len(f.Records) == 0 {
-						readers <- nil
+				case <-producing:
+					// The producers are done: stop at what they sent.
+					if offset >= starts[p]+sent[p].Load() {
+						finish(nil)
 						return
 					}
 				default:
@@ -289,18 +335,19 @@ func produceToFetch(ctx context.Context, c *client.Client, topic string, load HT
 			if wait := time.Until(at); wait > 0 {
 				time.Sleep(wait)
 			}
-			batch := make([]client.Record, load.Batch)
-			stamp := binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano()))
+			batch := bodies[p] // Produce returns before the next stamp
+			stamp := uint64(time.Since(epoch))
 			for i := range batch {
-				batch[i].Value = append(append([]byte(nil), stamp...), Record(int64(k), max(load.RecordBytes-8, 1))...)
+				binary.BigEndian.PutUint64(batch[i].Value, stamp)
 			}
 			if _, err := c.Produce(ctx, topic, p%load.Partitions, batch); err != nil {
 				return err
 			}
-			sent.Add(int64(len(batch)))
+			sent[p%load.Partitions].Add(int64(len(batch)))
 		}
 	})
-	close(stop)
+	elapsed := time.Since(start)
+	close(producing)
 	for range load.Partitions {
 		if rerr := <-readers; rerr != nil && err == nil {
 			err = rerr
@@ -309,9 +356,13 @@ func produceToFetch(ctx context.Context, c *client.Client, topic string, load HT
 	if err != nil {
 		return r, err
 	}
-	if got.Load() != sent.Load() {
-		return r, fmt.Errorf("produce to fetch: %d records sent, %d fetched", sent.Load(), got.Load())
+	total := int64(0)
+	for p := range sent {
+		total += sent[p].Load()
 	}
-	fill(&r, float64(sent.Load())/load.Duration.Seconds(), hist, load)
+	if got.Load() != total {
+		return r, fmt.Errorf("produce to fetch: %d records sent, %d fetched", total, got.Load())
+	}
+	fill(&r, float64(total)/elapsed.Seconds(), hist, load)
 	return r, nil
 }

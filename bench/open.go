@@ -130,5 +130,5 @@ func median(xs []float64) float64 {
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	return s[len(s)/2]
+	return s[(len(s)-1)/2] // of an even number, the lower middle one
 }

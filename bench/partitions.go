@@ -76,7 +76,7 @@ func RunPartitions(base string, n int, idle time.Duration, producers int, produc
 	res.RSSPerPartition = float64(settledRSS()-rssBefore) / float64(n)
 	res.FDsPerPartition = float64(openFDs()-fdsBefore) / float64(n)
 
-	var commits atomic.Int64
+	commits := make([]atomic.Int64, n)
 	deadline := time.Now().Add(produceFor)
 	start := time.Now()
 	if err := forEach(producers, producers, func(p int) error {
@@ -84,20 +84,43 @@ func RunPartitions(base string, n int, idle time.Duration, producers int, produc
 			if _, err := node.Produce(bg, benchTopic, p%n, rec); err != nil {
 				return err
 			}
-			commits.Add(1)
+			commits[p%n].Add(1)
 		}
 		return nil
 	}); err != nil {
 		return res, err
 	}
-	res.CommitsPerSec = float64(commits.Load()) / time.Since(start).Seconds()
-	// Everything produced reads back: one record at start, then the rest.
-	for p := range min(n, producers) {
-		r, err := node.Read(bg, benchTopic, p, 0, 1, 1<<20)
-		if err != nil || len(r.Records) != 1 || string(r.Records[0].Value) != string(rec[0].Value) {
-			return res, fmt.Errorf("partition %d reads back %d records, %v", p, len(r.Records), err)
+	elapsed := time.Since(start)
+	total := int64(0)
+	// Everything produced reads back: the open's record, then each commit's.
+	for p := range n {
+		want := 1 + commits[p].Load()
+		total += want - 1
+		got := int64(0)
+		for o := int64(0); o < want; {
+			r, err := node.Read(bg, benchTopic, p, o, 10000, 8<<20)
+			if err != nil {
+				return res, fmt.Errorf("partition %d: read at %d: %w", p, o, err)
+			}
+			if r.HighWatermark != want {
+				return res, fmt.Errorf("partition %d: high watermark %d, %d records were committed", p, r.HighWatermark, want)
+			}
+			for _, x := range r.Records {
+				if string(x.Value) != string(rec[0].Value) {
+					return res, fmt.Errorf("partition %d offset %d: a record nobody produced", p, x.Offset)
+				}
+				got++
+			}
+			if r.Next <= o {
+				break
+			}
+			o = r.Next
+		}
+		if got != want {
+			return res, fmt.Errorf("partition %d reads back %d records, %d were committed", p, got, want)
 		}
 	}
+	res.CommitsPerSec = float64(total) / elapsed.Seconds()
 	return res, nil
 }
 

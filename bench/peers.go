@@ -190,7 +190,7 @@ func openJetStream(dir string, c Cell) (Engine, error) {
 		s.Shutdown()
 		return nil, err
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(max(c.Batch, 1)))
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(2*max(c.Batch, 1)))
 	if err != nil {
 		nc.Close()
 		s.Shutdown()

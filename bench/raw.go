@@ -73,21 +73,27 @@ func (r *rawEngine) Commit(batch [][]byte) error {
 	return nil
 }
 
-// ReadAll reads the file from the start in 1 MiB reads and splits it.
+// ReadAll reads the file from the start in 1 MiB reads and splits it; a
+// record cut by a read's end moves to the buffer's front, and the next read
+// fills in behind it.
 func (r *rawEngine) ReadAll(fn func([]byte)) error {
 	buf := make([]byte, 1<<20)
-	var pending []byte
+	have := 0 // bytes of a cut record at buf's front
 	for pos := int64(0); pos < r.end; {
-		n, err := r.f.ReadAt(buf[:min(int64(len(buf)), r.end-pos)], pos)
+		want := min(int64(len(buf)-have), r.end-pos)
+		if want == 0 { // a record larger than the buffer
+			buf = append(buf, make([]byte, len(buf))...)
+			continue
+		}
+		n, err := r.f.ReadAt(buf[have:have+int(want)], pos)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return err
 		}
-		pos += int64(n)
-		data := buf[:n]
-		if len(pending) > 0 {
-			pending = append(pending, data...)
-			data = pending
+		if n == 0 {
+			return fmt.Errorf("raw: the file ends at byte %d, before %d", pos, r.end)
 		}
+		pos += int64(n)
+		data := buf[:have+n]
 		for len(data) >= 4 {
 			l := int(binary.BigEndian.Uint32(data))
 			if len(data) < 4+l {
@@ -96,10 +102,10 @@ func (r *rawEngine) ReadAll(fn func([]byte)) error {
 			fn(data[4 : 4+l])
 			data = data[4+l:]
 		}
-		pending = append(pending[:0:0], data...)
+		have = copy(buf, data)
 	}
-	if len(pending) > 0 {
-		return fmt.Errorf("raw: %d bytes of a torn record at the end", len(pending))
+	if have > 0 {
+		return fmt.Errorf("raw: %d bytes of a torn record at the end", have)
 	}
 	return nil
 }

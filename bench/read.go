@@ -117,14 +117,17 @@ func RunRead(base string, c Cell, bytes int64) ([]ReadResult, error) {
 		if err := written.Check(plain); err != nil {
 			return nil, fmt.Errorf("plain read: %w", err)
 		}
-		if workload == ReadCold {
-			if err := dropCaches(dir); err != nil {
-				return nil, err
-			}
-		}
 		l, err := partition.Open(logDir, partition.Options{FS: vfs.OS{}, Logger: zap.NewNop()})
 		if err != nil {
 			return nil, err
+		}
+		if workload == ReadCold {
+			// After the open, whose walk of the active segment reads it
+			// into the page cache.
+			if err := dropCaches(dir); err != nil {
+				l.Close()
+				return nil, err
+			}
 		}
 		var got Verifier
 		t0 = time.Now()

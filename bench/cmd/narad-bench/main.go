@@ -16,10 +16,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/narad-io/storage/bench"
@@ -77,6 +79,16 @@ func run(args []string) error {
 		return err
 	}
 	defer os.RemoveAll(work)
+	// Interrupted, the run still removes its data (a daemon it started
+	// gets SIGTERM as the harness exits).
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-signals
+		os.RemoveAll(work)
+		fmt.Fprintln(os.Stderr, "narad-bench:", sig)
+		os.Exit(1)
+	}()
 
 	r := &bench.Run{Command: strings.TrimSpace("narad-bench " + strings.Join(args, " ")), Date: time.Now(), Machine: bench.DescribeMachine(work)}
 	fmt.Printf("narad-bench: %s\n", r.Machine)
