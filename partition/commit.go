@@ -204,7 +204,7 @@ func (s *state) discard(cause error) {
 	}
 	s.log.cache.forgetFrom(s.hwm)
 	s.active.file.truncateIndex(s.hwmPos)
-	s.active.forgetTimesFrom(s.hwmPos)
+	s.active.times.forgetFrom(s.hwmPos)
 	if err := s.file.Truncate(s.hwmPos); err != nil {
 		s.poisonWith(fmt.Errorf("truncate %s to byte %d after a failed commit: %w", s.active.path, s.hwmPos, err))
 		return

@@ -144,7 +144,7 @@ func (s *state) writeFrame(f *pendingFrame) error {
 	f.bytes, f.buf = nil, nil
 	s.active.file.addIndex(f.base, s.writePos)
 	if e, err := wire.ParseEnvelope(f.envs[0]); err == nil {
-		s.active.noteTime(f.base, s.writePos, e.CommittedAtUnixMs, timeIndexSpacing(s.log.opts.SegmentMaxBytes))
+		s.active.times.note(f.base, s.writePos, e.CommittedAtUnixMs, timeIndexSpacing(s.log.opts.SegmentMaxBytes))
 	}
 	s.log.cache.remember(s.active, f.base, f.end(), s.writePos, frameBytes)
 	if s.log.readSinceWrite.Swap(false) && frameBytes <= frameCacheMaxFrame {

@@ -106,12 +106,12 @@ func (s *state) trimPrealloc() error {
 		s.allocEnd, s.reservedEnd = 0, 0
 		return nil
 	}
-	zeros := s.allocEnd > s.writePos
+	hadZeros := s.allocEnd > s.writePos
 	if err := truncateKeepingTime(s.file, s.writePos); err != nil {
 		return fmt.Errorf("trim %s to byte %d: %w", s.active.path, s.writePos, err)
 	}
 	s.allocEnd, s.reservedEnd = 0, 0
-	if !zeros {
+	if !hadZeros {
 		return nil // the size stays: only blocks given back, nothing to make durable
 	}
 	if err := s.file.Sync(); err != nil {

@@ -77,12 +77,18 @@ func (l *Log) Read(offset int64, maxRecords, maxBytes int) (ReadResult, error) {
 	return res, nil
 }
 
+// room reports whether a record of size bytes (key and value) still goes
+// into a read result holding bytes of them: the first always does.
+func (res *ReadResult) room(size, maxRecords, maxBytes, bytes int) bool {
+	return len(res.Records) < maxRecords && (len(res.Records) == 0 || bytes+size <= maxBytes)
+}
+
 // takeRecords appends records to res until maxRecords or maxBytes (at
 // least one record in all), and reports whether it took them all.
 func takeRecords(res *ReadResult, records []ReadRecord, maxRecords, maxBytes int, bytes *int) bool {
 	for _, r := range records {
 		size := len(r.Key) + len(r.Value)
-		if len(res.Records) == maxRecords || (len(res.Records) > 0 && *bytes+size > maxBytes) {
+		if !res.room(size, maxRecords, maxBytes, *bytes) {
 			return false
 		}
 		res.Records = append(res.Records, r)
@@ -178,7 +184,7 @@ func decodeRecords(h wire.FrameHeader, frame []byte, arena *[]byte, res *ReadRes
 			continue // every envelope is checked: a frame is served whole or not at all
 		}
 		size := len(e.Key) + len(e.Payload)
-		if len(res.Records) == maxRecords || (len(res.Records) > 0 && *bytes+size > maxBytes) {
+		if !res.room(size, maxRecords, maxBytes, *bytes) {
 			took = false
 			continue
 		}

@@ -233,18 +233,14 @@ func walkActive(f vfs.File, base, timeSpacing int64) (walkResult, error) {
 		return walkResult{}, fmt.Errorf("open %s: stat: %w", f.Name(), err)
 	}
 	w := walkResult{lastPos: -1}
-	times := &segment{}
+	var times timeEntries
 	lastIndexed := int64(-indexSpacing)
 	res, err := WalkSegment(f, fi.Size, base, func(pos int64, h wire.FrameHeader, frame []byte) {
 		if pos-lastIndexed >= indexSpacing {
 			w.index = append(w.index, indexEntry{offset: h.BaseOffset, pos: pos})
 			lastIndexed = pos
 		}
-		if n := len(times.times); n == 0 || pos-times.times[n-1].Pos >= timeSpacing {
-			if t, ok := firstRecordTime(h, frame); ok && (n == 0 || t >= times.times[n-1].TimeMs) {
-				times.noteTime(h.BaseOffset, pos, t, timeSpacing)
-			}
-		}
+		times.noteFrame(pos, h, frame, timeSpacing)
 		w.lastPos, w.lastLen = pos, h.FrameLen()
 	}, func(d SegmentDamage) {
 		if !d.TornTail() {
@@ -256,7 +252,7 @@ func walkActive(f vfs.File, base, timeSpacing int64) (walkResult, error) {
 		return w, fmt.Errorf("open %s: %w", f.Name(), err)
 	}
 	w.tail, w.tailPos, w.tornAt, w.unwrittenAt = res.Tail, res.TailPos, res.TornAt, res.UnwrittenAt
-	w.times = times.times
+	w.times = times
 	return w, nil
 }
 

@@ -44,11 +44,11 @@ type segment struct {
 	file       *segFile
 
 	// Actor-owned.
-	size       int64                 // bytes of written frames
-	firstWrite time.Time             // first frame write (or the file's mtime after recovery)
-	lastWrite  time.Time             // last frame write (or the file's mtime after recovery)
-	full       bool                  // a frame pushed it past the cap: roll at the next chance
-	times      []wire.TimeIndexEntry // the active segment's time index (timeindex.go)
+	size       int64       // bytes of written frames
+	firstWrite time.Time   // first frame write (or the file's mtime after recovery)
+	lastWrite  time.Time   // last frame write (or the file's mtime after recovery)
+	full       bool        // a frame pushed it past the cap: roll at the next chance
+	times      timeEntries // the active segment's time index (timeindex.go)
 }
 
 // gapAt returns the recorded gap holding offset, if any.

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -45,33 +46,44 @@ func timeIndexFileLimit(size int64) int64 {
 	return int64(wire.MaxTimeIndexFileSize) - (wire.MaxTimeIndexEntries-entries)*24
 }
 
-// noteTime adds the frame of base starting at pos to the active
-// segment's time index when it lies at least spacing bytes past the last
-// entry. firstTime is the commit time of its first record.
-func (s *segment) noteTime(base, pos, firstTime, spacing int64) {
-	if n := len(s.times); n > 0 && pos-s.times[n-1].Pos < spacing {
+// timeEntries is a time index being collected, in frame order: by the
+// actor as it writes the active segment, by recovery's walk of it, by a
+// seek's walk of a sealed segment without a file that fits.
+type timeEntries []wire.TimeIndexEntry
+
+// due reports whether a frame starting at pos is due an entry: the first,
+// or one at least spacing bytes past the last.
+func (t timeEntries) due(pos, spacing int64) bool {
+	return len(t) == 0 || pos-t[len(t)-1].Pos >= spacing
+}
+
+// note adds the frame of base starting at pos, whose first record was
+// committed at firstTime, when it is due an entry.
+func (t *timeEntries) note(base, pos, firstTime, spacing int64) {
+	if t.due(pos, spacing) {
+		*t = append(*t, wire.TimeIndexEntry{Offset: base, Pos: pos, TimeMs: firstTime})
+	}
+}
+
+// noteFrame adds a CRC-checked frame read from a file when it is due an
+// entry, decoding its first record's time only then; a frame that does not
+// decode, or whose time is below the last entry's, is left out.
+func (t *timeEntries) noteFrame(pos int64, h wire.FrameHeader, frame []byte, spacing int64) {
+	if !t.due(pos, spacing) {
 		return
 	}
-	s.times = append(s.times, wire.TimeIndexEntry{Offset: base, Pos: pos, TimeMs: firstTime})
-}
-
-// forgetTimesFrom drops the time index entries at or past byte pos (a
-// failed commit's truncate).
-func (s *segment) forgetTimesFrom(pos int64) {
-	i, _ := slices.BinarySearchFunc(s.times, pos, func(e wire.TimeIndexEntry, pos int64) int {
-		return cmpInt64(e.Pos, pos)
-	})
-	s.times = s.times[:i]
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+	if ms, ok := firstRecordTime(h, frame); ok && (len(*t) == 0 || ms >= (*t)[len(*t)-1].TimeMs) {
+		*t = append(*t, wire.TimeIndexEntry{Offset: h.BaseOffset, Pos: pos, TimeMs: ms})
 	}
-	return 0
+}
+
+// forgetFrom drops the entries at or past byte pos (a failed commit's
+// truncate).
+func (t *timeEntries) forgetFrom(pos int64) {
+	i, _ := slices.BinarySearchFunc(*t, pos, func(e wire.TimeIndexEntry, pos int64) int {
+		return cmp.Compare(e.Pos, pos)
+	})
+	*t = (*t)[:i]
 }
 
 // firstRecordTime is the commit time of a CRC-checked frame's first
@@ -272,17 +284,12 @@ func (l *Log) seedIfFrame(seg *segment, f vfs.File, e wire.TimeIndexEntry) bool 
 // only frames that check out are indexed.
 func (l *Log) buildTimeIndex(seg *segment, f vfs.File) ([]wire.TimeIndexEntry, error) {
 	spacing := timeIndexSpacing(l.opts.SegmentMaxBytes)
-	b := &segment{}
+	var times timeEntries
 	_, err := WalkSegment(f, seg.sealedSize, seg.base, func(pos int64, h wire.FrameHeader, frame []byte) {
-		if n := len(b.times); n > 0 && pos-b.times[n-1].Pos < spacing {
-			return
-		}
-		if t, ok := firstRecordTime(h, frame); ok && (len(b.times) == 0 || t >= b.times[len(b.times)-1].TimeMs) {
-			b.noteTime(h.BaseOffset, pos, t, spacing)
-		}
+		times.noteFrame(pos, h, frame, spacing)
 	}, func(SegmentDamage) {})
 	if err != nil {
 		return nil, fmt.Errorf("build the time index of %s: %w", seg.path, err)
 	}
-	return b.times, nil
+	return times, nil
 }
