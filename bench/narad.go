@@ -54,27 +54,29 @@ func (n *naradLog) Commit(batch [][]byte) error {
 }
 
 func (n *naradLog) ReadAll(fn func([]byte)) error {
-	return readLog(n.l.StartOffset(), n.l.HighWatermark(), func(o int64) (partition.ReadResult, error) {
-		return n.l.Read(o, 1<<16, 8<<20)
+	return readLog(n.l.StartOffset(), n.l.HighWatermark(), func(o int64, lend func(partition.ReadRecord) error) (partition.ReadSummary, error) {
+		return n.l.ReadFunc(o, 1<<16, 8<<20, lend)
 	}, fn)
 }
 
 func (n *naradLog) Close() error { return n.l.Close() }
 
-// readLog reads offsets [from, to) with read and hands each value to fn.
-func readLog(from, to int64, read func(int64) (partition.ReadResult, error), fn func([]byte)) error {
+// readLog reads offsets [from, to) with read, in reads of the size a
+// catch-up consumer asks for, and hands each value to fn.
+func readLog(from, to int64, read func(int64, func(partition.ReadRecord) error) (partition.ReadSummary, error), fn func([]byte)) error {
+	lend := func(r partition.ReadRecord) error {
+		fn(r.Value)
+		return nil
+	}
 	for o := from; o < to; {
-		res, err := read(o)
+		sum, err := read(o, lend)
 		if err != nil {
 			return err
 		}
-		if res.Next <= o {
+		if sum.Next <= o {
 			return fmt.Errorf("read at offset %d made no progress", o)
 		}
-		for _, r := range res.Records {
-			fn(r.Value)
-		}
-		o = res.Next
+		o = sum.Next
 	}
 	return nil
 }
@@ -103,12 +105,12 @@ func (n *naradNode) Commit(batch [][]byte) error {
 }
 
 func (n *naradNode) ReadAll(fn func([]byte)) error {
-	first, err := n.n.Read(bg, benchTopic, 0, 0, 1, 1)
+	hwm, err := n.n.HighWatermark(bg, benchTopic, 0)
 	if err != nil {
 		return err
 	}
-	return readLog(0, first.HighWatermark, func(o int64) (partition.ReadResult, error) {
-		return n.n.Read(bg, benchTopic, 0, o, 1<<16, 8<<20)
+	return readLog(0, hwm, func(o int64, lend func(partition.ReadRecord) error) (partition.ReadSummary, error) {
+		return n.n.ReadFunc(bg, benchTopic, 0, o, 1<<16, 8<<20, lend)
 	}, fn)
 }
 

@@ -5,27 +5,42 @@ import (
 	"sync"
 )
 
-// Large buffers for frames being written and for the commit's read-back,
-// pooled process-wide by power-of-two size class, so a partition commits
-// a 1 MiB batch without allocating (and zeroing) a frame and a read-back
-// buffer each time, and no partition keeps one between commits (a
-// hundred thousand partitions must not pin a buffer each).
+// Large buffers for frames being written, for the commit's read-back and
+// for lending reads, pooled process-wide by power-of-two size class, so a
+// partition commits a 1 MiB batch without allocating (and zeroing) a frame
+// and a read-back buffer each time, and no partition keeps one between
+// commits (a hundred thousand partitions must not pin a buffer each).
+// Buffers past the classes share one pool at their exact sizes: rounding a
+// 64 MiB frame up to its class would double what it holds.
 const (
 	minPooledClass = 16      // 64 KiB
 	maxPooledClass = 23      // 8 MiB
-	maxPooledBytes = 8 << 20 // larger buffers are not pooled
+	maxPooledBytes = 8 << 20 // larger buffers go to hugeBufs
 )
 
-var bufClasses [maxPooledClass + 1]sync.Pool
+var (
+	bufClasses [maxPooledClass + 1]sync.Pool
+	hugeBufs   sync.Pool
+)
 
 // getBuf returns a buffer of length n from the pool (nil pointer: not
-// pooled). Past maxPooledBytes a buffer is allocated at its size: rounding
-// a 64 MiB frame up to its class would double what it holds.
+// pooled). Past maxPooledBytes it takes a pooled buffer that fits n
+// without doubling it, or allocates one at n.
 func getBuf(n int) (buf []byte, pooled *[]byte) {
-	class := max(bits.Len(uint(n-1)), minPooledClass)
-	if n <= 0 || n > maxPooledBytes {
-		return make([]byte, n), nil
+	if n <= 0 {
+		return nil, nil
 	}
+	if n > maxPooledBytes {
+		if p, ok := hugeBufs.Get().(*[]byte); ok {
+			if cap(*p) >= n && cap(*p) < 2*n {
+				return (*p)[:n], p
+			}
+			hugeBufs.Put(p) // for a frame of its own size
+		}
+		b := make([]byte, n)
+		return b, &b
+	}
+	class := max(bits.Len(uint(n-1)), minPooledClass)
 	if p, ok := bufClasses[class].Get().(*[]byte); ok {
 		return (*p)[:n], p
 	}
@@ -39,7 +54,10 @@ func putBuf(p *[]byte) {
 	if p == nil {
 		return
 	}
-	class := bits.Len(uint(cap(*p) - 1))
 	*p = (*p)[:cap(*p)]
-	bufClasses[class].Put(p)
+	if cap(*p) > maxPooledBytes {
+		hugeBufs.Put(p)
+		return
+	}
+	bufClasses[bits.Len(uint(cap(*p)-1))].Put(p)
 }

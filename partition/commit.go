@@ -144,8 +144,8 @@ func (s *state) commit() error {
 
 // readBack reads the frames above the high watermark back from the file
 // through a pooled buffer (in one read up to readBackWindow; a frame larger
-// than that gets a buffer of its own) and checks each one's CRC and
-// position.
+// than that gets a pooled buffer of its own, read and checksummed in
+// parts) and checks each one's CRC and position.
 // readBackWindow bounds the commit's read-back buffer: background drains
 // can leave any number of frames above the high watermark.
 const readBackWindow = 8 << 20
@@ -155,8 +155,8 @@ func (s *state) readBack() error {
 		return nil
 	}
 	buf, pooled := getBuf(int(min(s.writePos-s.hwmPos, readBackWindow)))
-	defer putBuf(pooled)
-	sc := &scanner{file: s.file, limit: s.writePos, buf: buf}
+	sc := &scanner{file: s.file, limit: s.writePos, buf: buf, pool: pooled, lend: true} // a frame larger than buf: a pooled buffer too
+	defer sc.release()
 	expect := s.hwm
 	for pos := s.hwmPos; pos < s.writePos; {
 		h, _, status, err := sc.frameAt(pos)

@@ -14,8 +14,9 @@
 // time, so nothing in the write path takes a lock. After every change
 // readers can see (a high-watermark advance, a roll, a retention detach, a
 // close) the actor publishes an immutable view: the segments, the high
-// watermark, the start offset. Read loads the view and reads frames
-// without waiting for the actor; the few things readers change (a sealed
+// watermark, the start offset. Read (and ReadFunc, which lends records
+// instead of returning them) loads the view and reads frames without
+// waiting for the actor; the few things readers change (a sealed
 // segment's lazily opened handle and sparse index, the decoded-frame and
 // frame-position caches, the hot set) are small structures made for
 // concurrent use.

@@ -3,6 +3,7 @@ package partition
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/narad-io/storage/codec"
 	"github.com/narad-io/storage/wire"
@@ -38,96 +39,163 @@ type ReadResult struct {
 // Errors: ErrOffsetDeleted, ErrUnreadable, ErrBeyondHighWatermark, an I/O
 // error of the segment, and on a closed log ErrLogClosed and nothing else.
 func (l *Log) Read(offset int64, maxRecords, maxBytes int) (ReadResult, error) {
+	var records []ReadRecord
+	rd := reader{next: offset, maxRecords: maxRecords, maxBytes: maxBytes, take: func(r ReadRecord) error {
+		records = append(records, r)
+		return nil
+	}}
+	hwm, err := l.read(&rd, false)
+	if err != nil {
+		return ReadResult{}, err
+	}
+	return ReadResult{Records: records, Next: rd.next, HighWatermark: hwm}, nil
+}
+
+// ReadSummary is what ReadFunc returns: how much it lent, and where the
+// next read starts.
+type ReadSummary struct {
+	Records       int   // records fn took
+	Bytes         int   // their keys' and values' bytes
+	Next          int64 // the offset to read next: past the last record fn took
+	HighWatermark int64 // the high watermark the read saw
+}
+
+// ReadFunc is Read that lends each record to fn instead of returning it:
+// a record's Key and Value are valid only until fn returns, and the read
+// reuses its buffers, so a consumer that copies records out (to a socket,
+// an encoder) reads at the speed of the page cache with nothing allocated
+// per read. It lends the records Read would return, with the same limits,
+// checks and errors; an error from fn ends the read and ReadFunc returns
+// it, with Next at the record fn refused.
+func (l *Log) ReadFunc(offset int64, maxRecords, maxBytes int, fn func(ReadRecord) error) (ReadSummary, error) {
+	rd := reader{next: offset, maxRecords: maxRecords, maxBytes: maxBytes, take: fn}
+	hwm, err := l.read(&rd, true)
+	if err != nil {
+		return ReadSummary{}, err
+	}
+	return ReadSummary{Records: rd.records, Bytes: rd.bytes, Next: rd.next, HighWatermark: hwm}, rd.err
+}
+
+// reader is one read's progress against its limits: it hands each record
+// on to take while the limits leave room (the first always has room).
+type reader struct {
+	next                 int64 // the offset to read next
+	records, bytes       int   // taken so far
+	maxRecords, maxBytes int
+	take                 func(ReadRecord) error
+	err                  error        // take's error, which ended the read
+	frame                []ReadRecord // the records of the frame being read, reused
+}
+
+// offer hands r on when the limits leave room for it, and reports whether
+// it was taken.
+func (rd *reader) offer(r ReadRecord) bool {
+	size := len(r.Key) + len(r.Value)
+	if rd.err != nil || rd.records >= rd.maxRecords || (rd.records > 0 && rd.bytes+size > rd.maxBytes) {
+		return false
+	}
+	if rd.err = rd.take(r); rd.err != nil {
+		return false
+	}
+	rd.records++
+	rd.bytes += size
+	rd.next = r.Offset + 1
+	return true
+}
+
+// full reports whether the read has taken all it may (it may always take
+// one record).
+func (rd *reader) full() bool {
+	return rd.err != nil || rd.records >= rd.maxRecords || (rd.records > 0 && rd.bytes >= rd.maxBytes)
+}
+
+// read serves Read and ReadFunc: records from rd.next on, from the frame
+// cache or the segments, until rd is full or the high watermark. A lending
+// read reuses its buffers; otherwise records point into buffers that are
+// never reused. It returns the high watermark the read saw.
+func (l *Log) read(rd *reader, lend bool) (int64, error) {
 	v := l.view.Load()
-	switch {
+	switch offset := rd.next; {
 	case v.closed:
-		return ReadResult{}, ErrLogClosed
+		return 0, ErrLogClosed
 	case offset < v.start:
-		return ReadResult{}, fmt.Errorf("%w: offset %d is below the start offset %d", ErrOffsetDeleted, offset, v.start)
+		return 0, fmt.Errorf("%w: offset %d is below the start offset %d", ErrOffsetDeleted, offset, v.start)
 	case offset > v.hwm:
-		return ReadResult{}, fmt.Errorf("%w: offset %d, high watermark %d", ErrBeyondHighWatermark, offset, v.hwm)
+		return 0, fmt.Errorf("%w: offset %d, high watermark %d", ErrBeyondHighWatermark, offset, v.hwm)
 	}
-	res := ReadResult{Next: offset, HighWatermark: v.hwm}
 	l.readSinceWrite.Store(true) // a tail reader: cache the next frame written
-	if offset == v.hwm {
-		return res, nil
-	}
-	bytes := 0
-	for res.Next < v.hwm && len(res.Records) < maxRecords {
-		if f := l.cache.get(res.Next); f != nil {
+	for rd.next < v.hwm && !rd.full() {
+		if f := l.cache.get(rd.next); f != nil {
 			l.metrics.frameCacheHits.Inc()
-			if !takeRecords(&res, f.records[res.Next-f.base:], maxRecords, maxBytes, &bytes) {
+			if !takeRecords(rd, f.records[rd.next-f.base:]) {
 				break
 			}
 			continue
 		}
 		l.metrics.frameCacheMisses.Inc()
-		more, err := l.readFrames(v, &res, maxRecords, maxBytes, &bytes)
+		more, err := l.readFrames(v, rd, lend)
 		if err != nil {
-			if len(res.Records) > 0 && !errors.Is(err, ErrLogClosed) {
-				break // serve what came before; the next read meets the error
+			if rd.records > 0 && (lend || !errors.Is(err, ErrLogClosed)) {
+				break // serve what came before (lent records cannot be taken back); the next read meets the error
 			}
-			return ReadResult{}, err
+			return 0, err
 		}
 		if !more {
 			break
 		}
 	}
-	l.countRead(res.Records, bytes)
-	return res, nil
+	l.metrics.recordsRead.Add(float64(rd.records))
+	l.metrics.bytesRead.Add(float64(rd.bytes))
+	return v.hwm, nil
 }
 
-// room reports whether a record of size bytes (key and value) still goes
-// into a read result holding bytes of them: the first always does.
-func (res *ReadResult) room(size, maxRecords, maxBytes, bytes int) bool {
-	return len(res.Records) < maxRecords && (len(res.Records) == 0 || bytes+size <= maxBytes)
-}
-
-// takeRecords appends records to res until maxRecords or maxBytes (at
-// least one record in all), and reports whether it took them all.
-func takeRecords(res *ReadResult, records []ReadRecord, maxRecords, maxBytes int, bytes *int) bool {
+// takeRecords offers records in order, and reports whether it took them
+// all.
+func takeRecords(rd *reader, records []ReadRecord) bool {
 	for _, r := range records {
-		size := len(r.Key) + len(r.Value)
-		if !res.room(size, maxRecords, maxBytes, *bytes) {
+		if !rd.offer(r) {
 			return false
 		}
-		res.Records = append(res.Records, r)
-		*bytes += size
-		res.Next = r.Offset + 1
 	}
 	return true
 }
 
 // readFrames serves a read that missed the cache from the segment: the
-// frame holding res.Next, then the frames after it in the same segment,
-// read in growing windows and decoded straight into res (records of an
-// uncompressed frame point into the window, which is never reused) until
-// maxRecords or maxBytes. The frame a read stops inside is cached, so the
-// next read of it (a large frame served in parts) costs no disk read or
-// decode; every other frame only has its position remembered. It reports
-// whether the read may go on (it took every record of the last frame).
-func (l *Log) readFrames(v *view, res *ReadResult, maxRecords, maxBytes int, bytes *int) (more bool, err error) {
+// frame holding rd.next, then the frames after it in the same segment,
+// decoded straight into rd until it is full. A lending read streams the
+// frames through one reused buffer; otherwise they are read in growing
+// windows that are never reused, and records of an uncompressed frame
+// point into them. The frame a read stops inside is cached (a private
+// copy), so the next read of it (a large frame served in parts) costs no
+// disk read or decode; every other frame only has its position
+// remembered. It reports whether the read may go on (it took every record
+// of the last frame).
+func (l *Log) readFrames(v *view, rd *reader, lend bool) (more bool, err error) {
 	var arena []byte
 	var last navEntry
 	more = true
-	err = l.scanFrom(v, res.Next, func(seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error) {
-		n, next, before := len(res.Records), res.Next, *bytes
-		took, err := decodeRecords(h, frame, &arena, res, maxRecords, maxBytes, bytes)
+	err = l.scanFrom(v, rd.next, lend, func(sc *scanner, seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error) {
+		if lend {
+			arena = arena[:0] // the records lent from it are gone
+		}
+		payload, err := framePayload(h, frame, &arena)
 		if err != nil {
-			res.Records, res.Next, *bytes = res.Records[:n], next, before
 			return false, err
 		}
+		if rd.frame, err = frameEnvelopes(h, payload, rd.frame[:0]); err != nil {
+			return false, err // a frame is served whole or not at all
+		}
 		last = navEntry{seg: seg, base: h.BaseOffset, end: h.EndOffset(), pos: pos, bytes: h.FrameLen()}
-		if !took {
+		if !takeRecords(rd, rd.frame[rd.next-h.BaseOffset:]) {
 			more = false
-			if l.cache.mayCache(int(h.FrameLen())) {
-				if f, err := decodeFrame(h, frame); err == nil { // a private copy: the window is not pinned
+			if rd.err == nil && l.cache.mayCache(int(h.FrameLen())) {
+				if f := stoppedFrame(sc, pos, h, frame, rd.frame); f != nil {
 					l.cache.putStopped(f)
 				}
 			}
 			return false, nil
 		}
-		more = len(res.Records) < maxRecords && *bytes < maxBytes
+		more = !rd.full()
 		return more, nil
 	})
 	if last.seg != nil {
@@ -136,71 +204,62 @@ func (l *Log) readFrames(v *view, res *ReadResult, maxRecords, maxBytes int, byt
 	return more, err
 }
 
-// decodeRecords checks a CRC-checked frame's records and appends those
-// from res.Next on to res until maxRecords or maxBytes (at least one
-// record in all); it reports whether it took them all. An uncompressed
-// payload is used in place; a compressed one is decoded into *arena, which
-// grows by fresh allocations, never by rewriting bytes a record points
-// into. A frame whose payload does not decode is damaged, CRC or not.
-func decodeRecords(h wire.FrameHeader, frame []byte, arena *[]byte, res *ReadResult, maxRecords, maxBytes int, bytes *int) (bool, error) {
+// framePayload returns a CRC-checked frame's records: an uncompressed
+// payload in place, a compressed one decoded into *arena, which grows by
+// fresh allocations, never by rewriting bytes a record points into. A
+// frame whose payload does not decode is damaged, CRC or not.
+func framePayload(h wire.FrameHeader, frame []byte, arena *[]byte) ([]byte, error) {
 	payload := h.Stored(frame)
-	if h.Codec != uint8(codec.None) {
-		c, err := codec.ByID(codec.ID(h.Codec))
-		if err != nil {
-			return false, err
+	if h.Codec == uint8(codec.None) {
+		if len(payload) != int(h.UncompressedSize) {
+			return nil, fmt.Errorf("%w: stored %d bytes, uncompressed size %d", wire.ErrCorrupt, len(payload), h.UncompressedSize)
 		}
-		need := int(h.UncompressedSize)
-		if need > 1<<20 {
-			need += decodeHeadroom // codec.Decode: a large zstd frame may want headroom
-		}
-		if a := *arena; cap(a)-len(a) < need {
-			*arena = make([]byte, 0, max(need, readWindow))
-		}
-		a := *arena
-		if payload, err = c.Decode(a[len(a):], payload, int(h.UncompressedSize)); err != nil {
-			return false, err
-		}
-		if spare := a[len(a):cap(a)]; len(payload) > 0 && len(spare) > 0 && &payload[0] == &spare[0] {
-			*arena = a[:len(a)+len(payload)]
-		}
-	} else if len(payload) != int(h.UncompressedSize) {
-		return false, fmt.Errorf("%w: stored %d bytes, uncompressed size %d", wire.ErrCorrupt, len(payload), h.UncompressedSize)
+		return payload, nil
 	}
+	c, err := codec.ByID(codec.ID(h.Codec))
+	if err != nil {
+		return nil, err
+	}
+	need := int(h.UncompressedSize)
+	if need > 1<<20 {
+		need += decodeHeadroom // codec.Decode: a large zstd frame may want headroom
+	}
+	if a := *arena; cap(a)-len(a) < need {
+		*arena = make([]byte, 0, max(need, readWindow))
+	}
+	a := *arena
+	if payload, err = c.Decode(a[len(a):], payload, int(h.UncompressedSize)); err != nil {
+		return nil, err
+	}
+	if spare := a[len(a):cap(a)]; len(payload) > 0 && len(spare) > 0 && &payload[0] == &spare[0] {
+		*arena = a[:len(a)+len(payload)]
+	}
+	return payload, nil
+}
+
+// frameEnvelopes appends the records of a CRC-checked frame's payload to
+// into, each checked to be a valid envelope: a frame whose records do not
+// all check out is damaged, and none of it is served.
+func frameEnvelopes(h wire.FrameHeader, payload []byte, into []ReadRecord) ([]ReadRecord, error) {
 	var rr wire.RecordReader
 	if err := rr.Reset(payload, int(h.RecordCount)); err != nil {
-		return false, err
+		return nil, err
 	}
-	first, took := res.Next, true
 	for offset := h.BaseOffset; ; offset++ {
 		rec, ok := rr.Next()
 		if !ok {
-			return took, nil
+			return into, nil
 		}
 		e, err := wire.ParseEnvelope(rec)
 		if err != nil {
-			return false, fmt.Errorf("record %d: %w", offset, err)
+			return nil, fmt.Errorf("record %d: %w", offset, err)
 		}
-		if offset < first || !took {
-			continue // every envelope is checked: a frame is served whole or not at all
-		}
-		size := len(e.Key) + len(e.Payload)
-		if !res.room(size, maxRecords, maxBytes, *bytes) {
-			took = false
-			continue
-		}
-		res.Records = append(res.Records, ReadRecord{Offset: offset, CommittedAtUnixMs: e.CommittedAtUnixMs, Key: e.Key, Value: e.Payload})
-		*bytes += size
-		res.Next = offset + 1
+		into = append(into, ReadRecord{Offset: offset, CommittedAtUnixMs: e.CommittedAtUnixMs, Key: e.Key, Value: e.Payload})
 	}
 }
 
 // decodeHeadroom is what a zstd decode may write past the decoded size.
 const decodeHeadroom = 128 << 10
-
-func (l *Log) countRead(records []ReadRecord, bytes int) {
-	l.metrics.recordsRead.Add(float64(len(records)))
-	l.metrics.bytesRead.Add(float64(bytes))
-}
 
 // frameAt returns the decoded frame holding offset, which the view says is
 // in the log and below the high watermark, from the cache or the segment.
@@ -211,7 +270,7 @@ func (l *Log) frameAt(v *view, offset int64) (*cachedFrame, error) {
 	}
 	l.metrics.frameCacheMisses.Inc()
 	var found *cachedFrame
-	err := l.scanFrom(v, offset, func(seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error) {
+	err := l.scanFrom(v, offset, true, func(_ *scanner, seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error) {
 		f, err := decodeFrame(h, frame)
 		if err != nil {
 			return false, err
@@ -226,14 +285,15 @@ func (l *Log) frameAt(v *view, offset int64) (*cachedFrame, error) {
 
 // scanFrom finds the frame holding offset, which the view says is in the
 // log and below the high watermark, and calls visit with it (its bytes
-// CRC-checked, valid after the call: a scan never reuses a window), then,
+// CRC-checked; valid after the call, as a scan that does not lend never
+// reuses a window; a lending scan reuses its buffers), then,
 // while visit asks for more, with each next frame of the segment. It
 // starts from the frame position cache or the sparse index, and steps
 // over damage before the frame it looks for; damage (or an unreadable
 // block) after it ends the scan quietly, for the next read to meet. A
 // visit error on the frame holding offset marks it damaged; on a later
 // frame it ends the scan the same way.
-func (l *Log) scanFrom(v *view, offset int64, visit func(seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error)) error {
+func (l *Log) scanFrom(v *view, offset int64, lend bool, visit func(sc *scanner, seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error)) error {
 	seg, endOffset, limit := v.segmentFor(offset)
 	if g, ok := seg.gapAt(offset); ok {
 		return &UnreadableError{Offset: offset, Next: g.to, Cause: errors.New("recorded gap: damaged frame found by recovery")}
@@ -253,7 +313,13 @@ func (l *Log) scanFrom(v *view, offset int64, visit func(seg *segment, pos int64
 	} else if e, ok := seg.file.lookup(offset); ok {
 		pos, expect = e.pos, e.offset
 	}
-	sc := &scanner{file: file, limit: limit, buf: make([]byte, min(readWindow, max(limit-pos, wire.FrameHeaderSize))), skipUnreadable: true}
+	var sc *scanner
+	if lend {
+		sc = newLendingScanner(file, limit, pos)
+		defer sc.release()
+	} else {
+		sc = &scanner{file: file, limit: limit, buf: make([]byte, min(readWindow, max(limit-pos, wire.FrameHeaderSize))), skipUnreadable: true}
+	}
 	for pos < limit {
 		h, frame, status, err := sc.frameAt(pos)
 		if err != nil && isIOError(err) {
@@ -288,8 +354,8 @@ func (l *Log) scanFrom(v *view, offset int64, visit func(seg *segment, pos int64
 			return l.damaged(seg, pos, &UnreadableError{Offset: offset, Next: nextOffset, Cause: fmt.Errorf("%s byte %d: %w", seg.path, pos, err)})
 		}
 		if offset < h.EndOffset() {
-			sc.keep = true // from here on, bytes handed out stay as they are
-			more, err := visit(seg, pos, h, frame)
+			sc.keep = !lend // from here on, bytes handed out stay as they are
+			more, err := visit(sc, seg, pos, h, frame)
 			// The frames after are a bonus: a wide read that fails ends
 			// them, and the next read meets the failure on its own.
 			sc.skipUnreadable = false
@@ -304,7 +370,7 @@ func (l *Log) scanFrom(v *view, offset int64, visit func(seg *segment, pos int64
 				if h, frame, status, err = sc.frameAt(pos); err != nil || status != frameValid || h.BaseOffset != expect {
 					break
 				}
-				if more, err = visit(seg, pos, h, frame); err != nil {
+				if more, err = visit(sc, seg, pos, h, frame); err != nil {
 					break
 				}
 			}
@@ -334,8 +400,9 @@ func (l *Log) explainReadFailure(offset int64, err error) error {
 	return fmt.Errorf("read offset %d: %w", offset, err)
 }
 
-// decodeFrame decodes a CRC-checked frame's payload into records. A frame
-// whose payload does not decode is damaged, CRC or not.
+// decodeFrame decodes a CRC-checked frame's payload into records, in a
+// private copy. A frame whose payload does not decode is damaged, CRC or
+// not.
 func decodeFrame(h wire.FrameHeader, frame []byte) (*cachedFrame, error) {
 	c, err := codec.ByID(codec.ID(h.Codec))
 	if err != nil {
@@ -345,20 +412,24 @@ func decodeFrame(h wire.FrameHeader, frame []byte) (*cachedFrame, error) {
 	if err != nil {
 		return nil, err
 	}
-	var rr wire.RecordReader
-	if err := rr.Reset(payload, int(h.RecordCount)); err != nil {
+	records, err := frameEnvelopes(h, payload, make([]ReadRecord, 0, h.RecordCount))
+	if err != nil {
 		return nil, err
 	}
-	f := &cachedFrame{base: h.BaseOffset, end: h.EndOffset(), records: make([]ReadRecord, 0, h.RecordCount), bytes: int(h.FrameLen())}
-	for offset := h.BaseOffset; ; offset++ {
-		rec, ok := rr.Next()
-		if !ok {
-			return f, nil
-		}
-		e, err := wire.ParseEnvelope(rec)
-		if err != nil {
-			return nil, fmt.Errorf("record %d: %w", offset, err)
-		}
-		f.records = append(f.records, ReadRecord{Offset: offset, CommittedAtUnixMs: e.CommittedAtUnixMs, Key: e.Key, Value: e.Payload})
+	return &cachedFrame{base: h.BaseOffset, end: h.EndOffset(), records: records, bytes: int(h.FrameLen())}, nil
+}
+
+// stoppedFrame is the frame a read stopped inside, for the cache: its
+// records in place when the frame is uncompressed and fills most of its
+// scan buffer, which the scan then gives up; else a private copy, so a
+// small frame never pins a whole window. records are the frame's, checked.
+func stoppedFrame(sc *scanner, pos int64, h wire.FrameHeader, frame []byte, records []ReadRecord) *cachedFrame {
+	if h.Codec == uint8(codec.None) && sc.takeBuffer(pos, int64(len(frame))) {
+		return &cachedFrame{base: h.BaseOffset, end: h.EndOffset(), records: slices.Clone(records), bytes: int(h.FrameLen())}
 	}
+	f, err := decodeFrame(h, frame)
+	if err != nil { // it decoded once: never
+		return nil
+	}
+	return f
 }

@@ -2,7 +2,6 @@ package partition
 
 import (
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -271,12 +270,14 @@ func lastRecordTime(f vfs.File, w walkResult) (t int64, known bool, err error) {
 	if err != nil {
 		return 0, false, nil
 	}
-	var res ReadResult
 	var arena []byte
-	res.Next = h.BaseOffset
-	bytes := 0
-	if _, err := decodeRecords(h, buf, &arena, &res, int(h.RecordCount), math.MaxInt, &bytes); err != nil || len(res.Records) == 0 {
+	payload, err := framePayload(h, buf, &arena)
+	if err != nil {
 		return 0, false, nil
 	}
-	return res.Records[len(res.Records)-1].CommittedAtUnixMs, true, nil
+	records, err := frameEnvelopes(h, payload, nil)
+	if err != nil || len(records) == 0 {
+		return 0, false, nil
+	}
+	return records[len(records)-1].CommittedAtUnixMs, true, nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 
 	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
@@ -14,14 +13,6 @@ import (
 // scanBufferSize is the size of the buffers recovery and the commit
 // read-back stream frames through.
 const scanBufferSize = 1 << 20
-
-// scanBuffers is the process-wide free list of scan buffers: sync.Pool
-// keeps at most about one per P alive between uses, rather than one pinned
-// per partition (docs/design.md, "Flusher pipeline").
-var scanBuffers = sync.Pool{New: func() any {
-	b := make([]byte, scanBufferSize)
-	return &b
-}}
 
 // frameStatus is what the scanner found at a position.
 type frameStatus int
@@ -54,6 +45,28 @@ type scanner struct {
 	// buffer, so the frames a scan handed out stay valid while records
 	// point into them; refills grow to readWindowMax.
 	keep bool
+	// lend, for a read that lends its records, makes refills reuse pooled
+	// buffers (pool holds the current one's), growing to readWindowMax.
+	lend bool
+}
+
+// newLendingScanner starts a scan for a lending read at pos, with a
+// pooled window of readWindow bytes or the bytes left, if fewer.
+func newLendingScanner(file vfs.File, limit, pos int64) *scanner {
+	buf, p := getBuf(int(min(readWindow, max(limit-pos, wire.FrameHeaderSize))))
+	return &scanner{file: file, limit: limit, buf: buf, pool: p, lend: true, skipUnreadable: true}
+}
+
+// takeBuffer reports whether the frame at pos of length n, which the scan
+// handed out, may stay where it is after the scan (a frame the cache
+// keeps): it must fill at least half of the buffer it lies in, so it pins
+// little else. The scan then gives that buffer up.
+func (s *scanner) takeBuffer(pos, n int64) bool {
+	if pos < s.at || pos+n > s.at+int64(s.n) || 2*n < int64(len(s.buf)) {
+		return false
+	}
+	s.pool, s.buf, s.at, s.n = nil, nil, 0, 0
+	return true
 }
 
 // readWindowMax bounds the windows a keep scan grows to.
@@ -123,17 +136,15 @@ func newScanner(file vfs.File, limit, span int64) *scanner {
 	if span < scanBufferSize/4 {
 		return &scanner{file: file, limit: limit, buf: make([]byte, max(span, wire.FrameHeaderSize))}
 	}
-	p := scanBuffers.Get().(*[]byte)
-	return &scanner{file: file, limit: limit, buf: *p, pool: p}
+	buf, p := getBuf(scanBufferSize) // pooled process-wide, never pinned per partition
+	return &scanner{file: file, limit: limit, buf: buf, pool: p}
 }
 
-// release returns the pooled buffer (a grown one is dropped).
+// release returns the pooled buffer (a grown one a scan that does not lend
+// allocated is dropped).
 func (s *scanner) release() {
-	if s.pool != nil {
-		scanBuffers.Put(s.pool)
-		s.pool = nil
-	}
-	s.buf = nil
+	putBuf(s.pool)
+	s.pool, s.buf = nil, nil
 }
 
 // window returns the file's bytes [pos, pos+want), or fewer when limit
@@ -145,15 +156,8 @@ func (s *scanner) window(pos int64, want int) ([]byte, error) {
 	if pos >= s.at && pos+int64(want) <= s.at+int64(s.n) {
 		return s.buf[pos-s.at : pos-s.at+int64(want)], nil
 	}
-	if s.keep && s.n > 0 {
-		s.buf = make([]byte, max(min(2*len(s.buf), readWindowMax), want)) // bytes handed out stay as they are
-	}
-	if want > len(s.buf) {
-		// A frame larger than the pooled buffer: a buffer of its own,
-		// bounded by limit above.
-		s.buf = make([]byte, want)
-	}
-	n := min(int64(len(s.buf)), s.limit-pos)
+	s.prepare(want)
+	n := min(int64(max(want, readWindowMax)), int64(len(s.buf)), s.limit-pos) // a buffer grown for a large frame is not filled whole
 	got, err := s.file.ReadAt(s.buf[:n], pos)
 	if err != nil && !errors.Is(err, io.EOF) && n > int64(want) && s.skipUnreadable {
 		// A read's wide window failed: the failing block may lie outside
@@ -176,6 +180,57 @@ func (s *scanner) window(pos int64, want int) ([]byte, error) {
 	return s.buf[:want], nil
 }
 
+// prepare readies the buffer for a refill that must hold want bytes.
+func (s *scanner) prepare(want int) {
+	switch {
+	case s.keep && s.n > 0:
+		s.buf = make([]byte, max(min(2*len(s.buf), readWindowMax), want)) // bytes handed out stay as they are
+	case s.lend && (s.n > 0 || len(s.buf) == 0) && len(s.buf) < readWindowMax:
+		putBuf(s.pool) // what it lent is gone
+		s.buf, s.pool = getBuf(min(max(2*len(s.buf), readWindow), readWindowMax))
+	}
+	if want > len(s.buf) {
+		// A frame larger than the buffer: a buffer of its own, bounded by
+		// limit (the callers') and wire.MaxFrameBytes.
+		if s.lend {
+			putBuf(s.pool)
+			s.buf, s.pool = getBuf(want)
+		} else {
+			s.buf = make([]byte, want)
+		}
+	}
+	s.at, s.n = 0, 0
+}
+
+// readChecked reads the frame at pos with header h, larger than any
+// window, in parts of readWindowMax, and checksums each part as it
+// arrives, while it is still in the CPU's cache, rather than the whole
+// frame from memory after. ok is false when a read fails or comes up
+// short: the caller then reads the frame through window, whose handling
+// of failed reads decides what that means.
+func (s *scanner) readChecked(pos int64, h wire.FrameHeader) (frame []byte, err error, ok bool) {
+	n := int(h.FrameLen())
+	at := 0 // bytes of the frame in the buffer
+	if pos == s.at && len(s.buf) >= n {
+		at = s.n // the window holds the frame's start: read only the rest
+	} else {
+		s.prepare(n)
+	}
+	frame = s.buf[:n]
+	var sum wire.FrameSum
+	sum.Write(frame[:at])
+	for at < n {
+		part := frame[at:min(at+readWindowMax, n)]
+		if got, _ := s.file.ReadAt(part, pos+int64(at)); got < len(part) {
+			return nil, nil, false
+		}
+		sum.Write(part)
+		at += len(part)
+	}
+	s.at, s.n = pos, n
+	return frame, sum.Check(h), true
+}
+
 // frameAt checks the frame starting at pos. For a valid frame it returns
 // its header and bytes (valid until the next call); otherwise the status
 // says why, err describes it, and the header is returned when it parsed
@@ -196,11 +251,22 @@ func (s *scanner) frameAt(pos int64) (wire.FrameHeader, []byte, frameStatus, err
 	if pos+h.FrameLen() > s.limit {
 		return h, nil, frameTorn, fmt.Errorf("%w: frame at byte %d claims %d bytes, %d left", wire.ErrTruncated, pos, h.FrameLen(), s.limit-pos)
 	}
+	if n := h.FrameLen(); n > readWindowMax && (pos < s.at || pos+n > s.at+int64(s.n)) {
+		if frame, err, ok := s.readChecked(pos, h); ok {
+			switch {
+			case errors.Is(err, wire.ErrTruncated):
+				return h, nil, frameTorn, err
+			case err != nil:
+				return h, nil, frameCorrupt, err
+			}
+			return h, frame, frameValid, nil
+		}
+	}
 	frame, err := s.window(pos, int(h.FrameLen()))
 	if err != nil {
 		return h, nil, frameCorrupt, ioError{err}
 	}
-	if _, err = wire.CheckFrame(frame); errors.Is(err, wire.ErrTruncated) {
+	if err = h.Verify(frame); errors.Is(err, wire.ErrTruncated) {
 		return h, nil, frameTorn, err
 	} else if err != nil {
 		return h, nil, frameCorrupt, err

@@ -130,7 +130,12 @@ func (m topicMetrics) countFetch(topic string, res partition.ReadResult) {
 	for _, r := range res.Records {
 		bytes += len(r.Key) + len(r.Value)
 	}
-	m.count(topic, m.shared.fetched, m.shared.fetchedBytes, len(res.Records), bytes)
+	m.countFetched(topic, len(res.Records), bytes)
+}
+
+// countFetched counts n records of bytes served to a reader of topic.
+func (m topicMetrics) countFetched(topic string, n, bytes int) {
+	m.count(topic, m.shared.fetched, m.shared.fetchedBytes, n, bytes)
 }
 
 func recordBytes(records []partition.Record) int {

@@ -530,6 +530,40 @@ func (n *Node) Read(ctx context.Context, topic string, p int, offset int64, maxR
 	return res, err
 }
 
+// ReadFunc lends committed records to fn (partition.Log.ReadFunc): Key
+// and Value are valid only until fn returns. An error from fn ends the
+// read and is returned as it is, with Next at the record fn refused.
+func (n *Node) ReadFunc(ctx context.Context, topic string, p int, offset int64, maxRecords, maxBytes int, fn func(partition.ReadRecord) error) (sum partition.ReadSummary, err error) {
+	key, err := n.key(topic, p)
+	if err != nil {
+		return sum, err
+	}
+	var refused error // fn's: never retried, so fn never sees a record twice
+	lend := func(r partition.ReadRecord) error {
+		if refused = fn(r); refused != nil {
+			return refused
+		}
+		return nil
+	}
+	err = n.withLog(ctx, key, func(l *partition.Log) error {
+		sum, err = l.ReadFunc(offset, maxRecords, maxBytes, lend)
+		if refused != nil {
+			return errRefused
+		}
+		return err
+	})
+	if sum.Records > 0 {
+		n.topicMetrics.countFetched(topic, sum.Records, sum.Bytes)
+	}
+	if refused != nil {
+		return sum, refused
+	}
+	return sum, err
+}
+
+// errRefused ends a ReadFunc whose fn returned an error.
+var errRefused = errors.New("the read's fn refused a record")
+
 // OffsetAt returns the offset of the first record committed at or after
 // atMs (partition.Log.OffsetAt), or the high watermark when none is.
 func (n *Node) OffsetAt(ctx context.Context, topic string, p int, atMs int64) (offset int64, err error) {

@@ -152,13 +152,65 @@ func CheckFrame(b []byte) (FrameHeader, error) {
 	if err != nil {
 		return FrameHeader{}, err
 	}
-	if int64(len(b)) < h.FrameLen() {
-		return FrameHeader{}, fmt.Errorf("%w: frame at base offset %d: %d of %d bytes", ErrTruncated, h.BaseOffset, len(b), h.FrameLen())
-	}
-	if sum := frameCRC(b[:FrameHeaderSize], h.Stored(b)); sum != h.CRC {
-		return FrameHeader{}, fmt.Errorf("%w: frame at base offset %d: crc32c 0x%08x, header says 0x%08x", ErrCorrupt, h.BaseOffset, sum, h.CRC)
+	if err := h.Verify(b); err != nil {
+		return FrameHeader{}, err
 	}
 	return h, nil
+}
+
+// Verify is CheckFrame for a caller that parsed b's header already (h is
+// ParseFrameHeader(b)'s): it checks that b holds the whole frame and that
+// the frame matches its CRC, with CheckFrame's errors.
+func (h FrameHeader) Verify(b []byte) error {
+	if int64(len(b)) < h.FrameLen() {
+		return fmt.Errorf("%w: frame at base offset %d: %d of %d bytes", ErrTruncated, h.BaseOffset, len(b), h.FrameLen())
+	}
+	if sum := frameCRC(b[:FrameHeaderSize], h.Stored(b)); sum != h.CRC {
+		return fmt.Errorf("%w: frame at base offset %d: crc32c 0x%08x, header says 0x%08x", ErrCorrupt, h.BaseOffset, sum, h.CRC)
+	}
+	return nil
+}
+
+// FrameSum checksums a frame in parts, in order from its first byte, for
+// a reader that checks each part of a large frame as it arrives (while the
+// part is still in the CPU's cache) rather than the whole frame after.
+// Its Check agrees with CheckFrame's CRC check for any split of a frame.
+type FrameSum struct {
+	sum uint32
+	n   int // bytes of the frame written
+}
+
+// Write adds the frame's next bytes.
+func (s *FrameSum) Write(part []byte) {
+	for len(part) > 0 {
+		var take int
+		switch {
+		case s.n < frameFlagsAt: // the magic: outside the sum
+			take = min(len(part), frameFlagsAt-s.n)
+		case s.n < frameCRCAt:
+			take = min(len(part), frameCRCAt-s.n)
+			s.sum = crc32.Update(s.sum, castagnoli, part[:take])
+		case s.n < FrameHeaderSize: // the CRC itself
+			take = min(len(part), FrameHeaderSize-s.n)
+		default:
+			take = len(part)
+			s.sum = crc32.Update(s.sum, castagnoli, part)
+		}
+		s.n += take
+		part = part[take:]
+	}
+}
+
+// Check reports whether the bytes written are all of h's frame and match
+// its CRC, with CheckFrame's errors.
+func (s *FrameSum) Check(h FrameHeader) error {
+	if int64(s.n) < h.FrameLen() {
+		return fmt.Errorf("%w: frame at base offset %d: %d of %d bytes", ErrTruncated, h.BaseOffset, s.n, h.FrameLen())
+	}
+	if int64(s.n) > h.FrameLen() || s.sum != h.CRC {
+		return fmt.Errorf("%w: frame at base offset %d: crc32c 0x%08x, header says 0x%08x", ErrCorrupt, h.BaseOffset, s.sum, h.CRC)
+	}
+	return nil
 }
 
 // frameCRC is the frame checksum: crc32c over header[2:23] (everything but

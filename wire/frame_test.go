@@ -381,6 +381,7 @@ func FuzzCheckFrame(f *testing.F) {
 			}
 		}
 		h, err := CheckFrame(b)
+		checkFrameSumAgrees(t, b, err)
 		if err != nil {
 			if !errorIsAny(err, ErrCorrupt, ErrTruncated) {
 				t.Fatalf("unexpected error class: %v", err)
@@ -396,4 +397,53 @@ func FuzzCheckFrame(f *testing.F) {
 			t.Fatalf("re-encoded frame %x, input %x", again, frame)
 		}
 	})
+}
+
+// checkFrameSumAgrees: a FrameSum fed a frame in parts (split into two at
+// up to 512 places, and byte by byte) gives CheckFrame's verdict, whenever the header
+// parses and the bytes hold the whole frame.
+func checkFrameSumAgrees(t *testing.T, b []byte, checkErr error) {
+	t.Helper()
+	h, err := ParseFrameHeader(b)
+	if err != nil || int64(len(b)) < h.FrameLen() {
+		return
+	}
+	frame := b[:h.FrameLen()]
+	verdict := func(parts ...[]byte) error {
+		var s FrameSum
+		for _, p := range parts {
+			s.Write(p)
+		}
+		return s.Check(h)
+	}
+	for cut := 0; cut <= len(frame); cut += 1 + len(frame)/512 { // a bounded number of cuts
+		if got := verdict(frame[:cut], frame[cut:]); (got == nil) != (checkErr == nil) {
+			t.Fatalf("split at %d: FrameSum says %v, CheckFrame %v", cut, got, checkErr)
+		}
+	}
+	var bytewise [][]byte
+	for i := range frame {
+		bytewise = append(bytewise, frame[i:i+1])
+	}
+	if got := verdict(bytewise...); (got == nil) != (checkErr == nil) {
+		t.Fatalf("byte by byte: FrameSum says %v, CheckFrame %v", got, checkErr)
+	}
+}
+
+func TestFrameSum_AgreesWithCheckFrame(t *testing.T) {
+	frame := testFrame(t, 1000, 3, 10)
+	checkFrameSumAgrees(t, frame, nil)
+	for i := range len(frame) * 8 {
+		flipped := bytes.Clone(frame)
+		flipped[i/8] ^= 1 << (i % 8)
+		_, err := CheckFrame(flipped)
+		checkFrameSumAgrees(t, flipped, err)
+	}
+	var s FrameSum
+	s.Write(frame[:len(frame)-1])
+	h, _ := ParseFrameHeader(frame)
+	wantErr(t, s.Check(h), ErrTruncated)
+	s.Write(frame[len(frame)-1:])
+	s.Write([]byte{0})
+	wantErr(t, s.Check(h), ErrCorrupt)
 }
