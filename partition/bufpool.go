@@ -10,12 +10,14 @@ import (
 // partition commits a 1 MiB batch without allocating (and zeroing) a frame
 // and a read-back buffer each time, and no partition keeps one between
 // commits (a hundred thousand partitions must not pin a buffer each).
-// Buffers past the classes share one pool at their exact sizes: rounding a
-// 64 MiB frame up to its class would double what it holds.
+// Buffers past the classes, up to maxHugeBytes, share one pool at their
+// exact sizes: rounding a 64 MiB frame up to its class would double what
+// it holds.
 const (
-	minPooledClass = 16      // 64 KiB
-	maxPooledClass = 23      // 8 MiB
-	maxPooledBytes = 8 << 20 // larger buffers go to hugeBufs
+	minPooledClass = 16       // 64 KiB
+	maxPooledClass = 23       // 8 MiB
+	maxPooledBytes = 8 << 20  // larger buffers go to hugeBufs
+	maxHugeBytes   = 64 << 20 // larger ones (rare: a frame near the bound) are never pooled
 )
 
 var (
@@ -25,17 +27,16 @@ var (
 
 // getBuf returns a buffer of length n from the pool (nil pointer: not
 // pooled). Past maxPooledBytes it takes a pooled buffer that fits n
-// without doubling it, or allocates one at n.
+// without doubling it, or allocates one at n; a pooled one that does not
+// fit is dropped, never put back, or it would be what every later get
+// finds first.
 func getBuf(n int) (buf []byte, pooled *[]byte) {
 	if n <= 0 {
 		return nil, nil
 	}
 	if n > maxPooledBytes {
-		if p, ok := hugeBufs.Get().(*[]byte); ok {
-			if cap(*p) >= n && cap(*p) < 2*n {
-				return (*p)[:n], p
-			}
-			hugeBufs.Put(p) // for a frame of its own size
+		if p, ok := hugeBufs.Get().(*[]byte); ok && cap(*p) >= n && cap(*p) < 2*n {
+			return (*p)[:n], p
 		}
 		b := make([]byte, n)
 		return b, &b
@@ -55,6 +56,9 @@ func putBuf(p *[]byte) {
 		return
 	}
 	*p = (*p)[:cap(*p)]
+	if cap(*p) > maxHugeBytes {
+		return
+	}
 	if cap(*p) > maxPooledBytes {
 		hugeBufs.Put(p)
 		return

@@ -66,7 +66,10 @@ type ReadSummary struct {
 // an encoder) reads at the speed of the page cache with nothing allocated
 // per read. It lends the records Read would return, with the same limits,
 // checks and errors; an error from fn ends the read and ReadFunc returns
-// it, with Next at the record fn refused.
+// it, with Next at the record fn refused. fn runs while the read holds
+// its segment open and a pooled buffer: a consumer that may block (a slow
+// socket) should copy out and return, or a segment retention removed
+// keeps its descriptor until fn does.
 func (l *Log) ReadFunc(offset int64, maxRecords, maxBytes int, fn func(ReadRecord) error) (ReadSummary, error) {
 	rd := reader{next: offset, maxRecords: maxRecords, maxBytes: maxBytes, take: fn}
 	hwm, err := l.read(&rd, true)

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -281,5 +283,122 @@ func TestRecover_ALargeTornLastFrameIsCut(t *testing.T) {
 	res, err := l.Read(0, 10, 1<<20)
 	if err != nil || len(res.Records) != 2 || !bytes.Equal(res.Records[1].Value, bigValue(1, 100)) {
 		t.Fatalf("read: %d records, %v", len(res.Records), err)
+	}
+}
+
+// TestReadFunc_ConcurrentWithFailingCommits: a producer of small and
+// large (> 1 MiB) batches whose commits fail now and then (their tails
+// truncated); readers alternating Read and ReadFunc with varied limits,
+// dropping the cache now and then. Records Read returned are held and must
+// never change; records ReadFunc lends must be intact while lent (written
+// by review).
+func TestReadFunc_ConcurrentWithFailingCommits(t *testing.T) {
+	for _, id := range []codec.ID{codec.None, codec.Zstd} {
+		d := newDisk(t, 1)
+		c, _ := codec.ByID(id)
+		budget := NewCacheBudget(64 << 20)
+		opts := Options{FS: d, SegmentMaxBytes: 4 << 20, Codec: c, CacheBudget: budget}
+		l := openLog(t, opts)
+		var produced sync.WaitGroup
+		done := make(chan struct{})
+		produced.Add(1)
+		go func() {
+			defer produced.Done()
+			defer close(done)
+			seq := int64(0)
+			for i := range 24 {
+				if i%7 == 6 {
+					d.Inject(sim.Fault{Op: sim.OpWrite, Path: testDir + "/*.log", Nth: 1, Short: 100, Err: syscall.ENOSPC})
+				}
+				var b []Record
+				switch i % 4 {
+				case 0:
+					b = bigRecords(seq, 300+i*3, 4096) // 1.2+ MiB
+				case 1:
+					b = bigRecords(seq, 1, 100)
+				case 2:
+					b = bigRecords(seq, 50, 2000)
+				default:
+					b = bigRecords(seq, 700, 4096) // ~2.8 MiB
+				}
+				if _, err := l.Produce(bg, b); err != nil {
+					if !errors.Is(err, ErrNoSpace) {
+						t.Errorf("produce: %v", err)
+						return
+					}
+					continue // the offsets are reused
+				}
+				seq += int64(len(b))
+			}
+		}()
+		var mu sync.Mutex
+		var kept []ReadRecord
+		var readers sync.WaitGroup
+		for g := range 3 {
+			readers.Add(1)
+			go func() {
+				defer readers.Done()
+				rng := rand.New(rand.NewPCG(uint64(g), 9))
+				next := int64(0)
+				for iter := 0; ; iter++ {
+					if wake := l.NotifyC(); next >= l.HighWatermark() {
+						select {
+						case <-done:
+							if next >= l.HighWatermark() {
+								return
+							}
+						case <-wake:
+						}
+						continue
+					}
+					if rng.IntN(8) == 0 {
+						l.cache.forgetFrom(0)
+					}
+					if rng.IntN(6) == 0 {
+						next = rng.Int64N(l.HighWatermark() + 1)
+					}
+					maxR, maxB := 1+rng.IntN(800), 1+rng.IntN(3<<20)
+					if iter%2 == 0 {
+						res, err := l.Read(next, maxR, maxB)
+						if err != nil {
+							t.Errorf("read at %d: %v", next, err)
+							return
+						}
+						mu.Lock()
+						kept = append(kept, res.Records...)
+						mu.Unlock()
+						next = res.Next
+						continue
+					}
+					sum, err := l.ReadFunc(next, maxR, maxB, func(r ReadRecord) error {
+						if !bytes.Equal(r.Value, bigValue(r.Offset, len(r.Value))) {
+							t.Errorf("lent offset %d: %.20q", r.Offset, r.Value)
+						}
+						return nil
+					})
+					if err != nil {
+						t.Errorf("readfunc at %d: %v", next, err)
+						return
+					}
+					next = sum.Next
+				}
+			}()
+		}
+		produced.Wait()
+		readers.Wait()
+		all, gaps := readAll(t, l)
+		if len(gaps) > 0 {
+			t.Fatalf("gaps %v", gaps)
+		}
+		for _, r := range kept {
+			want := all[r.Offset]
+			if !bytes.Equal(r.Value, want.Value) {
+				t.Fatalf("codec %d: offset %d held %.20q, the log holds %.20q", id, r.Offset, r.Value, want.Value)
+			}
+		}
+		if len(kept) == 0 {
+			t.Fatalf("codec %d: Read returned nothing to hold", id)
+		}
+		closeLog(t, l)
 	}
 }

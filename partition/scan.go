@@ -48,21 +48,27 @@ type scanner struct {
 	// lend, for a read that lends its records, makes refills reuse pooled
 	// buffers (pool holds the current one's), growing to readWindowMax.
 	lend bool
+	// maxRead, when set, bounds a refill's read even when the buffer has
+	// grown past it for a large frame: a lending read's next frame header
+	// must not pull in a whole large frame unchecked (readChecked reads
+	// and checks those in parts).
+	maxRead int
 }
 
 // newLendingScanner starts a scan for a lending read at pos, with a
 // pooled window of readWindow bytes or the bytes left, if fewer.
 func newLendingScanner(file vfs.File, limit, pos int64) *scanner {
 	buf, p := getBuf(int(min(readWindow, max(limit-pos, wire.FrameHeaderSize))))
-	return &scanner{file: file, limit: limit, buf: buf, pool: p, lend: true, skipUnreadable: true}
+	return &scanner{file: file, limit: limit, buf: buf, pool: p, lend: true, maxRead: readWindowMax, skipUnreadable: true}
 }
 
 // takeBuffer reports whether the frame at pos of length n, which the scan
 // handed out, may stay where it is after the scan (a frame the cache
-// keeps): it must fill at least half of the buffer it lies in, so it pins
-// little else. The scan then gives that buffer up.
+// keeps): it must fill at least half of the memory its buffer holds, so
+// it pins at most twice what the cache counts. The scan then gives that
+// buffer up.
 func (s *scanner) takeBuffer(pos, n int64) bool {
-	if pos < s.at || pos+n > s.at+int64(s.n) || 2*n < int64(len(s.buf)) {
+	if pos < s.at || pos+n > s.at+int64(s.n) || 2*n < int64(cap(s.buf)) {
 		return false
 	}
 	s.pool, s.buf, s.at, s.n = nil, nil, 0, 0
@@ -157,7 +163,10 @@ func (s *scanner) window(pos int64, want int) ([]byte, error) {
 		return s.buf[pos-s.at : pos-s.at+int64(want)], nil
 	}
 	s.prepare(want)
-	n := min(int64(max(want, readWindowMax)), int64(len(s.buf)), s.limit-pos) // a buffer grown for a large frame is not filled whole
+	n := min(int64(len(s.buf)), s.limit-pos)
+	if s.maxRead > 0 {
+		n = min(n, int64(max(want, s.maxRead)))
+	}
 	got, err := s.file.ReadAt(s.buf[:n], pos)
 	if err != nil && !errors.Is(err, io.EOF) && n > int64(want) && s.skipUnreadable {
 		// A read's wide window failed: the failing block may lie outside
