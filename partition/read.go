@@ -168,9 +168,9 @@ func takeRecords(rd *reader, records []ReadRecord) bool {
 // decoded straight into rd until it is full. A lending read streams the
 // frames through one reused buffer; otherwise they are read in growing
 // windows that are never reused, and records of an uncompressed frame
-// point into them. The frame a read stops inside is cached (a private
-// copy), so the next read of it (a large frame served in parts) costs no
-// disk read or decode; every other frame only has its position
+// point into them. The frame a read stops inside is cached (in place or
+// a private copy: stoppedFrame), so the next read of it (a large frame
+// served in parts) costs no disk read or decode; every other frame only has its position
 // remembered. It reports whether the read may go on (it took every record
 // of the last frame).
 func (l *Log) readFrames(v *view, rd *reader, lend bool) (more bool, err error) {
