@@ -1,0 +1,121 @@
+package clustertest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/narad-io/storage/cluster"
+	"github.com/narad-io/storage/runtime"
+)
+
+// testNode is one node's cluster half: its registration, its candidacy
+// for assigning partitions, its metastore.
+type testNode struct {
+	id       string
+	member   *cluster.Member
+	assigner *cluster.Assigner
+	ms       *cluster.EtcdMetastore
+}
+
+// joinNode registers node id, starts its assigner and opens its
+// metastore; the test stops them when it ends.
+func joinNode(t *testing.T, te *testEtcd, id string) *testNode {
+	t.Helper()
+	cli := te.client()
+	member, err := cluster.JoinCluster(bg, cluster.MemberConfig{Client: cli, Info: cluster.MemberInfo{ID: id, Addr: id + ".test:8080"}, TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assigner, err := cluster.StartAssigner(cluster.AssignerConfig{Client: cli, NodeID: id, TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &testNode{id: id, member: member, assigner: assigner, ms: openMetastore(t, te, id)}
+	t.Cleanup(func() {
+		n.assigner.Stop()
+		n.member.Leave()
+	})
+	return n
+}
+
+// owners waits until every partition of topic has an owner in m's
+// replica, and returns them.
+func owners(t *testing.T, m *cluster.EtcdMetastore, heard *changes, topic string, partitions int) []string {
+	t.Helper()
+	out := make([]string, partitions)
+	heard.waitFor(t, fmt.Sprintf("every partition of %s to have an owner", topic), func() bool {
+		for p := range partitions {
+			owner, ok := m.Owner(topic, p)
+			if !ok {
+				return false
+			}
+			out[p] = owner
+		}
+		return true
+	})
+	return out
+}
+
+// TestAssigner_SpreadsNewPartitionsOverTheLiveMembers: every partition of
+// a new topic gets an owner among the live members, each member some, and
+// each node's Assigned agrees with the owner.
+func TestAssigner_SpreadsNewPartitionsOverTheLiveMembers(t *testing.T) {
+	te := startEtcd(t)
+	nodes := []*testNode{joinNode(t, te, "a"), joinNode(t, te, "b"), joinNode(t, te, "c")}
+	heard := subscribe(nodes[0].ms)
+	if _, _, err := nodes[0].ms.CreateTopic(bg, "orders", 30, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	got := owners(t, nodes[0].ms, heard, "orders", 30)
+	count := map[string]int{}
+	for _, o := range got {
+		count[o]++
+	}
+	if len(count) != 3 || count["a"] == 0 || count["b"] == 0 || count["c"] == 0 {
+		t.Fatalf("30 partitions over members a, b, c: %v", count)
+	}
+	for _, n := range nodes {
+		nh := subscribe(n.ms)
+		owners(t, n.ms, nh, "orders", 30) // n's replica has the assignment
+		for p, o := range got {
+			if mine, err := n.ms.Assigned(bg, "orders", p); err != nil || mine != (o == n.id) {
+				t.Fatalf("node %s, partition %d owned by %s: Assigned %v, %v", n.id, p, o, mine, err)
+			}
+		}
+	}
+}
+
+// TestAssigner_OwnersStayWhenTheLeaderOrAMemberGoes: when the leading
+// assigner stops another takes over, and when a member leaves its
+// partitions keep it as their owner (only it holds their files); a topic
+// created after that is spread over the members still there.
+func TestAssigner_OwnersStayWhenTheLeaderOrAMemberGoes(t *testing.T) {
+	te := startEtcd(t)
+	a, b, c := joinNode(t, te, "a"), joinNode(t, te, "b"), joinNode(t, te, "c")
+	heard := subscribe(a.ms)
+	if _, _, err := a.ms.CreateTopic(bg, "orders", 12, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	before := owners(t, a.ms, heard, "orders", 12)
+
+	a.assigner.Stop() // whichever led, two candidates are left, then one
+	b.assigner.Stop()
+	if err := c.member.Leave(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.ms.CreateTopic(bg, "payments", 12, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	after := owners(t, a.ms, heard, "payments", 12)
+	for p, o := range after {
+		if o != "a" && o != "b" {
+			t.Fatalf("partition %d of a topic created after c left went to %q", p, o)
+		}
+	}
+	for p, o := range before {
+		if now, _ := a.ms.Owner("orders", p); now != o {
+			t.Fatalf("partition %d of orders moved from %s to %s", p, o, now)
+		}
+	}
+}

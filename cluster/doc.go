@@ -1,0 +1,21 @@
+// Package cluster runs narad-storaged nodes as one cluster on etcd, which
+// is the cluster's consensus: this package writes none of its own
+// (docs/scaling.md).
+//
+// It owns the cluster's half of runtime.Metastore: EtcdMetastore keeps the
+// topic records and the partition assignment in etcd under one key prefix,
+// and serves a node a replica of them held in memory and fed by a watch.
+//
+// Key layout under the prefix:
+//
+//	topics/<name>          a topic record (JSON); its Version is the key's mod revision
+//	assign/<name>/<p>      the id of the node that owns partition p of the topic
+//	members/<id>           a live node's MemberInfo (JSON), under its lease
+//	assigner/...           the election of the node that writes assign/
+//
+// As built so far (issue 16 lands in steps): the metastore, membership,
+// and an elected assigner that gives each new partition an owner and
+// never takes one away. Rebalancing on a join, the daemon's --metastore
+// flag, 421 redirects and moves come next; until then nothing in the
+// daemon uses this package.
+package cluster

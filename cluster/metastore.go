@@ -1,0 +1,597 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/narad-io/storage/runtime"
+	"github.com/narad-io/storage/wire"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Config configures an EtcdMetastore.
+type Config struct {
+	// Client is the etcd client; the caller owns it and closes it after
+	// the metastore.
+	Client *clientv3.Client
+	// Prefix is the key prefix of the cluster's records ("/narad/" when
+	// empty); several clusters may share one etcd under different ones.
+	Prefix string
+	// NodeID is this node's id: Assigned reports the partitions assigned
+	// to it.
+	NodeID string
+	// ProgressInterval is how often the metastore checks that its replica
+	// is caught up (CaughtUp); 1 s when zero.
+	ProgressInterval time.Duration
+	// Logger gets the watch's restarts; zap.NewNop() when nil.
+	Logger *zap.Logger
+	// IncarnationSource is where incarnation ids come from; crypto/rand
+	// when nil. Tests set it.
+	IncarnationSource io.Reader
+}
+
+// EtcdMetastore is runtime.Metastore on etcd. The topic records and the
+// assignment live in etcd (see the package doc for the keys); a replica
+// of them in memory, fed by one watch of the prefix from the revision the
+// first read saw, serves Topic, Topics, Assigned and Subscribe without a
+// round trip. A change returns once the replica holds it, so a node reads
+// its own writes. CaughtUp is true while the replica has applied, within
+// one progress interval, everything etcd held an interval before;
+// IncarnationGone asks etcd, linearizably. A lost watch (a compaction, a
+// leader lost, etcd down) is followed by a fresh read of the prefix and a
+// new watch; the replica keeps serving what it holds meanwhile, and
+// CaughtUp says it may be stale.
+//
+// Invariants, under mu: topics and owners are what etcd held under the
+// prefix at revision applied; applied never decreases; advanced is closed
+// and replaced whenever applied moves.
+type EtcdMetastore struct {
+	cli      *clientv3.Client
+	keys     keys
+	nodeID   string
+	interval time.Duration
+	logger   *zap.Logger
+	ids      io.Reader
+
+	mu       sync.Mutex
+	topics   map[string]runtime.TopicRecord
+	owners   map[partitionKey]string
+	applied  int64
+	advanced chan struct{}
+	subs     map[int]func(string)
+	nextSub  int
+
+	caughtUp  atomic.Bool
+	cuMu      sync.Mutex
+	cuChanged chan struct{} // closed and replaced when caughtUp changes; under cuMu
+
+	stop context.CancelFunc
+	done sync.WaitGroup
+}
+
+var _ runtime.Metastore = (*EtcdMetastore)(nil)
+
+// partitionKey names one partition of a topic.
+type partitionKey struct {
+	topic     string
+	partition int
+}
+
+// OpenEtcdMetastore reads the cluster's records from etcd and starts
+// following them. Close stops it.
+func OpenEtcdMetastore(ctx context.Context, cfg Config) (*EtcdMetastore, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("cluster: no etcd client")
+	}
+	if cfg.NodeID == "" {
+		return nil, errors.New("cluster: no node id")
+	}
+	m := &EtcdMetastore{
+		cli:       cfg.Client,
+		keys:      newKeys(cfg.Prefix),
+		nodeID:    cfg.NodeID,
+		interval:  cfg.ProgressInterval,
+		logger:    cfg.Logger,
+		ids:       cfg.IncarnationSource,
+		advanced:  make(chan struct{}),
+		subs:      map[int]func(string){},
+		cuChanged: make(chan struct{}),
+	}
+	if m.interval <= 0 {
+		m.interval = time.Second
+	}
+	if m.logger == nil {
+		m.logger = zap.NewNop()
+	}
+	if m.ids == nil {
+		m.ids = rand.Reader
+	}
+	if err := m.reload(ctx); err != nil {
+		return nil, err
+	}
+	loops, stop := context.WithCancel(context.Background())
+	m.stop = stop
+	m.done.Add(2)
+	go m.follow(loops)
+	go m.checkProgress(loops)
+	return m, nil
+}
+
+// Close stops following etcd; the replica keeps answering what it held.
+func (m *EtcdMetastore) Close() error {
+	m.stop()
+	m.done.Wait()
+	m.setCaughtUp(false)
+	return nil
+}
+
+// Topic implements runtime.Metastore, from the replica.
+func (m *EtcdMetastore) Topic(_ context.Context, name string) (runtime.TopicRecord, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec, ok := m.topics[name]
+	return rec, ok, nil
+}
+
+// Topics implements runtime.Metastore, from the replica, by name.
+func (m *EtcdMetastore) Topics(context.Context) ([]runtime.TopicRecord, error) {
+	m.mu.Lock()
+	out := make([]runtime.TopicRecord, 0, len(m.topics))
+	for _, rec := range m.topics {
+		out = append(out, rec)
+	}
+	m.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// CreateTopic implements runtime.Metastore: the record is put only if the
+// key has never been created (a compare on its create revision), else the
+// existing record is returned.
+func (m *EtcdMetastore) CreateTopic(ctx context.Context, name string, partitions int, retention runtime.Retention) (runtime.TopicRecord, bool, error) {
+	if err := wire.ValidateTopicName(name); err != nil {
+		return runtime.TopicRecord{}, false, err
+	}
+	id, err := wire.NewIncarnationID(m.ids)
+	if err != nil {
+		return runtime.TopicRecord{}, false, err
+	}
+	rec := runtime.TopicRecord{Name: name, Incarnation: id, Partitions: partitions, RetentionMs: retention.Ms, RetentionBytes: retention.Bytes}
+	val, err := json.Marshal(rec)
+	if err != nil {
+		return runtime.TopicRecord{}, false, err
+	}
+	key := m.keys.topic(name)
+	resp, err := m.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(val))).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		return runtime.TopicRecord{}, false, fmt.Errorf("cluster: create topic %s: %w", name, err)
+	}
+	if resp.Succeeded {
+		rec.Version = uint64(resp.Header.Revision)
+		return rec, true, m.waitApplied(ctx, resp.Header.Revision)
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 { // deleted between the compare and the get: cannot be, they are one transaction
+		return runtime.TopicRecord{}, false, fmt.Errorf("cluster: create topic %s: the record vanished", name)
+	}
+	existing, err := decodeTopic(name, kvs[0].Value, kvs[0].ModRevision)
+	if err != nil {
+		return runtime.TopicRecord{}, false, err
+	}
+	return existing, false, m.waitApplied(ctx, kvs[0].ModRevision)
+}
+
+// UpdateRetention implements runtime.Metastore: read, change, and put only
+// if the record is still the one read (a compare on its mod revision),
+// else again. change may run more than once.
+func (m *EtcdMetastore) UpdateRetention(ctx context.Context, name string, change func(runtime.Retention) (runtime.Retention, error)) (runtime.TopicRecord, error) {
+	key := m.keys.topic(name)
+	for {
+		got, err := m.cli.Get(ctx, key)
+		if err != nil {
+			return runtime.TopicRecord{}, fmt.Errorf("cluster: read topic %s: %w", name, err)
+		}
+		if len(got.Kvs) == 0 {
+			return runtime.TopicRecord{}, fmt.Errorf("%w: %s", runtime.ErrTopicNotFound, name)
+		}
+		cur, err := decodeTopic(name, got.Kvs[0].Value, got.Kvs[0].ModRevision)
+		if err != nil {
+			return runtime.TopicRecord{}, err
+		}
+		retention, err := change(cur.Retention())
+		if err != nil {
+			return runtime.TopicRecord{}, err
+		}
+		next := cur
+		next.RetentionMs, next.RetentionBytes, next.Version = retention.Ms, retention.Bytes, 0
+		val, err := json.Marshal(next)
+		if err != nil {
+			return runtime.TopicRecord{}, err
+		}
+		resp, err := m.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", got.Kvs[0].ModRevision)).
+			Then(clientv3.OpPut(key, string(val))).
+			Commit()
+		if err != nil {
+			return runtime.TopicRecord{}, fmt.Errorf("cluster: retention of %s: %w", name, err)
+		}
+		if !resp.Succeeded {
+			continue // changed under us: read it again
+		}
+		if err := m.waitApplied(ctx, resp.Header.Revision); err != nil {
+			return runtime.TopicRecord{}, err
+		}
+		next.Version = uint64(resp.Header.Revision)
+		return next, nil
+	}
+}
+
+// DeleteTopic implements runtime.Metastore: the record and the topic's
+// assignment go in one transaction.
+func (m *EtcdMetastore) DeleteTopic(ctx context.Context, name string) error {
+	key := m.keys.topic(name)
+	resp, err := m.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
+		Then(clientv3.OpDelete(key), clientv3.OpDelete(m.keys.assignments(name), clientv3.WithPrefix())).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("cluster: delete topic %s: %w", name, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("%w: %s", runtime.ErrTopicNotFound, name)
+	}
+	return m.waitApplied(ctx, resp.Header.Revision)
+}
+
+// Assigned implements runtime.Metastore, from the replica: the topic is
+// known, the partition is one of its, and the assignment names this node.
+func (m *EtcdMetastore) Assigned(_ context.Context, topic string, partition int) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec, ok := m.topics[topic]
+	return ok && partition >= 0 && partition < rec.Partitions && m.owners[partitionKey{topic, partition}] == m.nodeID, nil
+}
+
+// Owner returns the id of the node the replica says owns a partition;
+// ok is false when it is unassigned.
+func (m *EtcdMetastore) Owner(topic string, partition int) (node string, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	node, ok = m.owners[partitionKey{topic, partition}]
+	return node, ok
+}
+
+// CaughtUp implements runtime.Metastore.
+func (m *EtcdMetastore) CaughtUp() bool { return m.caughtUp.Load() }
+
+// CaughtUpChanged returns a channel closed at CaughtUp's next change: a
+// caller takes it, then reads CaughtUp, and waits on it for a change.
+func (m *EtcdMetastore) CaughtUpChanged() <-chan struct{} {
+	m.cuMu.Lock()
+	defer m.cuMu.Unlock()
+	return m.cuChanged
+}
+
+func (m *EtcdMetastore) setCaughtUp(v bool) {
+	if m.caughtUp.Swap(v) == v {
+		return
+	}
+	m.cuMu.Lock()
+	close(m.cuChanged)
+	m.cuChanged = make(chan struct{})
+	m.cuMu.Unlock()
+}
+
+// IncarnationGone implements runtime.Metastore with a linearizable read:
+// never the replica, which may be behind.
+func (m *EtcdMetastore) IncarnationGone(ctx context.Context, name string, id wire.IncarnationID) (bool, error) {
+	got, err := m.cli.Get(ctx, m.keys.topic(name))
+	if err != nil {
+		return false, fmt.Errorf("cluster: read topic %s: %w", name, err)
+	}
+	if len(got.Kvs) == 0 {
+		return true, nil
+	}
+	rec, err := decodeTopic(name, got.Kvs[0].Value, got.Kvs[0].ModRevision)
+	if err != nil {
+		return false, err
+	}
+	return rec.Incarnation != id, nil
+}
+
+// Subscribe implements runtime.Metastore: f hears the name of every topic
+// whose record or assignment the replica sees change, on the watch's
+// goroutine; f must not block.
+func (m *EtcdMetastore) Subscribe(f func(topic string)) (cancel func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id := m.nextSub
+	m.nextSub++
+	m.subs[id] = f
+	return func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		delete(m.subs, id)
+	}
+}
+
+// waitApplied waits until the replica has applied revision rev, so a
+// change its caller made is what the replica serves next.
+func (m *EtcdMetastore) waitApplied(ctx context.Context, rev int64) error {
+	for {
+		m.mu.Lock()
+		applied, advanced := m.applied, m.advanced
+		m.mu.Unlock()
+		if applied >= rev {
+			return nil
+		}
+		select {
+		case <-advanced:
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: waiting for the replica to reach revision %d (at %d): %w", rev, applied, ctx.Err())
+		}
+	}
+}
+
+// reload reads every record under the prefix and makes the replica what
+// it read, telling subscribers about every topic that differs.
+func (m *EtcdMetastore) reload(ctx context.Context) error {
+	resp, err := m.cli.Get(ctx, m.keys.root, clientv3.WithPrefix())
+	if err != nil {
+		return fmt.Errorf("cluster: read %s: %w", m.keys.root, err)
+	}
+	topics := map[string]runtime.TopicRecord{}
+	owners := map[partitionKey]string{}
+	for _, kv := range resp.Kvs {
+		m.decodeInto(topics, owners, string(kv.Key), kv.Value, kv.ModRevision)
+	}
+	m.mu.Lock()
+	changed := map[string]bool{}
+	for name, rec := range topics {
+		if old, ok := m.topics[name]; !ok || old != rec {
+			changed[name] = true
+		}
+	}
+	for name := range m.topics {
+		if _, ok := topics[name]; !ok {
+			changed[name] = true
+		}
+	}
+	for k, node := range owners {
+		if m.owners[k] != node {
+			changed[k.topic] = true
+		}
+	}
+	for k := range m.owners {
+		if _, ok := owners[k]; !ok {
+			changed[k.topic] = true
+		}
+	}
+	m.topics, m.owners = topics, owners
+	subs := m.advanceLocked(resp.Header.Revision)
+	m.mu.Unlock()
+	for name := range changed {
+		notify(subs, name)
+	}
+	return nil
+}
+
+// decodeInto puts the record at key into topics or owners; a topic record
+// it cannot read is logged and taken out.
+func (m *EtcdMetastore) decodeInto(topics map[string]runtime.TopicRecord, owners map[partitionKey]string, key string, value []byte, modRev int64) {
+	switch kind, name, p := m.keys.parse(key); kind {
+	case keyTopic:
+		rec, err := decodeTopic(name, value, modRev)
+		if err != nil { // no record this node can read: no topic it serves
+			m.logger.Error("unreadable topic record left out", zap.String("key", key), zap.Error(err))
+			delete(topics, name)
+			return
+		}
+		topics[name] = rec
+	case keyAssignment:
+		owners[partitionKey{name, p}] = string(value)
+	}
+}
+
+// follow keeps the replica following etcd: a watch of the prefix from the
+// revision after the one applied; when it ends (a compaction it missed, a
+// lost leader, etcd unreachable) a fresh read of the prefix, then a new
+// watch.
+func (m *EtcdMetastore) follow(ctx context.Context) {
+	defer m.done.Done()
+	for ctx.Err() == nil {
+		m.mu.Lock()
+		from := m.applied + 1
+		m.mu.Unlock()
+		watchCtx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		for resp := range m.cli.Watch(watchCtx, m.keys.root, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithProgressNotify()) {
+			if err := resp.Err(); err != nil || resp.Canceled {
+				m.logger.Info("etcd watch ended; reading the records again", zap.Error(err))
+				break
+			}
+			m.apply(resp.Events, resp.Header.Revision)
+		}
+		cancel()
+		for ctx.Err() == nil {
+			readCtx, cancel := context.WithTimeout(ctx, max(10*m.interval, time.Second))
+			err := m.reload(readCtx)
+			cancel()
+			if err == nil {
+				break
+			}
+			m.logger.Warn("reading the records from etcd failed; retrying", zap.Error(err))
+			select {
+			case <-ctx.Done():
+			case <-time.After(m.interval):
+			}
+		}
+	}
+}
+
+// apply applies a watch response's events, then moves applied to rev (a
+// progress notification has no events and moves it all the same).
+func (m *EtcdMetastore) apply(events []*clientv3.Event, rev int64) {
+	changed := map[string]bool{}
+	m.mu.Lock()
+	for _, ev := range events {
+		key := string(ev.Kv.Key)
+		kind, name, p := m.keys.parse(key)
+		if kind == keyOther {
+			continue
+		}
+		changed[name] = true
+		if ev.Type == clientv3.EventTypeDelete {
+			if kind == keyTopic {
+				delete(m.topics, name)
+			} else {
+				delete(m.owners, partitionKey{name, p})
+			}
+			continue
+		}
+		m.decodeInto(m.topics, m.owners, key, ev.Kv.Value, ev.Kv.ModRevision)
+	}
+	subs := m.advanceLocked(rev)
+	m.mu.Unlock()
+	for name := range changed {
+		notify(subs, name)
+	}
+}
+
+// advanceLocked moves applied to rev (never back) and returns the
+// subscribers to tell.
+func (m *EtcdMetastore) advanceLocked(rev int64) []func(string) {
+	if rev > m.applied {
+		m.applied = rev
+		close(m.advanced)
+		m.advanced = make(chan struct{})
+	}
+	subs := make([]func(string), 0, len(m.subs))
+	for _, f := range m.subs {
+		subs = append(subs, f)
+	}
+	return subs
+}
+
+// checkProgress keeps CaughtUp true while the replica has applied, by
+// each check, the revision etcd was at one check before: every interval
+// it reads etcd's current revision (a linearizable read of a key nobody
+// writes) and asks the watch for a progress notification, which moves
+// applied there even when nothing under the prefix changed. A failed read
+// makes it false at once.
+func (m *EtcdMetastore) checkProgress(ctx context.Context) {
+	defer m.done.Done()
+	var target int64 // etcd's revision at the previous check; 0 before the first
+	tick := time.NewTicker(m.interval)
+	defer tick.Stop()
+	for {
+		// The watch's stream is the one its context's metadata names
+		// (WithRequireLeader): the progress request must name it too. A
+		// timeout: with etcd down, a failed check, not a hung one.
+		checkCtx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), m.interval)
+		resp, err := m.cli.Get(checkCtx, m.keys.root+"progress")
+		if err == nil {
+			err = m.cli.RequestProgress(checkCtx)
+		}
+		cancel()
+		m.mu.Lock()
+		applied := m.applied
+		m.mu.Unlock()
+		if err != nil {
+			m.setCaughtUp(false)
+		} else {
+			m.setCaughtUp(target > 0 && applied >= target)
+			target = resp.Header.Revision
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// notify tells each subscriber that topic changed.
+func notify(subs []func(string), topic string) {
+	for _, f := range subs {
+		f(topic)
+	}
+}
+
+// decodeTopic reads a topic record stored under name.
+func decodeTopic(name string, value []byte, modRev int64) (runtime.TopicRecord, error) {
+	var rec runtime.TopicRecord
+	if err := json.Unmarshal(value, &rec); err != nil {
+		return rec, fmt.Errorf("cluster: topic record %s: %w", name, err)
+	}
+	if rec.Name != name {
+		return rec, fmt.Errorf("cluster: topic record under %s names %q", name, rec.Name)
+	}
+	rec.Version = uint64(modRev)
+	return rec, nil
+}
+
+// keys is the key layout under one prefix (the package doc).
+type keys struct{ root string }
+
+func newKeys(prefix string) keys {
+	if prefix == "" {
+		prefix = "/narad/"
+	}
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	return keys{root: prefix}
+}
+
+func (k keys) topic(name string) string       { return k.root + "topics/" + name }
+func (k keys) topics() string                 { return k.root + "topics/" }
+func (k keys) members() string                { return k.root + "members/" }
+func (k keys) member(id string) string        { return k.members() + id }
+func (k keys) election() string               { return k.root + "assigner/" }
+func (k keys) assignments(name string) string { return k.root + "assign/" + name + "/" }
+func (k keys) assignment(name string, p int) string {
+	return k.assignments(name) + strconv.Itoa(p)
+}
+
+type keyKind int
+
+const (
+	keyOther keyKind = iota
+	keyTopic
+	keyAssignment
+)
+
+// parse says what key holds: a topic record (name) or an assignment
+// (name, partition); anything else under the prefix is keyOther.
+func (k keys) parse(key string) (kind keyKind, name string, partition int) {
+	rest, ok := strings.CutPrefix(key, k.root)
+	if !ok {
+		return keyOther, "", 0
+	}
+	if name, ok := strings.CutPrefix(rest, "topics/"); ok && wire.ValidateTopicName(name) == nil {
+		return keyTopic, name, 0
+	}
+	if tp, ok := strings.CutPrefix(rest, "assign/"); ok {
+		name, ps, ok := strings.Cut(tp, "/")
+		p, err := strconv.Atoi(ps)
+		if ok && err == nil && p >= 0 && wire.ValidateTopicName(name) == nil {
+			return keyAssignment, name, p
+		}
+	}
+	return keyOther, "", 0
+}
