@@ -114,29 +114,39 @@ func (a *Assigner) campaignAndLead(ctx context.Context) error {
 		}
 	}()
 	for lead.Err() == nil {
-		rev, err := a.assign(lead, leader)
+		rev, err := a.assign(lead, leader, e.Key())
 		if err != nil {
 			return err
 		}
-		// Wait for anything under the prefix to change after what was read.
-		wch := a.cfg.Client.Watch(clientv3.WithRequireLeader(lead), a.keys.root, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
-		select {
-		case resp, ok := <-wch:
-			if !ok {
-				return lead.Err()
-			}
-			if err := resp.Err(); err != nil {
-				return err
-			}
-		case <-lead.Done():
+		if err := a.waitForChange(lead, rev); err != nil {
+			return err
 		}
 	}
 	return lead.Err()
 }
 
+// waitForChange waits until anything under the prefix changes after
+// revision rev. Each wait's watch is its own, cancelled after it (found
+// by review: one left open a round). A progress notification is not a
+// change: it reaches every watch on the client's stream, so a metastore
+// sharing the client would otherwise wake the assigner every interval.
+func (a *Assigner) waitForChange(ctx context.Context, rev int64) error {
+	watch, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for resp := range a.cfg.Client.Watch(watch, a.keys.root, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+		if err := resp.Err(); err != nil {
+			return err
+		}
+		if !resp.IsProgressNotify() {
+			return nil
+		}
+	}
+	return ctx.Err()
+}
+
 // assign reads the topics, members and assignment, and gives every
 // partition without an owner one; it returns the revision it read at.
-func (a *Assigner) assign(ctx context.Context, leader clientv3.Cmp) (int64, error) {
+func (a *Assigner) assign(ctx context.Context, leader clientv3.Cmp, leaderKey string) (int64, error) {
 	resp, err := a.cfg.Client.Get(ctx, a.keys.root, clientv3.WithPrefix())
 	if err != nil {
 		return 0, err
@@ -185,7 +195,15 @@ func (a *Assigner) assign(ctx context.Context, leader clientv3.Cmp) (int64, erro
 				return fmt.Errorf("assign partitions of %s: %w", t.rec.Name, err)
 			}
 			if !r.Succeeded {
-				a.logger.Debug("partition assigner: topic changed or leadership lost; reading again", zap.String("topic", t.rec.Name))
+				// The topic changed (the next round reads it again), or this
+				// node no longer leads: its candidacy's key is gone while
+				// its lease lives on (deleted by hand), and it must step
+				// down to campaign again.
+				if got, err := a.cfg.Client.Get(ctx, leaderKey, clientv3.WithCountOnly()); err != nil {
+					return err
+				} else if got.Count == 0 {
+					return errors.New("partition assigner: this node's candidacy is gone")
+				}
 			}
 			return nil
 		}

@@ -128,7 +128,8 @@ func (m *Member) keep(ctx context.Context, s *concurrency.Session) {
 }
 
 // Leave deregisters the node: its lease is revoked, so the key goes now,
-// not a TTL later.
+// not a TTL later. With etcd unreachable it waits up to the TTL for the
+// revoke and returns its error; the lease then runs out on its own.
 func (m *Member) Leave() error {
 	m.stop()
 	<-m.done

@@ -76,8 +76,9 @@ type EtcdMetastore struct {
 	cuMu      sync.Mutex
 	cuChanged chan struct{} // closed and replaced when caughtUp changes; under cuMu
 
-	stop context.CancelFunc
-	done sync.WaitGroup
+	stop   context.CancelFunc
+	closed chan struct{} // closed by Close: no change waits for the replica after it
+	done   sync.WaitGroup
 }
 
 var _ runtime.Metastore = (*EtcdMetastore)(nil)
@@ -107,6 +108,7 @@ func OpenEtcdMetastore(ctx context.Context, cfg Config) (*EtcdMetastore, error) 
 		advanced:  make(chan struct{}),
 		subs:      map[int]func(string){},
 		cuChanged: make(chan struct{}),
+		closed:    make(chan struct{}),
 	}
 	if m.interval <= 0 {
 		m.interval = time.Second
@@ -130,6 +132,12 @@ func OpenEtcdMetastore(ctx context.Context, cfg Config) (*EtcdMetastore, error) 
 
 // Close stops following etcd; the replica keeps answering what it held.
 func (m *EtcdMetastore) Close() error {
+	select {
+	case <-m.closed:
+		return nil
+	default:
+		close(m.closed)
+	}
 	m.stop()
 	m.done.Wait()
 	m.setCaughtUp(false)
@@ -342,6 +350,8 @@ func (m *EtcdMetastore) waitApplied(ctx context.Context, rev int64) error {
 		}
 		select {
 		case <-advanced:
+		case <-m.closed:
+			return fmt.Errorf("cluster: the change is in etcd at revision %d, but the metastore closed before its replica had it", rev)
 		case <-ctx.Done():
 			return fmt.Errorf("cluster: waiting for the replica to reach revision %d (at %d): %w", rev, applied, ctx.Err())
 		}
@@ -424,11 +434,20 @@ func (m *EtcdMetastore) follow(ctx context.Context) {
 				m.logger.Info("etcd watch ended; reading the records again", zap.Error(err))
 				break
 			}
-			m.apply(resp.Events, resp.Header.Revision)
+			// The revision applied is the last event's: a watch that catches
+			// up sends its backlog in batches, each headed with etcd's
+			// current revision, not the batch's (found by review). A
+			// progress notification, sent only to a watch that has caught
+			// up, carries the revision it has seen everything to.
+			rev := resp.Header.Revision
+			if n := len(resp.Events); n > 0 {
+				rev = resp.Events[n-1].Kv.ModRevision
+			}
+			m.apply(resp.Events, rev)
 		}
 		cancel()
 		for ctx.Err() == nil {
-			readCtx, cancel := context.WithTimeout(ctx, max(10*m.interval, time.Second))
+			readCtx, cancel := context.WithTimeout(ctx, max(10*m.interval, time.Minute)) // a large prefix takes seconds
 			err := m.reload(readCtx)
 			cancel()
 			if err == nil {
@@ -513,6 +532,7 @@ func (m *EtcdMetastore) checkProgress(ctx context.Context) {
 		m.mu.Unlock()
 		if err != nil {
 			m.setCaughtUp(false)
+			target = 0 // the next check's revision is the first to count (found by review)
 		} else {
 			m.setCaughtUp(target > 0 && applied >= target)
 			target = resp.Header.Revision

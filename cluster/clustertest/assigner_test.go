@@ -7,6 +7,7 @@ import (
 
 	"github.com/narad-io/storage/cluster"
 	"github.com/narad-io/storage/runtime"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // testNode is one node's cluster half: its registration, its candidacy
@@ -118,4 +119,72 @@ func TestAssigner_OwnersStayWhenTheLeaderOrAMemberGoes(t *testing.T) {
 			t.Fatalf("partition %d of orders moved from %s to %s", p, o, now)
 		}
 	}
+}
+
+// TestAssigner_PartitionsWaitForAFirstMember: a topic created while no
+// member is registered gets its owners once one joins (written by
+// review).
+func TestAssigner_PartitionsWaitForAFirstMember(t *testing.T) {
+	te := startEtcd(t)
+	as, err := cluster.StartAssigner(cluster.AssignerConfig{Client: te.client(), NodeID: "x", TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer as.Stop()
+	m := openMetastore(t, te, "a")
+	heard := subscribe(m)
+	if _, _, err := m.CreateTopic(bg, "orders", 3, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	mem, err := cluster.JoinCluster(bg, cluster.MemberConfig{Client: te.client(), Info: cluster.MemberInfo{ID: "a"}, TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Leave()
+	for p, o := range owners(t, m, heard, "orders", 3) {
+		if o != "a" {
+			t.Fatalf("partition %d went to %q, not the one member", p, o)
+		}
+	}
+}
+
+// TestAssigner_LeadsWithOneWatchAtATime: the leader waits for each change
+// with a watch of its own, cancelled after: twenty topics later it holds
+// no more watches than before (written by review: it held one more a
+// round). The count is the embedded server's open-watcher gauge.
+func TestAssigner_LeadsWithOneWatchAtATime(t *testing.T) {
+	te := startEtcd(t)
+	a := joinNode(t, te, "a")
+	heard := subscribe(a.ms)
+	if _, _, err := a.ms.CreateTopic(bg, "t0", 1, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	owners(t, a.ms, heard, "t0", 1)
+	before := serverWatchers(t)
+	for i := 1; i <= 20; i++ {
+		name := fmt.Sprintf("t%d", i)
+		if _, _, err := a.ms.CreateTopic(bg, name, 1, runtime.Retention{}); err != nil {
+			t.Fatal(err)
+		}
+		owners(t, a.ms, heard, name, 1)
+	}
+	if after := serverWatchers(t); after > before+3 {
+		t.Fatalf("open watchers: %v before 20 topic creates, %v after", before, after)
+	}
+}
+
+// serverWatchers is the embedded etcd server's count of open watchers.
+func serverWatchers(t *testing.T) float64 {
+	t.Helper()
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "etcd_debugging_mvcc_watcher_total" {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatal("the embedded etcd exports no watcher gauge")
+	return 0
 }
