@@ -75,6 +75,23 @@ func (p *proxy) cut() {
 	p.conns = nil
 }
 
+// openMetastoreThrough opens node's metastore with a client of its own
+// that reaches etcd through px; the test closes both.
+func openMetastoreThrough(t *testing.T, px *proxy, node string) *cluster.EtcdMetastore {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"unix://" + px.path}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	m, err := cluster.OpenEtcdMetastore(bg, cluster.Config{Client: cli, NodeID: node, ProgressInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
 // TestEtcdMetastore_AResumedWatchClaimsOnlyWhatItApplied: a node cut off
 // from etcd while others write more than 1000 revisions under the prefix;
 // its client resumes the watch on its own, and etcd sends the backlog in
@@ -85,16 +102,7 @@ func (p *proxy) cut() {
 func TestEtcdMetastore_AResumedWatchClaimsOnlyWhatItApplied(t *testing.T) {
 	te := startEtcd(t)
 	px := newProxy(t, te)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"unix://" + px.path}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	m, err := cluster.OpenEtcdMetastore(bg, cluster.Config{Client: cli, NodeID: "a", ProgressInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := openMetastoreThrough(t, px, "a")
 	waitCaughtUp(t, m, true)
 
 	px.cut()
@@ -128,16 +136,7 @@ func TestEtcdMetastore_AResumedWatchClaimsOnlyWhatItApplied(t *testing.T) {
 func TestEtcdMetastore_ACompactionWhileCutOffIsReadAgain(t *testing.T) {
 	te := startEtcd(t)
 	px := newProxy(t, te)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"unix://" + px.path}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	m, err := cluster.OpenEtcdMetastore(bg, cluster.Config{Client: cli, NodeID: "a", ProgressInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := openMetastoreThrough(t, px, "a")
 	heard := subscribe(m)
 	if _, _, err := m.CreateTopic(bg, "old", 1, runtime.Retention{}); err != nil {
 		t.Fatal(err)
