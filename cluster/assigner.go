@@ -159,15 +159,12 @@ func (a *Assigner) assign(ctx context.Context, leader clientv3.Cmp, leaderKey st
 	var members []string
 	owned := map[partitionKey]bool{}
 	for _, kv := range resp.Kvs {
-		key := string(kv.Key)
-		if id, ok := cutMember(a.keys, key); ok {
+		switch kind, name, p := a.keys.parse(string(kv.Key)); kind {
+		case keyMember:
 			var mi MemberInfo
-			if json.Unmarshal(kv.Value, &mi) == nil && mi.ID == id {
-				members = append(members, id)
+			if json.Unmarshal(kv.Value, &mi) == nil && mi.ID == name {
+				members = append(members, name)
 			}
-			continue
-		}
-		switch kind, name, p := a.keys.parse(key); kind {
 		case keyTopic:
 			if rec, err := decodeTopic(name, kv.Value, kv.ModRevision); err == nil {
 				topics = append(topics, topicAt{rec, kv.ModRevision})
@@ -254,12 +251,4 @@ func mix64(x uint64) uint64 {
 	x ^= x >> 27
 	x *= 0x94d049bb133111eb
 	return x ^ x>>31
-}
-
-// cutMember returns the member id a members/ key names.
-func cutMember(k keys, key string) (string, bool) {
-	if len(key) <= len(k.members()) || key[:len(k.members())] != k.members() {
-		return "", false
-	}
-	return key[len(k.members()):], true
 }

@@ -470,7 +470,7 @@ func (m *EtcdMetastore) apply(events []*clientv3.Event, rev int64) {
 	for _, ev := range events {
 		key := string(ev.Kv.Key)
 		kind, name, p := m.keys.parse(key)
-		if kind == keyOther {
+		if kind != keyTopic && kind != keyAssignment {
 			continue
 		}
 		changed[name] = true
@@ -594,10 +594,12 @@ const (
 	keyOther keyKind = iota
 	keyTopic
 	keyAssignment
+	keyMember
 )
 
-// parse says what key holds: a topic record (name) or an assignment
-// (name, partition); anything else under the prefix is keyOther.
+// parse says what key holds: a topic record (name), an assignment (name,
+// partition) or a member record (name is the member's id); anything else
+// under the prefix is keyOther.
 func (k keys) parse(key string) (kind keyKind, name string, partition int) {
 	rest, ok := strings.CutPrefix(key, k.root)
 	if !ok {
@@ -605,6 +607,9 @@ func (k keys) parse(key string) (kind keyKind, name string, partition int) {
 	}
 	if name, ok := strings.CutPrefix(rest, "topics/"); ok && wire.ValidateTopicName(name) == nil {
 		return keyTopic, name, 0
+	}
+	if id, ok := strings.CutPrefix(rest, "members/"); ok && id != "" && !strings.Contains(id, "/") {
+		return keyMember, id, 0
 	}
 	if tp, ok := strings.CutPrefix(rest, "assign/"); ok {
 		name, ps, ok := strings.Cut(tp, "/")
