@@ -53,9 +53,9 @@ type Config struct {
 // new watch; the replica keeps serving what it holds meanwhile, and
 // CaughtUp says it may be stale.
 //
-// Invariants, under mu: topics and owners are what etcd held under the
-// prefix at revision applied; applied never decreases; advanced is closed
-// and replaced whenever applied moves.
+// Invariants, under mu: topics, owners and members are what etcd held
+// under the prefix at revision applied; applied never decreases; advanced
+// is closed and replaced whenever applied moves.
 type EtcdMetastore struct {
 	cli      *clientv3.Client
 	keys     keys
@@ -67,6 +67,7 @@ type EtcdMetastore struct {
 	mu       sync.Mutex
 	topics   map[string]runtime.TopicRecord
 	owners   map[partitionKey]string
+	members  map[string]MemberInfo
 	applied  int64
 	advanced chan struct{}
 	subs     map[int]func(string)
@@ -284,6 +285,26 @@ func (m *EtcdMetastore) Owner(topic string, partition int) (node string, ok bool
 	return node, ok
 }
 
+// Location is where a partition is served, as the replica knows it.
+type Location struct {
+	NodeID string // the owner's id
+	// Addr is the owner's HTTP address while it is a live member; empty
+	// while it is not (down, or cut off from etcd longer than its TTL).
+	Addr string
+}
+
+// Locate returns a partition's owner and, while the owner is a live
+// member, its address; ok is false when the partition has no owner.
+func (m *EtcdMetastore) Locate(topic string, partition int) (loc Location, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	node, ok := m.owners[partitionKey{topic, partition}]
+	if !ok {
+		return Location{}, false
+	}
+	return Location{NodeID: node, Addr: m.members[node].Addr}, true
+}
+
 // CaughtUp implements runtime.Metastore.
 func (m *EtcdMetastore) CaughtUp() bool { return m.caughtUp.Load() }
 
@@ -367,8 +388,9 @@ func (m *EtcdMetastore) reload(ctx context.Context) error {
 	}
 	topics := map[string]runtime.TopicRecord{}
 	owners := map[partitionKey]string{}
+	members := map[string]MemberInfo{}
 	for _, kv := range resp.Kvs {
-		m.decodeInto(topics, owners, string(kv.Key), kv.Value, kv.ModRevision)
+		m.decodeInto(topics, owners, members, string(kv.Key), kv.Value, kv.ModRevision)
 	}
 	m.mu.Lock()
 	changed := map[string]bool{}
@@ -392,7 +414,7 @@ func (m *EtcdMetastore) reload(ctx context.Context) error {
 			changed[k.topic] = true
 		}
 	}
-	m.topics, m.owners = topics, owners
+	m.topics, m.owners, m.members = topics, owners, members
 	subs := m.advanceLocked(resp.Header.Revision)
 	m.mu.Unlock()
 	for name := range changed {
@@ -401,9 +423,10 @@ func (m *EtcdMetastore) reload(ctx context.Context) error {
 	return nil
 }
 
-// decodeInto puts the record at key into topics or owners; a topic record
-// it cannot read is logged and taken out.
-func (m *EtcdMetastore) decodeInto(topics map[string]runtime.TopicRecord, owners map[partitionKey]string, key string, value []byte, modRev int64) {
+// decodeInto puts the record at key into topics, owners or members; a
+// topic or member record it cannot read is logged and taken out.
+func (m *EtcdMetastore) decodeInto(topics map[string]runtime.TopicRecord, owners map[partitionKey]string, members map[string]MemberInfo,
+	key string, value []byte, modRev int64) {
 	switch kind, name, p := m.keys.parse(key); kind {
 	case keyTopic:
 		rec, err := decodeTopic(name, value, modRev)
@@ -415,6 +438,14 @@ func (m *EtcdMetastore) decodeInto(topics map[string]runtime.TopicRecord, owners
 		topics[name] = rec
 	case keyAssignment:
 		owners[partitionKey{name, p}] = string(value)
+	case keyMember:
+		var info MemberInfo
+		if err := json.Unmarshal(value, &info); err != nil || info.ID != name {
+			m.logger.Error("unreadable member record left out", zap.String("key", key), zap.Error(err))
+			delete(members, name)
+			return
+		}
+		members[name] = info
 	}
 }
 
@@ -470,19 +501,24 @@ func (m *EtcdMetastore) apply(events []*clientv3.Event, rev int64) {
 	for _, ev := range events {
 		key := string(ev.Kv.Key)
 		kind, name, p := m.keys.parse(key)
-		if kind != keyTopic && kind != keyAssignment {
+		if kind == keyOther {
 			continue
 		}
-		changed[name] = true
+		if kind != keyMember {
+			changed[name] = true // a member's comings and goings change no topic
+		}
 		if ev.Type == clientv3.EventTypeDelete {
-			if kind == keyTopic {
+			switch kind {
+			case keyTopic:
 				delete(m.topics, name)
-			} else {
+			case keyAssignment:
 				delete(m.owners, partitionKey{name, p})
+			case keyMember:
+				delete(m.members, name)
 			}
 			continue
 		}
-		m.decodeInto(m.topics, m.owners, key, ev.Kv.Value, ev.Kv.ModRevision)
+		m.decodeInto(m.topics, m.owners, m.members, key, ev.Kv.Value, ev.Kv.ModRevision)
 	}
 	subs := m.advanceLocked(rev)
 	m.mu.Unlock()

@@ -125,7 +125,10 @@
 // stale directory, which the sweep reclaims. If the name was recreated
 // meanwhile (the marker is another incarnation's), the purge leaves the
 // directory to the new incarnation; a marker it cannot read (an I/O
-// error) leaves it too (the delete reports the error).
+// error) leaves it too (the delete reports the error). The sweep also
+// quarantines a directory whose marker's incarnation the metastore
+// confirms gone while the record names another: on a cluster's node that
+// owns none of the recreated topic's partitions, no open would.
 //
 // A metastore change whose save fails is taken back in memory and the
 // state before it saved again at a fresh version; if that fails too the

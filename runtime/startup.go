@@ -18,7 +18,8 @@ import (
 // Start opens every partition this node owns before it reports ready
 // (docs/design.md, "High watermark and hidden tail"): up to min(8,
 // GOMAXPROCS) topics at once, each topic's partitions one after another,
-// skipping with a warning one whose assignment lookup or open fails, and
+// skipping those the metastore assigns another node, and with a warning
+// one whose assignment lookup or open fails, and
 // logging progress so a node with thousands of partitions does not look
 // hung. Past the open-log budget each open closes the least recently
 // opened log (openAtStartup): every partition is recovered, the last ones
@@ -52,8 +53,16 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("runtime: startup: list topics: %w", err)
 	}
 	total := 0
+	owned := make(map[string][]int, len(topics))
 	for _, t := range topics {
-		total += t.Partitions
+		for p := range t.Partitions {
+			// A cluster's node opens only what it owns; a lookup that fails
+			// is the open's to report.
+			if mine, err := n.ms.Assigned(ctx, t.Name, p); err != nil || mine {
+				owned[t.Name] = append(owned[t.Name], p)
+			}
+		}
+		total += len(owned[t.Name])
 		n.topicMetrics.add(t.Name)
 	}
 	started := time.Now()
@@ -76,7 +85,7 @@ func (n *Node) Start(ctx context.Context) error {
 	lastLog := atomic.Int64{}
 	for _, t := range topics {
 		g.Go(func() error {
-			for p := range t.Partitions {
+			for _, p := range owned[t.Name] {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
@@ -227,13 +236,17 @@ func (n *Node) EvictIdle(now time.Time) int {
 	return closed
 }
 
-// purgeOrphan purges topics/<name> when no record names the topic and
-// the metastore confirms its marker's incarnation gone. A name that has a
-// record (of another incarnation) is left to the open path, which
-// quarantines the directory and logs both ids. The marker is read again
-// under the guard and must still be that incarnation's: a directory a
-// recreate has stamped since, or one without a marker (nothing to
-// confirm), is left alone.
+// purgeOrphan deals with a topic directory whose incarnation the
+// metastore confirms gone: purged when no record names the topic (a
+// delete whose purge never ran: the node closed or crashed between the
+// record's removal and the purge, or another node of a cluster took the
+// delete), quarantined when the record names another incarnation (the
+// topic was deleted and made again while this node was away, or while it
+// owns none of the topic's partitions, so no open here would find the
+// leftover). The marker is read again under the guard and must still be
+// that incarnation's: a directory a recreate has stamped since, or one
+// without a marker (nothing to confirm), is left alone. It reports
+// whether it removed or moved the directory.
 func (n *Node) purgeOrphan(ctx context.Context, name string) bool {
 	dir := filepath.Join(n.topicsDir, name)
 	marker, err := n.readMarker(dir)
@@ -243,27 +256,41 @@ func (n *Node) purgeOrphan(ctx context.Context, name string) bool {
 	if !n.ms.CaughtUp() {
 		return false // a lagging replica may not know the name yet
 	}
-	if _, named, err := n.ms.Topic(ctx, name); err != nil || named {
+	if rec, named, err := n.ms.Topic(ctx, name); err != nil || (named && (rec.Incarnation == marker || rec.Incarnation == "")) {
 		return false
 	}
 	if gone, err := n.ms.IncarnationGone(ctx, name, marker); err != nil || !gone {
 		return false
 	}
+	replaced := false
 	err = n.withTopic(name, func(t *supervisor.GuardedTopic) error {
 		if now, err := n.readMarker(dir); err != nil || now != marker {
 			return errOrphanChanged
 		}
-		return n.purgeLocked(t, TopicRecord{Name: name, Incarnation: marker})
+		rec, named, err := n.ms.Topic(ctx, name)
+		if err != nil {
+			return err
+		}
+		if !named {
+			return n.purgeLocked(t, TopicRecord{Name: name, Incarnation: marker})
+		}
+		if rec.Incarnation == marker || rec.Incarnation == "" {
+			return errOrphanChanged
+		}
+		replaced = true
+		return n.quarantine(t, rec, marker)
 	})
 	if errors.Is(err, errOrphanChanged) {
 		return false
 	}
 	if err != nil {
-		n.logger.Warn("quarantine sweep: purge a deleted topic's directory", zap.String("topic", name), zap.Error(err))
+		n.logger.Warn("quarantine sweep: a deleted incarnation's directory", zap.String("topic", name), zap.Error(err))
 		return false
 	}
-	n.logger.Info("purged the directory of a deleted topic whose purge never ran",
-		zap.String("topic", name), zap.String("incarnation", string(marker)))
+	if !replaced {
+		n.logger.Info("purged the directory of a deleted topic whose purge never ran",
+			zap.String("topic", name), zap.String("incarnation", string(marker)))
+	}
 	return true
 }
 

@@ -188,3 +188,44 @@ func serverWatchers(t *testing.T) float64 {
 	t.Fatal("the embedded etcd exports no watcher gauge")
 	return 0
 }
+
+// TestEtcdMetastore_LocateGivesTheLiveOwnersAddress: every node's replica
+// locates a partition at its owner's registered address while the owner
+// is a member, and by its id alone once it left (its partitions stay
+// its).
+func TestEtcdMetastore_LocateGivesTheLiveOwnersAddress(t *testing.T) {
+	te := startEtcd(t)
+	a, b := joinNode(t, te, "a"), joinNode(t, te, "b")
+	heard := subscribe(a.ms)
+	if _, _, err := a.ms.CreateTopic(bg, "orders", 8, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	got := owners(t, a.ms, heard, "orders", 8)
+	for p, o := range got {
+		loc, ok := a.ms.Locate("orders", p)
+		if !ok || loc.NodeID != o || loc.Addr != o+".test:8080" {
+			t.Fatalf("partition %d owned by %s located at %+v, %v", p, o, loc, ok)
+		}
+	}
+	if _, ok := a.ms.Locate("orders", 8); ok {
+		t.Fatal("a partition the topic does not have was located")
+	}
+	if err := b.member.Leave(); err != nil {
+		t.Fatal(err)
+	}
+	// A change returns once the replica holds it, and the replica applies
+	// etcd's revisions in order: the member's removal is applied too.
+	if _, _, err := a.ms.CreateTopic(bg, "barrier", 1, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	for p, o := range got {
+		loc, ok := a.ms.Locate("orders", p)
+		want := cluster.Location{NodeID: o, Addr: o + ".test:8080"}
+		if o == "b" {
+			want.Addr = ""
+		}
+		if !ok || loc != want {
+			t.Fatalf("after b left, partition %d owned by %s located at %+v, %v; want %+v", p, o, loc, ok, want)
+		}
+	}
+}

@@ -1,0 +1,116 @@
+package runtime
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/narad-io/storage/supervisor"
+	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/wire"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// The tests of this file are a cluster's node: a metastore that assigns
+// some partitions to other nodes (testMetastore's foreign ones).
+
+// foreignOwner wraps the local metastore so that the given partitions are
+// another node's; setup runs on the local metastore first.
+func foreignOwner(setup func(*LocalMetastore), foreign ...supervisor.Key) func(*LocalMetastore) Metastore {
+	return func(local *LocalMetastore) Metastore {
+		if setup != nil {
+			setup(local)
+		}
+		ms := &testMetastore{LocalMetastore: local, foreign: map[supervisor.Key]bool{}}
+		for _, k := range foreign {
+			ms.foreign[k] = true
+		}
+		return ms
+	}
+}
+
+// TestStart_OpensOnlyWhatTheNodeOwns: startup opens the partitions
+// assigned to this node, leaves those of other nodes alone (no directory
+// made for them) and warns about none of them.
+func TestStart_OpensOnlyWhatTheNodeOwns(t *testing.T) {
+	core, logs := observer.New(zapcore.WarnLevel)
+	create := func(local *LocalMetastore) {
+		if _, _, err := local.CreateTopic(bg, "orders", 4, Retention{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := startNodeWith(t, nil, Config{Logger: zap.New(core)}, foreignOwner(create, key("orders", 1), key("orders", 3)))
+	refs, err := n.Partitions(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(refs) != 2 || refs[0].Partition != 0 || refs[1].Partition != 2 || !refs[0].Open || !refs[1].Open {
+		t.Fatalf("partitions of this node after start: %+v; want 0 and 2, open", refs)
+	}
+	for _, p := range []int{1, 3} {
+		dir, _ := wire.PartitionDirName(p)
+		if ok, _ := vfs.Exists(n.disk, filepath.Join(dataDir, wire.TopicsDirName, "orders", dir)); ok {
+			t.Fatalf("startup made a directory for partition %d, another node's", p)
+		}
+		if _, err := n.Produce(bg, "orders", p, recs("orders", p, 0, 1)); err == nil {
+			t.Fatalf("partition %d, another node's, took a produce", p)
+		}
+	}
+	if logs.Len() != 0 {
+		t.Fatalf("startup warned: %v", logs.All())
+	}
+}
+
+// TestSweep_QuarantinesAReplacedIncarnationThisNodeDoesNotServe: a topic
+// deleted and made again while this node was down, with every partition
+// of the new incarnation given to other nodes: no open here meets the
+// leftover, so the startup sweep quarantines it (never serving or
+// deleting it at once), and the next sweep reclaims it, the metastore
+// confirming its incarnation gone.
+func TestSweep_QuarantinesAReplacedIncarnationThisNodeDoesNotServe(t *testing.T) {
+	d := newTestDisk(t, 1)
+	ms, err := OpenLocalMetastore(d, dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(Config{DataDir: dataDir, FS: d, Testing: checkLockOrder, Metastore: ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _, err := n.CreateTopic(bg, "orders", 2, Retention{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	var fresh TopicRecord
+	recreate := func(local *LocalMetastore) { // by another node, while this one was down
+		if err := local.DeleteTopic(bg, "orders"); err != nil {
+			t.Fatal(err)
+		}
+		if fresh, _, err = local.CreateTopic(bg, "orders", 2, Retention{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := startNodeWith(t, d, Config{}, foreignOwner(recreate, key("orders", 0), key("orders", 1)))
+	topicDir := filepath.Join(dataDir, wire.TopicsDirName, "orders")
+	stale := filepath.Join(dataDir, wire.TopicsDirName, "orders.stale-"+string(old.Incarnation))
+	if ok, _ := vfs.Exists(d, stale); !ok {
+		t.Fatalf("the deleted incarnation %s's directory was not quarantined (the new one is %s)", old.Incarnation, fresh.Incarnation)
+	}
+	if ok, _ := vfs.Exists(d, topicDir); ok {
+		t.Fatal("a topic directory is left where this node owns no partition")
+	}
+	if removed := r.SweepQuarantine(bg); removed != 1 {
+		t.Fatalf("the next sweep reclaimed %d directories, want the quarantined one", removed)
+	}
+	if ok, _ := vfs.Exists(d, stale); ok {
+		t.Fatal("the quarantined directory outlived the sweep")
+	}
+}
