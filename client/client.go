@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -35,13 +36,25 @@ type Options struct {
 	Retries int
 }
 
-// Client talks to one daemon. It is safe for concurrent use.
+// Client talks to one daemon, or to a cluster through one of its nodes.
+// It is safe for concurrent use.
+//
+// A node of a cluster answers a call for a partition another node owns
+// with 421 and the owner's address; the client sends the call again to
+// the owner (up to maxRedirects hops, as a move may have taken the
+// partition on), and sends the partition's later calls straight to the
+// owner it learned. A call to a remembered owner that cannot be reached
+// forgets it: the next call asks the node the client was made with.
 type Client struct {
 	base    *url.URL
 	token   string
 	http    *http.Client
 	retries int
+	owners  sync.Map // "topic/partition" (as in the path) -> *url.URL of its owner
 }
+
+// maxRedirects bounds the 421 answers one call follows.
+const maxRedirects = 3
 
 // New returns a client of the daemon at addr: a URL (http://host:port,
 // https://host:port) or host:port, taken as http, or as https when
@@ -97,24 +110,65 @@ type request struct {
 }
 
 // do sends req and returns the answer when it is a success; an error
-// answer is an *Error.
-// do sends req, again after a backoff while the answer is 503 busy (the
-// node did nothing), up to the client's retries.
+// answer is an *Error. It sends a partition's call to the partition's
+// owner when it knows it, follows 421 answers to the owner they name, and
+// sends req again after a backoff while the answer says nothing was done
+// and soon may be (503 busy, 503 unassigned), up to the client's retries.
 func (c *Client) do(ctx context.Context, req request) (*http.Response, error) {
-	for attempt := 0; ; attempt++ {
-		resp, err := c.send(ctx, req)
-		if !errors.Is(err, ErrBusy) || attempt >= c.retries {
+	part, scoped := partitionOf(req.path)
+	base := c.base
+	if scoped {
+		if u, ok := c.owners.Load(part); ok {
+			base = u.(*url.URL)
+		}
+	}
+	hops := 0
+	for attempt := 0; ; {
+		resp, err := c.send(ctx, base, req)
+		var e *Error
+		isAnswer := errors.As(err, &e)
+		if isAnswer && e.Status == http.StatusMisdirectedRequest && e.Owner != nil && hops < maxRedirects {
+			if owner, perr := parseAddr(e.Owner.Addr, c.base.Scheme == "https"); perr == nil {
+				hops++
+				base = owner
+				if scoped {
+					c.owners.Store(part, owner)
+				}
+				continue
+			}
+		}
+		if err != nil && !isAnswer && base != c.base && scoped && ctx.Err() == nil {
+			c.owners.Delete(part) // unreachable: ask the node given again next time
+		}
+		if !(errors.Is(err, ErrBusy) || errors.Is(err, ErrUnassigned)) || attempt >= c.retries {
 			return resp, err
 		}
 		if err := backoff(ctx, attempt, err); err != nil {
 			return nil, err
 		}
+		attempt++
 	}
 }
 
-// send sends req once.
-func (c *Client) send(ctx context.Context, req request) (*http.Response, error) {
-	u := *c.base
+// partitionOf names the partition a path is a call for ("topic/p", the
+// topic as escaped in the path): /v1/topics/{topic}/partitions/{p}/...
+// and /v1/topics/{topic}/cursors/{name}/partitions/{p}/...
+func partitionOf(path string) (string, bool) {
+	segs := strings.Split(path, "/")
+	if len(segs) < 6 || segs[1] != "v1" || segs[2] != "topics" {
+		return "", false
+	}
+	for i := 4; i+1 < len(segs); i++ {
+		if segs[i] == "partitions" {
+			return segs[3] + "/" + segs[i+1], true
+		}
+	}
+	return "", false
+}
+
+// send sends req once, to the node at base.
+func (c *Client) send(ctx context.Context, base *url.URL, req request) (*http.Response, error) {
+	u := *base
 	u.Path += req.path
 	u.RawQuery = req.query.Encode()
 	hr, err := http.NewRequestWithContext(ctx, req.method, u.String(), bytes.NewReader(req.body))
@@ -152,9 +206,11 @@ func errorOf(resp *http.Response) error {
 		} `json:"error"`
 		StartOffset *int64 `json:"start_offset"`
 		NextOffset  *int64 `json:"next_offset"`
+		Owner       *Owner `json:"owner"`
 	}
 	if json.Unmarshal(b, &body) == nil && body.Error.Code != "" {
 		e.Code, e.Message, e.StartOffset, e.NextOffset = body.Error.Code, body.Error.Message, body.StartOffset, body.NextOffset
+		e.Owner = body.Owner
 	} else {
 		e.Code, e.Message = "http_"+strconv.Itoa(resp.StatusCode), strings.TrimSpace(string(b))
 	}

@@ -225,7 +225,8 @@ func TestErrors_EveryCodeHasItsSentinel(t *testing.T) {
 	sentinels := []*Error{ErrInvalidParameter, ErrInvalidBody, ErrInvalidOffset, ErrInvalidTopicName, ErrBadRequest,
 		ErrUnauthorized, ErrNotFound, ErrTopicNotFound, ErrPartitionNotFound, ErrMethodNotAllowed, ErrTopicExists,
 		ErrOffsetDeleted, ErrRecordUnreadable, ErrBatchTooLarge, ErrOffsetBeyondHighWatermark, ErrCommitFailed,
-		ErrLogPoisoned, ErrMetastoreBroken, ErrUnavailable, ErrNotReady, ErrNoSpace, ErrInternal}
+		ErrLogPoisoned, ErrMetastoreBroken, ErrUnavailable, ErrNotReady, ErrNoSpace, ErrInternal,
+		ErrNotOwner, ErrUnassigned, ErrOwnerUnavailable}
 	for _, want := range sentinels {
 		c := fakeClient(t, func(r *http.Request) *http.Response {
 			return answer(400, `{"error":{"code":"`+want.Code+`","message":"m"}}`)

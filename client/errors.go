@@ -18,6 +18,16 @@ type Error struct {
 	NextOffset *int64
 	// RetryAfter is the server's Retry-After, when it gave one.
 	RetryAfter time.Duration
+	// Owner is the node that serves the partition, with not_owner (which
+	// the client follows itself) and owner_unavailable.
+	Owner *Owner
+}
+
+// Owner is where a cluster serves a partition: the owner's node id and
+// its address.
+type Owner struct {
+	NodeID string `json:"node_id"`
+	Addr   string `json:"addr"`
 }
 
 func (e *Error) Error() string {
@@ -60,4 +70,7 @@ var (
 	ErrNotReady                  = code("not_ready")
 	ErrNoSpace                   = code("no_space")
 	ErrInternal                  = code("internal")
+	ErrNotOwner                  = code("not_owner")
+	ErrUnassigned                = code("unassigned")
+	ErrOwnerUnavailable          = code("owner_unavailable")
 )

@@ -29,6 +29,12 @@ type Partition struct {
 	HighWatermark int64 `json:"high_watermark"`
 	Segments      int   `json:"segments"`
 	Bytes         int64 `json:"bytes"`
+	// Owner is the node that serves the partition, from a node of a
+	// cluster; nil from a node alone, or while the partition has none.
+	Owner *Owner `json:"owner,omitempty"`
+	// Remote: another node than the one asked serves the partition, and
+	// the figures above are zero; ask the owner.
+	Remote bool `json:"remote,omitempty"`
 }
 
 // CreateTopic creates a topic of partitions partitions under retention

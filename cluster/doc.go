@@ -15,7 +15,7 @@
 //
 // As built so far (issue 16 lands in steps): the metastore, membership,
 // and an elected assigner that gives each new partition an owner and
-// never takes one away. Rebalancing on a join, the daemon's --metastore
-// flag, 421 redirects and moves come next; until then nothing in the
-// daemon uses this package.
+// never takes one away; narad-storaged runs on them with --metastore
+// etcd://... and answers calls for other nodes' partitions with 421.
+// Rebalancing on a join and moves come next.
 package cluster

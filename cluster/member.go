@@ -116,6 +116,7 @@ func (m *Member) keep(ctx context.Context, s *concurrency.Session) {
 			cancel()
 			if err == nil {
 				s = next
+				m.logger.Info("cluster membership registered again", zap.String("member", m.cfg.Info.ID))
 				break
 			}
 			select {

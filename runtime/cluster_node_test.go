@@ -114,3 +114,50 @@ func TestSweep_QuarantinesAReplacedIncarnationThisNodeDoesNotServe(t *testing.T)
 		t.Fatal("the quarantined directory outlived the sweep")
 	}
 }
+
+// TestTopicCalls_CoverOnlyThePartitionsTheNodeOwns: a cursor's create,
+// lookup and delete and a consume of any partition reach the partitions
+// this node owns and never touch another node's (no directory made, no
+// error for them).
+func TestTopicCalls_CoverOnlyThePartitionsTheNodeOwns(t *testing.T) {
+	create := func(local *LocalMetastore) {
+		if _, _, err := local.CreateTopic(bg, "orders", 4, Retention{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := startNodeWith(t, nil, Config{}, foreignOwner(create, key("orders", 1), key("orders", 3)))
+	for _, p := range []int{0, 2} {
+		if _, err := n.Produce(bg, "orders", p, recs("orders", p, 0, 5)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if created, err := n.CreateCursor(bg, "orders", "audit", CursorEarliest); err != nil || !created {
+		t.Fatalf("create a cursor: %v, %v", created, err)
+	}
+	positions, err := n.Cursor(bg, "orders", "audit")
+	if err != nil || len(positions) != 2 || positions[0].Partition != 0 || positions[1].Partition != 2 {
+		t.Fatalf("the cursor's partitions: %+v, %v; want 0 and 2", positions, err)
+	}
+	from := map[int]int{}
+	for range 4 {
+		leased, err := n.Consume(bg, "orders", ConsumeOptions{Partition: AnyPartition, MaxRecords: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range leased {
+			from[r.Partition]++
+		}
+	}
+	if len(from) != 2 || from[0] != 5 || from[2] != 5 {
+		t.Fatalf("records leased by partition: %v; want 5 from each of 0 and 2", from)
+	}
+	if err := n.DeleteCursor(bg, "orders", "audit"); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []int{1, 3} {
+		dir, _ := wire.PartitionDirName(p)
+		if ok, _ := vfs.Exists(n.disk, filepath.Join(dataDir, wire.TopicsDirName, "orders", dir)); ok {
+			t.Fatalf("a directory was made for partition %d, another node's", p)
+		}
+	}
+}

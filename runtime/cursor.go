@@ -332,15 +332,20 @@ func (n *Node) createCursorFile(dir, path string, pos int64) error {
 	return n.cfg.FS.SyncDir(dir)
 }
 
-// CreateCursor makes a fan-out cursor on every partition of topic,
-// starting at each one's first record or its high watermark; created is
-// false when every partition had it already (positions are left alone).
+// CreateCursor makes a fan-out cursor on every partition of topic this
+// node owns (every partition, alone), starting at each one's first record
+// or its high watermark; created is false when every partition had it
+// already (positions are left alone).
 func (n *Node) CreateCursor(ctx context.Context, topic, name string, start CursorStart) (created bool, err error) {
 	rec, err := n.cursorTopic(ctx, topic, name)
 	if err != nil {
 		return false, err
 	}
-	for p := range rec.Partitions {
+	owned, err := n.owned(ctx, rec)
+	if err != nil {
+		return false, err
+	}
+	for _, p := range owned {
 		_, made, err := n.cursorOf(ctx, supervisor.Key{Topic: topic, Partition: p}, name, true, start)
 		if err != nil {
 			return created, err
@@ -372,14 +377,19 @@ func (n *Node) cursorTopic(ctx context.Context, topic, name string) (TopicRecord
 }
 
 // Cursor returns a cursor's position, high watermark and lag on every
-// partition of its topic; ErrCursorNotFound if no partition has it.
+// partition of its topic this node owns; ErrCursorNotFound if none has
+// it.
 func (n *Node) Cursor(ctx context.Context, topic, name string) ([]CursorPosition, error) {
 	rec, err := n.cursorTopic(ctx, topic, name)
 	if err != nil {
 		return nil, err
 	}
+	owned, err := n.owned(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
 	var out []CursorPosition
-	for p := range rec.Partitions {
+	for _, p := range owned {
 		c, _, err := n.cursorOf(ctx, supervisor.Key{Topic: topic, Partition: p}, name, false, 0)
 		if errors.Is(err, ErrCursorNotFound) {
 			continue
@@ -403,16 +413,21 @@ func (n *Node) Cursor(ctx context.Context, topic, name string) ([]CursorPosition
 	return out, nil
 }
 
-// DeleteCursor removes a cursor from every partition of its topic: its
-// state from memory and its files from disk (each directory synced).
+// DeleteCursor removes a cursor from every partition of its topic this
+// node owns: its state from memory and its files from disk (each
+// directory synced).
 func (n *Node) DeleteCursor(ctx context.Context, topic, name string) error {
 	rec, err := n.cursorTopic(ctx, topic, name)
 	if err != nil {
 		return err
 	}
+	owned, err := n.owned(ctx, rec)
+	if err != nil {
+		return err
+	}
 	file, _ := wire.CursorFileName(name)
 	found := false
-	for p := range rec.Partitions {
+	for _, p := range owned {
 		key := supervisor.Key{Topic: topic, Partition: p}
 		err := n.withTopic(topic, func(*supervisor.GuardedTopic) error {
 			if err := n.settleBeforeOpen(key); err != nil {

@@ -418,15 +418,17 @@ func TestIncarnation_DamagedMarkerIsRepairedFromItsCopy(t *testing.T) {
 	// The same, but the record is another incarnation's now (a delete
 	// and recreate behind the node's back): the consumer progress names
 	// the old one, so the directory may be a leftover. Refused, left in
-	// place, neither served nor quarantined.
+	// place, neither served nor quarantined. (The damage comes first: an
+	// intact old marker is quarantined by the recheck the recreate
+	// starts.)
 	if err := n.reg.CloseLive(key("orders", 0)); err != nil {
 		t.Fatal(err)
 	}
+	d.Damage(marker, 0, []byte("x"))
+	d.Damage(copied, 0, []byte("x"))
 	n.ms.DeleteTopic(bg, "orders")
 	n.ms.CreateTopic(bg, "orders", 1, Retention{})
 	n.background.Wait()
-	d.Damage(marker, 0, []byte("x"))
-	d.Damage(copied, 0, []byte("x"))
 	if _, err := n.Read(bg, "orders", 0, 0, 10, 1<<20); !errors.Is(err, ErrIncarnationMarkerDamaged) {
 		t.Fatalf("both damaged, consumer progress of another incarnation: read %v, want ErrIncarnationMarkerDamaged", err)
 	}
@@ -473,10 +475,14 @@ func TestIncarnation_DamagedMarkerOfADeletedIncarnationIsNeverServed(t *testing.
 		t.Fatal(err)
 	}
 	dir := filepath.Join(dataDir, "topics", "orders")
-	purge := d.Inject(sim.Fault{Op: sim.OpRename, Path: dir, Nth: 1, Err: syscall.EIO})
-	if err := n.DeleteTopic(bg, "orders"); err == nil || purge.Fired() != 1 {
+	// Every rename fails: the delete's purge, and the one the recheck it
+	// starts tries too.
+	purge := d.Inject(sim.Fault{Op: sim.OpRename, Path: dir, Err: syscall.EIO})
+	if err := n.DeleteTopic(bg, "orders"); err == nil || purge.Fired() == 0 {
 		t.Fatalf("delete with its purge failing: %v", err)
 	}
+	n.background.Wait()
+	purge.Remove()
 	if err := d.Damage(filepath.Join(dir, wire.IncarnationFileName), 0, []byte("g")); err != nil {
 		t.Fatal(err)
 	}

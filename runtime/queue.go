@@ -361,7 +361,9 @@ func (n *Node) Consume(ctx context.Context, topic string, opts ConsumeOptions) (
 	}
 	partitions := []int{opts.Partition}
 	if opts.Partition == AnyPartition {
-		partitions = n.rotation(topic, rec.Partitions)
+		if partitions, err = n.rotation(ctx, rec); err != nil {
+			return nil, err
+		}
 	} else if opts.Partition < 0 || opts.Partition >= rec.Partitions {
 		return nil, fmt.Errorf("%w: %s/%d", ErrPartitionNotFound, topic, opts.Partition)
 	}
@@ -448,16 +450,18 @@ func (o ConsumeOptions) withDefaults() ConsumeOptions {
 	return o
 }
 
-// rotation lists a topic's partitions starting one further along at each
-// call, so consumes of any partition spread over all of them.
-func (n *Node) rotation(topic string, count int) []int {
-	pk := n.queues.parking(topic)
-	first := int(pk.rr.Add(1) % uint64(count))
-	out := make([]int, count)
-	for i := range out {
-		out[i] = (first + i) % count
+// rotation lists the partitions of a topic this node owns (every one,
+// alone), starting one further along at each call, so consumes of any
+// partition spread over all of them.
+func (n *Node) rotation(ctx context.Context, rec TopicRecord) ([]int, error) {
+	owned, err := n.owned(ctx, rec)
+	if err != nil || len(owned) == 0 {
+		return owned, err
 	}
-	return out
+	pk := n.queues.parking(rec.Name)
+	first := int(pk.rr.Add(1) % uint64(len(owned)))
+	rotated := make([]int, 0, len(owned))
+	return append(append(rotated, owned[first:]...), owned[:first]...), nil
 }
 
 // leaseAny leases from the partitions in order until opts is met. A

@@ -264,6 +264,22 @@ func (n *Node) peekLocked(t *supervisor.GuardedTopic, key supervisor.Key) (info 
 	return info, segments, nil
 }
 
+// owned lists the partitions of a topic the metastore assigns this node:
+// on a node alone, every one.
+func (n *Node) owned(ctx context.Context, rec TopicRecord) ([]int, error) {
+	out := make([]int, 0, rec.Partitions)
+	for p := range rec.Partitions {
+		mine, err := n.ms.Assigned(ctx, rec.Name, p)
+		if err != nil {
+			return nil, err
+		}
+		if mine {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
 // PartitionRef names one partition this node owns.
 type PartitionRef struct {
 	Topic     string

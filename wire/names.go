@@ -32,6 +32,9 @@ const (
 	// LockFileName is the data directory's lock file: one process at a
 	// time holds an exclusive lock on it, and writes its pid in it.
 	LockFileName = "LOCK"
+	// NodeIDFileName holds a cluster node's id in its data directory,
+	// written at its first start and checked at every start after.
+	NodeIDFileName = "node-id"
 	// InstallingDirSuffix ends the staging directory of a moved partition
 	// while its files are written: never complete, removed at startup.
 	InstallingDirSuffix = ".installing"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,12 @@ import (
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m,
+		goleak.Cleanup(func(code int) {
+			if daemonDir != "" {
+				os.RemoveAll(daemonDir) // the daemon's build
+			}
+			os.Exit(code)
+		}),
 		// the etcd server's and gRPC's own background goroutines, which
 		// outlive a closed server by design
 		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),

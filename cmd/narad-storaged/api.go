@@ -38,6 +38,7 @@ type apiOptions struct {
 	pprof       bool
 	access      bool            // log every request (--access-log)
 	closing     <-chan struct{} // closed at shutdown: long polls answer at once
+	owners      ownerLocator    // a cluster's node: where other nodes' partitions are; nil alone
 }
 
 // api is the HTTP API of docs/http-api.md over a runtime.Node.
@@ -68,18 +69,18 @@ func newAPI(node *runtime.Node, ms runtime.Metastore, logger *zap.Logger, reg *p
 	a.mux.HandleFunc("GET /v1/topics/{topic}", a.getTopic)
 	a.mux.HandleFunc("PATCH /v1/topics/{topic}", a.patchTopic)
 	a.mux.HandleFunc("DELETE /v1/topics/{topic}", a.deleteTopic)
-	a.mux.HandleFunc("POST /v1/topics/{topic}/partitions/{p}/records", a.produce)
-	a.mux.HandleFunc("GET /v1/topics/{topic}/partitions/{p}/records", a.fetch)
-	a.mux.HandleFunc("GET /v1/topics/{topic}/partitions/{p}/offset", a.offsetAt)
-	a.mux.HandleFunc("POST /v1/topics/{topic}/partitions/{p}/acks", a.ack)
-	a.mux.HandleFunc("GET /v1/topics/{topic}/partitions/{p}/consumer", a.consumer)
+	a.mux.HandleFunc("POST /v1/topics/{topic}/partitions/{p}/records", a.owned(a.produce))
+	a.mux.HandleFunc("GET /v1/topics/{topic}/partitions/{p}/records", a.owned(a.fetch))
+	a.mux.HandleFunc("GET /v1/topics/{topic}/partitions/{p}/offset", a.owned(a.offsetAt))
+	a.mux.HandleFunc("POST /v1/topics/{topic}/partitions/{p}/acks", a.owned(a.ack))
+	a.mux.HandleFunc("GET /v1/topics/{topic}/partitions/{p}/consumer", a.owned(a.consumer))
 	a.mux.HandleFunc("POST /v1/topics/{topic}/consume", a.consume)
-	a.mux.HandleFunc("POST /v1/topics/{topic}/partitions/{p}/nacks", a.nack)
+	a.mux.HandleFunc("POST /v1/topics/{topic}/partitions/{p}/nacks", a.owned(a.nack))
 	a.mux.HandleFunc("PUT /v1/topics/{topic}/cursors/{name}", a.putCursor)
 	a.mux.HandleFunc("GET /v1/topics/{topic}/cursors/{name}", a.getCursor)
 	a.mux.HandleFunc("DELETE /v1/topics/{topic}/cursors/{name}", a.deleteCursor)
-	a.mux.HandleFunc("GET /v1/topics/{topic}/cursors/{name}/partitions/{p}/records", a.readCursor)
-	a.mux.HandleFunc("PUT /v1/topics/{topic}/cursors/{name}/partitions/{p}", a.commitCursor)
+	a.mux.HandleFunc("GET /v1/topics/{topic}/cursors/{name}/partitions/{p}/records", a.owned(a.readCursor))
+	a.mux.HandleFunc("PUT /v1/topics/{topic}/cursors/{name}/partitions/{p}", a.owned(a.commitCursor))
 	a.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -182,8 +183,9 @@ type errorBody struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
 	} `json:"error"`
-	StartOffset *int64 `json:"start_offset,omitempty"`
-	NextOffset  *int64 `json:"next_offset,omitempty"`
+	StartOffset *int64     `json:"start_offset,omitempty"`
+	NextOffset  *int64     `json:"next_offset,omitempty"`
+	Owner       *ownerBody `json:"owner,omitempty"`
 }
 
 func writeError(w http.ResponseWriter, status int, code, message string) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/narad-io/storage/partition"
@@ -30,6 +31,9 @@ func (a *api) writeNodeError(w http.ResponseWriter, r *http.Request, err error) 
 		writeError(w, http.StatusBadRequest, "invalid_topic_name", nameProblem(topic))
 	case errors.Is(err, runtime.ErrTopicNotFound):
 		writeError(w, http.StatusNotFound, "topic_not_found", fmt.Sprintf("no topic %q", topic))
+	case errors.Is(err, runtime.ErrNotAssigned) && a.opts.owners != nil && p != "":
+		pn, _ := strconv.Atoi(p)
+		a.writeNotOwner(w, topic, pn)
 	case errors.Is(err, runtime.ErrPartitionNotFound), errors.Is(err, runtime.ErrNotAssigned):
 		writeError(w, http.StatusNotFound, "partition_not_found", fmt.Sprintf("topic %q has no partition %s", topic, p))
 	case errors.Is(err, runtime.ErrBadRetention):

@@ -21,6 +21,10 @@ type partitionDescription struct {
 	HighWatermark int64 `json:"high_watermark"`
 	Segments      int   `json:"segments"`
 	Bytes         int64 `json:"bytes"`
+	// A cluster's node names each partition's owner, and marks those
+	// another node serves: their figures are that node's to give.
+	Owner  *ownerBody `json:"owner,omitempty"`
+	Remote bool       `json:"remote,omitempty"`
 }
 
 type topicDescription struct {
@@ -190,6 +194,16 @@ func (a *api) description(r *http.Request, name string) (topicDescription, error
 	d := topicDescription{Name: rec.Name, Incarnation: string(rec.Incarnation), RetentionMs: rec.RetentionMs,
 		RetentionBytes: rec.RetentionBytes, Partitions: []partitionDescription{}}
 	for _, p := range infos {
+		var owner *ownerBody
+		if a.opts.owners != nil {
+			if loc, ok := a.opts.owners.Locate(name, p.Partition); ok {
+				owner = &ownerBody{NodeID: loc.NodeID, Addr: loc.Addr}
+			}
+			if mine, err := a.ms.Assigned(r.Context(), name, p.Partition); err != nil || !mine {
+				d.Partitions = append(d.Partitions, partitionDescription{Partition: p.Partition, Owner: owner, Remote: true})
+				continue
+			}
+		}
 		if !p.Known {
 			hwm, err := a.node.HighWatermark(r.Context(), name, p.Partition)
 			if err != nil {
@@ -198,7 +212,7 @@ func (a *api) description(r *http.Request, name string) (topicDescription, error
 			p.HighWatermark = hwm
 		}
 		d.Partitions = append(d.Partitions, partitionDescription{Partition: p.Partition, StartOffset: p.StartOffset,
-			HighWatermark: p.HighWatermark, Segments: p.Segments, Bytes: p.Bytes})
+			HighWatermark: p.HighWatermark, Segments: p.Segments, Bytes: p.Bytes, Owner: owner})
 	}
 	return d, nil
 }

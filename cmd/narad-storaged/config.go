@@ -40,6 +40,10 @@ type config struct {
 	FrameCacheBytes              int64    `json:"frame_cache_bytes"`
 	MaxInflightBytes             int64    `json:"max_inflight_bytes"`
 	ShutdownTimeout              duration `json:"shutdown_timeout"`
+	Metastore                    string   `json:"metastore"`
+	NodeID                       string   `json:"node_id"`
+	AdvertiseAddr                string   `json:"advertise_addr"`
+	MemberTTL                    duration `json:"member_ttl"`
 }
 
 func defaultConfig() config {
@@ -59,6 +63,8 @@ func defaultConfig() config {
 		FrameCacheBytes:              runtime.DefaultFrameCacheBytes,
 		MaxInflightBytes:             1 << 30,
 		ShutdownTimeout:              duration(30 * time.Second),
+		Metastore:                    "local",
+		MemberTTL:                    duration(10 * time.Second),
 	}
 }
 
@@ -128,6 +134,10 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Int64Var(&cfg.FrameCacheBytes, "frame-cache-bytes", cfg.FrameCacheBytes, "decoded frames the open logs keep cached for tail readers, together; -1: no bound but each log's 2 MiB")
 	fs.Int64Var(&cfg.MaxInflightBytes, "max-inflight-bytes", cfg.MaxInflightBytes, "produce bodies held at once (each counted at its Content-Length, or --max-body-bytes without one); past it produce is answered 503 busy; 0: no bound")
 	fs.IntVar(&cfg.MaxOpenLogs, "max-open-logs", cfg.MaxOpenLogs, "partition logs open at once; past it the least recently used idle one is closed first (0: from the open-file limit, 4 descriptors a log plus 256; -1: no bound)")
+	fs.StringVar(&cfg.Metastore, "metastore", cfg.Metastore, "where topic records and assignments live: local (this node alone), or a cluster's etcd: etcd://host:port[,host:port...] or etcd+unix:///path")
+	fs.StringVar(&cfg.NodeID, "node-id", cfg.NodeID, "this node's id in the cluster, 1 to 64 of [A-Za-z0-9._-]; stored in the data directory at the first start and checked after (default: the stored one, or a random one)")
+	fs.StringVar(&cfg.AdvertiseAddr, "advertise-addr", cfg.AdvertiseAddr, "the address other nodes and clients reach this node at (default: the --listen address, unless it is a wildcard)")
+	fs.Var(durationFlag{&cfg.MemberTTL}, "member-ttl", "how long after this node stops (or loses etcd) the cluster stops counting it live; whole seconds")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -175,6 +185,10 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 		merge("max-open-logs", func() { cfg.MaxOpenLogs = fromFile.MaxOpenLogs })
 		merge("frame-cache-bytes", func() { cfg.FrameCacheBytes = fromFile.FrameCacheBytes })
 		merge("max-inflight-bytes", func() { cfg.MaxInflightBytes = fromFile.MaxInflightBytes })
+		merge("metastore", func() { cfg.Metastore = fromFile.Metastore })
+		merge("node-id", func() { cfg.NodeID = fromFile.NodeID })
+		merge("advertise-addr", func() { cfg.AdvertiseAddr = fromFile.AdvertiseAddr })
+		merge("member-ttl", func() { cfg.MemberTTL = fromFile.MemberTTL })
 	}
 	return cfg, cfg.validate()
 }
@@ -194,6 +208,21 @@ func (c config) validate() error {
 	}
 	if c.MaxInflightBytes != 0 && c.MaxInflightBytes < c.MaxBodyBytes {
 		return fmt.Errorf("max-inflight-bytes %d is under max-body-bytes %d: the largest body could never be taken; raise it, or 0 for no bound", c.MaxInflightBytes, c.MaxBodyBytes)
+	}
+	endpoints, err := etcdEndpoints(c.Metastore)
+	if err != nil {
+		return err
+	}
+	if endpoints == nil && (c.NodeID != "" || c.AdvertiseAddr != "") {
+		return errors.New("node-id and advertise-addr name a node of a cluster: give --metastore etcd://... too")
+	}
+	if c.NodeID != "" {
+		if err := runtime.ValidateNodeID(c.NodeID); err != nil {
+			return err
+		}
+	}
+	if c.MemberTTL < duration(time.Second) {
+		return fmt.Errorf("member-ttl %v: etcd's leases count whole seconds; give 1s or more", time.Duration(c.MemberTTL))
 	}
 	host, _, err := net.SplitHostPort(c.Listen)
 	if err != nil {

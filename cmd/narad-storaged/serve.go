@@ -44,9 +44,9 @@ func runServe(args []string, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := serve(ctx, cfg, logger); err != nil {
-		if errors.Is(err, runtime.ErrDataDirLocked) {
-			// Another daemon serves this data directory: a usage error,
-			// said plainly (exit 2), not a crash of this one.
+		if errors.Is(err, runtime.ErrDataDirLocked) || errors.Is(err, runtime.ErrNodeIDMismatch) {
+			// Another daemon serves this data directory, or it is another
+			// node's: a usage error, said plainly (exit 2), not a crash.
 			logger.Error("narad-storaged refused to start", zap.Error(err))
 			fmt.Fprintln(stderr, "narad-storaged:", err)
 			return 2
@@ -124,12 +124,35 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	ms, err := runtime.OpenLocalMetastore(files, cfg.DataDir)
-	if err != nil {
-		return err
-	}
-	if damage := ms.Recovered(); damage != "" {
-		logger.Error("metastore file damaged; serving its copy, which the next change rewrites both from", zap.String("damage", damage))
+	var ms runtime.Metastore
+	var member *clusterNode // nil: a node alone, on the embedded metastore
+	if endpoints, _ := etcdEndpoints(cfg.Metastore); endpoints == nil {
+		local, err := runtime.OpenLocalMetastore(files, cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		if damage := local.Recovered(); damage != "" {
+			logger.Error("metastore file damaged; serving its copy, which the next change rewrites both from", zap.String("damage", damage))
+		}
+		ms = local
+	} else {
+		id, err := runtime.NodeIDOf(files, cfg.DataDir, cfg.NodeID)
+		if err != nil {
+			return err
+		}
+		member, err = openCluster(ctx, endpoints, id, time.Duration(cfg.MemberTTL), logger)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while waiting for etcd
+			}
+			return err
+		}
+		defer func() {
+			if err := member.close(); err != nil {
+				logger.Warn("leaving the cluster", zap.Error(err))
+			}
+		}()
+		ms = member.ms
 	}
 	node, err := runtime.New(runtime.Config{
 		DataDir:                      cfg.DataDir,
@@ -158,13 +181,30 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		node.Close()
 		return err
 	}
+	scheme := "http"
+	if certs != nil {
+		scheme = "https"
+	}
+	var owners ownerLocator // nil, not a nil *clusterNode, when alone
+	if member != nil {
+		addr, err := advertised(cfg.AdvertiseAddr, scheme, listener.Addr())
+		if err == nil {
+			err = member.join(ctx, addr)
+		}
+		if err != nil {
+			listener.Close()
+			node.Close()
+			return err
+		}
+		owners = member
+	}
 	stopReloads := reloadOnHangup(certs, logger)
 	defer stopReloads()
 	closing := make(chan struct{})
 	var closeOnce sync.Once
 	endLongPolls := func() { closeOnce.Do(func() { close(closing) }) }
 	defer endLongPolls()
-	api := newAPI(node, ms, logger, reg, apiOptions{token: token, maxBody: cfg.MaxBodyBytes, maxInflight: cfg.MaxInflightBytes, pprof: cfg.Pprof, access: cfg.AccessLog, closing: closing})
+	api := newAPI(node, ms, logger, reg, apiOptions{token: token, maxBody: cfg.MaxBodyBytes, maxInflight: cfg.MaxInflightBytes, pprof: cfg.Pprof, access: cfg.AccessLog, closing: closing, owners: owners})
 	server := &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -174,9 +214,7 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		ErrorLog:          zap.NewStdLog(logger.Named("http")),
 	}
 	served := make(chan error, 1)
-	scheme := "http"
 	if certs != nil {
-		scheme = "https"
 		server.TLSConfig = certs.config()
 		go func() { served <- server.ServeTLS(listener, "", "") }()
 	} else {
@@ -197,7 +235,7 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 			return fmt.Errorf("startup: %w", err)
 		}
 		if err == nil {
-			warnIfFewDescriptors(ctx, ms, cfg.MaxOpenLogs, logger)
+			warnIfFewDescriptors(ctx, node, cfg.MaxOpenLogs, logger)
 			logger.Info("ready")
 			if err := sdNotify("READY=1"); err != nil {
 				logger.Warn("systemd notification", zap.Error(err))
@@ -275,21 +313,18 @@ func reloadOnHangup(certs *certReloader, logger *zap.Logger) (stop func()) {
 // all, but each open past the budget closes the least recently used idle
 // log first, so a workload touching more partitions than the budget pays
 // a close and an open per touch.
-func warnIfFewDescriptors(ctx context.Context, ms runtime.Metastore, maxOpenLogs int, logger *zap.Logger) {
+func warnIfFewDescriptors(ctx context.Context, node *runtime.Node, maxOpenLogs int, logger *zap.Logger) {
 	if maxOpenLogs == 0 {
 		maxOpenLogs = runtime.DefaultMaxOpenLogs()
 	}
 	if maxOpenLogs <= 0 {
 		return
 	}
-	topics, err := ms.Topics(ctx)
+	owned, err := node.Partitions(ctx)
 	if err != nil {
 		return
 	}
-	partitions := 0
-	for _, t := range topics {
-		partitions += t.Partitions
-	}
+	partitions := len(owned)
 	if partitions > maxOpenLogs {
 		var lim unix.Rlimit
 		_ = unix.Getrlimit(unix.RLIMIT_NOFILE, &lim)

@@ -1,0 +1,239 @@
+package clustertest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/narad-io/storage/client"
+	"github.com/narad-io/storage/wire"
+)
+
+// produceEach produces n records into every partition of topic through
+// the nodes in turn (partition p through nodes[p%len]), values
+// "<topic>/<p>/<i>" from i = from.
+func produceEach(t *testing.T, nodes []*daemon, topic string, partitions, from, n int) {
+	t.Helper()
+	for p := range partitions {
+		var recs []client.Record
+		for i := from; i < from+n; i++ {
+			recs = append(recs, client.Record{Value: fmt.Appendf(nil, "%s/%d/%d", topic, p, i)})
+		}
+		res, err := nodes[p%len(nodes)].client().Produce(bg, topic, p, recs)
+		if err != nil {
+			t.Fatalf("produce into %s/%d through %s: %v", topic, p, nodes[p%len(nodes)].id, err)
+		}
+		if res.BaseOffset != int64(from) {
+			t.Fatalf("produce into %s/%d: base offset %d, want %d", topic, p, res.BaseOffset, from)
+		}
+	}
+}
+
+// fetchAll reads every record of a partition through node d and checks
+// they are the values produceEach gave, n of them.
+func fetchAll(t *testing.T, d *daemon, topic string, p, n int) {
+	t.Helper()
+	got, err := d.client().Fetch(bg, topic, p, 0, client.FetchOptions{})
+	if err != nil {
+		t.Fatalf("fetch %s/%d through %s: %v", topic, p, d.id, err)
+	}
+	if len(got.Records) != n || got.HighWatermark != int64(n) {
+		t.Fatalf("fetch %s/%d through %s: %d records, high watermark %d; want %d", topic, p, d.id, len(got.Records), got.HighWatermark, n)
+	}
+	for i, r := range got.Records {
+		if want := fmt.Sprintf("%s/%d/%d", topic, p, i); string(r.Value) != want || r.Offset != int64(i) {
+			t.Fatalf("%s/%d record %d: offset %d value %q, want %q", topic, p, i, r.Offset, r.Value, want)
+		}
+	}
+}
+
+// partitionDirs lists the partition directories a node holds of topic.
+func partitionDirs(t *testing.T, d *daemon, topic string) []int {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(d.dataDir, wire.TopicsDirName, topic))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, e := range entries {
+		if p, err := wire.ParsePartitionDirName(e.Name()); err == nil && e.IsDir() {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestCluster_TopicsSpreadAndAnyNodeServes: three nodes on one etcd. A
+// topic made through one node has its partitions spread over all three;
+// produce and fetch through any node reach the owner (the client follows
+// the 421s); a node asked directly for another's partition answers 421
+// with the owner's id and address; each node holds the directories of
+// its own partitions only; the description names every owner.
+func TestCluster_TopicsSpreadAndAnyNodeServes(t *testing.T) {
+	te := startEtcd(t)
+	nodes := startNodes(t, te, "a", "b", "c")
+	byID := map[string]*daemon{}
+	for _, d := range nodes {
+		byID[d.id] = d
+	}
+	watch := openMetastore(t, te, "observer")
+	heard := subscribe(watch)
+	if _, created, err := nodes[0].client().CreateTopic(bg, "orders", 12, client.Retention{}); err != nil || !created {
+		t.Fatalf("create through a: %v, %v", created, err)
+	}
+	owner := owners(t, watch, heard, "orders", 12)
+	mine := map[string][]int{}
+	for p, o := range owner {
+		mine[o] = append(mine[o], p)
+	}
+	if len(mine) != 3 {
+		t.Fatalf("12 partitions over nodes a, b, c: %v", mine)
+	}
+
+	produceEach(t, nodes, "orders", 12, 0, 5)
+	for p := range 12 {
+		fetchAll(t, nodes[(p+1)%3], "orders", p, 5)
+	}
+	for p, o := range owner {
+		other := nodes[0]
+		if other.id == o {
+			other = nodes[1]
+		}
+		status, body := other.get(fmt.Sprintf("/v1/topics/orders/partitions/%d/records?offset=0", p))
+		var answer struct {
+			Error struct{ Code string }
+			Owner struct {
+				NodeID string `json:"node_id"`
+				Addr   string
+			}
+		}
+		if err := json.Unmarshal(body, &answer); err != nil || status != http.StatusMisdirectedRequest || answer.Error.Code != "not_owner" ||
+			answer.Owner.NodeID != o || answer.Owner.Addr != byID[o].addr {
+			t.Fatalf("partition %d (%s's) asked of %s: %d %s; want 421 naming %s at %s", p, o, other.id, status, body, o, byID[o].addr)
+		}
+	}
+	for _, d := range nodes {
+		if got := partitionDirs(t, d, "orders"); !slices.Equal(got, mine[d.id]) {
+			t.Fatalf("node %s holds partitions %v of orders; it owns %v", d.id, got, mine[d.id])
+		}
+	}
+	desc, err := nodes[2].client().Topic(bg, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range desc.Partitions {
+		o := owner[p.Partition]
+		remote := o != "c"
+		if p.Owner == nil || p.Owner.NodeID != o || p.Owner.Addr != byID[o].addr || p.Remote != remote || (!remote && p.HighWatermark != 5) {
+			t.Fatalf("c describes partition %d (%s's) as %+v (owner %+v)", p.Partition, o, p, p.Owner)
+		}
+	}
+}
+
+// TestCluster_ANodeBackFromDownQuarantinesItsStaleCopy: a topic deleted
+// and made again while one of its owners was down goes to the live
+// nodes; the node, back, sets its copy of the deleted incarnation aside
+// at start (quarantined, never served), and the topic serves only the new
+// incarnation's records through every node.
+func TestCluster_ANodeBackFromDownQuarantinesItsStaleCopy(t *testing.T) {
+	te := startEtcd(t)
+	nodes := startNodes(t, te, "a", "b", "c")
+	a, c := nodes[0], nodes[2]
+	watch := openMetastore(t, te, "observer")
+	heard := subscribe(watch)
+	old, _, err := a.client().CreateTopic(bg, "orders", 6, client.Retention{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners(t, watch, heard, "orders", 6)
+	produceEach(t, nodes, "orders", 6, 0, 3)
+	if len(partitionDirs(t, c, "orders")) == 0 {
+		t.Fatal("fixture: c owns none of the topic's partitions")
+	}
+
+	c.stop() // leaves the cluster: the recreated topic goes to a and b
+	if err := a.client().DeleteTopic(bg, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	fresh, _, err := a.client().CreateTopic(bg, "orders", 6, client.Retention{})
+	if err != nil || fresh.Incarnation == old.Incarnation {
+		t.Fatalf("recreate: %+v, %v", fresh, err)
+	}
+	for p, o := range owners(t, watch, heard, "orders", 6) {
+		if o == "c" {
+			t.Fatalf("partition %d of the recreated topic went to c, which is down", p)
+		}
+	}
+	produceEach(t, nodes[:2], "orders", 6, 0, 2)
+
+	c.start()
+	stale := filepath.Join(c.dataDir, wire.TopicsDirName, "orders.stale-"+old.Incarnation)
+	if _, err := os.Stat(stale); err != nil {
+		t.Fatalf("c's copy of the deleted incarnation was not quarantined: %v\n%s", err, c.log())
+	}
+	if got := partitionDirs(t, c, "orders"); len(got) != 0 {
+		t.Fatalf("c holds partitions %v of the recreated topic, which it does not own", got)
+	}
+	for p := range 6 {
+		fetchAll(t, nodes[p%3], "orders", p, 2) // through c too: it sends the client on
+	}
+}
+
+// TestCluster_EtcdRestartedMidRun: with etcd down, every node keeps
+// serving the partitions it owns and still sends clients to the owners it
+// knows; once etcd is back, every node catches up and a topic made then is
+// spread and served.
+func TestCluster_EtcdRestartedMidRun(t *testing.T) {
+	te := startEtcd(t)
+	nodes := startNodes(t, te, "a", "b", "c")
+	watch := openMetastore(t, te, "observer")
+	heard := subscribe(watch)
+	if _, _, err := nodes[0].client().CreateTopic(bg, "orders", 6, client.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	owners(t, watch, heard, "orders", 6)
+	produceEach(t, nodes, "orders", 6, 0, 2)
+
+	te.stop()
+	for _, d := range nodes {
+		if !d.waitLog("metastore behind etcd") || !d.waitLog("cluster membership lease lost") {
+			t.Fatalf("node %s never noticed etcd gone", d.id)
+		}
+	}
+	produceEach(t, nodes, "orders", 6, 2, 3) // through non-owners too: each still knows the owners
+	for p := range 6 {
+		fetchAll(t, nodes[(p+2)%3], "orders", p, 5)
+	}
+
+	te.start()
+	for _, d := range nodes {
+		if !d.waitLogCount("metastore caught up with etcd", 2) || // once at start, once now
+			!d.waitLog("cluster membership registered again") { // so a new topic is spread over all three
+			t.Fatalf("node %s never caught up with etcd again", d.id)
+		}
+	}
+	waitCaughtUp(t, watch, true)
+	if _, _, err := nodes[1].client().CreateTopic(bg, "payments", 6, client.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	spread := map[string]bool{}
+	for _, o := range owners(t, watch, heard, "payments", 6) {
+		spread[o] = true
+	}
+	if len(spread) < 2 {
+		t.Fatalf("the topic made after etcd came back went to %v only", spread)
+	}
+	produceEach(t, nodes, "payments", 6, 0, 1)
+	for p := range 6 {
+		fetchAll(t, nodes[(p+1)%3], "payments", p, 1)
+		fetchAll(t, nodes[p%3], "orders", p, 5)
+	}
+}

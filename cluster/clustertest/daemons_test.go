@@ -1,0 +1,239 @@
+package clustertest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/narad-io/storage/client"
+)
+
+// The three-daemon tests run the real narad-storaged binary, built once
+// from the root module with the race detector, as a cluster on an
+// embedded etcd: each on a loopback port of its own choosing, each with
+// its own data directory. They wait on what the daemons log, never on a
+// timer.
+
+var (
+	daemonBuild sync.Once
+	daemonPath  string
+	daemonErr   error
+	daemonDir   string // removed by TestMain
+	// rootModule is the root module's directory, taken before any test
+	// changes the working directory (startEtcd does).
+	rootModule, _ = filepath.Abs("../..")
+)
+
+// daemonBinary builds the daemon the first time a test needs it.
+func daemonBinary(t *testing.T) string {
+	t.Helper()
+	daemonBuild.Do(func() {
+		daemonDir, daemonErr = os.MkdirTemp("", "narad-cluster")
+		if daemonErr != nil {
+			return
+		}
+		daemonPath = filepath.Join(daemonDir, "narad-storaged")
+		build := exec.Command("go", "build", "-race", "-o", daemonPath, "./cmd/narad-storaged")
+		build.Dir = rootModule
+		var out bytes.Buffer
+		build.Stdout, build.Stderr = &out, &out
+		if err := build.Run(); err != nil {
+			daemonErr = &buildError{err: err, out: out.String()}
+		}
+	})
+	if daemonErr != nil {
+		t.Fatalf("build narad-storaged: %v", daemonErr)
+	}
+	return daemonPath
+}
+
+type buildError struct {
+	err error
+	out string
+}
+
+func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
+
+// daemon is one running narad-storaged of a cluster.
+type daemon struct {
+	t       *testing.T
+	id      string
+	dataDir string
+	args    []string
+	cmd     *exec.Cmd
+	addr    string // http://127.0.0.1:port
+	exited  chan error
+
+	logMu  sync.Mutex
+	logs   bytes.Buffer
+	logged *sync.Cond // on logMu: a line was logged, or the log ended
+	logEnd bool
+}
+
+// startDaemon starts node id on te's etcd over dataDir and returns once
+// it is ready; the test kills it if it still runs at the end.
+func startDaemon(t *testing.T, te *testEtcd, id, dataDir string, extra ...string) *daemon {
+	t.Helper()
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir,
+		"--metastore", "etcd+unix://" + te.socket, "--node-id", id, "--member-ttl", "2s"}, extra...)
+	d := &daemon{t: t, id: id, dataDir: dataDir, args: args}
+	d.start()
+	t.Cleanup(d.kill)
+	return d
+}
+
+func (d *daemon) start() {
+	d.t.Helper()
+	d.cmd = exec.Command(daemonBinary(d.t), d.args...)
+	stderr, err := d.cmd.StderrPipe()
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	if err := d.cmd.Start(); err != nil {
+		d.t.Fatal(err)
+	}
+	d.logMu.Lock()
+	d.logs.Reset()
+	d.logEnd = false
+	d.logged = sync.NewCond(&d.logMu)
+	d.logMu.Unlock()
+	d.exited = make(chan error, 1)
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		addr := ""
+		for sc.Scan() {
+			line := sc.Text()
+			d.logMu.Lock()
+			d.logs.WriteString(line + "\n")
+			d.logged.Broadcast()
+			d.logMu.Unlock()
+			var entry struct {
+				Msg, Addr, Scheme string
+			}
+			if json.Unmarshal([]byte(line), &entry) != nil {
+				continue
+			}
+			switch entry.Msg {
+			case "listening":
+				addr = entry.Scheme + "://" + entry.Addr
+			case "ready":
+				ready <- addr
+			}
+		}
+		d.logMu.Lock()
+		d.logEnd = true
+		d.logged.Broadcast()
+		d.logMu.Unlock()
+		close(ready)
+	}()
+	go func() { d.exited <- d.cmd.Wait() }()
+	addr, ok := <-ready
+	if !ok {
+		<-d.exited
+		d.t.Fatalf("node %s exited before ready:\n%s", d.id, d.log())
+	}
+	d.addr = addr
+}
+
+// stop stops the node gracefully (SIGTERM: it leaves the cluster, closes
+// every log) and fails the test if it did not exit cleanly.
+func (d *daemon) stop() {
+	d.t.Helper()
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-d.exited; err != nil {
+		d.t.Fatalf("node %s: %v\n%s", d.id, err, d.log())
+	}
+}
+
+func (d *daemon) kill() {
+	if d.cmd.ProcessState == nil {
+		d.cmd.Process.Kill()
+		<-d.exited
+	}
+	if d.t.Failed() {
+		d.t.Logf("node %s's log:\n%s", d.id, d.log())
+	}
+}
+
+// waitLog waits until the node has logged a line holding text since it
+// last started, and says whether it did before its log ended.
+func (d *daemon) waitLog(text string) bool {
+	d.logMu.Lock()
+	defer d.logMu.Unlock()
+	for !strings.Contains(d.logs.String(), text) {
+		if d.logEnd {
+			return false
+		}
+		d.logged.Wait()
+	}
+	return true
+}
+
+// logCount counts the node's log lines holding text.
+func (d *daemon) logCount(text string) int {
+	d.logMu.Lock()
+	defer d.logMu.Unlock()
+	return strings.Count(d.logs.String(), text)
+}
+
+// waitLogCount waits until the node has logged n lines holding text.
+func (d *daemon) waitLogCount(text string, n int) bool {
+	d.logMu.Lock()
+	defer d.logMu.Unlock()
+	for strings.Count(d.logs.String(), text) < n {
+		if d.logEnd {
+			return false
+		}
+		d.logged.Wait()
+	}
+	return true
+}
+
+func (d *daemon) log() string {
+	d.logMu.Lock()
+	defer d.logMu.Unlock()
+	return d.logs.String()
+}
+
+// client is a Go client of the cluster made with this node's address.
+func (d *daemon) client() *client.Client {
+	d.t.Helper()
+	c, err := client.New(d.addr, client.Options{})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return c
+}
+
+// get sends a GET to the node itself, following nothing.
+func (d *daemon) get(path string) (int, []byte) {
+	d.t.Helper()
+	resp, err := http.Get(d.addr + path)
+	if err != nil {
+		d.t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// startNodes starts one daemon per id, each over a fresh data directory.
+func startNodes(t *testing.T, te *testEtcd, ids ...string) []*daemon {
+	t.Helper()
+	out := make([]*daemon, len(ids))
+	for i, id := range ids {
+		out[i] = startDaemon(t, te, id, filepath.Join(t.TempDir(), id))
+	}
+	return out
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/narad-io/storage/cluster"
+)
+
+// ownerLocator says where a cluster serves a partition (the node's
+// replica of the assignment and of the members); nil on a node alone.
+type ownerLocator interface {
+	Locate(topic string, p int) (cluster.Location, bool)
+}
+
+// ownerBody is a 421's owner: the node that serves the partition.
+type ownerBody struct {
+	NodeID string `json:"node_id"`
+	Addr   string `json:"addr"`
+}
+
+// owned runs h for a partition this node owns; on a cluster's node, a
+// request for a partition another node owns is answered at once, before
+// its body is read: 421 not_owner with the owner's address while the
+// owner is live, 503 while the owner is not or the partition has none
+// yet. A topic or partition that does not exist is h's to answer, and an
+// assignment that changes after this check is caught by the node
+// (ErrNotAssigned, answered the same way).
+func (a *api) owned(h http.HandlerFunc) http.HandlerFunc {
+	if a.opts.owners == nil {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		topic := r.PathValue("topic")
+		p, ok := partitionParam(r)
+		if ok {
+			rec, exists, err := a.ms.Topic(r.Context(), topic)
+			if err == nil && exists && p < rec.Partitions {
+				if mine, err := a.ms.Assigned(r.Context(), topic, p); err == nil && !mine {
+					a.writeNotOwner(w, topic, p)
+					return
+				}
+			}
+		}
+		h(w, r)
+	}
+}
+
+// writeNotOwner answers a request for a partition this node does not
+// serve with where it is served.
+func (a *api) writeNotOwner(w http.ResponseWriter, topic string, p int) {
+	where := fmt.Sprintf("partition %d of topic %q", p, topic)
+	var loc cluster.Location
+	ok := false
+	if a.opts.owners != nil {
+		loc, ok = a.opts.owners.Locate(topic, p)
+	}
+	switch {
+	case !ok:
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "unassigned", where+" has no owner yet; the cluster's assigner gives it one when a node is live; retry")
+	case loc.Addr == "":
+		w.Header().Set("Retry-After", strconv.Itoa(ownerDownRetrySeconds))
+		writeErrorBody(w, http.StatusServiceUnavailable, "owner_unavailable",
+			fmt.Sprintf("%s is node %q's, which is not live; only it holds the partition's records; retry once it is back", where, loc.NodeID),
+			func(b *errorBody) { b.Owner = &ownerBody{NodeID: loc.NodeID} })
+	default:
+		writeErrorBody(w, http.StatusMisdirectedRequest, "not_owner", fmt.Sprintf("%s is served by node %q at %s", where, loc.NodeID, loc.Addr),
+			func(b *errorBody) { b.Owner = &ownerBody{NodeID: loc.NodeID, Addr: loc.Addr} })
+	}
+}
+
+// ownerDownRetrySeconds is the Retry-After of owner_unavailable: a
+// restarted node is back within seconds.
+const ownerDownRetrySeconds = 5

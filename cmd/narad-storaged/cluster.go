@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/narad-io/storage/cluster"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// etcdEndpoints reads --metastore: "local" (or empty) is the embedded
+// metastore (nil, no error); etcd://host:port[,host:port...] names etcd's
+// client endpoints, and etcd+unix:///path a local etcd's Unix socket.
+func etcdEndpoints(spec string) ([]string, error) {
+	switch {
+	case spec == "" || spec == "local":
+		return nil, nil
+	case strings.HasPrefix(spec, "etcd+unix://"):
+		path := strings.TrimPrefix(spec, "etcd+unix://")
+		if !filepath.IsAbs(path) {
+			return nil, fmt.Errorf("metastore %q: want etcd+unix:///absolute/path", spec)
+		}
+		return []string{"unix://" + path}, nil
+	case strings.HasPrefix(spec, "etcd://"):
+		var out []string
+		for _, hp := range strings.Split(strings.TrimPrefix(spec, "etcd://"), ",") {
+			if host, port, err := net.SplitHostPort(hp); err != nil || host == "" || port == "" {
+				return nil, fmt.Errorf("metastore %q: %q is not host:port", spec, hp)
+			}
+			out = append(out, "http://"+hp)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("metastore %q: want local, etcd://host:port[,host:port...] or etcd+unix:///path", spec)
+}
+
+// advertised is the address other nodes and clients reach this one at:
+// --advertise-addr (a URL, or host:port taken as the scheme served), else
+// the address listened on, unless that is a wildcard (0.0.0.0, [::]),
+// which names no one host.
+func advertised(flagAddr, scheme string, listening net.Addr) (string, error) {
+	if flagAddr != "" {
+		if !strings.Contains(flagAddr, "://") {
+			flagAddr = scheme + "://" + flagAddr
+		}
+		u, err := url.Parse(flagAddr)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return "", fmt.Errorf("advertise-addr %q: want host:port or %s://host:port", flagAddr, scheme)
+		}
+		if u.Scheme != scheme {
+			return "", fmt.Errorf("advertise-addr %q: this node serves %s", flagAddr, scheme)
+		}
+		return u.Scheme + "://" + u.Host, nil
+	}
+	tcp, ok := listening.(*net.TCPAddr)
+	if !ok || tcp.IP.IsUnspecified() {
+		return "", fmt.Errorf("listening on %s, which names no one host: give --advertise-addr", listening)
+	}
+	return scheme + "://" + listening.String(), nil
+}
+
+// clusterNode is this daemon's membership of a cluster on etcd: the
+// client, the metastore on etcd, and (once the node listens) its
+// registration and its candidacy for assigning partitions.
+type clusterNode struct {
+	id       string
+	cli      *clientv3.Client
+	ms       *cluster.EtcdMetastore
+	member   *cluster.Member
+	assigner *cluster.Assigner
+	ttl      time.Duration
+	logger   *zap.Logger
+	stop     chan struct{} // closed by close: reportCatchUp returns
+	reported chan struct{} // closed when reportCatchUp returned
+}
+
+// openCluster connects to etcd and opens the metastore on it, retrying
+// while etcd cannot be reached (a node that cannot read the cluster's
+// records cannot know what it owns) until ctx ends; then it waits until
+// the replica is caught up, so startup's sweeps and opens see every
+// record etcd held.
+func openCluster(ctx context.Context, endpoints []string, id string, ttl time.Duration, logger *zap.Logger) (*clusterNode, error) {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		// Its retries while etcd is away would log at warn without end;
+		// the metastore and the member say what matters.
+		Logger: logger.Named("etcd").WithOptions(zap.IncreaseLevel(zapcore.ErrorLevel)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd client: %w", err)
+	}
+	c := &clusterNode{id: id, cli: cli, ttl: ttl, logger: logger, stop: make(chan struct{}), reported: make(chan struct{})}
+	for attempt := 0; ; attempt++ {
+		openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		c.ms, err = cluster.OpenEtcdMetastore(openCtx, cluster.Config{Client: cli, NodeID: id, Logger: logger.Named("metastore")})
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			cli.Close()
+			return nil, ctx.Err()
+		}
+		logger.Warn("cannot read the cluster's records from etcd; retrying", zap.Strings("endpoints", endpoints), zap.Error(err))
+		if err := sleepCtx(ctx, min(time.Second<<attempt, 10*time.Second)); err != nil {
+			cli.Close()
+			return nil, err
+		}
+	}
+	for {
+		changed := c.ms.CaughtUpChanged()
+		if c.ms.CaughtUp() {
+			logger.Info("metastore caught up with etcd", zap.String("node_id", id))
+			go c.reportCatchUp()
+			return c, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			close(c.reported)
+			c.close()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// reportCatchUp logs each change of the replica's catch-up with etcd
+// until close: behind, the node serves what it owns from what it last
+// read, and its changes wait for etcd.
+func (c *clusterNode) reportCatchUp() {
+	defer close(c.reported)
+	caughtUp := true
+	for {
+		changed := c.ms.CaughtUpChanged()
+		if now := c.ms.CaughtUp(); now != caughtUp {
+			caughtUp = now
+			if now {
+				c.logger.Info("metastore caught up with etcd")
+			} else {
+				c.logger.Warn("metastore behind etcd (unreachable, or slow): serving the partitions this node owns from its last reading")
+			}
+		}
+		select {
+		case <-changed:
+		case <-c.stop:
+			return
+		}
+	}
+}
+
+// join registers the node at addr and starts its candidacy.
+func (c *clusterNode) join(ctx context.Context, addr string) error {
+	var err error
+	c.member, err = cluster.JoinCluster(ctx, cluster.MemberConfig{
+		Client: c.cli, Info: cluster.MemberInfo{ID: c.id, Addr: addr}, TTL: c.ttl, Logger: c.logger.Named("member"),
+	})
+	if err != nil {
+		return fmt.Errorf("join the cluster: %w", err)
+	}
+	c.assigner, err = cluster.StartAssigner(cluster.AssignerConfig{Client: c.cli, NodeID: c.id, TTL: c.ttl, Logger: c.logger.Named("assigner")})
+	if err != nil {
+		return fmt.Errorf("start the assigner: %w", err)
+	}
+	c.logger.Info("joined the cluster", zap.String("node_id", c.id), zap.String("advertise_addr", addr))
+	return nil
+}
+
+// leave ends the candidacy and the registration (the lease revoked, so
+// the others see the node go at once); its partitions stay its.
+func (c *clusterNode) leave() error {
+	if c.assigner != nil {
+		c.assigner.Stop()
+		c.assigner = nil
+	}
+	if c.member == nil {
+		return nil
+	}
+	err := c.member.Leave()
+	c.member = nil
+	return err
+}
+
+// close leaves and stops following etcd; after the node is closed.
+func (c *clusterNode) close() error {
+	close(c.stop)
+	<-c.reported
+	err := c.leave()
+	if c.ms != nil {
+		err = errors.Join(err, c.ms.Close())
+	}
+	return errors.Join(err, c.cli.Close())
+}
+
+// Locate is the API's ownerLocator: where the replica says a partition
+// is served.
+func (c *clusterNode) Locate(topic string, p int) (cluster.Location, bool) {
+	return c.ms.Locate(topic, p)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
