@@ -53,11 +53,12 @@
 //     counted. A set too large for a slot keeps its lowest offsets: the
 //     frontier is never moved, the rest are redelivered after a crash.
 //     Closing a log writes both files out and closes the held descriptor.
-//   - TransferListing and InstallPartition are the storage side of a
-//     partition move: the listing reads the directory without opening the
-//     log and refuses a stale incarnation; the install writes the files
-//     into a staging directory, stamps the marker and swaps it in,
-//     atomically across a crash (Protocols, below).
+//   - TransferListing, ReceivePartition and InstallPartition are the
+//     storage side of a partition move: the listing reads the directory
+//     without opening the log and refuses a stale incarnation; a receive
+//     streams the files into a staging directory, and its Commit stamps
+//     the marker and swaps it in, atomically across a crash (Protocols,
+//     below); InstallPartition is a receive of files held in memory.
 //   - Partitions lists the partitions the metastore assigns this node,
 //     opening none.
 //   - Peeks and describes answer a closed partition from its directory and
@@ -145,12 +146,15 @@
 // the metastore confirms its incarnation is gone (SweepQuarantine, under
 // the guard: remove, then sync topics/).
 //
-// Install of a moved partition (InstallPartition): the produce gate is
-// taken exclusive and the topic's guard held from the close of the live
-// log to the last directory sync (supervisor.Registry.WithPartitionClosed),
-// so no produce and no lazy reopen reaches the partition while its
-// directory is replaced. The files are written and fdatasynced into
-// pNNNNN.installing, that directory synced, renamed to pNNNNN.install
+// Install of a moved partition (ReceivePartition, then Receiver.Commit):
+// the files are written and fdatasynced into pNNNNN.installing as they
+// arrive, outside every lock (the partition keeps serving what it holds;
+// nothing of the staging directory is served). At the Commit the produce
+// gate is taken exclusive and the topic's guard held from the close of
+// the live log to the last directory sync
+// (supervisor.Registry.WithPartitionClosed), so no produce and no lazy
+// reopen reaches the partition while its directory is replaced: the
+// staging directory is synced, renamed to pNNNNN.install
 // (complete from then on) and topics/<name> synced; then the old directory
 // is renamed to pNNNNN.replaced, pNNNNN.install to pNNNNN, the topic
 // directory synced, and pNNNNN.replaced removed. A power loss keeps a

@@ -1,10 +1,10 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -23,67 +23,49 @@ type InstallFile struct {
 }
 
 // InstallPartition installs a moved partition in place of whatever the
-// partition's directory holds. It is atomic across a crash: at every
-// crash point the partition is either the old directory or the new one,
-// never neither (doc.go, "Protocols"). Once every file is durable the
-// install is completed even if a later step fails: the error is returned,
-// and the next open of the partition (or the next start) finishes it; a
-// retry of the same install is harmless. The produce gate is held exclusive and
-// the topic's guard held from the close of the live log to the final
-// directory sync, so no produce and no lazy reopen can reach the old
-// directory while it is replaced. The topic directory is checked (or
-// stamped) with the record's incarnation marker first. Only segment files
-// the hwm file and cursor position files are accepted; a moved
-// partition's marker is the record's.
+// partition's directory holds, from files held in memory: a
+// ReceivePartition, a WriteFile of each file, and the Commit (receive.go),
+// so it is atomic across a crash as they are. Only segment files, the
+// hwm file and cursor position files are accepted; a moved partition's
+// marker is the record's.
 func (n *Node) InstallPartition(ctx context.Context, topic string, p int, incarnation wire.IncarnationID, files []InstallFile) error {
-	key, err := n.key(topic, p)
+	for _, f := range files {
+		if err := checkInstallFile(f.Name, int64(len(f.Data))); err != nil {
+			return fmt.Errorf("install %s/%d: %w", topic, p, err)
+		}
+	}
+	r, err := n.ReceivePartition(ctx, topic, p, incarnation)
 	if err != nil {
 		return err
 	}
 	for _, f := range files {
-		if _, ok := wire.ParseCursorFileName(f.Name); ok {
-			if _, _, err := wire.DecodeOffsetFile(f.Data); err != nil || len(f.Data) != wire.OffsetFileSize {
-				return fmt.Errorf("install %s/%d: cursor file %q is not an 8-byte position", topic, p, f.Name)
-			}
-			continue
-		}
-		if _, err := wire.ParseSegmentFileName(f.Name); err != nil && f.Name != wire.HWMFileName {
-			return fmt.Errorf("install %s/%d: %q is not a segment, hwm or cursor file", topic, p, f.Name)
+		if err := r.WriteFile(f.Name, int64(len(f.Data)), bytes.NewReader(f.Data)); err != nil {
+			return errors.Join(err, r.Abort())
 		}
 	}
-	rec, ok, err := n.ms.Topic(ctx, topic)
-	if err != nil {
-		return err
-	}
-	if !ok || p >= rec.Partitions {
-		return fmt.Errorf("%w: %s/%d", ErrPartitionNotFound, topic, p)
-	}
-	if incarnation != rec.Incarnation {
-		return fmt.Errorf("%w: installing incarnation %s of %s, the record has %s", ErrStaleIncarnation, incarnation, topic, rec.Incarnation)
-	}
-	err = n.reg.WithPartitionClosed(key, func(t *supervisor.GuardedTopic) error {
-		// Again under the guard: a delete and recreate that ran since the
-		// lookup above must refuse the install, never let the old record
-		// quarantine the live incarnation's directory.
-		cur, ok, err := n.ms.Topic(ctx, topic)
-		if err != nil {
-			return err
+	return r.Commit(ctx)
+}
+
+// checkInstallFile checks a moved partition's file by its name and size:
+// a segment, the hwm file, or a cursor's 8-byte position file.
+func checkInstallFile(name string, size int64) error {
+	if _, ok := wire.ParseCursorFileName(name); ok {
+		if size != wire.OffsetFileSize {
+			return fmt.Errorf("cursor file %q is not an 8-byte position", name)
 		}
-		if !ok || p >= cur.Partitions || cur.Incarnation != incarnation {
-			return fmt.Errorf("%w: installing incarnation %s of %s, the record now has %q", ErrStaleIncarnation, incarnation, topic, cur.Incarnation)
+		return nil
+	}
+	if name == wire.HWMFileName {
+		if size > wire.OffsetFileSize {
+			return fmt.Errorf("hwm file of %d bytes", size)
 		}
-		if err := n.checkIncarnation(t, cur); err != nil {
-			return err
-		}
-		// The boundary, the consumer state and the cursors' positions are
-		// the installed files' now: the leases go.
-		n.marks.forget(key)
-		n.cursors.forget(ofPartition(key))
-		n.queues.forget(func(k supervisor.Key) bool { return k == key })
-		return n.install(key, files)
-	})
-	if err != nil {
-		return fmt.Errorf("install %s/%d: %w", topic, p, nodeClosedError(err))
+		return nil
+	}
+	if _, err := wire.ParseSegmentFileName(name); err != nil {
+		return fmt.Errorf("%q is not a segment, hwm or cursor file", name)
+	}
+	if size < 0 {
+		return fmt.Errorf("segment %q of %d bytes", name, size)
 	}
 	return nil
 }
@@ -103,42 +85,6 @@ func (n *Node) installPathsOf(key supervisor.Key) installPaths {
 	final := filepath.Join(topicDir, dirName)
 	return installPaths{topicDir: topicDir, final: final,
 		installing: final + wire.InstallingDirSuffix, install: final + wire.InstallDirSuffix, replaced: final + wire.ReplacedDirSuffix}
-}
-
-// install writes files into a staging directory and swaps it in; the
-// caller holds the partition's gate exclusive and its topic's guard, and
-// the live log is closed.
-func (n *Node) install(key supervisor.Key, files []InstallFile) error {
-	paths := n.installPathsOf(key)
-	fs := n.cfg.FS
-	// What an earlier install in this process left behind, if it failed
-	// half-way, is settled first.
-	if err := n.settleInstall(key); err != nil {
-		return err
-	}
-	if err := fs.Mkdir(paths.installing); err != nil {
-		return err
-	}
-	for _, f := range files {
-		if err := writeSynced(fs, filepath.Join(paths.installing, f.Name), f.Data); err != nil {
-			return err
-		}
-	}
-	if err := fs.SyncDir(paths.installing); err != nil {
-		return err
-	}
-	// From this rename on the staging directory is complete and a crash
-	// rolls it forward; whatever fails from here on is settled the same
-	// way before the partition is opened or described again
-	// (settleBeforeOpen).
-	n.installs.mark(key)
-	if err := fs.Rename(paths.installing, paths.install); err != nil {
-		return err
-	}
-	if err := fs.SyncDir(paths.topicDir); err != nil {
-		return err
-	}
-	return n.settleInstall(key) // on failure the partition stays unsettled
 }
 
 // settleInstall brings one partition's directories to a settled state,
@@ -304,20 +250,4 @@ func (n *Node) settleBeforeOpen(key supervisor.Key) error {
 		return fmt.Errorf("%w: %s/%d: %w", errInstallUnsettled, key.Topic, key.Partition, err)
 	}
 	return nil
-}
-
-func writeSynced(files vfs.FS, path string, data []byte) error {
-	f, err := files.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

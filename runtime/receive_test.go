@@ -1,0 +1,82 @@
+package runtime
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"path/filepath"
+	"slices"
+	"testing"
+	"testing/iotest"
+
+	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/wire"
+)
+
+// TestReceive_StreamsFilesAndInstallsAtCommit: a moved partition's files
+// arrive a byte at a time; until the Commit the partition serves what it
+// held (nothing of the receive is served), and after it exactly the
+// received records.
+func TestReceive_StreamsFilesAndInstallsAtCommit(t *testing.T) {
+	n := startNode(t, nil, Config{SegmentMaxBytes: 1 << 10})
+	files, rec := installFixture(t, n)
+	old := readValues(t, n, "orders", 0)
+	r, err := n.ReceivePartition(bg, "orders", 0, rec.Incarnation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if err := r.WriteFile(f.Name, int64(len(f.Data)), iotest.OneByteReader(bytes.NewReader(f.Data))); err != nil {
+			t.Fatal(err)
+		}
+		if got := readValues(t, n, "orders", 0); !slices.Equal(got, old) {
+			t.Fatalf("mid-receive the partition serves %d records, want its own %d", len(got), len(old))
+		}
+	}
+	if err := r.WriteFile(files[0].Name, int64(len(files[0].Data)), bytes.NewReader(files[0].Data)); err == nil {
+		t.Fatal("a file received twice was taken")
+	}
+	if err := r.Commit(bg); err != nil {
+		t.Fatal(err)
+	}
+	if got := readValues(t, n, "orders", 0); len(got) != 10 || !slices.Equal(got, old[:10]) {
+		t.Fatalf("after the commit: %d records, want the 10 received", len(got))
+	}
+	if err := r.WriteFile(files[0].Name, 1, bytes.NewReader(files[0].Data)); !errors.Is(err, ErrReceiveEnded) {
+		t.Fatalf("a write after the commit: %v, want ErrReceiveEnded", err)
+	}
+}
+
+// TestReceive_ACutShortFileFailsAndAbortKeepsThePartition: a file whose
+// source ends before its size is an error (never a short segment
+// installed), and Abort removes the staging directory and leaves the
+// partition as it was.
+func TestReceive_ACutShortFileFailsAndAbortKeepsThePartition(t *testing.T) {
+	n := startNode(t, nil, Config{SegmentMaxBytes: 1 << 10})
+	files, rec := installFixture(t, n)
+	old := readValues(t, n, "orders", 0)
+	r, err := n.ReceivePartition(bg, "orders", 0, rec.Incarnation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := files[0]
+	if err := r.WriteFile(f.Name, int64(len(f.Data)), bytes.NewReader(f.Data[:len(f.Data)/2])); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("a file cut short: %v, want io.ErrUnexpectedEOF", err)
+	}
+	if err := r.WriteFile("consumer.offset", 8, bytes.NewReader(make([]byte, 8))); err == nil {
+		t.Fatal("a file that is no segment, hwm or cursor file was taken")
+	}
+	if err := r.Abort(); err != nil {
+		t.Fatal(err)
+	}
+	staging := filepath.Join(partitionPath("orders", 0) + wire.InstallingDirSuffix)
+	if ok, _ := vfs.Exists(n.disk, staging); ok {
+		t.Fatal("Abort left the staging directory")
+	}
+	if got := readValues(t, n, "orders", 0); !slices.Equal(got, old) {
+		t.Fatalf("after the abort the partition serves %d records, want its %d", len(got), len(old))
+	}
+	if err := r.Commit(bg); !errors.Is(err, ErrReceiveEnded) {
+		t.Fatalf("a commit after the abort: %v, want ErrReceiveEnded", err)
+	}
+}
