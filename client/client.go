@@ -128,7 +128,9 @@ func (c *Client) do(ctx context.Context, req request) (*http.Response, error) {
 		var e *Error
 		isAnswer := errors.As(err, &e)
 		if isAnswer && e.Status == http.StatusMisdirectedRequest && e.Owner != nil && hops < maxRedirects {
-			if owner, perr := parseAddr(e.Owner.Addr, c.base.Scheme == "https"); perr == nil {
+			// Only to the scheme the client was made with: a redirect never
+			// takes the token off TLS.
+			if owner, perr := parseAddr(e.Owner.Addr, c.base.Scheme == "https"); perr == nil && owner.Scheme == c.base.Scheme {
 				hops++
 				base = owner
 				if scoped {
@@ -138,7 +140,7 @@ func (c *Client) do(ctx context.Context, req request) (*http.Response, error) {
 			}
 		}
 		if err != nil && !isAnswer && base != c.base && scoped && ctx.Err() == nil {
-			c.owners.Delete(part) // unreachable: ask the node given again next time
+			c.owners.CompareAndDelete(part, base) // unreachable: ask the node given again next time
 		}
 		if !(errors.Is(err, ErrBusy) || errors.Is(err, ErrUnassigned)) || attempt >= c.retries {
 			return resp, err
@@ -155,13 +157,14 @@ func (c *Client) do(ctx context.Context, req request) (*http.Response, error) {
 // and /v1/topics/{topic}/cursors/{name}/partitions/{p}/...
 func partitionOf(path string) (string, bool) {
 	segs := strings.Split(path, "/")
-	if len(segs) < 6 || segs[1] != "v1" || segs[2] != "topics" {
+	if len(segs) < 6 || segs[0] != "" || segs[1] != "v1" || segs[2] != "topics" {
 		return "", false
 	}
-	for i := 4; i+1 < len(segs); i++ {
-		if segs[i] == "partitions" {
-			return segs[3] + "/" + segs[i+1], true
-		}
+	switch {
+	case segs[4] == "partitions":
+		return segs[3] + "/" + segs[5], true
+	case segs[4] == "cursors" && len(segs) >= 8 && segs[6] == "partitions":
+		return segs[3] + "/" + segs[7], true
 	}
 	return "", false
 }

@@ -171,3 +171,48 @@ func TestClient_RetriesAPartitionWithoutAnOwnerYet(t *testing.T) {
 		}
 	})
 }
+
+// TestClient_NeverFollowsARedirectOffTLS: a 421 naming an http owner to a
+// client made for https is the call's error: the token never crosses the
+// network in clear (found by review).
+func TestClient_NeverFollowsARedirectOffTLS(t *testing.T) {
+	cl := &cluster{}
+	cl.nodes = map[string]func(*http.Request) *http.Response{
+		"a.example:7480": func(*http.Request) *http.Response { return misdirected("http://b.example:7481") },
+		"b.example:7481": func(*http.Request) *http.Response {
+			return answer(200, `{"base_offset":0,"count":1,"high_watermark":1}`)
+		},
+	}
+	c, err := New("https://a.example:7480", Options{Token: "s3cret", HTTPClient: &http.Client{Transport: cl}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Produce(context.Background(), "orders", 0, []Record{{Value: []byte("v")}}); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("a redirect from https to http: %v, want ErrNotOwner", err)
+	}
+	if got := cl.took(); len(got) != 1 {
+		t.Fatalf("requests sent: %v; want only the first", got)
+	}
+}
+
+// TestPartitionOf_OnlyThePartitionPaths: the owner cache's key comes from
+// the two partition path shapes only; a cursor named "partitions" is no
+// partition (found by review).
+func TestPartitionOf_OnlyThePartitionPaths(t *testing.T) {
+	for path, want := range map[string]string{
+		"/v1/topics/orders/partitions/3/records":                  "orders/3",
+		"/v1/topics/orders/partitions/3/acks":                     "orders/3",
+		"/v1/topics/orders/cursors/audit/partitions/2/records":    "orders/2",
+		"/v1/topics/orders/cursors/partitions/partitions/1":       "orders/1",
+		"/v1/topics/orders/cursors/partitions":                    "",
+		"/v1/topics/orders":                                       "",
+		"/v1/topics/orders/consume":                               "",
+		"/v2/topics/orders/partitions/3/records":                  "",
+		"/v1/topics/orders/cursors/audit/notpartitions/2/records": "",
+	} {
+		got, ok := partitionOf(path)
+		if got != want || ok != (want != "") {
+			t.Fatalf("%s: %q, %v; want %q", path, got, ok, want)
+		}
+	}
+}

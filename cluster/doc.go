@@ -11,11 +11,15 @@
 //	topics/<name>          a topic record (JSON); its Version is the key's mod revision
 //	assign/<name>/<p>      the id of the node that owns partition p of the topic
 //	members/<id>           a live node's MemberInfo (JSON), under its lease
+//	moves/<name>/<p>       a move of the partition under way (Move, JSON)
 //	assigner/...           the election of the node that writes assign/
+//	cluster-id             the cluster's id, made by its first node
 //
 // As built so far (issue 16 lands in steps): the metastore, membership,
-// and an elected assigner that gives each new partition an owner and
-// never takes one away; narad-storaged runs on them with --metastore
-// etcd://... and answers calls for other nodes' partitions with 421.
-// Rebalancing on a join and moves come next.
+// an elected assigner that gives each new partition an owner and never
+// takes one away, and the records of partition moves (moves.go);
+// narad-storaged runs on them with --metastore etcd://... and answers
+// calls for other nodes' partitions with 421. The daemon's side of a move
+// (pulling the files, the operator's move, rebalancing on a join) comes
+// next: nothing requests a move yet.
 package cluster

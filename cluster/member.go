@@ -50,8 +50,14 @@ type Member struct {
 	done chan struct{}
 }
 
+// ErrNodeIDLive: a live member is registered under the id.
+var ErrNodeIDLive = errors.New("cluster: a live member has the node id")
+
 // JoinCluster registers the node and keeps it registered until Leave.
-// It returns once the first registration is in etcd.
+// It returns once the first registration is in etcd. While a live member
+// holds the id (the node's own registration from before a restart, until
+// its lease runs out; or another node given the same id) it waits, saying
+// so every try, until ctx ends.
 func JoinCluster(ctx context.Context, cfg MemberConfig) (*Member, error) {
 	if cfg.Client == nil || cfg.Info.ID == "" {
 		return nil, errors.New("cluster: a member needs a client and an id")
@@ -64,6 +70,16 @@ func JoinCluster(ctx context.Context, cfg MemberConfig) (*Member, error) {
 		m.logger = zap.NewNop()
 	}
 	s, err := m.register(ctx)
+	for errors.Is(err, ErrNodeIDLive) {
+		m.logger.Warn("waiting for the node id's registration to end: a restart waits out its lease; if another node runs with this id, stop it",
+			zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return nil, errors.Join(err, ctx.Err())
+		case <-time.After(time.Second):
+		}
+		s, err = m.register(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -90,9 +106,25 @@ func (m *Member) register(ctx context.Context) (*concurrency.Session, error) {
 		s.Close()
 		return nil, err
 	}
-	if _, err := m.cfg.Client.Put(ctx, m.keys.member(m.cfg.Info.ID), string(val), clientv3.WithLease(s.Lease())); err != nil {
+	// Only if no live member has the id: two nodes under one id would
+	// both take its partitions as theirs and ack into two logs.
+	key := m.keys.member(m.cfg.Info.ID)
+	txn, err := m.cfg.Client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(s.Lease()))).Else(clientv3.OpGet(key)).Commit()
+	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("cluster: register member %s: %w", m.cfg.Info.ID, err)
+	}
+	if !txn.Succeeded {
+		s.Close()
+		holder := "another process"
+		if kvs := txn.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+			var live MemberInfo
+			if json.Unmarshal(kvs[0].Value, &live) == nil {
+				holder = live.Addr
+			}
+		}
+		return nil, fmt.Errorf("%w: %s, at %s", ErrNodeIDLive, m.cfg.Info.ID, holder)
 	}
 	m.mu.Lock()
 	m.session = s

@@ -53,7 +53,7 @@ type Config struct {
 // new watch; the replica keeps serving what it holds meanwhile, and
 // CaughtUp says it may be stale.
 //
-// Invariants, under mu: topics, owners and members are what etcd held
+// Invariants, under mu: topics, owners, members and moves are what etcd held
 // under the prefix at revision applied; applied never decreases; advanced
 // is closed and replaced whenever applied moves.
 type EtcdMetastore struct {
@@ -68,6 +68,7 @@ type EtcdMetastore struct {
 	topics   map[string]runtime.TopicRecord
 	owners   map[partitionKey]string
 	members  map[string]MemberInfo
+	moves    map[partitionKey]Move
 	applied  int64
 	advanced chan struct{}
 	subs     map[int]func(string)
@@ -256,7 +257,8 @@ func (m *EtcdMetastore) DeleteTopic(ctx context.Context, name string) error {
 	key := m.keys.topic(name)
 	resp, err := m.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
-		Then(clientv3.OpDelete(key), clientv3.OpDelete(m.keys.assignments(name), clientv3.WithPrefix())).
+		Then(clientv3.OpDelete(key), clientv3.OpDelete(m.keys.assignments(name), clientv3.WithPrefix()),
+			clientv3.OpDelete(m.keys.moves(name), clientv3.WithPrefix())).
 		Commit()
 	if err != nil {
 		return fmt.Errorf("cluster: delete topic %s: %w", name, err)
@@ -273,7 +275,16 @@ func (m *EtcdMetastore) Assigned(_ context.Context, topic string, partition int)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rec, ok := m.topics[topic]
-	return ok && partition >= 0 && partition < rec.Partitions && m.owners[partitionKey{topic, partition}] == m.nodeID, nil
+	k := partitionKey{topic, partition}
+	return ok && partition >= 0 && partition < rec.Partitions && m.owners[k] == m.nodeID && !m.frozenLocked(k), nil
+}
+
+// frozenLocked reports whether a frozen move of the partition is under
+// way: its old owner serves it no more, its new owner not yet. The caller
+// holds mu.
+func (m *EtcdMetastore) frozenLocked(k partitionKey) bool {
+	mv, ok := m.moves[k]
+	return ok && mv.State == MoveFrozen
 }
 
 // Owner returns the id of the node the replica says owns a partition;
@@ -285,12 +296,58 @@ func (m *EtcdMetastore) Owner(topic string, partition int) (node string, ok bool
 	return node, ok
 }
 
+// Settle brings the replica up to what etcd holds now (a linearizable
+// read of etcd's revision, then a wait for the watch to apply it), then
+// waits while the partition has no owner, until ctx ends: a node asked
+// for a partition of a topic another node just made answers from the
+// record and the assignment, not from its watch's delay. It reports
+// whether the partition has an owner.
+func (m *EtcdMetastore) Settle(ctx context.Context, topic string, partition int) bool {
+	resp, err := m.cli.Get(ctx, m.keys.root+"settle") // any key: the header carries etcd's revision
+	if err != nil || m.waitApplied(ctx, resp.Header.Revision) != nil {
+		return false
+	}
+	for {
+		m.mu.Lock()
+		rec, known := m.topics[topic]
+		_, owned := m.owners[partitionKey{topic, partition}]
+		advanced := m.advanced
+		m.mu.Unlock()
+		if owned || !known || partition >= rec.Partitions {
+			return owned
+		}
+		select {
+		case <-advanced:
+		case <-m.closed:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// OwnedBy counts the partitions the replica says node owns.
+func (m *EtcdMetastore) OwnedBy(node string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, owner := range m.owners {
+		if owner == node {
+			n++
+		}
+	}
+	return n
+}
+
 // Location is where a partition is served, as the replica knows it.
 type Location struct {
 	NodeID string // the owner's id
 	// Addr is the owner's HTTP address while it is a live member; empty
 	// while it is not (down, or cut off from etcd longer than its TTL).
 	Addr string
+	// Moving: a frozen move of the partition is under way, so no node
+	// serves it until the move completes (or is cancelled).
+	Moving bool
 }
 
 // Locate returns a partition's owner and, while the owner is a live
@@ -302,7 +359,7 @@ func (m *EtcdMetastore) Locate(topic string, partition int) (loc Location, ok bo
 	if !ok {
 		return Location{}, false
 	}
-	return Location{NodeID: node, Addr: m.members[node].Addr}, true
+	return Location{NodeID: node, Addr: m.members[node].Addr, Moving: m.frozenLocked(partitionKey{topic, partition})}, true
 }
 
 // CaughtUp implements runtime.Metastore.
@@ -389,8 +446,9 @@ func (m *EtcdMetastore) reload(ctx context.Context) error {
 	topics := map[string]runtime.TopicRecord{}
 	owners := map[partitionKey]string{}
 	members := map[string]MemberInfo{}
+	moves := map[partitionKey]Move{}
 	for _, kv := range resp.Kvs {
-		m.decodeInto(topics, owners, members, string(kv.Key), kv.Value, kv.ModRevision)
+		m.decodeInto(topics, owners, members, moves, string(kv.Key), kv.Value, kv.ModRevision)
 	}
 	m.mu.Lock()
 	changed := map[string]bool{}
@@ -414,7 +472,17 @@ func (m *EtcdMetastore) reload(ctx context.Context) error {
 			changed[k.topic] = true
 		}
 	}
-	m.topics, m.owners, m.members = topics, owners, members
+	for k, mv := range moves {
+		if m.moves[k] != mv {
+			changed[k.topic] = true
+		}
+	}
+	for k := range m.moves {
+		if _, ok := moves[k]; !ok {
+			changed[k.topic] = true
+		}
+	}
+	m.topics, m.owners, m.members, m.moves = topics, owners, members, moves
 	subs := m.advanceLocked(resp.Header.Revision)
 	m.mu.Unlock()
 	for name := range changed {
@@ -426,7 +494,7 @@ func (m *EtcdMetastore) reload(ctx context.Context) error {
 // decodeInto puts the record at key into topics, owners or members; a
 // topic or member record it cannot read is logged and taken out.
 func (m *EtcdMetastore) decodeInto(topics map[string]runtime.TopicRecord, owners map[partitionKey]string, members map[string]MemberInfo,
-	key string, value []byte, modRev int64) {
+	moves map[partitionKey]Move, key string, value []byte, modRev int64) {
 	switch kind, name, p := m.keys.parse(key); kind {
 	case keyTopic:
 		rec, err := decodeTopic(name, value, modRev)
@@ -446,6 +514,14 @@ func (m *EtcdMetastore) decodeInto(topics map[string]runtime.TopicRecord, owners
 			return
 		}
 		members[name] = info
+	case keyMove:
+		var mv Move
+		if err := json.Unmarshal(value, &mv); err != nil || mv.Topic != name || mv.Partition != p {
+			m.logger.Error("unreadable move record left out", zap.String("key", key), zap.Error(err))
+			delete(moves, partitionKey{name, p})
+			return
+		}
+		moves[partitionKey{name, p}] = mv
 	}
 }
 
@@ -515,10 +591,12 @@ func (m *EtcdMetastore) apply(events []*clientv3.Event, rev int64) {
 				delete(m.owners, partitionKey{name, p})
 			case keyMember:
 				delete(m.members, name)
+			case keyMove:
+				delete(m.moves, partitionKey{name, p})
 			}
 			continue
 		}
-		m.decodeInto(m.topics, m.owners, m.members, key, ev.Kv.Value, ev.Kv.ModRevision)
+		m.decodeInto(m.topics, m.owners, m.members, m.moves, key, ev.Kv.Value, ev.Kv.ModRevision)
 	}
 	subs := m.advanceLocked(rev)
 	m.mu.Unlock()
@@ -614,11 +692,16 @@ func newKeys(prefix string) keys {
 	return keys{root: prefix}
 }
 
-func (k keys) topic(name string) string       { return k.root + "topics/" + name }
-func (k keys) topics() string                 { return k.root + "topics/" }
-func (k keys) members() string                { return k.root + "members/" }
-func (k keys) member(id string) string        { return k.members() + id }
-func (k keys) election() string               { return k.root + "assigner/" }
+func (k keys) topic(name string) string { return k.root + "topics/" + name }
+func (k keys) topics() string           { return k.root + "topics/" }
+func (k keys) members() string          { return k.root + "members/" }
+func (k keys) member(id string) string  { return k.members() + id }
+func (k keys) election() string         { return k.root + "assigner/" }
+func (k keys) clusterID() string        { return k.root + "cluster-id" }
+func (k keys) moves(name string) string { return k.root + "moves/" + name + "/" }
+func (k keys) move(name string, p int) string {
+	return k.moves(name) + strconv.Itoa(p)
+}
 func (k keys) assignments(name string) string { return k.root + "assign/" + name + "/" }
 func (k keys) assignment(name string, p int) string {
 	return k.assignments(name) + strconv.Itoa(p)
@@ -631,11 +714,12 @@ const (
 	keyTopic
 	keyAssignment
 	keyMember
+	keyMove
 )
 
-// parse says what key holds: a topic record (name), an assignment (name,
-// partition) or a member record (name is the member's id); anything else
-// under the prefix is keyOther.
+// parse says what key holds: a topic record (name), an assignment or a
+// move (name, partition) or a member record (name is the member's id);
+// anything else under the prefix is keyOther.
 func (k keys) parse(key string) (kind keyKind, name string, partition int) {
 	rest, ok := strings.CutPrefix(key, k.root)
 	if !ok {
@@ -647,11 +731,13 @@ func (k keys) parse(key string) (kind keyKind, name string, partition int) {
 	if id, ok := strings.CutPrefix(rest, "members/"); ok && id != "" && !strings.Contains(id, "/") {
 		return keyMember, id, 0
 	}
-	if tp, ok := strings.CutPrefix(rest, "assign/"); ok {
-		name, ps, ok := strings.Cut(tp, "/")
-		p, err := strconv.Atoi(ps)
-		if ok && err == nil && p >= 0 && wire.ValidateTopicName(name) == nil {
-			return keyAssignment, name, p
+	for prefix, kind := range map[string]keyKind{"assign/": keyAssignment, "moves/": keyMove} {
+		if tp, ok := strings.CutPrefix(rest, prefix); ok {
+			name, ps, ok := strings.Cut(tp, "/")
+			p, err := strconv.Atoi(ps)
+			if ok && err == nil && p >= 0 && wire.ValidateTopicName(name) == nil {
+				return kind, name, p
+			}
 		}
 	}
 	return keyOther, "", 0

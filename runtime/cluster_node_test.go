@@ -1,6 +1,9 @@
 package runtime
 
 import (
+	"context"
+	"errors"
+	"github.com/narad-io/storage/internal/crashtest"
 	"path/filepath"
 	"testing"
 
@@ -159,5 +162,118 @@ func TestTopicCalls_CoverOnlyThePartitionsTheNodeOwns(t *testing.T) {
 		if ok, _ := vfs.Exists(n.disk, filepath.Join(dataDir, wire.TopicsDirName, "orders", dir)); ok {
 			t.Fatalf("a directory was made for partition %d, another node's", p)
 		}
+	}
+}
+
+// unreachableGone is a cluster's metastore whose leader cannot be reached:
+// IncarnationGone waits until its context ends.
+type unreachableGone struct {
+	*LocalMetastore
+	entered chan struct{}
+	ended   chan error
+}
+
+func (m *unreachableGone) IncarnationGone(ctx context.Context, _ string, _ wire.IncarnationID) (bool, error) {
+	select {
+	case m.entered <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	select {
+	case m.ended <- ctx.Err():
+	default:
+	}
+	return false, ctx.Err()
+}
+
+// TestClose_EndsARecheckWaitingOnTheMetastore: a recheck that asks the
+// leader about a deleted incarnation while the leader is unreachable is
+// ended by Close, never holding the node's close up (found by review: a
+// daemon stopped while etcd was away waited for ever).
+func TestClose_EndsARecheckWaitingOnTheMetastore(t *testing.T) {
+	ms := &unreachableGone{entered: make(chan struct{}, 1), ended: make(chan error, 1)}
+	d := newTestDisk(t, 1)
+	local, err := OpenLocalMetastore(d, dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms.LocalMetastore = local
+	n, err := New(Config{DataDir: dataDir, FS: d, Testing: checkLockOrder, Metastore: ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := local.DeleteTopic(bg, "orders"); err != nil { // another node's delete
+		t.Fatal(err)
+	}
+	<-ms.entered
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ms.ended; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the recheck's wait ended with %v, want its context cancelled", err)
+	}
+}
+
+// TestDropPartition_RemovesACopyTheNodeNoLongerOwns: a move's old owner
+// drops its copy once another node owns the partition: its log closed,
+// its directory gone, at every crash point either whole or gone (a
+// crash mid-removal leaves the set-aside directory, removed at the next
+// start, never a partial one under the live name); a partition the node
+// owns is refused.
+func TestDropPartition_RemovesACopyTheNodeNoLongerOwns(t *testing.T) {
+	var ms *testMetastore
+	create := func(local *LocalMetastore) {
+		if _, _, err := local.CreateTopic(bg, "orders", 2, Retention{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := startNodeWith(t, nil, Config{SegmentMaxBytes: 1 << 10}, func(local *LocalMetastore) Metastore {
+		ms = foreignOwner(create)(local).(*testMetastore)
+		return ms
+	})
+	for p := range 2 {
+		if _, err := n.Produce(bg, "orders", p, recs("orders", p, 0, 40)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.DropPartition(bg, "orders", 0); !errors.Is(err, ErrAssigned) {
+		t.Fatalf("dropping an owned partition: %v, want ErrAssigned", err)
+	}
+	ms.set(func(m *testMetastore) { m.foreign[key("orders", 0)] = true }) // moved away
+	explore := crashtest.NewExplorer(n.disk, func() struct{} { return struct{}{} })
+	explore.Run(func() {
+		if err := n.DropPartition(bg, "orders", 0); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if _, open := n.reg.Lookup(key("orders", 0)); open {
+		t.Fatal("the dropped partition's log is open")
+	}
+	final := partitionPath("orders", 0)
+	if ok, _ := vfs.Exists(n.disk, final); ok {
+		t.Fatal("the dropped partition's directory is there")
+	}
+	if got := readValues(t, n, "orders", 1); len(got) != 40 {
+		t.Fatalf("the other partition serves %d records, want 40", len(got))
+	}
+	for _, img := range explore.Images() {
+		whole, _ := vfs.Exists(img.Disk, final) // before a start, whose node owns the partition and would make it anew
+		r := startImage(t, img.Disk)
+		assertNoInstallLeftovers(t, r.disk, img.Label)
+		if whole {
+			if got := readValues(t, r, "orders", 0); len(got) != 40 {
+				t.Fatalf("%s: the partition's directory is there with %d records, not its 40", img.Label, len(got))
+			}
+		}
+		r.Close()
 	}
 }

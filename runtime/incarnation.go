@@ -299,6 +299,7 @@ func (n *Node) quarantine(t *supervisor.GuardedTopic, rec TopicRecord, old wire.
 		return fmt.Errorf("quarantine %s: sync topics: %w", rec.Name, err)
 	}
 	n.dropConsumerState(rec.Name, old)
+	n.marks.forgetTopic(rec.Name) // the old incarnation's boundaries
 	n.logger.Error("topic directory belongs to a deleted incarnation: quarantined, never served",
 		zap.String("topic", rec.Name), zap.String("stale_incarnation", string(old)),
 		zap.String("current_incarnation", string(rec.Incarnation)), zap.String("moved_to", stale))
@@ -318,7 +319,7 @@ func (n *Node) quarantine(t *supervisor.GuardedTopic, rec TopicRecord, old wire.
 // that came in between, and retire that live log (found by the fault
 // campaign: the reference workload's calls differed from run to run).
 func (n *Node) recheck(topic string) {
-	ctx := context.Background()
+	ctx := n.backgroundCtx
 	err := n.withTopic(topic, func(t *supervisor.GuardedTopic) error {
 		if len(t.Open()) == 0 {
 			return nil

@@ -77,6 +77,7 @@ type installPaths struct {
 	installing string // staging, being written: never complete
 	install    string // staging, every file durable: complete
 	replaced   string // the old directory, while the new one takes its name
+	dropped    string // the directory of a partition dropped, while it is removed
 }
 
 func (n *Node) installPathsOf(key supervisor.Key) installPaths {
@@ -84,7 +85,8 @@ func (n *Node) installPathsOf(key supervisor.Key) installPaths {
 	topicDir := filepath.Join(n.topicsDir, key.Topic)
 	final := filepath.Join(topicDir, dirName)
 	return installPaths{topicDir: topicDir, final: final,
-		installing: final + wire.InstallingDirSuffix, install: final + wire.InstallDirSuffix, replaced: final + wire.ReplacedDirSuffix}
+		installing: final + wire.InstallingDirSuffix, install: final + wire.InstallDirSuffix, replaced: final + wire.ReplacedDirSuffix,
+		dropped: final + wire.DroppedDirSuffix}
 }
 
 // settleInstall brings one partition's directories to a settled state,
@@ -93,7 +95,8 @@ func (n *Node) installPathsOf(key supervisor.Key) installPaths {
 // complete one is rolled forward (the old directory renamed aside, the new
 // one renamed in, the renames synced); an old directory set aside is
 // removed once the new one is in place, or put back if, against the
-// protocol, nothing took its place. Every step is idempotent, so a crash
+// protocol, nothing took its place; a dropped directory (DropPartition)
+// is removed. Every step is idempotent, so a crash
 // inside settleInstall is settled by the next one. The caller holds the
 // topic's guard (or is New, before anything runs).
 func (n *Node) settleInstall(key supervisor.Key) error {
@@ -159,6 +162,18 @@ func (n *Node) settleInstall(key supervisor.Key) error {
 			return err
 		}
 	}
+	dropped, err := exists(paths.dropped)
+	if err != nil {
+		return err
+	}
+	if dropped { // a drop (DropPartition) cut short: it held nothing served
+		if err := fs.RemoveAll(paths.dropped); err != nil {
+			return err
+		}
+		if err := fs.SyncDir(paths.topicDir); err != nil {
+			return err
+		}
+	}
 	n.installs.clear(key)
 	return nil
 }
@@ -196,7 +211,7 @@ func (n *Node) recoverInstalls() error {
 // installLeftover parses the name of an install's staging or set-aside
 // directory.
 func installLeftover(name string) (partition int, ok bool) {
-	for _, suffix := range []string{wire.InstallingDirSuffix, wire.InstallDirSuffix, wire.ReplacedDirSuffix} {
+	for _, suffix := range []string{wire.InstallingDirSuffix, wire.InstallDirSuffix, wire.ReplacedDirSuffix, wire.DroppedDirSuffix} {
 		if dir, found := strings.CutSuffix(name, suffix); found {
 			p, err := wire.ParsePartitionDirName(dir)
 			return p, err == nil

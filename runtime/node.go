@@ -152,8 +152,13 @@ type Node struct {
 	lifecycle   sync.Mutex // guards loops and unsubscribe against a Close racing Start
 	unsubscribe func()
 	background  sync.WaitGroup // rechecks started by the change feed
-	loops       []*supervisor.Loop
-	promReg     prometheus.Registerer
+	// backgroundCtx is the rechecks' context, ended by Close before it
+	// waits for them: one waiting on the metastore (a cluster's etcd
+	// unreachable) never holds a close up.
+	backgroundCtx context.Context
+	endBackground context.CancelFunc
+	loops         []*supervisor.Loop
+	promReg       prometheus.Registerer
 
 	installs unsettledInstalls // installs to settle before their partition opens
 	opens    openSignals       // waiters for a partition's log to open again
@@ -247,6 +252,7 @@ func New(cfg Config) (n *Node, err error) {
 		disk:            &diskGuard{files: cfg.FS, dir: cfg.DataDir, minBytes: cfg.MinFreeBytes, minIn: cfg.MinFreeInodes, logger: logger},
 		promReg:         reg,
 	}
+	n.backgroundCtx, n.endBackground = context.WithCancel(context.Background())
 	if cfg.FrameCacheBytes > 0 {
 		n.cacheBudget = partition.NewCacheBudget(cfg.FrameCacheBytes)
 	}
@@ -371,6 +377,7 @@ func (n *Node) Close() error {
 	if unsubscribe != nil {
 		unsubscribe()
 	}
+	n.endBackground()
 	n.background.Wait()
 	n.reg.Close()
 	errs = append(errs, n.closeAllLive()...)

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/narad-io/storage/supervisor"
+	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
+	"go.uber.org/zap"
 )
 
 // ErrStaleIncarnation: the directory belongs to another incarnation than
@@ -79,3 +82,95 @@ func (n *Node) TransferListing(ctx context.Context, topic string, p int) (Transf
 	})
 	return out, err
 }
+
+// OpenSegment opens one segment file of a partition for a move's transfer
+// (name as the listing gives it), read-only, after the listing's checks:
+// the directory's marker must be the record's incarnation. The file is
+// the caller's to close; read up to the size the listing gave (a segment
+// only grows, and what is past that size is not the listing's).
+func (n *Node) OpenSegment(ctx context.Context, topic string, p int, name string) (vfs.File, error) {
+	key, err := n.key(topic, p)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := wire.ParseSegmentFileName(name); err != nil {
+		return nil, fmt.Errorf("%w: %q is not a segment file", ErrPartitionNotFound, name)
+	}
+	rec, ok, err := n.ms.Topic(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	if !ok || p >= rec.Partitions {
+		return nil, fmt.Errorf("%w: %s/%d", ErrPartitionNotFound, topic, p)
+	}
+	var f vfs.File
+	err = n.withTopic(topic, func(*supervisor.GuardedTopic) error {
+		marker, err := n.readMarker(filepath.Join(n.topicsDir, topic))
+		if err != nil {
+			return fmt.Errorf("transfer of %s/%d: %w", topic, p, err)
+		}
+		if marker != rec.Incarnation {
+			return fmt.Errorf("%w: %s marker %q, record %q", ErrStaleIncarnation, topic, marker, rec.Incarnation)
+		}
+		if err := n.settleBeforeOpen(key); err != nil {
+			return err
+		}
+		dir, _ := wire.PartitionDirName(p)
+		f, err = n.cfg.FS.OpenFile(filepath.Join(n.topicsDir, topic, dir, name), os.O_RDONLY)
+		return err
+	})
+	return f, err
+}
+
+// DropPartition removes this node's copy of a partition it no longer
+// owns (a move's old owner, once the move completed): its live log is
+// closed between two commits, its in-memory state forgotten, and its
+// directory removed, durably. A partition the metastore assigns this node
+// is refused (ErrAssigned): the caller confirms, with the leader, that
+// another node owns it first. A directory already gone is nothing to do.
+func (n *Node) DropPartition(ctx context.Context, topic string, p int) error {
+	key, err := n.key(topic, p)
+	if err != nil {
+		return err
+	}
+	err = n.reg.WithPartitionClosed(key, func(*supervisor.GuardedTopic) error {
+		if mine, err := n.ms.Assigned(ctx, topic, p); err != nil || mine {
+			return errors.Join(fmt.Errorf("%w: %s/%d", ErrAssigned, topic, p), err)
+		}
+		if err := n.settleBeforeOpen(key); err != nil {
+			return err
+		}
+		n.marks.forget(key)
+		n.cursors.forget(ofPartition(key))
+		n.queues.forget(func(k supervisor.Key) bool { return k == key })
+		paths := n.installPathsOf(key)
+		// Never a removal cut short under the live name: the directory is
+		// renamed aside first, and a crash leaves the set-aside directory
+		// for the next start to remove (settleInstall).
+		exists, err := vfs.Exists(n.cfg.FS, paths.final)
+		if err != nil || !exists {
+			return err
+		}
+		if err := n.cfg.FS.RemoveAll(paths.dropped); err != nil {
+			return err
+		}
+		if err := n.cfg.FS.Rename(paths.final, paths.dropped); err != nil {
+			return err
+		}
+		if err := n.cfg.FS.SyncDir(paths.topicDir); err != nil {
+			return err
+		}
+		if err := n.cfg.FS.RemoveAll(paths.dropped); err != nil {
+			return err
+		}
+		return n.cfg.FS.SyncDir(paths.topicDir)
+	})
+	if err != nil {
+		return fmt.Errorf("drop %s/%d: %w", topic, p, nodeClosedError(err))
+	}
+	n.logger.Info("dropped this node's copy of a partition another node owns", zap.String("topic", topic), zap.Int("partition", p))
+	return nil
+}
+
+// ErrAssigned: the partition is this node's, so its copy is not dropped.
+var ErrAssigned = errors.New("runtime: the partition is assigned to this node")

@@ -33,8 +33,10 @@ const (
 	// time holds an exclusive lock on it, and writes its pid in it.
 	LockFileName = "LOCK"
 	// NodeIDFileName holds a cluster node's id in its data directory,
-	// written at its first start and checked at every start after.
-	NodeIDFileName = "node-id"
+	// written at its first start and checked at every start after;
+	// ClusterIDFileName holds the id of the cluster it belongs to.
+	NodeIDFileName    = "node-id"
+	ClusterIDFileName = "cluster-id"
 	// InstallingDirSuffix ends the staging directory of a moved partition
 	// while its files are written: never complete, removed at startup.
 	InstallingDirSuffix = ".installing"
@@ -45,6 +47,9 @@ const (
 	// ReplacedDirSuffix ends the name a partition directory has while an
 	// install replaces it: removed once the install is durable.
 	ReplacedDirSuffix = ".replaced"
+	// DroppedDirSuffix ends the name a partition directory has while it
+	// is removed (its node no longer owns it): removed at startup.
+	DroppedDirSuffix = ".dropped"
 	// StaleDirInfix separates a topic name and an incarnation id in the name
 	// of a quarantined topic directory.
 	StaleDirInfix = ".stale-"

@@ -2,6 +2,10 @@ package clustertest
 
 import (
 	"fmt"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -227,5 +231,51 @@ func TestEtcdMetastore_LocateGivesTheLiveOwnersAddress(t *testing.T) {
 		if !ok || loc != want {
 			t.Fatalf("after b left, partition %d owned by %s located at %+v, %v; want %+v", p, o, loc, ok, want)
 		}
+	}
+}
+
+// TestMember_ALiveIDIsNeverTakenTwice: a second registration under the
+// id of a live member waits (saying so) instead of taking the key over,
+// and goes through once the first member leaves: two nodes under one id
+// would both take its partitions as theirs (found by review).
+func TestMember_ALiveIDIsNeverTakenTwice(t *testing.T) {
+	te := startEtcd(t)
+	first, err := cluster.JoinCluster(bg, cluster.MemberConfig{Client: te.client(), Info: cluster.MemberInfo{ID: "a", Addr: "first:1"}, TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan struct{}, 1)
+	discard := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zapcore.DebugLevel)
+	logger := zap.New(discard, zap.Hooks(func(e zapcore.Entry) error {
+		if strings.Contains(e.Message, "waiting for the node id's registration to end") {
+			select {
+			case waiting <- struct{}{}:
+			default:
+			}
+		}
+		return nil
+	}))
+	joined := make(chan *cluster.Member, 1)
+	go func() {
+		second, err := cluster.JoinCluster(bg, cluster.MemberConfig{Client: te.client(), Info: cluster.MemberInfo{ID: "a", Addr: "second:2"}, TTL: 2 * time.Second, Logger: logger})
+		if err != nil {
+			t.Error(err)
+		}
+		joined <- second
+	}()
+	<-waiting
+	if members, err := cluster.Members(bg, te.client(), ""); err != nil || len(members) != 1 || members[0].Addr != "first:1" {
+		t.Fatalf("while the first holds the id: %+v, %v", members, err)
+	}
+	if err := first.Leave(); err != nil {
+		t.Fatal(err)
+	}
+	second := <-joined
+	if second == nil {
+		t.FailNow()
+	}
+	defer second.Leave()
+	if members, err := cluster.Members(bg, te.client(), ""); err != nil || len(members) != 1 || members[0].Addr != "second:2" {
+		t.Fatalf("after the first left: %+v, %v", members, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/narad-io/storage/client"
@@ -120,6 +121,20 @@ func TestCluster_TopicsSpreadAndAnyNodeServes(t *testing.T) {
 			t.Fatalf("partition %d (%s's) asked of %s: %d %s; want 421 naming %s at %s", p, o, other.id, status, body, o, byID[o].addr)
 		}
 	}
+	for p, o := range owner { // a consume naming another node's partition, too
+		other := nodes[0]
+		if other.id == o {
+			other = nodes[1]
+		}
+		resp, err := http.Post(other.addr+"/v1/topics/orders/consume", "application/json", strings.NewReader(fmt.Sprintf(`{"partition": %d}`, p)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMisdirectedRequest {
+			t.Fatalf("a consume of partition %d (%s's) asked of %s: %d, want 421", p, o, other.id, resp.StatusCode)
+		}
+	}
 	for _, d := range nodes {
 		if got := partitionDirs(t, d, "orders"); !slices.Equal(got, mine[d.id]) {
 			t.Fatalf("node %s holds partitions %v of orders; it owns %v", d.id, got, mine[d.id])
@@ -172,6 +187,9 @@ func TestCluster_ANodeBackFromDownQuarantinesItsStaleCopy(t *testing.T) {
 			t.Fatalf("partition %d of the recreated topic went to c, which is down", p)
 		}
 	}
+	for _, d := range nodes[:2] {
+		d.waitApplied("orders", fresh.Incarnation, 6) // never produce into the old incarnation through a lagging node
+	}
 	produceEach(t, nodes[:2], "orders", 6, 0, 2)
 
 	c.start()
@@ -202,6 +220,10 @@ func TestCluster_EtcdRestartedMidRun(t *testing.T) {
 	owners(t, watch, heard, "orders", 6)
 	produceEach(t, nodes, "orders", 6, 0, 2)
 
+	caughtUp := make([]int, len(nodes))
+	for i, d := range nodes {
+		caughtUp[i] = d.logCount("metastore caught up with etcd")
+	}
 	te.stop()
 	for _, d := range nodes {
 		if !d.waitLog("metastore behind etcd") || !d.waitLog("cluster membership lease lost") {
@@ -214,8 +236,8 @@ func TestCluster_EtcdRestartedMidRun(t *testing.T) {
 	}
 
 	te.start()
-	for _, d := range nodes {
-		if !d.waitLogCount("metastore caught up with etcd", 2) || // once at start, once now
+	for i, d := range nodes {
+		if !d.waitLogCount("metastore caught up with etcd", caughtUp[i]+1) ||
 			!d.waitLog("cluster membership registered again") { // so a new topic is spread over all three
 			t.Fatalf("node %s never caught up with etcd again", d.id)
 		}
@@ -235,5 +257,60 @@ func TestCluster_EtcdRestartedMidRun(t *testing.T) {
 	for p := range 6 {
 		fetchAll(t, nodes[(p+1)%3], "payments", p, 1)
 		fetchAll(t, nodes[p%3], "orders", p, 5)
+	}
+}
+
+// TestCluster_ADataDirectoryServesOnlyItsOwnNodeAndCluster: a data
+// directory is never served as another node's, in another cluster, as a
+// node alone's when a cluster's node served it (or the other way round),
+// and a new directory never takes the id of a node that owns partitions:
+// each would have the startup sweep take its topics for deleted ones, or
+// serve a lost disk's partitions from offset 0 again. Each is refused at
+// start with exit 2, naming what is wrong.
+func TestCluster_ADataDirectoryServesOnlyItsOwnNodeAndCluster(t *testing.T) {
+	te := startEtcd(t)
+	a := startNodes(t, te, "a")[0]
+	watch := openMetastore(t, te, "observer")
+	heard := subscribe(watch)
+	if _, _, err := a.client().CreateTopic(bg, "orders", 2, client.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	owners(t, watch, heard, "orders", 2)
+	produceEach(t, []*daemon{a}, "orders", 2, 0, 1)
+	a.stop()
+
+	alone := filepath.Join(t.TempDir(), "alone")
+	b := &daemon{t: t, id: "alone", dataDir: alone, args: []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", alone}}
+	b.start()
+	t.Cleanup(b.kill)
+	if _, _, err := b.client().CreateTopic(bg, "local", 1, client.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	b.stop()
+
+	other := startEtcd(t) // another cluster's etcd, holding nothing yet
+	cluster := func(te *testEtcd, dir, id string) []string {
+		return []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir, "--metastore", "etcd+unix://" + te.socket, "--node-id", id}
+	}
+	for _, tc := range []struct {
+		what string
+		args []string
+		says string
+	}{
+		{"a cluster node's directory as a node alone", []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", a.dataDir}, `is node \"a\"'s of a cluster`},
+		{"a cluster node's directory under another id", cluster(te, a.dataDir, "z"), `is node \"a\"'s, not \"z\"`},
+		{"a cluster node's directory on another etcd", cluster(other, a.dataDir, "a"), "etcd holds no cluster"},
+		{"a node alone's directory in a cluster", cluster(te, alone, "y"), "has served a node alone"},
+		{"a new directory under the id of a node owning partitions", cluster(te, filepath.Join(t.TempDir(), "new"), "a"), `node id \"a\" owns 2 partitions`},
+	} {
+		code, out := runToExit(t, tc.args...)
+		if code != 2 || !strings.Contains(out, tc.says) {
+			t.Fatalf("%s: exit %d; want 2 and a log saying %q:\n%s", tc.what, code, tc.says, out)
+		}
+	}
+	// Refused, and nothing lost: a, back as itself, serves its records.
+	a.start()
+	for p := range 2 {
+		fetchAll(t, a, "orders", p, 1)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -70,8 +71,9 @@ type daemon struct {
 	dataDir string
 	args    []string
 	cmd     *exec.Cmd
-	addr    string // http://127.0.0.1:port
-	exited  chan error
+	addr    string        // http://127.0.0.1:port
+	done    chan struct{} // closed once the process exited; exitErr is then its end
+	exitErr error
 
 	logMu  sync.Mutex
 	logs   bytes.Buffer
@@ -84,7 +86,7 @@ type daemon struct {
 func startDaemon(t *testing.T, te *testEtcd, id, dataDir string, extra ...string) *daemon {
 	t.Helper()
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir,
-		"--metastore", "etcd+unix://" + te.socket, "--node-id", id, "--member-ttl", "2s"}, extra...)
+		"--metastore", "etcd+unix://" + te.socket, "--node-id", id, "--member-ttl", "2s", "--log-level", "debug"}, extra...)
 	d := &daemon{t: t, id: id, dataDir: dataDir, args: args}
 	d.start()
 	t.Cleanup(d.kill)
@@ -106,7 +108,7 @@ func (d *daemon) start() {
 	d.logEnd = false
 	d.logged = sync.NewCond(&d.logMu)
 	d.logMu.Unlock()
-	d.exited = make(chan error, 1)
+	d.done = make(chan struct{})
 	ready := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -137,11 +139,14 @@ func (d *daemon) start() {
 		d.logMu.Unlock()
 		close(ready)
 	}()
-	go func() { d.exited <- d.cmd.Wait() }()
+	go func() {
+		d.exitErr = d.cmd.Wait()
+		close(d.done)
+	}()
 	addr, ok := <-ready
 	if !ok {
-		<-d.exited
-		d.t.Fatalf("node %s exited before ready:\n%s", d.id, d.log())
+		<-d.done
+		d.t.Fatalf("node %s exited before ready (%v):\n%s", d.id, d.exitErr, d.log())
 	}
 	d.addr = addr
 }
@@ -151,15 +156,18 @@ func (d *daemon) start() {
 func (d *daemon) stop() {
 	d.t.Helper()
 	d.cmd.Process.Signal(syscall.SIGTERM)
-	if err := <-d.exited; err != nil {
-		d.t.Fatalf("node %s: %v\n%s", d.id, err, d.log())
+	<-d.done
+	if d.exitErr != nil {
+		d.t.Fatalf("node %s: %v\n%s", d.id, d.exitErr, d.log())
 	}
 }
 
 func (d *daemon) kill() {
-	if d.cmd.ProcessState == nil {
+	select {
+	case <-d.done:
+	default:
 		d.cmd.Process.Kill()
-		<-d.exited
+		<-d.done
 	}
 	if d.t.Failed() {
 		d.t.Logf("node %s's log:\n%s", d.id, d.log())
@@ -200,6 +208,31 @@ func (d *daemon) waitLogCount(text string, n int) bool {
 	return true
 }
 
+// waitApplied waits until the node's replica has applied topic's record
+// of incarnation with an owner for each of its partitions (the daemon's
+// debug line "topic record applied").
+func (d *daemon) waitApplied(topic, incarnation string, partitions int) {
+	d.t.Helper()
+	d.logMu.Lock()
+	defer d.logMu.Unlock()
+	for {
+		for _, line := range strings.Split(d.logs.String(), "\n") {
+			var e struct {
+				Msg, Topic, Incarnation string
+				Owned                   int `json:"partitions_with_owner"`
+			}
+			if json.Unmarshal([]byte(line), &e) == nil && e.Msg == "topic record applied" &&
+				e.Topic == topic && e.Incarnation == incarnation && e.Owned == partitions {
+				return
+			}
+		}
+		if d.logEnd {
+			d.t.Fatalf("node %s never applied %s of incarnation %s with owners", d.id, topic, incarnation)
+		}
+		d.logged.Wait()
+	}
+}
+
 func (d *daemon) log() string {
 	d.logMu.Lock()
 	defer d.logMu.Unlock()
@@ -236,4 +269,23 @@ func startNodes(t *testing.T, te *testEtcd, ids ...string) []*daemon {
 		out[i] = startDaemon(t, te, id, filepath.Join(t.TempDir(), id))
 	}
 	return out
+}
+
+// runToExit runs the daemon with args until it exits by itself, and
+// returns its exit code and what it logged.
+func runToExit(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(daemonBinary(t), args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, out.String()
+	case errors.As(err, &exit):
+		return exit.ExitCode(), out.String()
+	}
+	t.Fatalf("run narad-storaged: %v", err)
+	return 0, ""
 }

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/narad-io/storage/cluster"
 )
@@ -12,7 +14,14 @@ import (
 // replica of the assignment and of the members); nil on a node alone.
 type ownerLocator interface {
 	Locate(topic string, p int) (cluster.Location, bool)
+	// Settle brings the node's replica up to etcd and waits, until ctx
+	// ends, for the partition to have an owner.
+	Settle(ctx context.Context, topic string, p int) bool
 }
+
+// settleWait bounds how long a call for a partition without an owner (a
+// topic just made through another node) waits for the assigner.
+const settleWait = 2 * time.Second
 
 // ownerBody is a 421's owner: the node that serves the partition.
 type ownerBody struct {
@@ -24,7 +33,9 @@ type ownerBody struct {
 // request for a partition another node owns is answered at once, before
 // its body is read: 421 not_owner with the owner's address while the
 // owner is live, 503 while the owner is not or the partition has none
-// yet. A topic or partition that does not exist is h's to answer, and an
+// yet. A partition the node's replica does not know an owner of is
+// settled first (ownerLocator.Settle): a topic just made through another
+// node is found, and its partitions' owners waited for, briefly. A topic or partition that does not exist is h's to answer, and an
 // assignment that changes after this check is caught by the node
 // (ErrNotAssigned, answered the same way).
 func (a *api) owned(h http.HandlerFunc) http.HandlerFunc {
@@ -33,8 +44,14 @@ func (a *api) owned(h http.HandlerFunc) http.HandlerFunc {
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		topic := r.PathValue("topic")
-		p, ok := partitionParam(r)
-		if ok {
+		if p, ok := partitionParam(r); ok {
+			if _, owned := a.opts.owners.Locate(topic, p); !owned {
+				// Unknown here, or without an owner: the topic may be just
+				// made through another node.
+				ctx, cancel := context.WithTimeout(r.Context(), settleWait)
+				a.opts.owners.Settle(ctx, topic, p)
+				cancel()
+			}
 			rec, exists, err := a.ms.Topic(r.Context(), topic)
 			if err == nil && exists && p < rec.Partitions {
 				if mine, err := a.ms.Assigned(r.Context(), topic, p); err == nil && !mine {

@@ -117,6 +117,10 @@ func (a *api) consume(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusNotFound, "partition_not_found", fmt.Sprintf("topic %q has no partition %d", topic, opts.Partition))
 			return
 		}
+		if errors.Is(err, runtime.ErrNotAssigned) && a.opts.owners != nil && opts.Partition != runtime.AnyPartition {
+			a.writeNotOwner(w, topic, opts.Partition) // a consume naming another node's partition
+			return
+		}
 		if errors.Is(err, runtime.ErrTooManyLeased) {
 			writeError(w, http.StatusTooManyRequests, "too_many_leased",
 				fmt.Sprintf("the partitions of topic %q this consume may lease from each hold %d leased records; ack or nack some first", topic, runtime.MaxLeasedPerPartition))

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/narad-io/storage/cluster"
+	"github.com/narad-io/storage/runtime"
+	"github.com/narad-io/storage/vfs"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -71,15 +73,82 @@ func advertised(flagAddr, scheme string, listening net.Addr) (string, error) {
 // client, the metastore on etcd, and (once the node listens) its
 // registration and its candidacy for assigning partitions.
 type clusterNode struct {
-	id       string
-	cli      *clientv3.Client
-	ms       *cluster.EtcdMetastore
-	member   *cluster.Member
-	assigner *cluster.Assigner
-	ttl      time.Duration
-	logger   *zap.Logger
-	stop     chan struct{} // closed by close: reportCatchUp returns
-	reported chan struct{} // closed when reportCatchUp returned
+	id          string
+	cli         *clientv3.Client
+	ms          *cluster.EtcdMetastore
+	member      *cluster.Member
+	assigner    *cluster.Assigner
+	ttl         time.Duration
+	logger      *zap.Logger
+	stop        chan struct{} // closed by close: reportCatchUp returns
+	unsubscribe func()        // ends logChange; nil before the replica caught up
+	reported    chan struct{} // closed when reportCatchUp returned
+}
+
+// openClusterNode opens this node's membership of the cluster over its
+// data directory, which must be this node's of this cluster (or new): it
+// never takes a node alone's directory, never another node's or another
+// cluster's, and never a new directory under the id of a node that owns
+// partitions (a node that lost its disk would serve them from offset 0
+// again). The ids are recorded at the first start, once the checks pass.
+func openClusterNode(ctx context.Context, files vfs.FS, cfg config, endpoints []string, logger *zap.Logger) (*clusterNode, error) {
+	dir := cfg.DataDir
+	if alone, err := runtime.ServedAlone(files, dir); err != nil {
+		return nil, err
+	} else if alone {
+		return nil, fmt.Errorf("%w: %s has served a node alone (its topic records are in its metastore file); a cluster's node cannot take it: start it without --metastore", runtime.ErrDataDirIdentity, dir)
+	}
+	storedNode, hasNode, err := runtime.StoredNodeID(files, dir)
+	if err != nil {
+		return nil, err
+	}
+	storedCluster, hasCluster, err := runtime.StoredClusterID(files, dir)
+	if err != nil {
+		return nil, err
+	}
+	id := cfg.NodeID
+	switch {
+	case hasNode && id != "" && id != storedNode:
+		return nil, fmt.Errorf("%w: %s is node %q's, not %q", runtime.ErrDataDirIdentity, dir, storedNode, id)
+	case hasNode:
+		id = storedNode
+	case id == "":
+		id = runtime.NewNodeID()
+	}
+	c, err := openCluster(ctx, endpoints, id, time.Duration(cfg.MemberTTL), logger)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.checkIdentity(ctx, files, dir, hasNode, storedCluster, hasCluster); err != nil {
+		c.close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// checkIdentity checks the data directory against the cluster, then
+// records the node's and the cluster's ids in it.
+func (c *clusterNode) checkIdentity(ctx context.Context, files vfs.FS, dir string, hasNode bool, storedCluster string, hasCluster bool) error {
+	readCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	clusterID, err := cluster.ClusterID(readCtx, c.cli, "", !hasCluster)
+	if errors.Is(err, cluster.ErrNoCluster) {
+		return fmt.Errorf("%w: %s belongs to cluster %s, and etcd holds no cluster: wrong --metastore endpoints, or etcd's data was lost", runtime.ErrDataDirIdentity, dir, storedCluster)
+	}
+	if err != nil {
+		return err
+	}
+	if hasCluster && clusterID != storedCluster {
+		return fmt.Errorf("%w: %s belongs to cluster %s, and etcd holds cluster %s", runtime.ErrDataDirIdentity, dir, storedCluster, clusterID)
+	}
+	if owned := c.ms.OwnedBy(c.id); !hasNode && owned > 0 {
+		return fmt.Errorf("%w: node id %q owns %d partitions of the cluster, and %s is new: a node whose disk was lost must not take its id back (its partitions would serve from offset 0 again)",
+			runtime.ErrDataDirIdentity, c.id, owned, dir)
+	}
+	if err := runtime.RecordClusterID(files, dir, clusterID); err != nil {
+		return err
+	}
+	return runtime.RecordNodeID(files, dir, c.id)
 }
 
 // openCluster connects to etcd and opens the metastore on it, retrying
@@ -121,6 +190,7 @@ func openCluster(ctx context.Context, endpoints []string, id string, ttl time.Du
 		if c.ms.CaughtUp() {
 			logger.Info("metastore caught up with etcd", zap.String("node_id", id))
 			go c.reportCatchUp()
+			c.unsubscribe = c.ms.Subscribe(c.logChange)
 			return c, nil
 		}
 		select {
@@ -131,6 +201,20 @@ func openCluster(ctx context.Context, endpoints []string, id string, ttl time.Du
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// logChange logs, at debug, each topic record this node's replica
+// applies: when a node learned of a change.
+func (c *clusterNode) logChange(topic string) {
+	rec, ok, _ := c.ms.Topic(context.Background(), topic)
+	owned := 0
+	for p := range rec.Partitions {
+		if _, has := c.ms.Locate(topic, p); has {
+			owned++
+		}
+	}
+	c.logger.Debug("topic record applied", zap.String("topic", topic), zap.Bool("exists", ok),
+		zap.String("incarnation", string(rec.Incarnation)), zap.Uint64("version", rec.Version), zap.Int("partitions_with_owner", owned))
 }
 
 // reportCatchUp logs each change of the replica's catch-up with etcd
@@ -193,6 +277,9 @@ func (c *clusterNode) leave() error {
 func (c *clusterNode) close() error {
 	close(c.stop)
 	<-c.reported
+	if c.unsubscribe != nil {
+		c.unsubscribe()
+	}
 	err := c.leave()
 	if c.ms != nil {
 		err = errors.Join(err, c.ms.Close())
@@ -204,6 +291,11 @@ func (c *clusterNode) close() error {
 // is served.
 func (c *clusterNode) Locate(topic string, p int) (cluster.Location, bool) {
 	return c.ms.Locate(topic, p)
+}
+
+// Settle is the API's ownerLocator's.
+func (c *clusterNode) Settle(ctx context.Context, topic string, p int) bool {
+	return c.ms.Settle(ctx, topic, p)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

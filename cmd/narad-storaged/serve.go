@@ -44,7 +44,7 @@ func runServe(args []string, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := serve(ctx, cfg, logger); err != nil {
-		if errors.Is(err, runtime.ErrDataDirLocked) || errors.Is(err, runtime.ErrNodeIDMismatch) {
+		if errors.Is(err, runtime.ErrDataDirLocked) || errors.Is(err, runtime.ErrDataDirIdentity) {
 			// Another daemon serves this data directory, or it is another
 			// node's: a usage error, said plainly (exit 2), not a crash.
 			logger.Error("narad-storaged refused to start", zap.Error(err))
@@ -127,6 +127,11 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 	var ms runtime.Metastore
 	var member *clusterNode // nil: a node alone, on the embedded metastore
 	if endpoints, _ := etcdEndpoints(cfg.Metastore); endpoints == nil {
+		if id, ok, err := runtime.StoredNodeID(files, cfg.DataDir); err != nil {
+			return err
+		} else if ok {
+			return fmt.Errorf("%w: %s is node %q's of a cluster (its topic records are in etcd); give --metastore etcd://...", runtime.ErrDataDirIdentity, cfg.DataDir, id)
+		}
 		local, err := runtime.OpenLocalMetastore(files, cfg.DataDir)
 		if err != nil {
 			return err
@@ -136,11 +141,7 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		}
 		ms = local
 	} else {
-		id, err := runtime.NodeIDOf(files, cfg.DataDir, cfg.NodeID)
-		if err != nil {
-			return err
-		}
-		member, err = openCluster(ctx, endpoints, id, time.Duration(cfg.MemberTTL), logger)
+		member, err = openClusterNode(ctx, files, cfg, endpoints, logger)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil // stopped while waiting for etcd

@@ -1,0 +1,196 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/narad-io/storage/runtime"
+	"github.com/narad-io/storage/wire"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// A move gives a partition a new owner while its old owner is up: the new
+// owner pulls the partition's files from the old one and installs them,
+// then the assignment is switched. Its record, moves/<topic>/<p>, goes
+// through these states, each change one transaction conditional on the
+// record being exactly what the changer read, so of two racing changes
+// one wins:
+//
+//	requested  an operator asked (RequestMove); the old owner serves on
+//	frozen     the old owner stopped serving the partition (FreezeMove):
+//	           its replica no longer says it owns it, its log is closed,
+//	           and its files, final, are listed for the new owner
+//	(gone)     CompleteMove: the assignment names the new owner, in the
+//	           same transaction that deletes the record; or CancelMove:
+//	           the old owner owns and serves the partition again
+//
+// So a partition is never served by two nodes: the old owner stops before
+// it lists its final files, and serves again only once a cancel won, after
+// which no completion can; the new owner serves only once its completion
+// won, after which no cancel can. A frozen move whose new owner went
+// quiet is cancelled by the old owner (its mover), so the partition is
+// never left unserved for good.
+
+// Move is a partition move's record.
+type Move struct {
+	ID          string             `json:"id"`
+	Topic       string             `json:"topic"`
+	Partition   int                `json:"partition"`
+	From        string             `json:"from"`
+	To          string             `json:"to"`
+	Incarnation wire.IncarnationID `json:"incarnation"`
+	State       string             `json:"state"`                  // MoveRequested or MoveFrozen
+	FrozenAtMs  int64              `json:"frozen_at_ms,omitempty"` // when the old owner froze it, by its clock
+}
+
+// The states of a move's record.
+const (
+	MoveRequested = "requested"
+	MoveFrozen    = "frozen"
+)
+
+// ErrMoveChanged: the move's record is not the one the change was made
+// against (another change won, or the move is gone).
+var ErrMoveChanged = errors.New("cluster: the move's record changed")
+
+// ErrMoveRefused: a move that cannot be asked for (no such partition, no
+// owner yet, the new owner not a live member, a move already under way).
+var ErrMoveRefused = errors.New("cluster: move refused")
+
+// RequestMove asks for partition p of topic to move to node to, a live
+// member other than its owner. The record names the topic's incarnation;
+// a partition with a move under way refuses another.
+func (m *EtcdMetastore) RequestMove(ctx context.Context, topic string, p int, to string) (Move, error) {
+	m.mu.Lock()
+	rec, known := m.topics[topic]
+	from, owned := m.owners[partitionKey{topic, p}]
+	_, live := m.members[to]
+	m.mu.Unlock()
+	switch {
+	case !known || p < 0 || p >= rec.Partitions:
+		return Move{}, fmt.Errorf("%w: %w: %s/%d", ErrMoveRefused, runtime.ErrPartitionNotFound, topic, p)
+	case !owned:
+		return Move{}, fmt.Errorf("%w: %s/%d has no owner yet", ErrMoveRefused, topic, p)
+	case from == to:
+		return Move{}, fmt.Errorf("%w: %s/%d is node %s's already", ErrMoveRefused, topic, p, to)
+	case !live:
+		return Move{}, fmt.Errorf("%w: node %q is not a live member", ErrMoveRefused, to)
+	}
+	var r [8]byte
+	rand.Read(r[:])
+	mv := Move{ID: hex.EncodeToString(r[:]), Topic: topic, Partition: p, From: from, To: to, Incarnation: rec.Incarnation, State: MoveRequested}
+	val, err := json.Marshal(mv)
+	if err != nil {
+		return Move{}, err
+	}
+	key, assign := m.keys.move(topic, p), m.keys.assignment(topic, p)
+	resp, err := m.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+		clientv3.Compare(clientv3.Value(assign), "=", from),
+		clientv3.Compare(clientv3.ModRevision(m.keys.topic(topic)), "=", int64(rec.Version)),
+	).Then(clientv3.OpPut(key, string(val))).Commit()
+	if err != nil {
+		return Move{}, fmt.Errorf("cluster: request a move of %s/%d: %w", topic, p, err)
+	}
+	if !resp.Succeeded {
+		return Move{}, fmt.Errorf("%w: %s/%d has a move under way, or changed meanwhile", ErrMoveRefused, topic, p)
+	}
+	return mv, m.waitApplied(ctx, resp.Header.Revision)
+}
+
+// FreezeMove is the old owner's: the requested move mv becomes frozen, and
+// once this returns the replica no longer reports the partition assigned
+// to this node (Assigned), so no open of it is admitted here.
+func (m *EtcdMetastore) FreezeMove(ctx context.Context, mv Move, now time.Time) (Move, error) {
+	if mv.State != MoveRequested || mv.From != m.nodeID {
+		return Move{}, fmt.Errorf("%w: freezing %+v on node %s", ErrMoveChanged, mv, m.nodeID)
+	}
+	frozen := mv
+	frozen.State, frozen.FrozenAtMs = MoveFrozen, now.UnixMilli()
+	return frozen, m.swapMove(ctx, mv, &frozen, nil)
+}
+
+// CompleteMove is the new owner's, once it installed the partition: the
+// assignment names it, and the frozen move's record goes, in one
+// transaction.
+func (m *EtcdMetastore) CompleteMove(ctx context.Context, mv Move) error {
+	if mv.State != MoveFrozen {
+		return fmt.Errorf("%w: completing a move in state %q", ErrMoveChanged, mv.State)
+	}
+	assign := m.keys.assignment(mv.Topic, mv.Partition)
+	return m.swapMove(ctx, mv, nil, []clientv3.Cmp{clientv3.Compare(clientv3.Value(assign), "=", mv.From)},
+		clientv3.OpPut(assign, mv.To))
+}
+
+// CancelMove ends the move mv without moving anything: its record goes,
+// and a frozen partition is its old owner's to serve again.
+func (m *EtcdMetastore) CancelMove(ctx context.Context, mv Move) error {
+	return m.swapMove(ctx, mv, nil, nil)
+}
+
+// swapMove replaces the move record that is exactly mv with next (nil:
+// deletes it), with ops and under cmps besides, and waits for the
+// replica to apply it.
+func (m *EtcdMetastore) swapMove(ctx context.Context, mv Move, next *Move, cmps []clientv3.Cmp, ops ...clientv3.Op) error {
+	cur, err := json.Marshal(mv)
+	if err != nil {
+		return err
+	}
+	key := m.keys.move(mv.Topic, mv.Partition)
+	if next != nil {
+		val, err := json.Marshal(next)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, clientv3.OpPut(key, string(val)))
+	} else {
+		ops = append(ops, clientv3.OpDelete(key))
+	}
+	cmps = append(cmps, clientv3.Compare(clientv3.Value(key), "=", string(cur)))
+	resp, err := m.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		return fmt.Errorf("cluster: move %s of %s/%d: %w", mv.ID, mv.Topic, mv.Partition, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("%w: move %s of %s/%d", ErrMoveChanged, mv.ID, mv.Topic, mv.Partition)
+	}
+	return m.waitApplied(ctx, resp.Header.Revision)
+}
+
+// Moves lists the moves under way, as the replica holds them, by topic
+// and partition.
+func (m *EtcdMetastore) Moves() []Move {
+	m.mu.Lock()
+	out := make([]Move, 0, len(m.moves))
+	for _, mv := range m.moves {
+		out = append(out, mv)
+	}
+	m.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out
+}
+
+// ConfirmOwner reads a partition's owner from etcd, linearizably (never
+// the replica): what a node checks before it removes its copy of a
+// partition it no longer owns.
+func (m *EtcdMetastore) ConfirmOwner(ctx context.Context, topic string, p int) (owner string, ok bool, err error) {
+	resp, err := m.cli.Get(ctx, m.keys.assignment(topic, p))
+	if err != nil {
+		return "", false, fmt.Errorf("cluster: read the owner of %s/%d: %w", topic, p, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", false, nil
+	}
+	return string(resp.Kvs[0].Value), true, nil
+}
