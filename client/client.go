@@ -113,7 +113,7 @@ type request struct {
 // answer is an *Error. It sends a partition's call to the partition's
 // owner when it knows it, follows 421 answers to the owner they name, and
 // sends req again after a backoff while the answer says nothing was done
-// and soon may be (503 busy, 503 unassigned), up to the client's retries.
+// and soon may be (503 busy, unassigned, moving), up to the client's retries.
 func (c *Client) do(ctx context.Context, req request) (*http.Response, error) {
 	part, scoped := partitionOf(req.path)
 	base := c.base
@@ -142,7 +142,7 @@ func (c *Client) do(ctx context.Context, req request) (*http.Response, error) {
 		if err != nil && !isAnswer && base != c.base && scoped && ctx.Err() == nil {
 			c.owners.CompareAndDelete(part, base) // unreachable: ask the node given again next time
 		}
-		if !(errors.Is(err, ErrBusy) || errors.Is(err, ErrUnassigned)) || attempt >= c.retries {
+		if !(errors.Is(err, ErrBusy) || errors.Is(err, ErrUnassigned) || errors.Is(err, ErrMoving)) || attempt >= c.retries {
 			return resp, err
 		}
 		if err := backoff(ctx, attempt, err); err != nil {

@@ -18,8 +18,8 @@
 // As built so far (issue 16 lands in steps): the metastore, membership,
 // an elected assigner that gives each new partition an owner and never
 // takes one away, and the records of partition moves (moves.go);
-// narad-storaged runs on them with --metastore etcd://... and answers
-// calls for other nodes' partitions with 421. The daemon's side of a move
-// (pulling the files, the operator's move, rebalancing on a join) comes
-// next: nothing requests a move yet.
+// narad-storaged runs on them with --metastore etcd://..., answers calls
+// for other nodes' partitions with 421, and runs the moves an operator
+// asks for (its mover pulls the files). Rebalancing on a join and
+// draining a node come next.
 package cluster

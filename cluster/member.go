@@ -69,7 +69,7 @@ func JoinCluster(ctx context.Context, cfg MemberConfig) (*Member, error) {
 	if m.logger == nil {
 		m.logger = zap.NewNop()
 	}
-	s, err := m.register(ctx)
+	s, err := m.register(ctx, 0)
 	for errors.Is(err, ErrNodeIDLive) {
 		m.logger.Warn("waiting for the node id's registration to end: a restart waits out its lease; if another node runs with this id, stop it",
 			zap.Error(err))
@@ -78,7 +78,7 @@ func JoinCluster(ctx context.Context, cfg MemberConfig) (*Member, error) {
 			return nil, errors.Join(err, ctx.Err())
 		case <-time.After(time.Second):
 		}
-		s, err = m.register(ctx)
+		s, err = m.register(ctx, 0)
 	}
 	if err != nil {
 		return nil, err
@@ -89,9 +89,12 @@ func JoinCluster(ctx context.Context, cfg MemberConfig) (*Member, error) {
 	return m, nil
 }
 
-// register takes a lease and puts the member key under it. ctx bounds
-// the two calls; the lease's renewals run until the session is closed.
-func (m *Member) register(ctx context.Context) (*concurrency.Session, error) {
+// register takes a lease and puts the member key under it, unless a
+// live member holds the key under another lease than prev (this member's
+// own lease before it was lost: after etcd restarts, the key lives on
+// under it until its TTL runs out, and is taken over). ctx bounds the
+// calls; the lease's renewals run until the session is closed.
+func (m *Member) register(ctx context.Context, prev clientv3.LeaseID) (*concurrency.Session, error) {
 	ttl := max(1, int64(m.cfg.TTL/time.Second))
 	lease, err := m.cfg.Client.Grant(ctx, ttl)
 	if err != nil {
@@ -116,9 +119,20 @@ func (m *Member) register(ctx context.Context) (*concurrency.Session, error) {
 		return nil, fmt.Errorf("cluster: register member %s: %w", m.cfg.Info.ID, err)
 	}
 	if !txn.Succeeded {
+		kvs := txn.Responses[0].GetResponseRange().Kvs
+		if prev != 0 && len(kvs) == 1 && clientv3.LeaseID(kvs[0].Lease) == prev {
+			took, err := m.cfg.Client.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", prev)).
+				Then(clientv3.OpPut(key, string(val), clientv3.WithLease(s.Lease()))).Commit()
+			if err == nil && took.Succeeded {
+				m.mu.Lock()
+				m.session = s
+				m.mu.Unlock()
+				return s, nil
+			}
+		}
 		s.Close()
 		holder := "another process"
-		if kvs := txn.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+		if len(kvs) == 1 {
 			var live MemberInfo
 			if json.Unmarshal(kvs[0].Value, &live) == nil {
 				holder = live.Addr
@@ -144,7 +158,7 @@ func (m *Member) keep(ctx context.Context, s *concurrency.Session) {
 		m.logger.Warn("cluster membership lease lost; registering again", zap.String("member", m.cfg.Info.ID))
 		for {
 			attempt, cancel := context.WithTimeout(ctx, m.cfg.TTL)
-			next, err := m.register(attempt)
+			next, err := m.register(attempt, s.Lease())
 			cancel()
 			if err == nil {
 				s = next

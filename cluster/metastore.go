@@ -521,6 +521,7 @@ func (m *EtcdMetastore) decodeInto(topics map[string]runtime.TopicRecord, owners
 			delete(moves, partitionKey{name, p})
 			return
 		}
+		mv.Rev = modRev
 		moves[partitionKey{name, p}] = mv
 	}
 }

@@ -19,8 +19,8 @@ import (
 // owner pulls the partition's files from the old one and installs them,
 // then the assignment is switched. Its record, moves/<topic>/<p>, goes
 // through these states, each change one transaction conditional on the
-// record being exactly what the changer read, so of two racing changes
-// one wins:
+// record being the one the changer read (its mod revision), so of two
+// racing changes one wins:
 //
 //	requested  an operator asked (RequestMove); the old owner serves on
 //	frozen     the old owner stopped serving the partition (FreezeMove):
@@ -47,6 +47,17 @@ type Move struct {
 	Incarnation wire.IncarnationID `json:"incarnation"`
 	State       string             `json:"state"`                  // MoveRequested or MoveFrozen
 	FrozenAtMs  int64              `json:"frozen_at_ms,omitempty"` // when the old owner froze it, by its clock
+	// Rev is the record's mod revision in etcd: a change is made against
+	// it. Never stored in the record itself; carried with it elsewhere (a
+	// move's freeze answer).
+	Rev int64 `json:"rev,omitempty"`
+}
+
+// encode is the record as stored: without its revision.
+func (mv Move) encode() (string, error) {
+	mv.Rev = 0
+	b, err := json.Marshal(mv)
+	return string(b), err
 }
 
 // The states of a move's record.
@@ -85,7 +96,7 @@ func (m *EtcdMetastore) RequestMove(ctx context.Context, topic string, p int, to
 	var r [8]byte
 	rand.Read(r[:])
 	mv := Move{ID: hex.EncodeToString(r[:]), Topic: topic, Partition: p, From: from, To: to, Incarnation: rec.Incarnation, State: MoveRequested}
-	val, err := json.Marshal(mv)
+	val, err := mv.encode()
 	if err != nil {
 		return Move{}, err
 	}
@@ -94,13 +105,14 @@ func (m *EtcdMetastore) RequestMove(ctx context.Context, topic string, p int, to
 		clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
 		clientv3.Compare(clientv3.Value(assign), "=", from),
 		clientv3.Compare(clientv3.ModRevision(m.keys.topic(topic)), "=", int64(rec.Version)),
-	).Then(clientv3.OpPut(key, string(val))).Commit()
+	).Then(clientv3.OpPut(key, val)).Commit()
 	if err != nil {
 		return Move{}, fmt.Errorf("cluster: request a move of %s/%d: %w", topic, p, err)
 	}
 	if !resp.Succeeded {
 		return Move{}, fmt.Errorf("%w: %s/%d has a move under way, or changed meanwhile", ErrMoveRefused, topic, p)
 	}
+	mv.Rev = resp.Header.Revision
 	return mv, m.waitApplied(ctx, resp.Header.Revision)
 }
 
@@ -113,7 +125,9 @@ func (m *EtcdMetastore) FreezeMove(ctx context.Context, mv Move, now time.Time) 
 	}
 	frozen := mv
 	frozen.State, frozen.FrozenAtMs = MoveFrozen, now.UnixMilli()
-	return frozen, m.swapMove(ctx, mv, &frozen, nil)
+	rev, err := m.swapMove(ctx, mv, &frozen, nil)
+	frozen.Rev = rev
+	return frozen, err
 }
 
 // CompleteMove is the new owner's, once it installed the partition: the
@@ -124,43 +138,45 @@ func (m *EtcdMetastore) CompleteMove(ctx context.Context, mv Move) error {
 		return fmt.Errorf("%w: completing a move in state %q", ErrMoveChanged, mv.State)
 	}
 	assign := m.keys.assignment(mv.Topic, mv.Partition)
-	return m.swapMove(ctx, mv, nil, []clientv3.Cmp{clientv3.Compare(clientv3.Value(assign), "=", mv.From)},
+	_, err := m.swapMove(ctx, mv, nil, []clientv3.Cmp{clientv3.Compare(clientv3.Value(assign), "=", mv.From)},
 		clientv3.OpPut(assign, mv.To))
+	return err
 }
 
 // CancelMove ends the move mv without moving anything: its record goes,
 // and a frozen partition is its old owner's to serve again.
 func (m *EtcdMetastore) CancelMove(ctx context.Context, mv Move) error {
-	return m.swapMove(ctx, mv, nil, nil)
+	_, err := m.swapMove(ctx, mv, nil, nil)
+	return err
 }
 
-// swapMove replaces the move record that is exactly mv with next (nil:
-// deletes it), with ops and under cmps besides, and waits for the
-// replica to apply it.
-func (m *EtcdMetastore) swapMove(ctx context.Context, mv Move, next *Move, cmps []clientv3.Cmp, ops ...clientv3.Op) error {
-	cur, err := json.Marshal(mv)
-	if err != nil {
-		return err
+// swapMove replaces the move record that is mv (the same id, at the same
+// mod revision) with next (nil: deletes it), with ops and under cmps
+// besides, and waits for the replica to apply it; it returns the
+// revision of the change.
+func (m *EtcdMetastore) swapMove(ctx context.Context, mv Move, next *Move, cmps []clientv3.Cmp, ops ...clientv3.Op) (int64, error) {
+	if mv.Rev <= 0 {
+		return 0, fmt.Errorf("%w: move %s of %s/%d carries no revision", ErrMoveChanged, mv.ID, mv.Topic, mv.Partition)
 	}
 	key := m.keys.move(mv.Topic, mv.Partition)
 	if next != nil {
-		val, err := json.Marshal(next)
+		val, err := next.encode()
 		if err != nil {
-			return err
+			return 0, err
 		}
-		ops = append(ops, clientv3.OpPut(key, string(val)))
+		ops = append(ops, clientv3.OpPut(key, val))
 	} else {
 		ops = append(ops, clientv3.OpDelete(key))
 	}
-	cmps = append(cmps, clientv3.Compare(clientv3.Value(key), "=", string(cur)))
+	cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", mv.Rev))
 	resp, err := m.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
-		return fmt.Errorf("cluster: move %s of %s/%d: %w", mv.ID, mv.Topic, mv.Partition, err)
+		return 0, fmt.Errorf("cluster: move %s of %s/%d: %w", mv.ID, mv.Topic, mv.Partition, err)
 	}
 	if !resp.Succeeded {
-		return fmt.Errorf("%w: move %s of %s/%d", ErrMoveChanged, mv.ID, mv.Topic, mv.Partition)
+		return 0, fmt.Errorf("%w: move %s of %s/%d", ErrMoveChanged, mv.ID, mv.Topic, mv.Partition)
 	}
-	return m.waitApplied(ctx, resp.Header.Revision)
+	return resp.Header.Revision, m.waitApplied(ctx, resp.Header.Revision)
 }
 
 // Moves lists the moves under way, as the replica holds them, by topic

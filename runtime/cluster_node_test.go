@@ -277,3 +277,51 @@ func TestDropPartition_RemovesACopyTheNodeNoLongerOwns(t *testing.T) {
 		r.Close()
 	}
 }
+
+// TestFreezePartition_ClosesALogTheNodeNoLongerOwns: a move's old owner,
+// once the metastore no longer assigns it the partition, closes the log
+// (which an open before the freeze kept serving: found by review), and no
+// produce reaches the partition after; a partition still assigned is
+// refused and its log left open. The listing then carries the queue
+// consumer's progress, written out at the close.
+func TestFreezePartition_ClosesALogTheNodeNoLongerOwns(t *testing.T) {
+	var ms *testMetastore
+	create := func(local *LocalMetastore) {
+		if _, _, err := local.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := startNodeWith(t, nil, Config{}, func(local *LocalMetastore) Metastore {
+		ms = foreignOwner(create)(local).(*testMetastore)
+		return ms
+	})
+	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 5)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Ack(bg, "orders", 0, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.FreezePartition(bg, "orders", 0); !errors.Is(err, ErrAssigned) {
+		t.Fatalf("freezing an owned partition: %v, want ErrAssigned", err)
+	}
+	if _, open := n.reg.Lookup(key("orders", 0)); !open {
+		t.Fatal("a refused freeze closed the log")
+	}
+	ms.set(func(m *testMetastore) { m.foreign[key("orders", 0)] = true }) // the move frozen
+	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 5, 1)); err != nil {
+		t.Fatalf("fixture: the open log no longer serves before the freeze: %v", err)
+	}
+	if err := n.FreezePartition(bg, "orders", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 6, 1)); !errors.Is(err, ErrNotAssigned) {
+		t.Fatalf("a produce after the freeze: %v, want ErrNotAssigned", err)
+	}
+	l, err := n.TransferListing(bg, "orders", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.HighWatermark != 6 || !l.Known || len(l.Consumer) != 2 {
+		t.Fatalf("the final listing: %+v; want high watermark 6 and both consumer files", l)
+	}
+}

@@ -47,7 +47,8 @@ func (n *Node) InstallPartition(ctx context.Context, topic string, p int, incarn
 }
 
 // checkInstallFile checks a moved partition's file by its name and size:
-// a segment, the hwm file, or a cursor's 8-byte position file.
+// a segment, the hwm file, a cursor's 8-byte position file, or a queue
+// consumer's progress file.
 func checkInstallFile(name string, size int64) error {
 	if _, ok := wire.ParseCursorFileName(name); ok {
 		if size != wire.OffsetFileSize {
@@ -55,9 +56,15 @@ func checkInstallFile(name string, size int64) error {
 		}
 		return nil
 	}
-	if name == wire.HWMFileName {
+	switch name {
+	case wire.HWMFileName, wire.ConsumerOffsetFileName:
 		if size > wire.OffsetFileSize {
-			return fmt.Errorf("hwm file of %d bytes", size)
+			return fmt.Errorf("%s file of %d bytes", name, size)
+		}
+		return nil
+	case wire.ConsumerAheadFileName: // checked, against the incarnation, when the consumer recovers
+		if size > wire.AheadFileSize {
+			return fmt.Errorf("%s file of %d bytes", name, size)
 		}
 		return nil
 	}

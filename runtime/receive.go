@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -95,9 +96,10 @@ func (r *Receiver) record(ctx context.Context) (TopicRecord, error) {
 }
 
 // WriteFile writes one file of the partition, exactly size bytes read
-// from src, and syncs it: a segment, the hwm file, or a cursor's 8-byte
+// from src, and syncs it: a segment, the hwm file, a cursor's 8-byte
 // position file (a cursor file whose position does not decode is
-// refused). A file of that name already written is an error.
+// refused), or a queue consumer's progress file (checked when the
+// consumer recovers, as after a crash). A file of that name already written is an error.
 func (r *Receiver) WriteFile(name string, size int64, src io.Reader) (err error) {
 	if r.ended {
 		return ErrReceiveEnded
@@ -135,6 +137,23 @@ func (r *Receiver) WriteFile(name string, size int64, src io.Reader) (err error)
 	return f.Sync()
 }
 
+// Remove takes back a segment written (one the sender's retention
+// deleted before its final listing). A name never written is nothing to
+// do.
+func (r *Receiver) Remove(name string) error {
+	if r.ended {
+		return ErrReceiveEnded
+	}
+	if _, err := wire.ParseSegmentFileName(name); err != nil {
+		return fmt.Errorf("receive %s/%d: only a segment is taken back, not %q", r.key.Topic, r.key.Partition, name)
+	}
+	err := r.n.cfg.FS.Remove(filepath.Join(r.paths.installing, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err // the directory is synced at the Commit
+}
+
 // receiveBufferBytes is the copy buffer of a received file.
 const receiveBufferBytes = 1 << 20
 
@@ -167,7 +186,7 @@ func (r *Receiver) Commit(ctx context.Context) error {
 			return errors.Join(err, r.removeStaging())
 		}
 		if err := n.checkIncarnation(t, rec); err != nil {
-			return err
+			return errors.Join(err, r.removeStaging())
 		}
 		if err := n.cfg.FS.SyncDir(paths.installing); err != nil {
 			return err

@@ -63,8 +63,8 @@ func TestReceive_ACutShortFileFailsAndAbortKeepsThePartition(t *testing.T) {
 	if err := r.WriteFile(f.Name, int64(len(f.Data)), bytes.NewReader(f.Data[:len(f.Data)/2])); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("a file cut short: %v, want io.ErrUnexpectedEOF", err)
 	}
-	if err := r.WriteFile("consumer.offset", 8, bytes.NewReader(make([]byte, 8))); err == nil {
-		t.Fatal("a file that is no segment, hwm or cursor file was taken")
+	if err := r.WriteFile("incarnation", 17, bytes.NewReader(make([]byte, 17))); err == nil {
+		t.Fatal("a file a partition does not move (the topic's marker) was taken")
 	}
 	if err := r.Abort(); err != nil {
 		t.Fatal(err)

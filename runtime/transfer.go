@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 
 	"github.com/narad-io/storage/supervisor"
 	"github.com/narad-io/storage/vfs"
@@ -41,6 +43,10 @@ type TransferListing struct {
 	HighWatermark int64
 	Known         bool // false: no boundary on disk (an empty hwm file after a crash)
 	Cursors       []CursorFile
+	// Consumer is the queue consumer's progress files present
+	// (consumer.offset, consumer.ahead; Base unused): final once the
+	// partition's log is closed, which writes them out.
+	Consumer []SegmentFile
 }
 
 // TransferListing lists a partition's segment files and boundary from its
@@ -77,24 +83,38 @@ func (n *Node) TransferListing(ctx context.Context, topic string, p int) (Transf
 			return err
 		}
 		out = TransferListing{Incarnation: rec.Incarnation, Segments: segments, HighWatermark: info.HighWatermark, Known: info.Known}
-		out.Cursors, err = n.listCursors(key)
-		return err
+		if out.Cursors, err = n.listCursors(key); err != nil {
+			return err
+		}
+		dir, _ := wire.PartitionDirName(p)
+		for _, name := range []string{wire.ConsumerOffsetFileName, wire.ConsumerAheadFileName} {
+			fi, err := n.cfg.FS.Stat(filepath.Join(n.topicsDir, topic, dir, name))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			out.Consumer = append(out.Consumer, SegmentFile{Name: name, Size: fi.Size})
+		}
+		return nil
 	})
 	return out, err
 }
 
-// OpenSegment opens one segment file of a partition for a move's transfer
-// (name as the listing gives it), read-only, after the listing's checks:
-// the directory's marker must be the record's incarnation. The file is
-// the caller's to close; read up to the size the listing gave (a segment
-// only grows, and what is past that size is not the listing's).
-func (n *Node) OpenSegment(ctx context.Context, topic string, p int, name string) (vfs.File, error) {
+// OpenTransferFile opens one file of a partition for a move's transfer (a
+// segment, or a consumer progress file, named as the listing gives it),
+// read-only, after the listing's checks: the directory's marker must be
+// the record's incarnation. The file is the caller's to close; read up to
+// the size the listing gave (a segment only grows, and what is past that
+// size is not the listing's).
+func (n *Node) OpenTransferFile(ctx context.Context, topic string, p int, name string) (vfs.File, error) {
 	key, err := n.key(topic, p)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := wire.ParseSegmentFileName(name); err != nil {
-		return nil, fmt.Errorf("%w: %q is not a segment file", ErrPartitionNotFound, name)
+	if _, err := wire.ParseSegmentFileName(name); err != nil && name != wire.ConsumerOffsetFileName && name != wire.ConsumerAheadFileName {
+		return nil, fmt.Errorf("%w: %q is not a segment or consumer progress file", ErrPartitionNotFound, name)
 	}
 	rec, ok, err := n.ms.Topic(ctx, topic)
 	if err != nil {
@@ -174,3 +194,51 @@ func (n *Node) DropPartition(ctx context.Context, topic string, p int) error {
 
 // ErrAssigned: the partition is this node's, so its copy is not dropped.
 var ErrAssigned = errors.New("runtime: the partition is assigned to this node")
+
+// FreezePartition is a move's old owner's, once the metastore no longer
+// assigns it the partition (the move frozen): it closes the partition's
+// live log between two commits (in-flight produces finish first, and the
+// log writes its exact boundary to the hwm file), after which no open of
+// it is admitted here, so the files a listing then gives are final. A
+// partition the metastore still assigns this node is refused
+// (ErrAssigned), its log left open.
+func (n *Node) FreezePartition(ctx context.Context, topic string, p int) error {
+	key, err := n.key(topic, p)
+	if err != nil {
+		return err
+	}
+	notMine := func() error {
+		if mine, err := n.ms.Assigned(ctx, topic, p); err != nil || mine {
+			return errors.Join(fmt.Errorf("%w: %s/%d", ErrAssigned, topic, p), err)
+		}
+		return nil
+	}
+	if err := notMine(); err != nil {
+		return err // its log left open
+	}
+	return nodeClosedError(n.reg.WithPartitionClosed(key, func(*supervisor.GuardedTopic) error { return notMine() }))
+}
+
+// PartitionDirs lists the partitions of a topic this node holds a
+// directory of, whoever owns them: the copies a node checks against the
+// assignment.
+func (n *Node) PartitionDirs(topic string) ([]int, error) {
+	if err := wire.ValidateTopicName(topic); err != nil {
+		return nil, err
+	}
+	entries, err := n.cfg.FS.ReadDir(filepath.Join(n.topicsDir, topic))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, e := range entries {
+		if p, err := wire.ParsePartitionDirName(e.Name); err == nil && e.IsDir {
+			out = append(out, p)
+		}
+	}
+	sort.Ints(out)
+	return out, nil
+}

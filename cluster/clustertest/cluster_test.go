@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -297,7 +298,7 @@ func TestCluster_ADataDirectoryServesOnlyItsOwnNodeAndCluster(t *testing.T) {
 		args []string
 		says string
 	}{
-		{"a cluster node's directory as a node alone", []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", a.dataDir}, `is node \"a\"'s of a cluster`},
+		{"a cluster node's directory as a node alone", []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", a.dataDir}, "is a cluster's node's (a;"},
 		{"a cluster node's directory under another id", cluster(te, a.dataDir, "z"), `is node \"a\"'s, not \"z\"`},
 		{"a cluster node's directory on another etcd", cluster(other, a.dataDir, "a"), "etcd holds no cluster"},
 		{"a node alone's directory in a cluster", cluster(te, alone, "y"), "has served a node alone"},
@@ -313,4 +314,135 @@ func TestCluster_ADataDirectoryServesOnlyItsOwnNodeAndCluster(t *testing.T) {
 	for p := range 2 {
 		fetchAll(t, a, "orders", p, 1)
 	}
+}
+
+// TestCluster_AMoveUnderProduceLosesAndDuplicatesNothing: a partition
+// moved to another node while a producer writes to it through a third:
+// every acked record is on the new owner, once, in order, at consecutive
+// offsets; records go on being acked after the move; the old owner drops
+// its copy; the other partition is untouched.
+func TestCluster_AMoveUnderProduceLosesAndDuplicatesNothing(t *testing.T) {
+	te := startEtcd(t)
+	nodes := make([]*daemon, 3)
+	for i, id := range []string{"a", "b", "c"} { // small segments: the move copies sealed ones before its freeze
+		nodes[i] = startDaemon(t, te, id, filepath.Join(t.TempDir(), id), "--segment-max-bytes", "1024")
+	}
+	byID := map[string]*daemon{}
+	for _, d := range nodes {
+		byID[d.id] = d
+	}
+	watch := openMetastore(t, te, "observer")
+	heard := subscribe(watch)
+	if _, _, err := nodes[0].client().CreateTopic(bg, "orders", 2, client.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	owner := owners(t, watch, heard, "orders", 2)
+	from := owner[0]
+	to, via := "", ""
+	for _, d := range nodes {
+		switch {
+		case d.id == from:
+		case to == "":
+			to = d.id
+		default:
+			via = d.id
+		}
+	}
+	for i := range 10 {
+		produceEach(t, nodes, "orders", 2, i*5, 5) // ten frames: several sealed segments
+	}
+	// Progress that moves with the partition: a queue consumer's acks (a
+	// frontier and an acked-ahead offset) and a fan-out cursor's position.
+	oldOwner := byID[from].client()
+	if _, err := oldOwner.Ack(bg, "orders", 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := oldOwner.CreateCursor(bg, "orders", "audit", client.Earliest); err != nil {
+		t.Fatal(err)
+	}
+	if read, err := oldOwner.ReadCursor(bg, "orders", "audit", 0, client.CursorReadOptions{MaxRecords: 20}); err != nil || read.NextOffset != 20 {
+		t.Fatalf("cursor read: %+v, %v", read, err)
+	}
+
+	// The producer: one record a call through a node that owns neither
+	// end of the move, each acked value kept; a call answered "moving"
+	// past the client's retries did nothing and is sent again.
+	var acked []string
+	moved := make(chan struct{})
+	produced := make(chan error, 1)
+	go func() {
+		c := byID[via].client()
+		after := 0
+		for i := 50; ; i++ {
+			v := fmt.Sprintf("orders/0/%d", i)
+			for {
+				_, err := c.Produce(bg, "orders", 0, []client.Record{{Value: []byte(v)}})
+				if errors.Is(err, client.ErrMoving) {
+					continue
+				}
+				if err != nil {
+					produced <- err
+					return
+				}
+				break
+			}
+			acked = append(acked, v)
+			select {
+			case <-moved:
+				if after++; after == 50 {
+					produced <- nil
+					return
+				}
+			default:
+			}
+		}
+	}()
+	mv, err := byID[via].client().MovePartition(bg, "orders", 0, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mv.From != from || mv.To != to || mv.State != "requested" {
+		t.Fatalf("move: %+v", mv)
+	}
+	heard.waitFor(t, "the move to complete", func() bool {
+		o, _ := watch.Owner("orders", 0)
+		return o == to && len(watch.Moves()) == 0
+	})
+	close(moved)
+	if err := <-produced; err != nil {
+		t.Fatalf("produce during the move: %v", err)
+	}
+	if !byID[from].waitLog("dropped this node's copy of a partition another node owns") {
+		t.Fatal("the old owner never dropped its copy")
+	}
+	if got := partitionDirs(t, byID[from], "orders"); slices.Contains(got, 0) {
+		t.Fatalf("the old owner still holds partition 0: %v", got)
+	}
+	got, err := nodes[0].client().Fetch(bg, "orders", 0, 0, client.FetchOptions{MaxRecords: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 50 + len(acked)
+	if len(got.Records) != want || got.HighWatermark != int64(want) {
+		t.Fatalf("the new owner holds %d records (high watermark %d); %d were acked", len(got.Records), got.HighWatermark, want)
+	}
+	for i, r := range got.Records {
+		if w := fmt.Sprintf("orders/0/%d", i); r.Offset != int64(i) || string(r.Value) != w {
+			t.Fatalf("record %d: offset %d value %q, want %q", i, r.Offset, r.Value, w)
+		}
+	}
+	segments, _ := filepath.Glob(filepath.Join(byID[to].dataDir, wire.TopicsDirName, "orders", "p00000", "*"+wire.SegmentFileSuffix))
+	if len(segments) < 2 {
+		t.Fatalf("the moved partition has %d segments; the test wants sealed ones copied before the freeze", len(segments))
+	}
+	newOwner := byID[to].client()
+	if st, err := newOwner.Consumer(bg, "orders", 0); err != nil || st.Frontier != 10 || !slices.Equal(st.AckedAhead, []int64{12}) {
+		t.Fatalf("the queue consumer's progress after the move: %+v, %v; want frontier 10, 12 acked ahead", st, err)
+	}
+	cur, err := newOwner.Cursor(bg, "orders", "audit")
+	if err != nil || len(cur.Partitions) == 0 || cur.Partitions[0].Partition != 0 || cur.Partitions[0].Position != 20 {
+		t.Fatalf("the cursor on the new owner: %+v, %v; want partition 0 at 20", cur, err)
+	}
+	fetchAll(t, nodes[2], "orders", 1, 50)
+	t.Logf("moved %s -> %s under produce through %s: %d records acked during and after the move", from, to, via, len(acked))
 }

@@ -96,21 +96,28 @@ func TestMoves_OneOfCompleteAndCancelWins(t *testing.T) {
 }
 
 // TestMoves_DeletingTheTopicEndsItsMoves: a topic's delete takes its
-// moves' records with it, and a move of another incarnation never
-// completes.
+// moves' records with it, so a frozen move of the deleted incarnation
+// never completes, and a record written by another writer (another key
+// order, a field this version does not know) is changed all the same
+// (its revision, not its bytes, is compared).
 func TestMoves_DeletingTheTopicEndsItsMoves(t *testing.T) {
 	te := startEtcd(t)
-	a, _ := joinNode(t, te, "a"), joinNode(t, te, "b")
+	a, b := joinNode(t, te, "a"), joinNode(t, te, "b")
 	heard := subscribe(a.ms)
 	if _, _, err := a.ms.CreateTopic(bg, "orders", 1, runtime.Retention{}); err != nil {
 		t.Fatal(err)
 	}
 	owner := owners(t, a.ms, heard, "orders", 1)
-	to := "a"
-	if owner[0] == "a" {
-		to = "b"
+	owners(t, b.ms, subscribe(b.ms), "orders", 1)
+	src, to := a, "b"
+	if owner[0] == "b" {
+		src, to = b, "a"
 	}
-	mv, err := a.ms.RequestMove(bg, "orders", 0, to)
+	mv, err := src.ms.RequestMove(bg, "orders", 0, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen, err := src.ms.FreezeMove(bg, mv, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,8 +127,21 @@ func TestMoves_DeletingTheTopicEndsItsMoves(t *testing.T) {
 	if moves := a.ms.Moves(); len(moves) != 0 {
 		t.Fatalf("moves after the delete: %+v", moves)
 	}
-	mv.State = cluster.MoveFrozen
-	if err := a.ms.CompleteMove(bg, mv); !errors.Is(err, cluster.ErrMoveChanged) {
-		t.Fatalf("completing a deleted topic's move: %v, want ErrMoveChanged", err)
+	if err := a.ms.CompleteMove(bg, frozen); !errors.Is(err, cluster.ErrMoveChanged) {
+		t.Fatalf("completing a deleted topic's frozen move: %v, want ErrMoveChanged", err)
+	}
+
+	// Another writer's record of a move.
+	if _, _, err := a.ms.CreateTopic(bg, "events", 1, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	owners(t, a.ms, heard, "events", 1)
+	foreign := `{"state":"requested","topic":"events","partition":0,"id":"feed","from":"a","to":"b","reason":"drain"}`
+	if _, err := te.client().Put(bg, "/narad/moves/events/0", foreign); err != nil {
+		t.Fatal(err)
+	}
+	heard.waitFor(t, "the foreign move record", func() bool { return len(a.ms.Moves()) == 1 })
+	if err := a.ms.CancelMove(bg, a.ms.Moves()[0]); err != nil {
+		t.Fatalf("cancelling another writer's move record: %v", err)
 	}
 }

@@ -39,6 +39,7 @@ type apiOptions struct {
 	access      bool            // log every request (--access-log)
 	closing     <-chan struct{} // closed at shutdown: long polls answer at once
 	owners      ownerLocator    // a cluster's node: where other nodes' partitions are; nil alone
+	cluster     *clusterNode    // a cluster's node: its moves; nil alone
 }
 
 // api is the HTTP API of docs/http-api.md over a runtime.Node.
@@ -81,6 +82,7 @@ func newAPI(node *runtime.Node, ms runtime.Metastore, logger *zap.Logger, reg *p
 	a.mux.HandleFunc("DELETE /v1/topics/{topic}/cursors/{name}", a.deleteCursor)
 	a.mux.HandleFunc("GET /v1/topics/{topic}/cursors/{name}/partitions/{p}/records", a.owned(a.readCursor))
 	a.mux.HandleFunc("PUT /v1/topics/{topic}/cursors/{name}/partitions/{p}", a.owned(a.commitCursor))
+	a.registerMoves()
 	a.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -74,6 +74,9 @@ func (a *api) writeNotOwner(w http.ResponseWriter, topic string, p int) {
 		loc, ok = a.opts.owners.Locate(topic, p)
 	}
 	switch {
+	case ok && loc.Moving:
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "moving", where+" is moving to another node; no node serves it until the move completes (seconds); retry")
 	case !ok:
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "unassigned", where+" has no owner yet; the cluster's assigner gives it one when a node is live; retry")

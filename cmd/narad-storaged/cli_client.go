@@ -32,6 +32,11 @@ func (c *clientFlags) client() (*client.Client, error) {
 	if c.topic == "" {
 		return nil, errors.New("--topic is required")
 	}
+	return c.anyClient()
+}
+
+// anyClient is client without a topic: for calls about no one topic.
+func (c *clientFlags) anyClient() (*client.Client, error) {
 	var opts client.Options
 	if c.tokenFile != "" {
 		b, err := vfs.ReadFile(vfs.OS{}, c.tokenFile, 4096)

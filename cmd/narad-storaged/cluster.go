@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -69,6 +71,28 @@ func advertised(flagAddr, scheme string, listening net.Addr) (string, error) {
 	return scheme + "://" + listening.String(), nil
 }
 
+// peerTLSConfig is the TLS configuration of the calls this node makes to
+// other nodes (a move's transfer): none while the node serves plain HTTP
+// (so do its peers), else the system's roots or, with --peer-ca, the CA
+// that signed the nodes' certificates.
+func peerTLSConfig(cfg config, tlsOn bool) (*tls.Config, error) {
+	if !tlsOn {
+		return nil, nil
+	}
+	out := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cfg.PeerCA != "" {
+		pem, err := vfs.ReadFile(vfs.OS{}, cfg.PeerCA, 1<<20)
+		if err != nil {
+			return nil, fmt.Errorf("peer-ca: %w", err)
+		}
+		out.RootCAs = x509.NewCertPool()
+		if !out.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("peer-ca %s holds no PEM certificate", cfg.PeerCA)
+		}
+	}
+	return out, nil
+}
+
 // clusterNode is this daemon's membership of a cluster on etcd: the
 // client, the metastore on etcd, and (once the node listens) its
 // registration and its candidacy for assigning partitions.
@@ -131,9 +155,12 @@ func openClusterNode(ctx context.Context, files vfs.FS, cfg config, endpoints []
 func (c *clusterNode) checkIdentity(ctx context.Context, files vfs.FS, dir string, hasNode bool, storedCluster string, hasCluster bool) error {
 	readCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	clusterID, err := cluster.ClusterID(readCtx, c.cli, "", !hasCluster)
+	// Only a new directory may make the cluster: one that has served (it
+	// has a node id) only joins the cluster etcd holds.
+	clusterID, err := cluster.ClusterID(readCtx, c.cli, "", !hasCluster && !hasNode)
 	if errors.Is(err, cluster.ErrNoCluster) {
-		return fmt.Errorf("%w: %s belongs to cluster %s, and etcd holds no cluster: wrong --metastore endpoints, or etcd's data was lost", runtime.ErrDataDirIdentity, dir, storedCluster)
+		return fmt.Errorf("%w: %s has served node %q of a cluster (%s), and etcd holds no cluster: wrong --metastore endpoints, or etcd's data was lost",
+			runtime.ErrDataDirIdentity, dir, c.id, storedCluster)
 	}
 	if err != nil {
 		return err
@@ -285,6 +312,29 @@ func (c *clusterNode) close() error {
 		err = errors.Join(err, c.ms.Close())
 	}
 	return errors.Join(err, c.cli.Close())
+}
+
+// move finds a move under way by its id, in the replica.
+func (c *clusterNode) move(id string) (cluster.Move, bool) {
+	for _, mv := range c.ms.Moves() {
+		if mv.ID == id {
+			return mv, true
+		}
+	}
+	return cluster.Move{}, false
+}
+
+// dropIfMoved drops this node's copy of a partition once etcd confirms
+// (linearizably, never the replica) that another node owns it.
+func (c *clusterNode) dropIfMoved(ctx context.Context, node *runtime.Node, topic string, p int) error {
+	owner, ok, err := c.ms.ConfirmOwner(ctx, topic, p)
+	if err != nil {
+		return err
+	}
+	if !ok || owner == c.id {
+		return fmt.Errorf("%w: %s/%d", runtime.ErrAssigned, topic, p)
+	}
+	return node.DropPartition(ctx, topic, p)
 }
 
 // Locate is the API's ownerLocator: where the replica says a partition

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/vfs"
 )
@@ -44,6 +45,8 @@ type config struct {
 	NodeID                       string   `json:"node_id"`
 	AdvertiseAddr                string   `json:"advertise_addr"`
 	MemberTTL                    duration `json:"member_ttl"`
+	PeerCA                       string   `json:"peer_ca"`
+	SegmentMaxBytes              int64    `json:"segment_max_bytes"`
 }
 
 func defaultConfig() config {
@@ -61,6 +64,7 @@ func defaultConfig() config {
 		MinFreeBytes:                 256 << 20,
 		MinFreeInodes:                1000,
 		FrameCacheBytes:              runtime.DefaultFrameCacheBytes,
+		SegmentMaxBytes:              partition.DefaultSegmentMaxBytes,
 		MaxInflightBytes:             1 << 30,
 		ShutdownTimeout:              duration(30 * time.Second),
 		Metastore:                    "local",
@@ -130,6 +134,7 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.AccessLog, "access-log", cfg.AccessLog, "log every request at info (method, path, route, status, time)")
 	fs.Uint64Var(&cfg.MinFreeBytes, "min-free-bytes", cfg.MinFreeBytes, "refuse produce (507 no_space) while the data directory's file system has fewer free bytes; 0 turns the floor off")
 	fs.Uint64Var(&cfg.MinFreeInodes, "min-free-inodes", cfg.MinFreeInodes, "refuse produce while it has fewer free inodes; 0 turns the floor off")
+	fs.Int64Var(&cfg.SegmentMaxBytes, "segment-max-bytes", cfg.SegmentMaxBytes, "size at which a partition's active segment is sealed and a new one begun; retention deletes whole sealed segments")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", cfg.MaxBodyBytes, "largest request body accepted")
 	fs.Int64Var(&cfg.FrameCacheBytes, "frame-cache-bytes", cfg.FrameCacheBytes, "decoded frames the open logs keep cached for tail readers, together; -1: no bound but each log's 2 MiB")
 	fs.Int64Var(&cfg.MaxInflightBytes, "max-inflight-bytes", cfg.MaxInflightBytes, "produce bodies held at once (each counted at its Content-Length, or --max-body-bytes without one); past it produce is answered 503 busy; 0: no bound")
@@ -137,6 +142,7 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.Metastore, "metastore", cfg.Metastore, "where topic records and assignments live: local (this node alone), or a cluster's etcd: etcd://host:port[,host:port...] or etcd+unix:///path")
 	fs.StringVar(&cfg.NodeID, "node-id", cfg.NodeID, "this node's id in the cluster, 1 to 64 of [A-Za-z0-9._-]; stored in the data directory at the first start and checked after (default: the stored one, or a random one)")
 	fs.StringVar(&cfg.AdvertiseAddr, "advertise-addr", cfg.AdvertiseAddr, "the address other nodes and clients reach this node at (default: the --listen address, unless it is a wildcard)")
+	fs.StringVar(&cfg.PeerCA, "peer-ca", cfg.PeerCA, "a cluster's node serving TLS: PEM file of the CA that signed the nodes' certificates, trusted in the calls nodes make to each other (default: the system's roots)")
 	fs.Var(durationFlag{&cfg.MemberTTL}, "member-ttl", "how long after this node stops (or loses etcd) the cluster stops counting it live; whole seconds")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -189,6 +195,8 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 		merge("node-id", func() { cfg.NodeID = fromFile.NodeID })
 		merge("advertise-addr", func() { cfg.AdvertiseAddr = fromFile.AdvertiseAddr })
 		merge("member-ttl", func() { cfg.MemberTTL = fromFile.MemberTTL })
+		merge("peer-ca", func() { cfg.PeerCA = fromFile.PeerCA })
+		merge("segment-max-bytes", func() { cfg.SegmentMaxBytes = fromFile.SegmentMaxBytes })
 	}
 	return cfg, cfg.validate()
 }
@@ -199,6 +207,9 @@ func (c config) validate() error {
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return errors.New("give both --tls-cert and --tls-key, or neither")
+	}
+	if c.SegmentMaxBytes < 1<<10 {
+		return fmt.Errorf("segment-max-bytes %d: give 1024 or more", c.SegmentMaxBytes)
 	}
 	if c.MaxBodyBytes <= 0 {
 		return errors.New("max-body-bytes must be positive")
@@ -213,8 +224,8 @@ func (c config) validate() error {
 	if err != nil {
 		return err
 	}
-	if endpoints == nil && (c.NodeID != "" || c.AdvertiseAddr != "") {
-		return errors.New("node-id and advertise-addr name a node of a cluster: give --metastore etcd://... too")
+	if endpoints == nil && (c.NodeID != "" || c.AdvertiseAddr != "" || c.PeerCA != "") {
+		return errors.New("node-id, advertise-addr and peer-ca are a cluster's node's: give --metastore etcd://... too")
 	}
 	if c.NodeID != "" {
 		if err := runtime.ValidateNodeID(c.NodeID); err != nil {

@@ -39,6 +39,7 @@ func init() {
 		{"inspect", "dump one segment file's frames and records", func(a []string, _ io.Reader, o, e io.Writer) int { return runInspect(a, o, e) }},
 		{"produce", "send stdin's lines as records, batched", runProduce},
 		{"consume", "print records from an offset on, or follow them", func(a []string, _ io.Reader, o, e io.Writer) int { return runConsume(a, o, e) }},
+		{"move", "move a partition to another node of a cluster; list or cancel moves", func(a []string, _ io.Reader, o, e io.Writer) int { return runMove(a, o, e) }},
 		{"version", "print the version, VCS revision and its commit time", func(_ []string, _ io.Reader, o, _ io.Writer) int { fmt.Fprintln(o, versionLine()); return 0 }},
 		{"completion", "print a shell completion script: completion bash|zsh", runCompletion},
 	}

@@ -127,10 +127,12 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 	var ms runtime.Metastore
 	var member *clusterNode // nil: a node alone, on the embedded metastore
 	if endpoints, _ := etcdEndpoints(cfg.Metastore); endpoints == nil {
-		if id, ok, err := runtime.StoredNodeID(files, cfg.DataDir); err != nil {
-			return err
-		} else if ok {
-			return fmt.Errorf("%w: %s is node %q's of a cluster (its topic records are in etcd); give --metastore etcd://...", runtime.ErrDataDirIdentity, cfg.DataDir, id)
+		for _, stored := range []func(vfs.FS, string) (string, bool, error){runtime.StoredNodeID, runtime.StoredClusterID} {
+			if id, ok, err := stored(files, cfg.DataDir); err != nil {
+				return err
+			} else if ok {
+				return fmt.Errorf("%w: %s is a cluster's node's (%s; its topic records are in etcd); give --metastore etcd://...", runtime.ErrDataDirIdentity, cfg.DataDir, id)
+			}
 		}
 		local, err := runtime.OpenLocalMetastore(files, cfg.DataDir)
 		if err != nil {
@@ -168,6 +170,7 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		MinFreeInodes:                cfg.MinFreeInodes,
 		MaxOpenLogs:                  cfg.MaxOpenLogs,
 		FrameCacheBytes:              cfg.FrameCacheBytes,
+		SegmentMaxBytes:              cfg.SegmentMaxBytes,
 		Metastore:                    ms,
 		Logger:                       logger,
 		Registerer:                   reg,
@@ -205,7 +208,7 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 	var closeOnce sync.Once
 	endLongPolls := func() { closeOnce.Do(func() { close(closing) }) }
 	defer endLongPolls()
-	api := newAPI(node, ms, logger, reg, apiOptions{token: token, maxBody: cfg.MaxBodyBytes, maxInflight: cfg.MaxInflightBytes, pprof: cfg.Pprof, access: cfg.AccessLog, closing: closing, owners: owners})
+	api := newAPI(node, ms, logger, reg, apiOptions{token: token, maxBody: cfg.MaxBodyBytes, maxInflight: cfg.MaxInflightBytes, pprof: cfg.Pprof, access: cfg.AccessLog, closing: closing, owners: owners, cluster: member})
 	server := &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -225,6 +228,7 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		zap.String("addr", listener.Addr().String()), zap.String("codec", cfg.Codec))
 	logger.Info("listening", zap.String("addr", listener.Addr().String()), zap.String("scheme", scheme))
 
+	stopMover := func() {} // a cluster's node: its mover's close, once it runs
 	startCtx, stopStart := context.WithCancel(ctx)
 	defer stopStart()
 	started := make(chan error, 1)
@@ -237,6 +241,15 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		}
 		if err == nil {
 			warnIfFewDescriptors(ctx, node, cfg.MaxOpenLogs, logger)
+			if member != nil {
+				peerTLS, err := peerTLSConfig(cfg, certs != nil)
+				if err != nil {
+					shutdown(server, endLongPolls, node, cfg, logger)
+					return err
+				}
+				m := startMover(member, node, token, peerTLS, logger)
+				stopMover = m.close
+			}
 			logger.Info("ready")
 			if err := sdNotify("READY=1"); err != nil {
 				logger.Warn("systemd notification", zap.Error(err))
@@ -253,10 +266,12 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 	select {
 	case <-ctx.Done():
 	case err := <-served:
+		stopMover()
 		node.Close()
 		return err
 	}
 	logger.Info("shutting down")
+	stopMover() // no pull runs into a closing node
 	return shutdown(server, endLongPolls, node, cfg, logger)
 }
 
