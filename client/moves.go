@@ -47,3 +47,32 @@ func (c *Client) Moves(ctx context.Context) ([]Move, error) {
 func (c *Client) CancelMove(ctx context.Context, id string) error {
 	return c.doJSON(ctx, http.MethodDelete, "/v1/moves/"+url.PathEscape(id), nil, nil)
 }
+
+// Node is a live node of a cluster: its id, its address, whether it is
+// draining, and how many partitions it owns.
+type Node struct {
+	ID         string `json:"id"`
+	Addr       string `json:"addr"`
+	Draining   bool   `json:"draining"`
+	Partitions int    `json:"partitions"`
+}
+
+// Nodes lists a cluster's live nodes.
+func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
+	var out struct {
+		Nodes []Node `json:"nodes"`
+	}
+	err := c.doJSON(ctx, http.MethodGet, "/v1/nodes", nil, &out)
+	return out.Nodes, err
+}
+
+// Drain marks a node draining (draining false: no longer): the cluster
+// moves every partition it owns to the other nodes and gives it no new
+// ones (or gives it its share again).
+func (c *Client) Drain(ctx context.Context, node string, draining bool) error {
+	method := http.MethodPost
+	if !draining {
+		method = http.MethodDelete
+	}
+	return c.doJSON(ctx, method, "/v1/nodes/"+url.PathEscape(node)+"/drain", nil, nil)
+}

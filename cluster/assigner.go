@@ -2,11 +2,15 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/narad-io/storage/runtime"
@@ -28,15 +32,19 @@ type AssignerConfig struct {
 
 // Assigner is one node's candidacy for assigning partitions. Every node
 // runs one; the one etcd's election API makes leader gives each
-// partition without an owner one: of the live members (members/), the one
-// with the highest rendezvous score for the partition, so owners spread
-// evenly and a partition's choice depends on nothing but its name and the
-// members. An owner, once written, is kept: a node that dies keeps its
+// partition without an owner one: of the live members not draining, the
+// one with the highest rendezvous score for the partition, so owners
+// spread evenly and a partition's choice depends on nothing but its name
+// and the members. An owner is never overwritten: a partition changes
+// owner only by a move (moves.go), which its new owner pulls from the
+// live old one. When the eligible members change (a join, a return, a
+// drain) the leader asks each partition whose live owner is not its
+// preferred one to move there (rebalance); a node that dies keeps its
 // partitions (there is no replication: only it holds their files) until
 // it returns or an operator moves them. Every write is conditional on
-// this node still holding the leadership and the topic record still being
-// the incarnation it read, so a deposed leader or a deleted topic never
-// gets an assignment written.
+// this node still holding the leadership and on what it read (the topic
+// record's incarnation, the owner), so a deposed leader or a deleted
+// topic never gets an assignment or a move written.
 type Assigner struct {
 	cfg    AssignerConfig
 	keys   keys
@@ -144,89 +152,253 @@ func (a *Assigner) waitForChange(ctx context.Context, rev int64) error {
 	return ctx.Err()
 }
 
-// assign reads the topics, members and assignment, and gives every
-// partition without an owner one; it returns the revision it read at.
+// assign reads the topics, members and assignment, gives every
+// partition without an owner one (the eligible member with the highest
+// rendezvous score: a draining member is not eligible while another is),
+// and rebalances when the eligible members changed since the last
+// rebalance; it returns the revision it read at.
 func (a *Assigner) assign(ctx context.Context, leader clientv3.Cmp, leaderKey string) (int64, error) {
 	resp, err := a.cfg.Client.Get(ctx, a.keys.root, clientv3.WithPrefix())
 	if err != nil {
 		return 0, err
 	}
-	type topicAt struct {
-		rec    runtime.TopicRecord
-		modRev int64
-	}
-	var topics []topicAt
-	var members []string
-	owned := map[partitionKey]bool{}
+	var st clusterState
+	st.owners, st.moves, st.live, st.draining = map[partitionKey]string{}, map[partitionKey]Move{}, map[string]bool{}, map[string]bool{}
 	for _, kv := range resp.Kvs {
 		switch kind, name, p := a.keys.parse(string(kv.Key)); kind {
 		case keyMember:
 			var mi MemberInfo
 			if json.Unmarshal(kv.Value, &mi) == nil && mi.ID == name {
-				members = append(members, name)
+				st.live[name] = true
 			}
 		case keyTopic:
 			if rec, err := decodeTopic(name, kv.Value, kv.ModRevision); err == nil {
-				topics = append(topics, topicAt{rec, kv.ModRevision})
+				st.topics = append(st.topics, topicAt{rec, kv.ModRevision})
 			}
 		case keyAssignment:
-			owned[partitionKey{name, p}] = true
+			st.owners[partitionKey{name, p}] = string(kv.Value)
+		case keyMove:
+			var mv Move
+			if json.Unmarshal(kv.Value, &mv) == nil {
+				mv.Rev = kv.ModRevision
+				st.moves[partitionKey{name, p}] = mv
+			}
+		case keyDrain:
+			st.draining[name] = true
+		default:
+			if string(kv.Key) == a.keys.rebalanced() {
+				st.rebalanced = string(kv.Value)
+			}
 		}
 	}
-	if len(members) == 0 {
+	eligible := st.eligible()
+	if len(eligible) == 0 {
 		return resp.Header.Revision, nil // nobody to assign to yet: a join wakes us
 	}
-	for _, t := range topics {
-		var puts []clientv3.Op
-		flush := func() error {
-			if len(puts) == 0 {
-				return nil
-			}
-			topicKey := a.keys.topic(t.rec.Name)
-			r, err := a.cfg.Client.Txn(ctx).
-				If(leader, clientv3.Compare(clientv3.ModRevision(topicKey), "=", t.modRev)).
-				Then(puts...).
-				Commit()
-			puts = puts[:0]
-			if err != nil {
-				return fmt.Errorf("assign partitions of %s: %w", t.rec.Name, err)
-			}
-			if !r.Succeeded {
-				// The topic changed (the next round reads it again), or this
-				// node no longer leads: its candidacy's key is gone while
-				// its lease lives on (deleted by hand), and it must step
-				// down to campaign again.
-				if got, err := a.cfg.Client.Get(ctx, leaderKey, clientv3.WithCountOnly()); err != nil {
-					return err
-				} else if got.Count == 0 {
-					return errors.New("partition assigner: this node's candidacy is gone")
-				}
-			}
-			return nil
-		}
+	txn := a.txns(ctx, leader, leaderKey)
+	for _, t := range st.topics {
+		topicCmp := clientv3.Compare(clientv3.ModRevision(a.keys.topic(t.rec.Name)), "=", t.modRev)
 		for p := range t.rec.Partitions {
-			if owned[partitionKey{t.rec.Name, p}] {
+			if _, owned := st.owners[partitionKey{t.rec.Name, p}]; owned {
 				continue
 			}
 			key := a.keys.assignment(t.rec.Name, p)
-			puts = append(puts, clientv3.OpPut(key, rendezvous(t.rec.Name, p, members)))
-			if len(puts) == maxOpsPerTxn {
-				if err := flush(); err != nil {
-					return 0, err
-				}
+			if err := txn.add([]clientv3.Cmp{topicCmp}, clientv3.OpPut(key, rendezvous(t.rec.Name, p, eligible))); err != nil {
+				return 0, err
 			}
 		}
-		if err := flush(); err != nil {
+		if err := txn.flush(); err != nil { // one topic's assignments at a time: its compare is its own
 			return 0, err
 		}
+	}
+	if err := a.cancelStranded(ctx, txn, st); err != nil {
+		return 0, err
+	}
+	if err := a.rebalance(ctx, txn, st, eligible); err != nil {
+		return 0, err
 	}
 	return resp.Header.Revision, nil
 }
 
-// rendezvous is the member with the highest score for partition p of
-// topic (highest random weight hashing): each member's score depends on
-// the partition and the member only, so a member that joins takes about
-// 1/n of the partitions and the rest keep their choice.
+// topicAt is a topic record and its key's mod revision.
+type topicAt struct {
+	rec    runtime.TopicRecord
+	modRev int64
+}
+
+// clusterState is what one round of the assigner read.
+type clusterState struct {
+	topics     []topicAt
+	owners     map[partitionKey]string
+	moves      map[partitionKey]Move
+	live       map[string]bool
+	draining   map[string]bool
+	rebalanced string // the eligible members the last rebalance was for
+}
+
+// eligible lists the members that get partitions: the live ones not
+// draining, or every live one if all are draining (a partition needs an
+// owner), sorted.
+func (st clusterState) eligible() []string {
+	var all, out []string
+	for id := range st.live {
+		all = append(all, id)
+		if !st.draining[id] {
+			out = append(out, id)
+		}
+	}
+	if len(out) == 0 {
+		out = all
+	}
+	sort.Strings(out)
+	return out
+}
+
+// cancelStranded cancels the requested moves whose new owner is not live
+// or is draining: nobody would pull them, and they would keep their
+// partitions from a move the next rebalance plans. A frozen move is left
+// to its old owner, which cancels it once frozen too long.
+func (a *Assigner) cancelStranded(ctx context.Context, txn *txnBatch, st clusterState) error {
+	for k, mv := range st.moves {
+		if mv.State == MoveRequested && (!st.live[mv.To] || st.draining[mv.To]) {
+			key := a.keys.move(k.topic, k.partition)
+			if err := txn.add([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", mv.Rev)}, clientv3.OpDelete(key)); err != nil {
+				return err
+			}
+			a.logger.Info("partition assigner: a move's new owner is gone or draining; cancelled", zap.String("move", mv.ID),
+				zap.String("topic", mv.Topic), zap.Int("partition", mv.Partition), zap.String("to", mv.To))
+		}
+	}
+	return txn.flush()
+}
+
+// rebalance runs when the eligible members differ from those of the last
+// rebalance (a member joined, left, or was drained or undrained): every
+// partition whose owner is live, has no move under way, and is not the
+// eligible member with the highest rendezvous score for it is asked to
+// move there. A join thus moves about 1/n of the partitions to the new
+// member and nothing else; a drain moves the drained member's. A member
+// that left keeps its partitions (only its disk holds them). Between
+// membership changes nothing is rebalanced, so an operator's move stays.
+// The members rebalanced for are recorded once every request is written.
+func (a *Assigner) rebalance(ctx context.Context, txn *txnBatch, st clusterState, eligible []string) error {
+	members := strings.Join(eligible, ",")
+	if members == st.rebalanced {
+		return nil
+	}
+	isEligible := map[string]bool{}
+	for _, id := range eligible {
+		isEligible[id] = true
+	}
+	planned := 0
+	for _, t := range st.topics {
+		for p := range t.rec.Partitions {
+			k := partitionKey{t.rec.Name, p}
+			owner, owned := st.owners[k]
+			if _, moving := st.moves[k]; !owned || moving || !st.live[owner] {
+				continue
+			}
+			target := rendezvous(t.rec.Name, p, eligible)
+			if target == owner {
+				continue
+			}
+			var r [8]byte
+			rand.Read(r[:])
+			mv := Move{ID: hex.EncodeToString(r[:]), Topic: t.rec.Name, Partition: p, From: owner, To: target, Incarnation: t.rec.Incarnation, State: MoveRequested}
+			val, err := mv.encode()
+			if err != nil {
+				return err
+			}
+			key, assign := a.keys.move(t.rec.Name, p), a.keys.assignment(t.rec.Name, p)
+			cmps := []clientv3.Cmp{
+				clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+				clientv3.Compare(clientv3.Value(assign), "=", owner),
+			}
+			if err := txn.add(cmps, clientv3.OpPut(key, val)); err != nil {
+				return err
+			}
+			planned++
+		}
+	}
+	if err := txn.flush(); err != nil {
+		return err
+	}
+	if txn.refused {
+		return nil // something changed meanwhile: the next round plans again
+	}
+	if err := txn.add(nil, clientv3.OpPut(a.keys.rebalanced(), members)); err != nil {
+		return err
+	}
+	if err := txn.flush(); err != nil {
+		return err
+	}
+	a.logger.Info("partition assigner: rebalanced", zap.Strings("members", eligible), zap.Int("moves", planned))
+	return nil
+}
+
+// txnBatch writes operations in transactions of at most maxOpsPerTxn
+// operations (and as many compares), each conditional on this node still
+// leading and on its operations' own compares. refused says a
+// transaction's compares failed (something changed: the next round reads
+// it again).
+type txnBatch struct {
+	a         *Assigner
+	ctx       context.Context
+	leader    clientv3.Cmp
+	leaderKey string
+	cmps      []clientv3.Cmp
+	ops       []clientv3.Op
+	refused   bool
+}
+
+func (a *Assigner) txns(ctx context.Context, leader clientv3.Cmp, leaderKey string) *txnBatch {
+	return &txnBatch{a: a, ctx: ctx, leader: leader, leaderKey: leaderKey}
+}
+
+// add queues op under cmps, writing the batch once it is full.
+func (b *txnBatch) add(cmps []clientv3.Cmp, op clientv3.Op) error {
+	b.cmps = append(b.cmps, cmps...)
+	b.ops = append(b.ops, op)
+	if len(b.ops) >= maxOpsPerTxn/2 || len(b.cmps) >= maxOpsPerTxn {
+		return b.flush()
+	}
+	return nil
+}
+
+// flush writes what is queued.
+func (b *txnBatch) flush() error {
+	if len(b.ops) == 0 {
+		return nil
+	}
+	r, err := b.a.cfg.Client.Txn(b.ctx).If(append([]clientv3.Cmp{b.leader}, b.cmps...)...).Then(b.ops...).Commit()
+	b.cmps, b.ops = b.cmps[:0], b.ops[:0]
+	if err != nil {
+		return fmt.Errorf("partition assigner: %w", err)
+	}
+	if !r.Succeeded {
+		b.refused = true
+		// Something changed (the next round reads it again), or this node
+		// no longer leads: its candidacy's key is gone while its lease
+		// lives on (deleted by hand), and it must step down to campaign
+		// again.
+		if got, err := b.a.cfg.Client.Get(b.ctx, b.leaderKey, clientv3.WithCountOnly()); err != nil {
+			return err
+		} else if got.Count == 0 {
+			return errors.New("partition assigner: this node's candidacy is gone")
+		}
+	}
+	return nil
+}
+
+// PreferredOwner is the member the assigner gives partition p of topic
+// among members (highest random weight hashing): each member's score
+// depends on the partition and the member only, so a member that joins
+// takes about 1/n of the partitions and the rest keep their choice.
+func PreferredOwner(topic string, p int, members []string) string {
+	return rendezvous(topic, p, members)
+}
+
+// rendezvous is PreferredOwner.
 func rendezvous(topic string, p int, members []string) string {
 	best, bestScore := "", uint64(0)
 	for _, m := range members {

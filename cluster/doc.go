@@ -13,6 +13,8 @@
 //	members/<id>           a live node's MemberInfo (JSON), under its lease
 //	moves/<name>/<p>       a move of the partition under way (Move, JSON)
 //	assigner/...           the election of the node that writes assign/
+//	drain/<id>             the node is draining: its partitions move off
+//	rebalanced             the members the assigner last rebalanced for
 //	cluster-id             the cluster's id, made by its first node
 //
 // As built so far (issue 16 lands in steps): the metastore, membership,
@@ -20,6 +22,6 @@
 // takes one away, and the records of partition moves (moves.go);
 // narad-storaged runs on them with --metastore etcd://..., answers calls
 // for other nodes' partitions with 421, and runs the moves an operator
-// asks for (its mover pulls the files). Rebalancing on a join and
-// draining a node come next.
+// asks for or the assigner plans when the members change (a join, a
+// drain); its mover pulls the files.
 package cluster

@@ -53,7 +53,7 @@ type Config struct {
 // new watch; the replica keeps serving what it holds meanwhile, and
 // CaughtUp says it may be stale.
 //
-// Invariants, under mu: topics, owners, members and moves are what etcd held
+// Invariants, under mu: topics, owners, members, moves and drains are what etcd held
 // under the prefix at revision applied; applied never decreases; advanced
 // is closed and replaced whenever applied moves.
 type EtcdMetastore struct {
@@ -69,6 +69,7 @@ type EtcdMetastore struct {
 	owners   map[partitionKey]string
 	members  map[string]MemberInfo
 	moves    map[partitionKey]Move
+	drains   map[string]bool
 	applied  int64
 	advanced chan struct{}
 	subs     map[int]func(string)
@@ -447,7 +448,12 @@ func (m *EtcdMetastore) reload(ctx context.Context) error {
 	owners := map[partitionKey]string{}
 	members := map[string]MemberInfo{}
 	moves := map[partitionKey]Move{}
+	drains := map[string]bool{}
 	for _, kv := range resp.Kvs {
+		if kind, id, _ := m.keys.parse(string(kv.Key)); kind == keyDrain {
+			drains[id] = true
+			continue
+		}
 		m.decodeInto(topics, owners, members, moves, string(kv.Key), kv.Value, kv.ModRevision)
 	}
 	m.mu.Lock()
@@ -482,7 +488,7 @@ func (m *EtcdMetastore) reload(ctx context.Context) error {
 			changed[k.topic] = true
 		}
 	}
-	m.topics, m.owners, m.members, m.moves = topics, owners, members, moves
+	m.topics, m.owners, m.members, m.moves, m.drains = topics, owners, members, moves, drains
 	subs := m.advanceLocked(resp.Header.Revision)
 	m.mu.Unlock()
 	for name := range changed {
@@ -579,6 +585,14 @@ func (m *EtcdMetastore) apply(events []*clientv3.Event, rev int64) {
 		key := string(ev.Kv.Key)
 		kind, name, p := m.keys.parse(key)
 		if kind == keyOther {
+			continue
+		}
+		if kind == keyDrain {
+			if ev.Type == clientv3.EventTypeDelete {
+				delete(m.drains, name)
+			} else {
+				m.drains[name] = true
+			}
 			continue
 		}
 		if kind != keyMember {
@@ -699,6 +713,9 @@ func (k keys) members() string          { return k.root + "members/" }
 func (k keys) member(id string) string  { return k.members() + id }
 func (k keys) election() string         { return k.root + "assigner/" }
 func (k keys) clusterID() string        { return k.root + "cluster-id" }
+func (k keys) drains() string           { return k.root + "drain/" }
+func (k keys) drain(id string) string   { return k.drains() + id }
+func (k keys) rebalanced() string       { return k.root + "rebalanced" }
 func (k keys) moves(name string) string { return k.root + "moves/" + name + "/" }
 func (k keys) move(name string, p int) string {
 	return k.moves(name) + strconv.Itoa(p)
@@ -716,11 +733,12 @@ const (
 	keyAssignment
 	keyMember
 	keyMove
+	keyDrain
 )
 
 // parse says what key holds: a topic record (name), an assignment or a
-// move (name, partition) or a member record (name is the member's id);
-// anything else under the prefix is keyOther.
+// move (name, partition), a member record or a drain mark (name is the
+// node's id); anything else under the prefix is keyOther.
 func (k keys) parse(key string) (kind keyKind, name string, partition int) {
 	rest, ok := strings.CutPrefix(key, k.root)
 	if !ok {
@@ -731,6 +749,9 @@ func (k keys) parse(key string) (kind keyKind, name string, partition int) {
 	}
 	if id, ok := strings.CutPrefix(rest, "members/"); ok && id != "" && !strings.Contains(id, "/") {
 		return keyMember, id, 0
+	}
+	if id, ok := strings.CutPrefix(rest, "drain/"); ok && id != "" && !strings.Contains(id, "/") {
+		return keyDrain, id, 0
 	}
 	for prefix, kind := range map[string]keyKind{"assign/": keyAssignment, "moves/": keyMove} {
 		if tp, ok := strings.CutPrefix(rest, prefix); ok {

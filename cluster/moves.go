@@ -210,3 +210,55 @@ func (m *EtcdMetastore) ConfirmOwner(ctx context.Context, topic string, p int) (
 	}
 	return string(resp.Kvs[0].Value), true, nil
 }
+
+// Node is a live member as the replica knows it.
+type Node struct {
+	MemberInfo
+	Draining   bool `json:"draining"`   // its partitions move off, and it gets no new ones
+	Partitions int  `json:"partitions"` // the partitions it owns
+}
+
+// Nodes lists the live members, by id.
+func (m *EtcdMetastore) Nodes() []Node {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	owned := map[string]int{}
+	for _, o := range m.owners {
+		owned[o]++
+	}
+	out := make([]Node, 0, len(m.members))
+	for id, info := range m.members {
+		out = append(out, Node{MemberInfo: info, Draining: m.drains[id], Partitions: owned[id]})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// SetDraining marks node id draining (or no longer): the assigner moves
+// every partition it owns to the other live members and gives it no new
+// ones (or, undrained, gives it its share again). A node needs not be
+// live to be marked.
+func (m *EtcdMetastore) SetDraining(ctx context.Context, id string, draining bool) error {
+	if err := runtime.ValidateNodeID(id); err != nil {
+		return err
+	}
+	var err error
+	var resp *clientv3.PutResponse
+	var del *clientv3.DeleteResponse
+	rev := int64(0)
+	if draining {
+		resp, err = m.cli.Put(ctx, m.keys.drain(id), "")
+		if err == nil {
+			rev = resp.Header.Revision
+		}
+	} else {
+		del, err = m.cli.Delete(ctx, m.keys.drain(id))
+		if err == nil {
+			rev = del.Header.Revision
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("cluster: mark node %s draining=%v: %w", id, draining, err)
+	}
+	return m.waitApplied(ctx, rev)
+}

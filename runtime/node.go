@@ -160,8 +160,9 @@ type Node struct {
 	loops         []*supervisor.Loop
 	promReg       prometheus.Registerer
 
-	installs unsettledInstalls // installs to settle before their partition opens
-	opens    openSignals       // waiters for a partition's log to open again
+	installs  unsettledInstalls // installs to settle before their partition opens
+	receiving sync.Map          // supervisor.Key -> *Receiver: the receive of a partition under way, one at a time
+	opens     openSignals       // waiters for a partition's log to open again
 
 	consumers       *consumers
 	queues          *queues  // leases of queue consumes, and the consumers parked

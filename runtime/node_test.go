@@ -319,8 +319,13 @@ func TestIncarnation_MatchAdoptAndQuarantine(t *testing.T) {
 	if err := n.reg.CloseLive(key("orders", 0)); err != nil {
 		t.Fatal(err)
 	}
+	// Under the topic's guard, so the rechecks the changes start see the
+	// recreate, never the delete alone (which they purge at once).
+	guard := n.reg.Guard("orders")
+	guard.Lock()
 	n.ms.DeleteTopic(bg, "orders")
 	fresh, _, _ := n.ms.CreateTopic(bg, "orders", 1, Retention{})
+	guard.Unlock()
 	n.background.Wait()
 	if got := readValues(t, n, "orders", 0); len(got) != 0 {
 		t.Fatalf("recreated topic served the deleted incarnation's records: %v", got)

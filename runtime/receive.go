@@ -25,8 +25,9 @@ import (
 // crash point the partition is either the old directory or the new one,
 // never neither (doc.go, "Protocols").
 //
-// One receive of a partition runs at a time (the caller sees to it), and
-// nothing of it is served before Commit. Files are written outside every
+// One receive of a partition runs at a time (a second is
+// ErrReceiveInProgress until the first's Commit or Abort), and nothing of
+// it is served before Commit. Files are written outside every
 // lock; Commit holds the produce gate exclusive and the topic's guard from
 // the close of the live log to the final directory sync, so no produce and
 // no lazy reopen reaches the old directory while it is replaced.
@@ -55,7 +56,13 @@ func (n *Node) ReceivePartition(ctx context.Context, topic string, p int, incarn
 		return nil, err
 	}
 	r := &Receiver{n: n, key: key, incarnation: incarnation, paths: n.installPathsOf(key)}
+	if _, busy := n.receiving.LoadOrStore(key, r); busy {
+		// Two receives would share the staging directory, each removing
+		// or committing the other's files (found by review).
+		return nil, fmt.Errorf("%w: %s/%d", ErrReceiveInProgress, topic, p)
+	}
 	if _, err := r.record(ctx); err != nil {
+		n.receiving.Delete(key)
 		return nil, fmt.Errorf("receive %s/%d: %w", topic, p, err)
 	}
 	err = n.withTopic(topic, func(t *supervisor.GuardedTopic) error {
@@ -74,10 +81,14 @@ func (n *Node) ReceivePartition(ctx context.Context, topic string, p int, incarn
 		return n.cfg.FS.Mkdir(r.paths.installing)
 	})
 	if err != nil {
+		n.receiving.Delete(key)
 		return nil, fmt.Errorf("receive %s/%d: %w", topic, p, nodeClosedError(err))
 	}
 	return r, nil
 }
+
+// ErrReceiveInProgress: a receive of the partition is under way already.
+var ErrReceiveInProgress = errors.New("runtime: a receive of the partition is under way")
 
 // record reads the topic's record and checks it is the incarnation
 // received.
@@ -180,6 +191,7 @@ func (r *Receiver) Commit(ctx context.Context) error {
 	}
 	r.ended = true
 	n, key, paths := r.n, r.key, r.paths
+	defer n.receiving.Delete(key)
 	err := n.reg.WithPartitionClosed(key, func(t *supervisor.GuardedTopic) error {
 		rec, err := r.record(ctx)
 		if err != nil {
@@ -221,6 +233,7 @@ func (r *Receiver) Abort() error {
 		return nil
 	}
 	r.ended = true
+	defer r.n.receiving.Delete(r.key)
 	return r.n.withTopic(r.key.Topic, func(*supervisor.GuardedTopic) error { return r.removeStaging() })
 }
 

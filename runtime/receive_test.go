@@ -80,3 +80,53 @@ func TestReceive_ACutShortFileFailsAndAbortKeepsThePartition(t *testing.T) {
 		t.Fatalf("a commit after the abort: %v, want ErrReceiveEnded", err)
 	}
 }
+
+// TestReceive_OneAtATimeAndTakingASegmentBack: a second receive of a
+// partition is refused while one is under way (they would share the
+// staging directory: found by review), and so is a drop of it; a segment
+// taken back (the sender's retention deleted it) is not installed.
+func TestReceive_OneAtATimeAndTakingASegmentBack(t *testing.T) {
+	n := startNode(t, nil, Config{SegmentMaxBytes: 1 << 10})
+	files, rec := installFixture(t, n)
+	r, err := n.ReceivePartition(bg, "orders", 0, rec.Incarnation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.ReceivePartition(bg, "orders", 0, rec.Incarnation); !errors.Is(err, ErrReceiveInProgress) {
+		t.Fatalf("a second receive: %v, want ErrReceiveInProgress", err)
+	}
+	for _, f := range files {
+		if err := r.WriteFile(f.Name, int64(len(f.Data)), bytes.NewReader(f.Data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deleted, _ := wire.SegmentFileName(1 << 20) // a later segment the sender's retention deleted before its final listing
+	if err := r.WriteFile(deleted, 5, bytes.NewReader([]byte("stale"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Remove(wire.HWMFileName); err == nil {
+		t.Fatal("the hwm file was taken back")
+	}
+	if err := r.Remove(deleted); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.DropPartition(bg, "orders", 0); err == nil {
+		t.Fatal("a partition being received was dropped")
+	}
+	if err := r.Commit(bg); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := vfs.Exists(n.disk, filepath.Join(partitionPath("orders", 0), deleted)); ok {
+		t.Fatal("a segment taken back was installed")
+	}
+	if got := readValues(t, n, "orders", 0); len(got) != 10 {
+		t.Fatalf("after the commit: %d records, want the 10 received", len(got))
+	}
+	again, err := n.ReceivePartition(bg, "orders", 0, rec.Incarnation) // the first one ended
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Abort(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -157,6 +157,9 @@ func (n *Node) DropPartition(ctx context.Context, topic string, p int) error {
 		if mine, err := n.ms.Assigned(ctx, topic, p); err != nil || mine {
 			return errors.Join(fmt.Errorf("%w: %s/%d", ErrAssigned, topic, p), err)
 		}
+		if _, busy := n.receiving.Load(key); busy {
+			return fmt.Errorf("%w: %s/%d", ErrReceiveInProgress, topic, p)
+		}
 		if err := n.settleBeforeOpen(key); err != nil {
 			return err
 		}

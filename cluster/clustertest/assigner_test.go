@@ -279,3 +279,90 @@ func TestMember_ALiveIDIsNeverTakenTwice(t *testing.T) {
 		t.Fatalf("after the first left: %+v, %v", members, err)
 	}
 }
+
+// TestAssigner_AJoinMovesItsShareThenALeaveCancelsThem: a member that
+// joins is asked exactly the partitions it is now the preferred owner of,
+// each from its live owner; nothing else moves. When it leaves before
+// pulling them, those requested moves are cancelled (nobody would pull
+// them).
+func TestAssigner_AJoinMovesItsShareThenALeaveCancelsThem(t *testing.T) {
+	te := startEtcd(t)
+	a, _ := joinNode(t, te, "a"), joinNode(t, te, "b")
+	heard := subscribe(a.ms)
+	if _, _, err := a.ms.CreateTopic(bg, "orders", 24, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	owner := owners(t, a.ms, heard, "orders", 24)
+	want := map[int]string{} // partition -> its owner, for those c is now preferred for
+	for p, o := range owner {
+		if cluster.PreferredOwner("orders", p, []string{"a", "b", "c"}) == "c" {
+			want[p] = o
+		}
+	}
+	if len(want) == 0 || len(want) == 24 {
+		t.Fatalf("fixture: c preferred for %d of 24 partitions", len(want))
+	}
+	c := joinNode(t, te, "c")
+	heard.waitFor(t, "the rebalance's moves", func() bool { return len(a.ms.Moves()) == len(want) })
+	for _, mv := range a.ms.Moves() {
+		if from, ok := want[mv.Partition]; !ok || mv.From != from || mv.To != "c" || mv.State != cluster.MoveRequested {
+			t.Fatalf("move %+v; want only those to c, each from its owner (%v)", mv, want)
+		}
+	}
+	c.assigner.Stop()
+	if err := c.member.Leave(); err != nil {
+		t.Fatal(err)
+	}
+	heard.waitFor(t, "the stranded moves to be cancelled", func() bool { return len(a.ms.Moves()) == 0 })
+	for p, o := range owner {
+		if now, _ := a.ms.Owner("orders", p); now != o {
+			t.Fatalf("partition %d changed owner from %s to %s", p, o, now)
+		}
+	}
+}
+
+// TestAssigner_ADrainedNodeIsMovedOff: every partition a drained member
+// owns is asked to move to its preferred owner among the others, and it
+// gets no partition of a topic made while it is draining.
+func TestAssigner_ADrainedNodeIsMovedOff(t *testing.T) {
+	te := startEtcd(t)
+	a, _, _ := joinNode(t, te, "a"), joinNode(t, te, "b"), joinNode(t, te, "c")
+	heard := subscribe(a.ms)
+	if _, _, err := a.ms.CreateTopic(bg, "orders", 12, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	owner := owners(t, a.ms, heard, "orders", 12)
+	ofB := 0
+	for _, o := range owner {
+		if o == "b" {
+			ofB++
+		}
+	}
+	if ofB == 0 {
+		t.Fatal("fixture: b owns nothing")
+	}
+	if err := a.ms.SetDraining(bg, "b", true); err != nil {
+		t.Fatal(err)
+	}
+	heard.waitFor(t, "b's partitions to be asked off it", func() bool { return len(a.ms.Moves()) == ofB })
+	for _, mv := range a.ms.Moves() {
+		if mv.From != "b" || mv.To != cluster.PreferredOwner("orders", mv.Partition, []string{"a", "c"}) {
+			t.Fatalf("move %+v: want b's partition to its preferred owner among a and c", mv)
+		}
+	}
+	if _, _, err := a.ms.CreateTopic(bg, "payments", 12, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	for p, o := range owners(t, a.ms, heard, "payments", 12) {
+		if o == "b" {
+			t.Fatalf("partition %d of a topic made while b drains went to b", p)
+		}
+	}
+	var nodes []string
+	for _, n := range a.ms.Nodes() {
+		nodes = append(nodes, fmt.Sprintf("%s:%v", n.ID, n.Draining))
+	}
+	if strings.Join(nodes, ",") != "a:false,b:true,c:false" {
+		t.Fatalf("nodes: %v", nodes)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/narad-io/storage/cluster"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -193,13 +194,13 @@ func TestCluster_ANodeBackFromDownQuarantinesItsStaleCopy(t *testing.T) {
 	}
 	produceEach(t, nodes[:2], "orders", 6, 0, 2)
 
-	c.start()
+	c.start() // back, it takes its share of the new incarnation by moves
 	stale := filepath.Join(c.dataDir, wire.TopicsDirName, "orders.stale-"+old.Incarnation)
 	if _, err := os.Stat(stale); err != nil {
 		t.Fatalf("c's copy of the deleted incarnation was not quarantined: %v\n%s", err, c.log())
 	}
-	if got := partitionDirs(t, c, "orders"); len(got) != 0 {
-		t.Fatalf("c holds partitions %v of the recreated topic, which it does not own", got)
+	if b, err := os.ReadFile(filepath.Join(c.dataDir, wire.TopicsDirName, "orders", wire.IncarnationFileName)); err == nil && strings.TrimSpace(string(b)) != fresh.Incarnation {
+		t.Fatalf("c's topic directory is incarnation %s, not the new %s", b, fresh.Incarnation)
 	}
 	for p := range 6 {
 		fetchAll(t, nodes[p%3], "orders", p, 2) // through c too: it sends the client on
@@ -445,4 +446,57 @@ func TestCluster_AMoveUnderProduceLosesAndDuplicatesNothing(t *testing.T) {
 	}
 	fetchAll(t, nodes[2], "orders", 1, 50)
 	t.Logf("moved %s -> %s under produce through %s: %d records acked during and after the move", from, to, via, len(acked))
+}
+
+// TestCluster_ANodeThatJoinsTakesItsShareAndADrainedOneGivesItsUp: a node
+// that joins a running cluster is moved the partitions it is now the
+// preferred owner of, and a drained node has every partition moved off
+// it; records stay whole through both.
+func TestCluster_ANodeThatJoinsTakesItsShareAndADrainedOneGivesItsUp(t *testing.T) {
+	te := startEtcd(t)
+	nodes := startNodes(t, te, "a", "b")
+	watch := openMetastore(t, te, "observer")
+	heard := subscribe(watch)
+	if _, _, err := nodes[0].client().CreateTopic(bg, "orders", 6, client.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	ofA := 0 // what a ever gives away: its partitions, some to c, the rest at its drain
+	for _, o := range owners(t, watch, heard, "orders", 6) {
+		if o == "a" {
+			ofA++
+		}
+	}
+	produceEach(t, nodes, "orders", 6, 0, 3)
+
+	settled := func(members []string) func() bool {
+		return func() bool {
+			if len(watch.Moves()) > 0 {
+				return false
+			}
+			for p := range 6 {
+				if o, _ := watch.Owner("orders", p); o != cluster.PreferredOwner("orders", p, members) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	nodes = append(nodes, startDaemon(t, te, "c", filepath.Join(t.TempDir(), "c")))
+	heard.waitFor(t, "c to take its share", settled([]string{"a", "b", "c"}))
+	for p := range 6 {
+		fetchAll(t, nodes[p%3], "orders", p, 3)
+	}
+	if err := nodes[1].client().Drain(bg, "a", true); err != nil {
+		t.Fatal(err)
+	}
+	heard.waitFor(t, "a to be drained", settled([]string{"b", "c"}))
+	for p := range 6 {
+		fetchAll(t, nodes[p%3], "orders", p, 3)
+	}
+	if !nodes[0].waitLogCount("dropped this node's copy of a partition another node owns", ofA) {
+		t.Fatal("the drained node never dropped its copies")
+	}
+	if got := partitionDirs(t, nodes[0], "orders"); len(got) != 0 {
+		t.Fatalf("the drained node still holds partitions %v", got)
+	}
 }

@@ -23,6 +23,9 @@ func (a *api) registerMoves() {
 	a.mux.HandleFunc("POST /v1/topics/{topic}/partitions/{p}/move", a.requestMove)
 	a.mux.HandleFunc("GET /v1/moves", a.listMoves)
 	a.mux.HandleFunc("DELETE /v1/moves/{id}", a.cancelMove)
+	a.mux.HandleFunc("GET /v1/nodes", a.listNodes)
+	a.mux.HandleFunc("POST /v1/nodes/{id}/drain", a.drainNode)
+	a.mux.HandleFunc("DELETE /v1/nodes/{id}/drain", a.drainNode)
 	a.mux.HandleFunc("GET /v1/internal/moves/{id}/listing", a.moveListing)
 	a.mux.HandleFunc("GET /v1/internal/moves/{id}/files/{name}", a.moveFile)
 	a.mux.HandleFunc("POST /v1/internal/moves/{id}/freeze", a.freezeMove)
@@ -117,6 +120,39 @@ func (a *api) cancelMove(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+func (a *api) listNodes(w http.ResponseWriter, r *http.Request) {
+	if !a.inCluster(w) {
+		return
+	}
+	if _, ok := query(w, r); !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string][]cluster.Node{"nodes": a.opts.cluster.ms.Nodes()})
+}
+
+// drainNode marks a node draining (POST) or no longer (DELETE): the
+// assigner moves its partitions off, or gives it its share again.
+func (a *api) drainNode(w http.ResponseWriter, r *http.Request) {
+	if !a.inCluster(w) {
+		return
+	}
+	if _, ok := query(w, r); !ok {
+		return
+	}
+	id := r.PathValue("id")
+	if err := runtime.ValidateNodeID(id); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_parameter", err.Error())
+		return
+	}
+	draining := r.Method == http.MethodPost
+	if err := a.opts.cluster.ms.SetDraining(r.Context(), id, draining); err != nil {
+		a.writeNodeError(w, r, err)
+		return
+	}
+	a.logger.Info("node drain mark changed", zap.String("node", id), zap.Bool("draining", draining))
+	w.WriteHeader(http.StatusNoContent)
+}
+
 // transferBody is a move's listing of the old owner's files.
 type transferBody struct {
 	Move          cluster.Move  `json:"move"`
@@ -179,9 +215,19 @@ func (a *api) moveListing(w http.ResponseWriter, r *http.Request) {
 	if _, ok := query(w, r); !ok {
 		return
 	}
-	if mv, ok := a.outgoingMove(w, r); ok {
-		a.writeListing(w, r, mv)
+	mv, ok := a.outgoingMove(w, r)
+	if !ok {
+		return
 	}
+	if mv.State == cluster.MoveFrozen {
+		// A pull taken up again after the freeze: the log stays closed
+		// (a freeze call whose answer was lost may have left it open).
+		if err := a.node.FreezePartition(r.Context(), mv.Topic, mv.Partition); err != nil {
+			a.writeNodeError(w, r, err)
+			return
+		}
+	}
+	a.writeListing(w, r, mv)
 }
 
 // moveFile streams the first size bytes of one file of the listing.
@@ -274,8 +320,8 @@ func (a *api) releasePartition(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := a.opts.cluster.dropIfMoved(r.Context(), a.node, topic, p); err != nil {
-		if errors.Is(err, runtime.ErrAssigned) {
-			writeError(w, http.StatusConflict, "move_changed", "the partition is this node's")
+		if errors.Is(err, runtime.ErrAssigned) || errors.Is(err, runtime.ErrReceiveInProgress) {
+			writeError(w, http.StatusConflict, "move_changed", "the partition is this node's, or moving here")
 			return
 		}
 		a.writeNodeError(w, r, err)

@@ -10,8 +10,9 @@ import (
 )
 
 // runMove asks a cluster to move a partition (--topic, --partition, --to),
-// lists the moves under way (--list), or cancels one (--cancel ID),
-// through any node.
+// lists the moves under way (--list) or the live nodes (--nodes), cancels
+// a move (--cancel ID), or drains a node (--drain, --undrain), through
+// any node.
 func runMove(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("move", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -20,9 +21,12 @@ func runMove(args []string, stdout, stderr io.Writer) int {
 	to := fs.String("to", "", "the node id to move the partition to")
 	list := fs.Bool("list", false, "list the moves under way instead")
 	cancel := fs.String("cancel", "", "cancel the move of this id instead")
+	drain := fs.String("drain", "", "mark this node draining instead: its partitions move to the others")
+	undrain := fs.String("undrain", "", "mark this node no longer draining instead: it gets its share again")
+	nodes := fs.Bool("nodes", false, "list the live nodes instead")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: narad-storaged move --topic T --partition P --to NODE\n"+
-			"       narad-storaged move --list | --cancel ID\n\n"+
+			"       narad-storaged move --list | --cancel ID | --nodes | --drain NODE | --undrain NODE\n\n"+
 			"Asks a cluster to move a partition to another node (the move runs in the\n"+
 			"background: the new owner copies the partition, the old owner stops\n"+
 			"serving it for the final catch-up, then the new owner serves it); lists\n"+
@@ -35,15 +39,42 @@ func runMove(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := context.WithTimeout(context.Background(), 30*time.Second)
 	defer stop()
-	if *list || *cancel != "" {
-		if *list && *cancel != "" || *to != "" {
-			fmt.Fprintln(stderr, "move: give one of --to, --list and --cancel")
-			return 2
+	given := 0
+	for _, on := range []bool{*to != "", *list, *cancel != "", *drain != "", *undrain != "", *nodes} {
+		if on {
+			given++
 		}
+	}
+	if given != 1 {
+		fmt.Fprintln(stderr, "move: give one of --to, --list, --cancel, --nodes, --drain and --undrain")
+		return 2
+	}
+	if *to == "" {
 		c, err := cf.anyClient()
 		if err != nil {
 			fmt.Fprintln(stderr, "move:", err)
 			return 2
+		}
+		enc := json.NewEncoder(stdout)
+		switch {
+		case *drain != "" || *undrain != "":
+			node := *drain + *undrain
+			if err := c.Drain(ctx, node, *drain != ""); err != nil {
+				fmt.Fprintln(stderr, "move:", err)
+				return 1
+			}
+			fmt.Fprintf(stdout, "node %s draining: %v\n", node, *drain != "")
+			return 0
+		case *nodes:
+			list, err := c.Nodes(ctx)
+			if err != nil {
+				fmt.Fprintln(stderr, "move:", err)
+				return 1
+			}
+			for _, n := range list {
+				enc.Encode(n)
+			}
+			return 0
 		}
 		if *cancel != "" {
 			if err := c.CancelMove(ctx, *cancel); err != nil {
@@ -58,15 +89,10 @@ func runMove(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "move:", err)
 			return 1
 		}
-		enc := json.NewEncoder(stdout)
 		for _, mv := range moves {
 			enc.Encode(mv)
 		}
 		return 0
-	}
-	if *to == "" {
-		fmt.Fprintln(stderr, "move: --to is required (or --list, --cancel)")
-		return 2
 	}
 	c, err := cf.client()
 	if err != nil {

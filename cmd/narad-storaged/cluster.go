@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/narad-io/storage/cluster"
@@ -104,9 +106,11 @@ type clusterNode struct {
 	assigner    *cluster.Assigner
 	ttl         time.Duration
 	logger      *zap.Logger
-	stop        chan struct{} // closed by close: reportCatchUp returns
-	unsubscribe func()        // ends logChange; nil before the replica caught up
-	reported    chan struct{} // closed when reportCatchUp returned
+	partMu      sync.Mutex
+	partLocks   map[string]*sync.Mutex // "topic/p" -> the partition's move lock (lockPartition); under partMu
+	stop        chan struct{}          // closed by close: reportCatchUp returns
+	unsubscribe func()                 // ends logChange; nil before the replica caught up
+	reported    chan struct{}          // closed when reportCatchUp returned
 }
 
 // openClusterNode opens this node's membership of the cluster over its
@@ -324,9 +328,37 @@ func (c *clusterNode) move(id string) (cluster.Move, bool) {
 	return cluster.Move{}, false
 }
 
+// lockPartition takes this node's move lock of a partition: a pull holds
+// it from its receive to its completion's outcome, and a drop takes it,
+// so a drop never lands between a pull's install and the completion that
+// makes it this node's (found by review: the install was dropped, and the
+// completed move served an empty partition).
+func (c *clusterNode) lockPartition(topic string, p int) (unlock func()) {
+	c.partMu.Lock()
+	if c.partLocks == nil {
+		c.partLocks = map[string]*sync.Mutex{}
+	}
+	k := topic + "/" + strconv.Itoa(p)
+	mu := c.partLocks[k]
+	if mu == nil {
+		mu = &sync.Mutex{}
+		c.partLocks[k] = mu
+	}
+	c.partMu.Unlock()
+	mu.Lock()
+	return mu.Unlock
+}
+
 // dropIfMoved drops this node's copy of a partition once etcd confirms
-// (linearizably, never the replica) that another node owns it.
+// (linearizably, never the replica) that another node owns it, and no
+// move to this node is under way.
 func (c *clusterNode) dropIfMoved(ctx context.Context, node *runtime.Node, topic string, p int) error {
+	defer c.lockPartition(topic, p)()
+	for _, mv := range c.ms.Moves() {
+		if mv.Topic == topic && mv.Partition == p && mv.To == c.id {
+			return fmt.Errorf("%w: %s/%d is moving here", runtime.ErrAssigned, topic, p)
+		}
+	}
 	owner, ok, err := c.ms.ConfirmOwner(ctx, topic, p)
 	if err != nil {
 		return err

@@ -28,7 +28,10 @@ import (
 // served again; and it drops this node's copies of partitions etcd
 // confirms other nodes own (a move's old owner whose release never came).
 //
-// Invariants: one pull per move id runs at a time (pulling, under mu).
+// Invariants: one pull per partition runs at a time, and at most
+// maxPulls in all (pulling, under mu); a pull holds the partition's move
+// lock (clusterNode.lockPartition) from its receive to its completion's
+// outcome.
 type mover struct {
 	c      *clusterNode
 	node   *runtime.Node
@@ -38,7 +41,7 @@ type mover struct {
 	logger *zap.Logger
 
 	mu      sync.Mutex
-	pulling map[string]bool
+	pulling map[string]bool // "topic/p" of the pulls running
 
 	wake chan struct{}
 	stop context.CancelFunc
@@ -50,6 +53,18 @@ type mover struct {
 // the active segment only.
 const freezeTimeout = 2 * time.Minute
 
+// maxPulls bounds the moves a node pulls at once (a rebalance asks for
+// many): the others wait their turn.
+const maxPulls = 2
+
+// maxPreCopyRounds bounds the listings a pull copies sealed segments from
+// before it asks for the freeze.
+const maxPreCopyRounds = 5
+
+// staleCopyPass is how often the mover drops copies of partitions other
+// nodes own (a release that never came).
+const staleCopyPass = time.Minute
+
 // moverPass is how often the mover looks at the moves besides when its
 // replica changes (frozen moves age without a change).
 const moverPass = 5 * time.Second
@@ -57,6 +72,7 @@ const moverPass = 5 * time.Second
 func startMover(c *clusterNode, node *runtime.Node, token []byte, tlsConfig *tls.Config, logger *zap.Logger) *mover {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tlsConfig
+	tr.ResponseHeaderTimeout = 30 * time.Second // a peer that took the call but never answers
 	scheme := "http"
 	if tlsConfig != nil {
 		scheme = "https"
@@ -92,6 +108,8 @@ func (m *mover) run(ctx context.Context) {
 	m.dropStaleCopies(ctx)
 	t := time.NewTicker(moverPass)
 	defer t.Stop()
+	stale := time.NewTicker(staleCopyPass)
+	defer stale.Stop()
 	for {
 		m.pass(ctx)
 		select {
@@ -99,6 +117,8 @@ func (m *mover) run(ctx context.Context) {
 			return
 		case <-m.wake:
 		case <-t.C:
+		case <-stale.C:
+			m.dropStaleCopies(ctx)
 		}
 	}
 }
@@ -109,17 +129,20 @@ func (m *mover) pass(ctx context.Context) {
 	for _, mv := range m.c.ms.Moves() {
 		switch {
 		case mv.To == m.c.id:
+			part := mv.Topic + "/" + strconv.Itoa(mv.Partition)
 			m.mu.Lock()
-			started := m.pulling[mv.ID]
-			m.pulling[mv.ID] = true
+			started, full := m.pulling[part], len(m.pulling) >= maxPulls
+			if !started && !full {
+				m.pulling[part] = true
+			}
 			m.mu.Unlock()
-			if !started {
+			if !started && !full {
 				m.done.Add(1)
 				go func() {
 					defer m.done.Done()
 					m.pull(ctx, mv)
 					m.mu.Lock()
-					delete(m.pulling, mv.ID)
+					delete(m.pulling, part)
 					m.mu.Unlock()
 					select { // another pass: the move may be there still (a pull to retry)
 					case m.wake <- struct{}{}:
@@ -149,14 +172,16 @@ func (m *mover) pull(ctx context.Context, mv cluster.Move) {
 		return
 	}
 	start := time.Now()
+	unlock := m.c.lockPartition(mv.Topic, mv.Partition)
 	frozen, err := m.transfer(ctx, mv, src.Addr, log)
 	if err == nil {
 		err = m.c.ms.CompleteMove(ctx, frozen)
-		if err == nil {
-			log.Info("partition moved here", zap.Duration("took", time.Since(start)))
-			m.release(ctx, src.Addr, mv, log)
-			return
-		}
+	}
+	unlock()
+	if err == nil {
+		log.Info("partition moved here", zap.Duration("took", time.Since(start)))
+		m.release(ctx, src.Addr, mv, log)
+		return
 	}
 	if ctx.Err() != nil {
 		return // stopping: the move is taken up again after a restart
@@ -167,16 +192,15 @@ func (m *mover) pull(ctx context.Context, mv cluster.Move) {
 			log.Error("cancelling the failed move; its old owner cancels it once it has been frozen too long", zap.Error(cerr))
 		}
 		m.dropIfMoved(ctx, mv, log)
-		return
 	}
-	m.pause(ctx)
+	m.pause(ctx) // never a tight loop of whole copies (found by review)
 }
 
 // transfer pulls the partition into a receive and commits it; the move
 // returned is the frozen one, once the old owner froze it.
 func (m *mover) transfer(ctx context.Context, mv cluster.Move, addr string, log *zap.Logger) (cluster.Move, error) {
 	var first transferBody
-	if err := m.call(ctx, http.MethodGet, addr, "/v1/internal/moves/"+mv.ID+"/listing", &first); err != nil {
+	if err := m.call(ctx, http.MethodGet, addr, "/v1/internal/moves/"+url.PathEscape(mv.ID)+"/listing", &first); err != nil {
 		return mv, err
 	}
 	r, err := m.node.ReceivePartition(ctx, mv.Topic, mv.Partition, mv.Incarnation)
@@ -191,18 +215,36 @@ func (m *mover) transfer(ctx context.Context, mv cluster.Move, addr string, log 
 	}()
 	written := map[string]int64{}
 	// The sealed segments (all but the newest) while the old owner serves
-	// on: they no longer change.
-	for i, s := range first.Segments {
-		if i == len(first.Segments)-1 && first.Move.State == cluster.MoveRequested {
+	// on: they no longer change. Again while a round found more than one
+	// newly sealed, so what the freeze leaves to copy (while no node
+	// serves the partition) is about one segment, however busy the
+	// partition or large its history.
+	listing := first
+	for round := 0; ; round++ {
+		copied := 0
+		for i, s := range listing.Segments {
+			if i == len(listing.Segments)-1 {
+				break // the active segment: after the freeze
+			}
+			if _, done := written[s.Name]; done {
+				continue
+			}
+			if err := m.fetchFile(ctx, addr, mv, s, r); err != nil {
+				return mv, err
+			}
+			written[s.Name] = s.Size
+			copied++
+		}
+		if copied <= 1 || round == maxPreCopyRounds {
 			break
 		}
-		if err := m.fetchFile(ctx, addr, mv, s, r); err != nil {
+		listing = transferBody{}
+		if err := m.call(ctx, http.MethodGet, addr, "/v1/internal/moves/"+url.PathEscape(mv.ID)+"/listing", &listing); err != nil {
 			return mv, err
 		}
-		written[s.Name] = s.Size
 	}
 	var final transferBody
-	if err := m.call(ctx, http.MethodPost, addr, "/v1/internal/moves/"+mv.ID+"/freeze", &final); err != nil {
+	if err := m.call(ctx, http.MethodPost, addr, "/v1/internal/moves/"+url.PathEscape(mv.ID)+"/freeze", &final); err != nil {
 		return mv, err
 	}
 	frozen := final.Move
@@ -260,7 +302,7 @@ func (m *mover) transfer(ctx context.Context, mv cluster.Move, addr string, log 
 // fetchFile streams one file of the old owner's listing (a segment, a
 // consumer progress file) into the receive.
 func (m *mover) fetchFile(ctx context.Context, addr string, mv cluster.Move, s segmentBody, r *runtime.Receiver) error {
-	path := "/v1/internal/moves/" + mv.ID + "/files/" + url.PathEscape(s.Name) + "?size=" + strconv.FormatInt(s.Size, 10)
+	path := "/v1/internal/moves/" + url.PathEscape(mv.ID) + "/files/" + url.PathEscape(s.Name) + "?size=" + strconv.FormatInt(s.Size, 10)
 	resp, err := m.send(ctx, http.MethodGet, addr, path)
 	if err != nil {
 		return err
@@ -269,8 +311,8 @@ func (m *mover) fetchFile(ctx context.Context, addr string, mv cluster.Move, s s
 	return r.WriteFile(s.Name, s.Size, resp.Body)
 }
 
-// release asks the old owner to drop its copy; if it cannot be reached
-// it drops it at its next start, or its mover's next look.
+// release asks the old owner to drop its copy; if it cannot be reached,
+// its mover drops it at its next look (dropStaleCopies).
 func (m *mover) release(ctx context.Context, addr string, mv cluster.Move, log *zap.Logger) {
 	path := "/v1/internal/partitions/" + url.PathEscape(mv.Topic) + "/" + strconv.Itoa(mv.Partition) + "/release"
 	if err := m.call(ctx, http.MethodPost, addr, path, nil); err != nil {
