@@ -380,6 +380,7 @@ func (c *clusterNode) Settle(ctx context.Context, topic string, p int) bool {
 	return c.ms.Settle(ctx, topic, p)
 }
 
+// sleepCtx waits d, or until ctx ends (its error then).
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()

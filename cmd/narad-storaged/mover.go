@@ -356,12 +356,7 @@ func (m *mover) dropStaleCopies(ctx context.Context) {
 	}
 }
 
-func (m *mover) pause(ctx context.Context) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(moverPass):
-	}
-}
+func (m *mover) pause(ctx context.Context) { sleepCtx(ctx, moverPass) }
 
 // send makes one call to a peer with the cluster's token; an answer that
 // is not a success is its error.
