@@ -25,7 +25,7 @@ type testNode struct {
 
 // joinNode registers node id, starts its assigner and opens its
 // metastore; the test stops them when it ends.
-func joinNode(t *testing.T, te *testEtcd, id string) *testNode {
+func joinNode(t testing.TB, te *testEtcd, id string) *testNode {
 	t.Helper()
 	cli := te.client()
 	member, err := cluster.JoinCluster(bg, cluster.MemberConfig{Client: cli, Info: cluster.MemberInfo{ID: id, Addr: id + ".test:8080"}, TTL: 2 * time.Second})

@@ -18,7 +18,7 @@ var bg = context.Background()
 // on a Unix socket there (no port to race for), stoppable and restartable
 // on the same socket and data.
 type testEtcd struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	socket string
 	e      *embed.Etcd
@@ -26,7 +26,7 @@ type testEtcd struct {
 
 // startEtcd starts a single-member etcd in a fresh temporary directory;
 // the test stops it when it ends.
-func startEtcd(t *testing.T) *testEtcd {
+func startEtcd(t testing.TB) *testEtcd {
 	t.Helper()
 	dir := t.TempDir()
 	t.Chdir(dir) // for the peer socket (start)

@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 }
 
 // openMetastore opens node's metastore on te's etcd; the test closes it.
-func openMetastore(t *testing.T, te *testEtcd, node string) *cluster.EtcdMetastore {
+func openMetastore(t testing.TB, te *testEtcd, node string) *cluster.EtcdMetastore {
 	t.Helper()
 	m, err := cluster.OpenEtcdMetastore(bg, cluster.Config{Client: te.client(), NodeID: node, ProgressInterval: 50 * time.Millisecond})
 	if err != nil {
@@ -63,7 +63,7 @@ func subscribe(m *cluster.EtcdMetastore) *changes {
 }
 
 // waitFor waits until cond holds, re-checking at every change heard.
-func (c *changes) waitFor(t *testing.T, what string, cond func() bool) {
+func (c *changes) waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
 	defer cancel()
