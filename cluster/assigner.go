@@ -272,34 +272,40 @@ func (a *Assigner) cancelStranded(ctx context.Context, txn *txnBatch, st cluster
 	return txn.flush()
 }
 
-// rebalance runs when the eligible members differ from those of the last
-// rebalance (a member joined, left, or was drained or undrained): every
-// partition whose owner is live, has no move under way, and is not the
-// eligible member with the highest rendezvous score for it is asked to
-// move there. A join thus moves about 1/n of the partitions to the new
-// member and nothing else; a drain moves the drained member's. A member
-// that left keeps its partitions (only its disk holds them). Between
-// membership changes nothing is rebalanced, so an operator's move stays.
-// The members rebalanced for are recorded once every request is written.
+// rebalance moves partitions to their preferred owners. When the
+// eligible members differ from those of the last rebalance (a member
+// joined, left, came back, or was drained or undrained), every partition
+// whose owner is live, has no move under way, and is not the eligible
+// member with the highest rendezvous score for it is asked to move there:
+// a join thus moves about 1/n of the partitions to the new member and
+// nothing else. A partition a draining member owns is asked off it in
+// every round, whatever the members (it may have come back, or a move
+// may have landed on it meanwhile). A member that left keeps its
+// partitions (only its disk holds them). The members rebalanced for are
+// recorded once every partition was planned (none refused, none skipped
+// for a move under way that is not to its preferred owner), so a round
+// cut short plans again; between membership changes nothing else moves,
+// so an operator's move stays.
 func (a *Assigner) rebalance(ctx context.Context, txn *txnBatch, st clusterState, eligible []string) error {
 	members := strings.Join(eligible, ",")
-	if members == st.rebalanced {
-		return nil
-	}
-	isEligible := map[string]bool{}
-	for _, id := range eligible {
-		isEligible[id] = true
-	}
-	planned := 0
+	changed := members != st.rebalanced
+	planned, skipped := 0, 0
 	for _, t := range st.topics {
+		topicCmp := clientv3.Compare(clientv3.ModRevision(a.keys.topic(t.rec.Name)), "=", t.modRev)
 		for p := range t.rec.Partitions {
 			k := partitionKey{t.rec.Name, p}
 			owner, owned := st.owners[k]
-			if _, moving := st.moves[k]; !owned || moving || !st.live[owner] {
+			if !owned || !st.live[owner] || (!changed && !st.draining[owner]) {
 				continue
 			}
 			target := rendezvous(t.rec.Name, p, eligible)
 			if target == owner {
+				continue
+			}
+			if mv, moving := st.moves[k]; moving {
+				if mv.To != target {
+					skipped++ // planned again once that move ends
+				}
 				continue
 			}
 			var r [8]byte
@@ -311,6 +317,7 @@ func (a *Assigner) rebalance(ctx context.Context, txn *txnBatch, st clusterState
 			}
 			key, assign := a.keys.move(t.rec.Name, p), a.keys.assignment(t.rec.Name, p)
 			cmps := []clientv3.Cmp{
+				topicCmp,
 				clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
 				clientv3.Compare(clientv3.Value(assign), "=", owner),
 			}
@@ -323,8 +330,8 @@ func (a *Assigner) rebalance(ctx context.Context, txn *txnBatch, st clusterState
 	if err := txn.flush(); err != nil {
 		return err
 	}
-	if txn.refused {
-		return nil // something changed meanwhile: the next round plans again
+	if !changed || txn.refused || skipped > 0 {
+		return nil // nothing to record, or something to plan again next round
 	}
 	if err := txn.add(nil, clientv3.OpPut(a.keys.rebalanced(), members)); err != nil {
 		return err

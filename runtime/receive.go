@@ -62,7 +62,7 @@ func (n *Node) ReceivePartition(ctx context.Context, topic string, p int, incarn
 		return nil, fmt.Errorf("%w: %s/%d", ErrReceiveInProgress, topic, p)
 	}
 	if _, err := r.record(ctx); err != nil {
-		n.receiving.Delete(key)
+		n.receiving.CompareAndDelete(key, r)
 		return nil, fmt.Errorf("receive %s/%d: %w", topic, p, err)
 	}
 	err = n.withTopic(topic, func(t *supervisor.GuardedTopic) error {
@@ -81,7 +81,7 @@ func (n *Node) ReceivePartition(ctx context.Context, topic string, p int, incarn
 		return n.cfg.FS.Mkdir(r.paths.installing)
 	})
 	if err != nil {
-		n.receiving.Delete(key)
+		n.receiving.CompareAndDelete(key, r)
 		return nil, fmt.Errorf("receive %s/%d: %w", topic, p, nodeClosedError(err))
 	}
 	return r, nil
@@ -191,7 +191,7 @@ func (r *Receiver) Commit(ctx context.Context) error {
 	}
 	r.ended = true
 	n, key, paths := r.n, r.key, r.paths
-	defer n.receiving.Delete(key)
+	defer n.receiving.CompareAndDelete(key, r)
 	err := n.reg.WithPartitionClosed(key, func(t *supervisor.GuardedTopic) error {
 		rec, err := r.record(ctx)
 		if err != nil {
@@ -233,7 +233,7 @@ func (r *Receiver) Abort() error {
 		return nil
 	}
 	r.ended = true
-	defer r.n.receiving.Delete(r.key)
+	defer r.n.receiving.CompareAndDelete(r.key, r)
 	return r.n.withTopic(r.key.Topic, func(*supervisor.GuardedTopic) error { return r.removeStaging() })
 }
 

@@ -153,6 +153,7 @@ func (n *Node) DropPartition(ctx context.Context, topic string, p int) error {
 	if err != nil {
 		return err
 	}
+	dropped := false
 	err = n.reg.WithPartitionClosed(key, func(*supervisor.GuardedTopic) error {
 		if mine, err := n.ms.Assigned(ctx, topic, p); err != nil || mine {
 			return errors.Join(fmt.Errorf("%w: %s/%d", ErrAssigned, topic, p), err)
@@ -174,6 +175,7 @@ func (n *Node) DropPartition(ctx context.Context, topic string, p int) error {
 		if err != nil || !exists {
 			return err
 		}
+		dropped = true
 		if err := n.cfg.FS.RemoveAll(paths.dropped); err != nil {
 			return err
 		}
@@ -191,7 +193,9 @@ func (n *Node) DropPartition(ctx context.Context, topic string, p int) error {
 	if err != nil {
 		return fmt.Errorf("drop %s/%d: %w", topic, p, nodeClosedError(err))
 	}
-	n.logger.Info("dropped this node's copy of a partition another node owns", zap.String("topic", topic), zap.Int("partition", p))
+	if dropped {
+		n.logger.Info("dropped this node's copy of a partition another node owns", zap.String("topic", topic), zap.Int("partition", p))
+	}
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/narad-io/storage/client"
 )
@@ -175,18 +176,12 @@ func (d *daemon) kill() {
 }
 
 // waitLog waits until the node has logged a line holding text since it
-// last started, and says whether it did before its log ended.
-func (d *daemon) waitLog(text string) bool {
-	d.logMu.Lock()
-	defer d.logMu.Unlock()
-	for !strings.Contains(d.logs.String(), text) {
-		if d.logEnd {
-			return false
-		}
-		d.logged.Wait()
-	}
-	return true
-}
+// last started, and says whether it did before its log ended (or a
+// minute passed: a wait that cannot end fails the test, never hangs it).
+func (d *daemon) waitLog(text string) bool { return d.waitLogCount(text, 1) }
+
+// logWaitLimit bounds a wait for a log line.
+const logWaitLimit = time.Minute
 
 // logCount counts the node's log lines holding text.
 func (d *daemon) logCount(text string) int {
@@ -195,12 +190,20 @@ func (d *daemon) logCount(text string) int {
 	return strings.Count(d.logs.String(), text)
 }
 
-// waitLogCount waits until the node has logged n lines holding text.
+// waitLogCount waits until the node has logged n lines holding text (as
+// waitLog).
 func (d *daemon) waitLogCount(text string, n int) bool {
+	deadline := time.Now().Add(logWaitLimit)
+	wake := time.AfterFunc(logWaitLimit, func() {
+		d.logMu.Lock()
+		d.logged.Broadcast()
+		d.logMu.Unlock()
+	})
+	defer wake.Stop()
 	d.logMu.Lock()
 	defer d.logMu.Unlock()
 	for strings.Count(d.logs.String(), text) < n {
-		if d.logEnd {
+		if d.logEnd || !time.Now().Before(deadline) {
 			return false
 		}
 		d.logged.Wait()

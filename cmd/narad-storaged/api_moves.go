@@ -319,7 +319,7 @@ func (a *api) releasePartition(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "partition_not_found", "no such partition")
 		return
 	}
-	if err := a.opts.cluster.dropIfMoved(r.Context(), a.node, topic, p); err != nil {
+	if err := a.opts.cluster.dropIfMoved(r.Context(), a.node, topic, p, true); err != nil {
 		if errors.Is(err, runtime.ErrAssigned) || errors.Is(err, runtime.ErrReceiveInProgress) {
 			writeError(w, http.StatusConflict, "move_changed", "the partition is this node's, or moving here")
 			return

@@ -334,7 +334,14 @@ func (c *clusterNode) move(id string) (cluster.Move, bool) {
 // makes it this node's (found by review: the install was dropped, and the
 // completed move served an empty partition).
 func (c *clusterNode) lockPartition(topic string, p int) (unlock func()) {
+	mu := c.partitionLock(topic, p)
+	mu.Lock()
+	return mu.Unlock
+}
+
+func (c *clusterNode) partitionLock(topic string, p int) *sync.Mutex {
 	c.partMu.Lock()
+	defer c.partMu.Unlock()
 	if c.partLocks == nil {
 		c.partLocks = map[string]*sync.Mutex{}
 	}
@@ -344,16 +351,21 @@ func (c *clusterNode) lockPartition(topic string, p int) (unlock func()) {
 		mu = &sync.Mutex{}
 		c.partLocks[k] = mu
 	}
-	c.partMu.Unlock()
-	mu.Lock()
-	return mu.Unlock
+	return mu
 }
 
 // dropIfMoved drops this node's copy of a partition once etcd confirms
 // (linearizably, never the replica) that another node owns it, and no
-// move to this node is under way.
-func (c *clusterNode) dropIfMoved(ctx context.Context, node *runtime.Node, topic string, p int) error {
-	defer c.lockPartition(topic, p)()
+// move to this node is under way. Without wait, a partition whose move
+// lock is held (a pull streaming it) is left for a later look.
+func (c *clusterNode) dropIfMoved(ctx context.Context, node *runtime.Node, topic string, p int, wait bool) error {
+	mu := c.partitionLock(topic, p)
+	if wait {
+		mu.Lock()
+	} else if !mu.TryLock() {
+		return fmt.Errorf("%w: %s/%d is being pulled", runtime.ErrAssigned, topic, p)
+	}
+	defer mu.Unlock()
 	for _, mv := range c.ms.Moves() {
 		if mv.Topic == topic && mv.Partition == p && mv.To == c.id {
 			return fmt.Errorf("%w: %s/%d is moving here", runtime.ErrAssigned, topic, p)

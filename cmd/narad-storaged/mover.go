@@ -41,7 +41,8 @@ type mover struct {
 	logger *zap.Logger
 
 	mu      sync.Mutex
-	pulling map[string]bool // "topic/p" of the pulls running
+	pulling map[string]bool      // "topic/p" of the pulls running
+	retryAt map[string]time.Time // "topic/p" of a failed pull: not again before
 
 	wake chan struct{}
 	stop context.CancelFunc
@@ -78,7 +79,7 @@ func startMover(c *clusterNode, node *runtime.Node, token []byte, tlsConfig *tls
 		scheme = "https"
 	}
 	m := &mover{c: c, node: node, peers: &http.Client{Transport: tr}, token: string(token), scheme: scheme,
-		logger: logger.Named("mover"), pulling: map[string]bool{}, wake: make(chan struct{}, 1)}
+		logger: logger.Named("mover"), pulling: map[string]bool{}, retryAt: map[string]time.Time{}, wake: make(chan struct{}, 1)}
 	ctx, stop := context.WithCancel(context.Background())
 	m.stop = stop
 	unsubscribe := c.ms.Subscribe(func(string) {
@@ -130,19 +131,29 @@ func (m *mover) pass(ctx context.Context) {
 		switch {
 		case mv.To == m.c.id:
 			part := mv.Topic + "/" + strconv.Itoa(mv.Partition)
+			if src, ok := m.c.ms.Locate(mv.Topic, mv.Partition); !ok || src.NodeID != mv.From || src.Addr == "" {
+				continue // its old owner is not live: no slot taken from the moves that can run
+			}
 			m.mu.Lock()
 			started, full := m.pulling[part], len(m.pulling) >= maxPulls
-			if !started && !full {
+			due := !time.Now().Before(m.retryAt[part])
+			take := !started && !full && due
+			if take {
 				m.pulling[part] = true
 			}
 			m.mu.Unlock()
-			if !started && !full {
+			if take {
 				m.done.Add(1)
 				go func() {
 					defer m.done.Done()
-					m.pull(ctx, mv)
+					failed := !m.pull(ctx, mv)
 					m.mu.Lock()
 					delete(m.pulling, part)
+					if failed { // its turn again after a pause; other moves run meanwhile
+						m.retryAt[part] = time.Now().Add(moverPass)
+					} else {
+						delete(m.retryAt, part)
+					}
 					m.mu.Unlock()
 					select { // another pass: the move may be there still (a pull to retry)
 					case m.wake <- struct{}{}:
@@ -159,17 +170,15 @@ func (m *mover) pass(ctx context.Context) {
 	}
 }
 
-// pull moves one partition here. Before the freeze a failure leaves the
-// move requested, to be pulled again after a pause; after it, the move is
-// cancelled (the old owner serves again) and whatever was installed here
-// is dropped.
-func (m *mover) pull(ctx context.Context, mv cluster.Move) {
+// pull moves one partition here, and reports whether it did. Before the
+// freeze a failure leaves the move requested, to be pulled again after a
+// pause; after it, the move is cancelled (the old owner serves again) and
+// whatever was installed here is dropped.
+func (m *mover) pull(ctx context.Context, mv cluster.Move) bool {
 	log := m.logger.With(zap.String("move", mv.ID), zap.String("topic", mv.Topic), zap.Int("partition", mv.Partition), zap.String("from", mv.From))
 	src, ok := m.c.ms.Locate(mv.Topic, mv.Partition)
 	if !ok || src.NodeID != mv.From || src.Addr == "" {
-		log.Warn("a move's old owner is not live; waiting for it")
-		m.pause(ctx)
-		return
+		return false // its old owner went meanwhile
 	}
 	start := time.Now()
 	unlock := m.c.lockPartition(mv.Topic, mv.Partition)
@@ -181,10 +190,10 @@ func (m *mover) pull(ctx context.Context, mv cluster.Move) {
 	if err == nil {
 		log.Info("partition moved here", zap.Duration("took", time.Since(start)))
 		m.release(ctx, src.Addr, mv, log)
-		return
+		return true
 	}
 	if ctx.Err() != nil {
-		return // stopping: the move is taken up again after a restart
+		return false // stopping: the move is taken up again after a restart
 	}
 	log.Error("partition move failed", zap.Error(err))
 	if frozen.State == cluster.MoveFrozen {
@@ -193,7 +202,7 @@ func (m *mover) pull(ctx context.Context, mv cluster.Move) {
 		}
 		m.dropIfMoved(ctx, mv, log)
 	}
-	m.pause(ctx) // never a tight loop of whole copies (found by review)
+	return false // pulled again after a pause (retryAt): never a tight loop of whole copies (found by review)
 }
 
 // transfer pulls the partition into a receive and commits it; the move
@@ -323,7 +332,7 @@ func (m *mover) release(ctx context.Context, addr string, mv cluster.Move, log *
 // dropIfMoved drops what a failed pull installed here, once etcd confirms
 // the partition is another node's.
 func (m *mover) dropIfMoved(ctx context.Context, mv cluster.Move, log *zap.Logger) {
-	if err := m.c.dropIfMoved(ctx, m.node, mv.Topic, mv.Partition); err != nil && !errors.Is(err, runtime.ErrAssigned) {
+	if err := m.c.dropIfMoved(ctx, m.node, mv.Topic, mv.Partition, true); err != nil && !errors.Is(err, runtime.ErrAssigned) {
 		log.Warn("dropping what a failed move installed here", zap.Error(err))
 	}
 }
@@ -349,14 +358,13 @@ func (m *mover) dropStaleCopies(ctx context.Context) {
 			if loc, ok := m.c.ms.Locate(t.Name, p); !ok || loc.NodeID == m.c.id || moving[t.Name+"/"+strconv.Itoa(p)] {
 				continue
 			}
-			if err := m.c.dropIfMoved(ctx, m.node, t.Name, p); err != nil && !errors.Is(err, runtime.ErrAssigned) {
+			if err := m.c.dropIfMoved(ctx, m.node, t.Name, p, false); err != nil && !errors.Is(err, runtime.ErrAssigned) {
 				m.logger.Warn("dropping a copy of a partition another node owns", zap.String("topic", t.Name), zap.Int("partition", p), zap.Error(err))
 			}
 		}
 	}
 }
 
-func (m *mover) pause(ctx context.Context) { sleepCtx(ctx, moverPass) }
 
 // send makes one call to a peer with the cluster's token; an answer that
 // is not a success is its error.
