@@ -365,7 +365,6 @@ func (m *mover) dropStaleCopies(ctx context.Context) {
 	}
 }
 
-
 // send makes one call to a peer with the cluster's token; an answer that
 // is not a success is its error.
 func (m *mover) send(ctx context.Context, method, addr, path string) (*http.Response, error) {
