@@ -262,3 +262,47 @@ func (m *EtcdMetastore) SetDraining(ctx context.Context, id string, draining boo
 	}
 	return m.waitApplied(ctx, rev)
 }
+
+// Reassign gives partition p of topic to node to without moving anything:
+// for a partition whose owner is gone for good (its disk lost), so that a
+// live node serves it again. The partition restarts empty at offset 0 on
+// to: its records were only on the lost node. Refused (ErrMoveRefused)
+// while the owner is a live member (move it instead: nothing is lost), or
+// while a move of it is under way, or if to is not a live member. If the
+// old owner comes back, its copy is another node's partition now, and is
+// dropped.
+func (m *EtcdMetastore) Reassign(ctx context.Context, topic string, p int, to string) error {
+	m.mu.Lock()
+	rec, known := m.topics[topic]
+	from, owned := m.owners[partitionKey{topic, p}]
+	_, moving := m.moves[partitionKey{topic, p}]
+	_, fromLive := m.members[from]
+	_, toLive := m.members[to]
+	m.mu.Unlock()
+	switch {
+	case !known || p < 0 || p >= rec.Partitions:
+		return fmt.Errorf("%w: %w: %s/%d", ErrMoveRefused, runtime.ErrPartitionNotFound, topic, p)
+	case !owned:
+		return fmt.Errorf("%w: %s/%d has no owner yet", ErrMoveRefused, topic, p)
+	case fromLive:
+		return fmt.Errorf("%w: %s/%d's owner %s is live: move the partition instead, which loses nothing", ErrMoveRefused, topic, p, from)
+	case moving:
+		return fmt.Errorf("%w: %s/%d has a move under way", ErrMoveRefused, topic, p)
+	case !toLive:
+		return fmt.Errorf("%w: node %q is not a live member", ErrMoveRefused, to)
+	}
+	assign := m.keys.assignment(topic, p)
+	resp, err := m.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.Value(assign), "=", from),
+		clientv3.Compare(clientv3.CreateRevision(m.keys.member(from)), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(m.keys.move(topic, p)), "=", 0),
+		clientv3.Compare(clientv3.ModRevision(m.keys.topic(topic)), "=", int64(rec.Version)),
+	).Then(clientv3.OpPut(assign, to)).Commit()
+	if err != nil {
+		return fmt.Errorf("cluster: reassign %s/%d: %w", topic, p, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("%w: %s/%d or its owner changed meanwhile", ErrMoveRefused, topic, p)
+	}
+	return m.waitApplied(ctx, resp.Header.Revision)
+}

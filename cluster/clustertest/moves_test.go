@@ -145,3 +145,52 @@ func TestMoves_DeletingTheTopicEndsItsMoves(t *testing.T) {
 		t.Fatalf("cancelling another writer's move record: %v", err)
 	}
 }
+
+// TestMoves_ReassignOnlyWhatALostNodeOwned: a partition whose owner is gone
+// is given to a live node (it restarts empty there: its records were only
+// on the lost node's disk); one whose owner is live is refused (a move
+// loses nothing), as is a new owner that is not live.
+func TestMoves_ReassignOnlyWhatALostNodeOwned(t *testing.T) {
+	te := startEtcd(t)
+	a, b := joinNode(t, te, "a"), joinNode(t, te, "b")
+	heard := subscribe(a.ms)
+	if _, _, err := a.ms.CreateTopic(bg, "orders", 8, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	owner := owners(t, a.ms, heard, "orders", 8)
+	ofB, ofA := -1, -1
+	for p, o := range owner {
+		if o == "b" {
+			ofB = p
+		} else {
+			ofA = p
+		}
+	}
+	if ofA < 0 || ofB < 0 {
+		t.Fatalf("fixture: owners %v", owner)
+	}
+	if err := a.ms.Reassign(bg, "orders", ofB, "a"); !errors.Is(err, cluster.ErrMoveRefused) {
+		t.Fatalf("reassigning a live node's partition: %v, want ErrMoveRefused", err)
+	}
+	b.assigner.Stop()
+	if err := b.member.Leave(); err != nil {
+		t.Fatal(err)
+	}
+	waitKey(t, te, "/narad/rebalanced", "a") // b gone, in etcd
+	a.ms.Settle(bg, "orders", 0)             // and in a's replica
+	if err := a.ms.Reassign(bg, "orders", ofB, "nobody"); !errors.Is(err, cluster.ErrMoveRefused) {
+		t.Fatalf("reassigning to no live node: %v, want ErrMoveRefused", err)
+	}
+	if err := a.ms.Reassign(bg, "orders", ofA, "a"); !errors.Is(err, cluster.ErrMoveRefused) {
+		t.Fatalf("reassigning a's own partition to a: %v, want ErrMoveRefused", err)
+	}
+	if err := a.ms.Reassign(bg, "orders", ofB, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := a.ms.Owner("orders", ofB); o != "a" {
+		t.Fatalf("after the reassign partition %d is %s's", ofB, o)
+	}
+	if mine, _ := a.ms.Assigned(bg, "orders", ofB); !mine {
+		t.Fatal("the new owner does not own the reassigned partition")
+	}
+}
