@@ -76,11 +76,3 @@ func (c *Client) Drain(ctx context.Context, node string, draining bool) error {
 	}
 	return c.doJSON(ctx, method, "/v1/nodes/"+url.PathEscape(node)+"/drain", nil, nil)
 }
-
-// Reassign gives a partition whose owner is gone for good (its disk lost)
-// to a live node: the partition restarts empty at offset 0 there, its
-// records lost with the node. A live owner's partition is refused
-// (ErrMoveRefused): MovePartition moves it without loss.
-func (c *Client) Reassign(ctx context.Context, topic string, p int, to string) error {
-	return c.doJSON(ctx, http.MethodPost, partitionPath(topic, p)+"/reassign", map[string]any{"to": to, "lose_records": true}, nil)
-}

@@ -281,15 +281,15 @@ func (a *Assigner) cancelStranded(ctx context.Context, txn *txnBatch, st cluster
 // nothing else. A partition a draining member owns is asked off it in
 // every round, whatever the members (it may have come back, or a move
 // may have landed on it meanwhile). A member that left keeps its
-// partitions (only its disk holds them). The members rebalanced for are
-// recorded once every partition was planned (none refused, none skipped
-// for a move under way that is not to its preferred owner), so a round
-// cut short plans again; between membership changes nothing else moves,
-// so an operator's move stays.
+// partitions (only its disk holds them), and a partition with a move
+// under way keeps the owner that move gives it. The members rebalanced
+// for are recorded once every request was written (a refused one plans
+// again next round); between membership changes nothing else moves, so
+// an operator's move stays.
 func (a *Assigner) rebalance(ctx context.Context, txn *txnBatch, st clusterState, eligible []string) error {
 	members := strings.Join(eligible, ",")
 	changed := members != st.rebalanced
-	planned, skipped := 0, 0
+	planned := 0
 	for _, t := range st.topics {
 		topicCmp := clientv3.Compare(clientv3.ModRevision(a.keys.topic(t.rec.Name)), "=", t.modRev)
 		for p := range t.rec.Partitions {
@@ -299,14 +299,11 @@ func (a *Assigner) rebalance(ctx context.Context, txn *txnBatch, st clusterState
 				continue
 			}
 			target := rendezvous(t.rec.Name, p, eligible)
-			if target == owner {
-				continue
+			if target == owner || st.draining[target] {
+				continue // every live member draining: nowhere better to go (a move there would be cancelled as stranded, and planned again)
 			}
-			if mv, moving := st.moves[k]; moving {
-				if mv.To != target {
-					skipped++ // planned again once that move ends
-				}
-				continue
+			if _, moving := st.moves[k]; moving {
+				continue // the move under way decides its owner
 			}
 			var r [8]byte
 			rand.Read(r[:])
@@ -330,7 +327,7 @@ func (a *Assigner) rebalance(ctx context.Context, txn *txnBatch, st clusterState
 	if err := txn.flush(); err != nil {
 		return err
 	}
-	if !changed || txn.refused || skipped > 0 {
+	if !changed || txn.refused {
 		return nil // nothing to record, or something to plan again next round
 	}
 	if err := txn.add(nil, clientv3.OpPut(a.keys.rebalanced(), members)); err != nil {

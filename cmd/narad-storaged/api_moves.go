@@ -21,7 +21,6 @@ import (
 
 func (a *api) registerMoves() {
 	a.mux.HandleFunc("POST /v1/topics/{topic}/partitions/{p}/move", a.requestMove)
-	a.mux.HandleFunc("POST /v1/topics/{topic}/partitions/{p}/reassign", a.reassign)
 	a.mux.HandleFunc("GET /v1/moves", a.listMoves)
 	a.mux.HandleFunc("DELETE /v1/moves/{id}", a.cancelMove)
 	a.mux.HandleFunc("GET /v1/nodes", a.listNodes)
@@ -80,49 +79,6 @@ func (a *api) requestMove(w http.ResponseWriter, r *http.Request) {
 	}
 	a.logger.Info("partition move requested", zap.String("topic", topic), zap.Int("partition", p), zap.String("from", mv.From), zap.String("to", mv.To), zap.String("move", mv.ID))
 	writeJSON(w, http.StatusAccepted, map[string]cluster.Move{"move": mv})
-}
-
-// reassign gives a partition whose owner is lost to a live node, empty:
-// the body must say it knows the records are lost.
-func (a *api) reassign(w http.ResponseWriter, r *http.Request) {
-	if !a.inCluster(w) {
-		return
-	}
-	topic, ok := topicOf(w, r)
-	if !ok {
-		return
-	}
-	p, ok := partitionParam(r)
-	if !ok {
-		writeError(w, http.StatusNotFound, "partition_not_found", fmt.Sprintf("no partition %q: partitions are numbered from 0", r.PathValue("p")))
-		return
-	}
-	if _, ok := query(w, r); !ok {
-		return
-	}
-	var body struct {
-		To          *string `json:"to"`
-		LoseRecords *bool   `json:"lose_records"`
-	}
-	if err := decodeJSON(r, &body); err != nil {
-		a.badBody(w, err)
-		return
-	}
-	if body.To == nil || body.LoseRecords == nil || !*body.LoseRecords {
-		writeError(w, http.StatusBadRequest, "invalid_body", "give to (the node id) and lose_records: true: the partition restarts empty at offset 0 on its new owner")
-		return
-	}
-	err := a.opts.cluster.ms.Reassign(r.Context(), topic, p, *body.To)
-	if errors.Is(err, cluster.ErrMoveRefused) {
-		writeError(w, http.StatusConflict, "move_refused", moveRefusal(err))
-		return
-	}
-	if err != nil {
-		a.writeNodeError(w, r, err)
-		return
-	}
-	a.logger.Warn("partition reassigned from a lost node: it restarts empty", zap.String("topic", topic), zap.Int("partition", p), zap.String("to", *body.To))
-	w.WriteHeader(http.StatusNoContent)
 }
 
 // moveRefusal says why a move was refused, in the request's terms.

@@ -24,7 +24,6 @@ func runMove(args []string, stdout, stderr io.Writer) int {
 	drain := fs.String("drain", "", "mark this node draining instead: its partitions move to the others")
 	undrain := fs.String("undrain", "", "mark this node no longer draining instead: it gets its share again")
 	nodes := fs.Bool("nodes", false, "list the live nodes instead")
-	lost := fs.Bool("owner-lost", false, "with --to: the partition's owner is gone for good; give it to --to empty (its records are lost with the node)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: narad-storaged move --topic T --partition P --to NODE\n"+
 			"       narad-storaged move --list | --cancel ID | --nodes | --drain NODE | --undrain NODE\n\n"+
@@ -99,14 +98,6 @@ func runMove(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "move:", err)
 		return 2
-	}
-	if *lost {
-		if err := c.Reassign(ctx, cf.topic, cf.partition, *to); err != nil {
-			fmt.Fprintln(stderr, "move:", err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "partition %d of %s reassigned to %s; it restarts empty\n", cf.partition, cf.topic, *to)
-		return 0
 	}
 	mv, err := c.MovePartition(ctx, cf.topic, cf.partition, *to)
 	if err != nil {

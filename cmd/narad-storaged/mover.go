@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -127,7 +128,17 @@ func (m *mover) run(ctx context.Context) {
 // pass starts a pull of each move to this node not being pulled, and
 // cancels each move out of this node frozen too long.
 func (m *mover) pass(ctx context.Context) {
-	for _, mv := range m.c.ms.Moves() {
+	moves := m.c.ms.Moves()
+	m.mu.Lock()
+	for part := range m.retryAt { // only moves still under way wait their turn
+		if !slices.ContainsFunc(moves, func(mv cluster.Move) bool {
+			return mv.To == m.c.id && mv.Topic+"/"+strconv.Itoa(mv.Partition) == part
+		}) {
+			delete(m.retryAt, part)
+		}
+	}
+	m.mu.Unlock()
+	for _, mv := range moves {
 		switch {
 		case mv.To == m.c.id:
 			part := mv.Topic + "/" + strconv.Itoa(mv.Partition)
