@@ -35,9 +35,11 @@ type ownerBody struct {
 // owner is live, 503 while the owner is not or the partition has none
 // yet. A partition the node's replica does not know an owner of is
 // settled first (ownerLocator.Settle): a topic just made through another
-// node is found, and its partitions' owners waited for, briefly. A topic or partition that does not exist is h's to answer, and an
-// assignment that changes after this check is caught by the node
-// (ErrNotAssigned, answered the same way).
+// node is found, and its partitions' owners waited for, briefly (so a
+// call for a topic that does not exist costs an etcd read, and up to
+// settleWait while etcd is away). A topic or partition that does not
+// exist is h's to answer, and an assignment that changes after this
+// check is caught by the node (ErrNotAssigned, answered the same way).
 func (a *api) owned(h http.HandlerFunc) http.HandlerFunc {
 	if a.opts.owners == nil {
 		return h

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -126,6 +127,7 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var ms runtime.Metastore
 	var member *clusterNode // nil: a node alone, on the embedded metastore
+	var peerTLS *tls.Config // a cluster's node: its calls to other nodes
 	if endpoints, _ := etcdEndpoints(cfg.Metastore); endpoints == nil {
 		for _, stored := range []func(vfs.FS, string) (string, bool, error){runtime.StoredNodeID, runtime.StoredClusterID} {
 			if id, ok, err := stored(files, cfg.DataDir); err != nil {
@@ -143,6 +145,9 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		}
 		ms = local
 	} else {
+		if peerTLS, err = peerTLSConfig(cfg, certs != nil); err != nil { // before anything opens: a bad --peer-ca is a usage error
+			return err
+		}
 		member, err = openClusterNode(ctx, files, cfg, endpoints, logger)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -242,11 +247,6 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		if err == nil {
 			warnIfFewDescriptors(ctx, node, cfg.MaxOpenLogs, logger)
 			if member != nil {
-				peerTLS, err := peerTLSConfig(cfg, certs != nil)
-				if err != nil {
-					shutdown(server, endLongPolls, node, cfg, logger)
-					return err
-				}
 				m := startMover(member, node, token, peerTLS, logger)
 				stopMover = m.close
 			}
