@@ -129,13 +129,21 @@ func (d *Daemon) Stop() error {
 	}
 }
 
-// BuildDaemon builds narad-storaged from this module's copy of the
-// repository into dir; the working directory must be in the bench module.
+// BuildDaemon builds narad-storaged into dir from the repository this
+// module replaces the engine with, in that repository's own module (its
+// go.mod holds the daemon's dependencies, the cluster's etcd client among
+// them, which this module does not need); the working directory must be
+// in the bench module.
 func BuildDaemon(dir string) (string, error) {
 	bin := filepath.Join(dir, "narad-storaged")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/narad-io/storage/cmd/narad-storaged").CombinedOutput()
+	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/narad-io/storage").Output()
 	if err != nil {
-		return "", fmt.Errorf("build narad-storaged (run narad-bench from the bench directory, or pass --daemon or --http-addr): %v\n%s", err, out)
+		return "", fmt.Errorf("find the repository (run narad-bench from the bench directory, or pass --daemon or --http-addr): %v", err)
+	}
+	build := exec.Command("go", "build", "-o", bin, "./cmd/narad-storaged")
+	build.Dir = strings.TrimSpace(string(root))
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build narad-storaged: %v\n%s", err, out)
 	}
 	return bin, nil
 }
