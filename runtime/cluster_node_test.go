@@ -325,3 +325,43 @@ func TestFreezePartition_ClosesALogTheNodeNoLongerOwns(t *testing.T) {
 		t.Fatalf("the final listing: %+v; want high watermark 6 and both consumer files", l)
 	}
 }
+
+// TestSweep_AMarkerFlippedIntoAnotherIDIsRepairedNotQuarantined: a bit
+// flip that turns the marker into another valid id, its copy intact, is
+// the live incarnation's directory: the sweep repairs the marker from the
+// copy and the records stay served (found by the fault campaign: the
+// sweep quarantined it and the partition came back empty).
+func TestSweep_AMarkerFlippedIntoAnotherIDIsRepairedNotQuarantined(t *testing.T) {
+	n := startNode(t, nil, Config{})
+	rec, _, err := n.CreateTopic(bg, "orders", 1, Retention{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.reg.CloseLive(key("orders", 0)); err != nil {
+		t.Fatal(err)
+	}
+	flipped := []byte(string(rec.Incarnation) + "\n")
+	flipped[0] ^= 0x01 // '0'..'9' and 'a'..'f' stay hex under a low-bit flip, but for '9' and 'f'
+	if _, err := wire.ParseIncarnationID(string(flipped[:16])); err != nil {
+		flipped[0] = '0'
+		if string(flipped[:16]) == string(rec.Incarnation) {
+			flipped[0] = '1'
+		}
+	}
+	marker := filepath.Join(dataDir, wire.TopicsDirName, "orders", wire.IncarnationFileName)
+	if err := n.disk.Damage(marker, 0, flipped); err != nil {
+		t.Fatal(err)
+	}
+	if removed := n.SweepQuarantine(bg); removed != 0 {
+		t.Fatalf("the sweep removed or moved %d directories", removed)
+	}
+	if got := readValues(t, n, "orders", 0); len(got) != 3 {
+		t.Fatalf("the partition serves %d records, want its 3", len(got))
+	}
+	if b, _ := n.disk.Contents(marker); string(b) != string(rec.Incarnation)+"\n" {
+		t.Fatalf("the marker was not repaired: %q", b)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	goruntime "runtime"
 	"sync/atomic"
@@ -240,10 +241,12 @@ func (n *Node) EvictIdle(now time.Time) int {
 // metastore confirms gone: purged when no record names the topic (a
 // delete whose purge never ran: the node closed or crashed between the
 // record's removal and the purge, or another node of a cluster took the
-// delete), quarantined when the record names another incarnation (the
-// topic was deleted and made again while this node was away, or while it
-// owns none of the topic's partitions, so no open here would find the
-// leftover). The marker is read again under the guard and must still be
+// delete), quarantined when the record names another incarnation and
+// the marker's copy does not vouch for it either (the topic was deleted
+// and made again while this node was away, or while it owns none of the
+// topic's partitions, so no open here would find the leftover; a marker
+// a bit flip made another id is repaired from its copy, as an open
+// would). The marker is read again under the guard and must still be
 // that incarnation's: a directory a recreate has stamped since, or one
 // without a marker (nothing to confirm), is left alone. It reports
 // whether it removed or moved the directory.
@@ -275,6 +278,16 @@ func (n *Node) purgeOrphan(ctx context.Context, name string) bool {
 			return n.purgeLocked(t, TopicRecord{Name: name, Incarnation: marker})
 		}
 		if rec.Incarnation == marker || rec.Incarnation == "" {
+			return errOrphanChanged
+		}
+		// The marker's copy decides too, as on the open path: a marker a
+		// bit flip made another id, whose copy vouches for the record, is
+		// the live incarnation's (the open repairs it), and a copy that
+		// cannot be read says nothing yet (found by the fault campaign: the
+		// sweep quarantined a live directory and the partition came back
+		// empty).
+		copied := readMarkerFile(n.cfg.FS, dir, wire.IncarnationCopyFileName)
+		if copied.id == rec.Incarnation || (copied.err != nil && !errors.Is(copied.err, fs.ErrNotExist) && !errors.Is(copied.err, wire.ErrCorrupt)) {
 			return errOrphanChanged
 		}
 		replaced = true
