@@ -256,8 +256,11 @@ func (st clusterState) eligible() []string {
 
 // cancelStranded cancels the requested moves whose new owner is not live
 // or is draining: nobody would pull them, and they would keep their
-// partitions from a move the next rebalance plans. A frozen move is left
-// to its old owner, which cancels it once frozen too long.
+// partitions from a move the next rebalance plans. A cancelled move leaves
+// st.moves, so this round's rebalance plans its partition (if the cancel
+// was refused, so is that plan, and the round records no rebalance). A
+// frozen move is left to its old owner, which cancels it once frozen too
+// long.
 func (a *Assigner) cancelStranded(ctx context.Context, txn *txnBatch, st clusterState) error {
 	for k, mv := range st.moves {
 		if mv.State == MoveRequested && (!st.live[mv.To] || st.draining[mv.To]) {
@@ -265,6 +268,7 @@ func (a *Assigner) cancelStranded(ctx context.Context, txn *txnBatch, st cluster
 			if err := txn.add([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", mv.Rev)}, clientv3.OpDelete(key)); err != nil {
 				return err
 			}
+			delete(st.moves, k)
 			a.logger.Info("partition assigner: a move's new owner is gone or draining; cancelled", zap.String("move", mv.ID),
 				zap.String("topic", mv.Topic), zap.Int("partition", mv.Partition), zap.String("to", mv.To))
 		}

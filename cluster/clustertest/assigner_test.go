@@ -478,3 +478,64 @@ func TestAssigner_EveryMemberDrainingMovesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestAssigner_AStrandedMoveCancelledInARebalanceRoundIsPlannedAgain: a
+// membership change that strands a move (its new owner drained) also
+// rebalances, and the partition of that cancelled move is moved to its
+// preferred owner in the same round (found by review: the round skipped
+// it as moving and recorded the rebalance, so it stayed off its preferred
+// owner for good).
+func TestAssigner_AStrandedMoveCancelledInARebalanceRoundIsPlannedAgain(t *testing.T) {
+	te := startEtcd(t)
+	a, b, c := joinNode(t, te, "a"), joinNode(t, te, "b"), joinNode(t, te, "c")
+	node := map[string]*testNode{"a": a, "b": b, "c": c}
+	heard := subscribe(a.ms)
+	if _, _, err := a.ms.CreateTopic(bg, "orders", 12, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	owner := owners(t, a.ms, heard, "orders", 12)
+	waitKey(t, te, "/narad/rebalanced", "a,b,c")
+	p := -1
+	for q, o := range owner {
+		if o != "c" {
+			p = q
+			break
+		}
+	}
+	if p < 0 {
+		t.Fatal("fixture: c owns every partition")
+	}
+	preferred, other := owner[p], "a" // an operator moves p off its preferred owner, to other
+	if preferred == "a" {
+		other = "b"
+	}
+	for _, n := range []*testNode{node[preferred], node[other]} {
+		owners(t, n.ms, subscribe(n.ms), "orders", 12)
+	}
+	mv, err := a.ms.RequestMove(bg, "orders", p, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen, err := node[preferred].ms.FreezeMove(bg, mv, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := node[other].ms.CompleteMove(bg, frozen); err != nil {
+		t.Fatal(err)
+	}
+	heard.waitFor(t, "the operator's move to land", func() bool { o, _ := a.ms.Owner("orders", p); return o == other })
+	if _, err := a.ms.RequestMove(bg, "orders", p, "c"); err != nil { // and then asks it on to c
+		t.Fatal(err)
+	}
+	if err := a.ms.SetDraining(bg, "c", true); err != nil { // which strands that move, and changes the members
+		t.Fatal(err)
+	}
+	heard.waitFor(t, "p to be asked back to its preferred owner", func() bool {
+		for _, mv := range a.ms.Moves() {
+			if mv.Partition == p && mv.From == other && mv.To == preferred {
+				return true
+			}
+		}
+		return false
+	})
+}
