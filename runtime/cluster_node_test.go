@@ -5,10 +5,12 @@ import (
 	"errors"
 	"github.com/narad-io/storage/internal/crashtest"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/narad-io/storage/supervisor"
 	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -326,12 +328,13 @@ func TestFreezePartition_ClosesALogTheNodeNoLongerOwns(t *testing.T) {
 	}
 }
 
-// TestSweep_AMarkerFlippedIntoAnotherIDIsRepairedNotQuarantined: a bit
+// TestSweep_AMarkerFlippedIntoAnotherIDIsLeftForTheOpenToRepair: a bit
 // flip that turns the marker into another valid id, its copy intact, is
-// the live incarnation's directory: the sweep repairs the marker from the
-// copy and the records stay served (found by the fault campaign: the
-// sweep quarantined it and the partition came back empty).
-func TestSweep_AMarkerFlippedIntoAnotherIDIsRepairedNotQuarantined(t *testing.T) {
+// the live incarnation's directory: the sweep leaves it, the next open
+// repairs the marker from the copy, and the records stay served (found by
+// the fault campaign: the sweep quarantined it and the partition came
+// back empty).
+func TestSweep_AMarkerFlippedIntoAnotherIDIsLeftForTheOpenToRepair(t *testing.T) {
 	n := startNode(t, nil, Config{})
 	rec, _, err := n.CreateTopic(bg, "orders", 1, Retention{})
 	if err != nil {
@@ -362,6 +365,47 @@ func TestSweep_AMarkerFlippedIntoAnotherIDIsRepairedNotQuarantined(t *testing.T)
 		t.Fatalf("the partition serves %d records, want its 3", len(got))
 	}
 	if b, _ := n.disk.Contents(marker); string(b) != string(rec.Incarnation)+"\n" {
-		t.Fatalf("the marker was not repaired: %q", b)
+		t.Fatalf("the open did not repair the marker: %q", b)
+	}
+}
+
+// TestSweep_AMarkerFailingReadsDecidesNothing: the marker failing every
+// read and its copy damaged into another valid id is what the open path
+// refuses to judge (an I/O error is never taken for another incarnation
+// unless the other file vouches), and so is it for the sweep: it leaves
+// the directory, and once the marker reads again the open repairs the
+// copy and serves the records (found by review: the sweep quarantined
+// it).
+func TestSweep_AMarkerFailingReadsDecidesNothing(t *testing.T) {
+	d := newTestDisk(t, 1)
+	n := startNode(t, d, Config{})
+	rec, _, err := n.CreateTopic(bg, "orders", 1, Retention{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.reg.CloseLive(key("orders", 0)); err != nil {
+		t.Fatal(err)
+	}
+	other := "0123456789abcdef"
+	if other == string(rec.Incarnation) {
+		other = "fedcba9876543210"
+	}
+	topicDir := filepath.Join(dataDir, wire.TopicsDirName, "orders")
+	if err := d.Damage(filepath.Join(topicDir, wire.IncarnationCopyFileName), 0, []byte(other+"\n")); err != nil {
+		t.Fatal(err)
+	}
+	eio := d.Inject(sim.Fault{Op: sim.OpRead, Path: filepath.Join(topicDir, wire.IncarnationFileName), Sticky: true, Err: syscall.EIO})
+	if removed := n.SweepQuarantine(bg); removed != 0 {
+		t.Fatalf("the sweep removed or moved %d directories on an unreadable marker", removed)
+	}
+	eio.Remove()
+	if got := readValues(t, n, "orders", 0); len(got) != 3 {
+		t.Fatalf("the partition serves %d records, want its 3", len(got))
+	}
+	if b, _ := d.Contents(filepath.Join(topicDir, wire.IncarnationCopyFileName)); string(b) != string(rec.Incarnation)+"\n" {
+		t.Fatalf("the open did not repair the copy: %q", b)
 	}
 }

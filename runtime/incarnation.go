@@ -97,19 +97,13 @@ func (n *Node) checkIncarnation(t *supervisor.GuardedTopic, rec TopicRecord) err
 		return vfs.MkdirAllDurable(n.cfg.FS, dir)
 	}
 	marker, copied := readMarkerFile(n.cfg.FS, dir, wire.IncarnationFileName), readMarkerFile(n.cfg.FS, dir, wire.IncarnationCopyFileName)
-	vouches := func(r markerRead) bool { return r.err == nil && r.id == rec.Incarnation }
-	for _, r := range []markerRead{marker, copied} {
-		if r.err != nil && !errors.Is(r.err, fs.ErrNotExist) && !errors.Is(r.err, wire.ErrCorrupt) &&
-			!vouches(marker) && !vouches(copied) {
-			// An I/O error is never taken for damage or for another
-			// incarnation: unless the other file vouches, try again later.
-			return fmt.Errorf("incarnation marker of %s: %w", rec.Name, r.err)
-		}
-	}
-	switch {
-	case vouches(marker) && vouches(copied):
+	verdict, old, err := judgeMarkers(rec.Incarnation, marker, copied)
+	switch verdict {
+	case markersUnreadable:
+		return fmt.Errorf("incarnation marker of %s: %w", rec.Name, err)
+	case markersVouch:
 		return nil
-	case vouches(marker) || vouches(copied):
+	case markersOneVouches:
 		// One of the two is missing (a crash between their writes, or a
 		// directory stamped before the copy existed), damaged or failing
 		// reads: the other vouches for the directory; write both again.
@@ -118,17 +112,13 @@ func (n *Node) checkIncarnation(t *supervisor.GuardedTopic, rec TopicRecord) err
 				zap.String("topic", rec.Name), zap.NamedError("marker", marker.err), zap.NamedError("copy", copied.err))
 		}
 		return n.writeMarker(dir, rec.Incarnation)
-	case marker.err == nil || copied.err == nil:
+	case markersOther:
 		// A different incarnation's: a deleted incarnation's leftover.
-		old := marker.id
-		if marker.err != nil {
-			old = copied.id
-		}
 		if err := n.quarantine(t, rec, old); err != nil {
 			return err
 		}
 		return n.createTopicDir(dir, rec)
-	case errors.Is(marker.err, fs.ErrNotExist) && errors.Is(copied.err, fs.ErrNotExist):
+	case markersAbsent:
 		exists, err := vfs.Exists(n.cfg.FS, dir)
 		if err != nil {
 			return err
@@ -200,6 +190,49 @@ func (n *Node) otherIncarnationIn(dir string, id wire.IncarnationID) (wire.Incar
 // the marker (the record's id, 16 hex characters and a newline, in
 // topics/<name>/incarnation) or removes the directory.
 var ErrIncarnationMarkerDamaged = errors.New("runtime: incarnation marker damaged")
+
+// markerVerdict is what a topic directory's marker and its copy say
+// about it against a record's incarnation.
+type markerVerdict int
+
+const (
+	markersVouch      markerVerdict = iota // both are the record's
+	markersOneVouches                      // one is, the other missing, damaged or failing reads: write both again
+	markersOther                           // one decodes to another incarnation and neither vouches: a deleted incarnation's leftover
+	markersAbsent                          // neither exists
+	markersDamaged                         // neither decodes (and no I/O error)
+	markersUnreadable                      // an I/O error and neither vouches: decide nothing, try again later
+)
+
+// judgeMarkers is the one rule the open path (checkIncarnation) and the
+// sweep (purgeOrphan) both apply: an I/O error is never taken for damage
+// or for another incarnation unless the other file vouches; a file that
+// vouches outweighs one that names another incarnation. For markersOther
+// it returns the other incarnation (the marker's, else the copy's); for
+// markersUnreadable, the I/O error.
+func judgeMarkers(want wire.IncarnationID, marker, copied markerRead) (markerVerdict, wire.IncarnationID, error) {
+	vouches := func(r markerRead) bool { return r.err == nil && r.id == want }
+	ioError := func(r markerRead) bool {
+		return r.err != nil && !errors.Is(r.err, fs.ErrNotExist) && !errors.Is(r.err, wire.ErrCorrupt)
+	}
+	switch {
+	case vouches(marker) && vouches(copied):
+		return markersVouch, "", nil
+	case vouches(marker) || vouches(copied):
+		return markersOneVouches, "", nil
+	case ioError(marker):
+		return markersUnreadable, "", marker.err
+	case ioError(copied):
+		return markersUnreadable, "", copied.err
+	case marker.err == nil:
+		return markersOther, marker.id, nil
+	case copied.err == nil:
+		return markersOther, copied.id, nil
+	case errors.Is(marker.err, fs.ErrNotExist) && errors.Is(copied.err, fs.ErrNotExist):
+		return markersAbsent, "", nil
+	}
+	return markersDamaged, "", nil
+}
 
 // markerRead is what one of a topic directory's two marker files holds.
 type markerRead struct {

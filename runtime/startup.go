@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	goruntime "runtime"
 	"sync/atomic"
@@ -280,14 +279,15 @@ func (n *Node) purgeOrphan(ctx context.Context, name string) bool {
 		if rec.Incarnation == marker || rec.Incarnation == "" {
 			return errOrphanChanged
 		}
-		// The marker's copy decides too, as on the open path: a marker a
-		// bit flip made another id, whose copy vouches for the record, is
-		// the live incarnation's (the open repairs it), and a copy that
-		// cannot be read says nothing yet (found by the fault campaign: the
-		// sweep quarantined a live directory and the partition came back
-		// empty).
-		copied := readMarkerFile(n.cfg.FS, dir, wire.IncarnationCopyFileName)
-		if copied.id == rec.Incarnation || (copied.err != nil && !errors.Is(copied.err, fs.ErrNotExist) && !errors.Is(copied.err, wire.ErrCorrupt)) {
+		// The open path's rule decides (judgeMarkers): a marker a bit
+		// flip made another id, whose copy vouches for the record, is the
+		// live incarnation's (the open repairs it; found by the fault
+		// campaign: the sweep quarantined a live directory and the
+		// partition came back empty), and an I/O error on either file
+		// decides nothing unless the other vouches.
+		verdict, old, _ := judgeMarkers(rec.Incarnation,
+			readMarkerFile(n.cfg.FS, dir, wire.IncarnationFileName), readMarkerFile(n.cfg.FS, dir, wire.IncarnationCopyFileName))
+		if verdict != markersOther || old != marker {
 			return errOrphanChanged
 		}
 		replaced = true
