@@ -136,9 +136,12 @@ func (d *Daemon) Stop() error {
 // in the bench module.
 func BuildDaemon(dir string) (string, error) {
 	bin := filepath.Join(dir, "narad-storaged")
-	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/narad-io/storage").Output()
+	var stderr strings.Builder
+	list := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/narad-io/storage")
+	list.Stderr = &stderr
+	root, err := list.Output()
 	if err != nil {
-		return "", fmt.Errorf("find the repository (run narad-bench from the bench directory, or pass --daemon or --http-addr): %v", err)
+		return "", fmt.Errorf("find the repository (run narad-bench from the bench directory, or pass --daemon or --http-addr): %v\n%s", err, stderr.String())
 	}
 	build := exec.Command("go", "build", "-o", bin, "./cmd/narad-storaged")
 	build.Dir = strings.TrimSpace(string(root))
