@@ -139,8 +139,8 @@ func (c *Client) do(ctx context.Context, req request) (*http.Response, error) {
 				continue
 			}
 		}
-		if err != nil && !isAnswer && base != c.base && scoped && ctx.Err() == nil {
-			c.owners.CompareAndDelete(part, base) // unreachable: ask the node given again next time
+		if err != nil && (!isAnswer || errors.Is(err, ErrFenced)) && base != c.base && scoped && ctx.Err() == nil {
+			c.owners.CompareAndDelete(part, base) // unreachable or fenced: ask the node given again next time
 		}
 		if !(errors.Is(err, ErrBusy) || errors.Is(err, ErrUnassigned) || errors.Is(err, ErrMoving)) || attempt >= c.retries {
 			return resp, err

@@ -74,6 +74,8 @@ var (
 	ErrUnassigned                = code("unassigned")
 	ErrOwnerUnavailable          = code("owner_unavailable")
 	ErrMoving                    = code("moving")
+	ErrFenced                    = code("fenced")
+	ErrNodeLive                  = code("node_live")
 	ErrMoveRefused               = code("move_refused")
 	ErrMoveNotFound              = code("move_not_found")
 	ErrMoveChanged               = code("move_changed")

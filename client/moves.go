@@ -57,6 +57,14 @@ type Node struct {
 	Partitions int    `json:"partitions"`
 }
 
+// MarkLost marks a node that is not live lost: once its fence horizon
+// has passed, the cluster gives its partitions to live nodes, empty (the
+// records only its disk held are given up). A live node is refused
+// (ErrNodeLive).
+func (c *Client) MarkLost(ctx context.Context, node string) error {
+	return c.doJSON(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(node)+"/lost", nil, nil)
+}
+
 // Nodes lists a cluster's live nodes.
 func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
 	var out struct {

@@ -26,8 +26,13 @@ type AssignerConfig struct {
 	NodeID string // this node's id, its candidacy's value
 	// TTL is the election lease's time to live: a leader that dies is
 	// replaced this long after. 10 s when zero.
-	TTL    time.Duration
-	Logger *zap.Logger
+	TTL time.Duration
+	// FenceAfter is the fence horizon the assigner waits out, after it saw
+	// a node marked lost absent, before it gives the node's partitions
+	// away, unless the node registered a longer one (lost.go).
+	// DefaultFenceAfter when zero.
+	FenceAfter time.Duration
+	Logger     *zap.Logger
 }
 
 // Assigner is one node's candidacy for assigning partitions. Every node
@@ -41,16 +46,24 @@ type AssignerConfig struct {
 // drain) the leader asks each partition whose live owner is not its
 // preferred one to move there (rebalance); a node that dies keeps its
 // partitions (there is no replication: only it holds their files) until
-// it returns or an operator moves them. Every write is conditional on
-// this node still holding the leadership and on what it read (the topic
-// record's incarnation, the owner), so a deposed leader or a deleted
-// topic never gets an assignment or a move written.
+// it returns, an operator moves them, or an operator marks it lost
+// (lost.go: its partitions then go to live nodes, empty, once its fence
+// horizon has passed). Every write is conditional on this node still
+// holding the leadership and on what it read (the topic record's
+// incarnation, the owner), so a deposed leader or a deleted topic never
+// gets an assignment or a move written.
 type Assigner struct {
 	cfg    AssignerConfig
 	keys   keys
 	logger *zap.Logger
 	stop   context.CancelFunc
 	done   chan struct{}
+
+	// The leader's own observations, reset each term (the run goroutine's
+	// only): when it first saw each node absent, and the fence horizon
+	// each live node registered.
+	absentSince map[string]time.Time
+	fenceOf     map[string]time.Duration
 }
 
 // maxOpsPerTxn stays under etcd's default limit of 128 operations in one
@@ -64,6 +77,9 @@ func StartAssigner(cfg AssignerConfig) (*Assigner, error) {
 	}
 	if cfg.TTL <= 0 {
 		cfg.TTL = 10 * time.Second
+	}
+	if cfg.FenceAfter <= 0 {
+		cfg.FenceAfter = DefaultFenceAfter
 	}
 	a := &Assigner{cfg: cfg, keys: newKeys(cfg.Prefix), logger: cfg.Logger, done: make(chan struct{})}
 	if a.logger == nil {
@@ -121,12 +137,13 @@ func (a *Assigner) campaignAndLead(ctx context.Context) error {
 		case <-lead.Done():
 		}
 	}()
+	a.absentSince, a.fenceOf = map[string]time.Time{}, map[string]time.Duration{}
 	for lead.Err() == nil {
-		rev, err := a.assign(lead, leader, e.Key())
+		rev, again, err := a.assign(lead, leader, e.Key())
 		if err != nil {
 			return err
 		}
-		if err := a.waitForChange(lead, rev); err != nil {
+		if err := a.waitForChange(lead, rev, again); err != nil {
 			return err
 		}
 	}
@@ -134,15 +151,23 @@ func (a *Assigner) campaignAndLead(ctx context.Context) error {
 }
 
 // waitForChange waits until anything under the prefix changes after
-// revision rev. Each wait's watch is its own, cancelled after it (found
+// revision rev, or until again (when not zero: a lost node's fence
+// horizon ends). Each wait's watch is its own, cancelled after it (found
 // by review: one left open a round). A progress notification is not a
 // change: it reaches every watch on the client's stream, so a metastore
 // sharing the client would otherwise wake the assigner every interval.
-func (a *Assigner) waitForChange(ctx context.Context, rev int64) error {
+func (a *Assigner) waitForChange(ctx context.Context, rev int64, again time.Time) error {
 	watch, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
+	if !again.IsZero() {
+		timer := time.AfterFunc(time.Until(again), cancel)
+		defer timer.Stop()
+	}
 	for resp := range a.cfg.Client.Watch(watch, a.keys.root, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
 		if err := resp.Err(); err != nil {
+			if ctx.Err() == nil && watch.Err() != nil {
+				return nil // the horizon ended: another round
+			}
 			return err
 		}
 		if !resp.IsProgressNotify() {
@@ -156,20 +181,24 @@ func (a *Assigner) waitForChange(ctx context.Context, rev int64) error {
 // partition without an owner one (the eligible member with the highest
 // rendezvous score: a draining member is not eligible while another is),
 // and rebalances when the eligible members changed since the last
-// rebalance; it returns the revision it read at.
-func (a *Assigner) assign(ctx context.Context, leader clientv3.Cmp, leaderKey string) (int64, error) {
+// rebalance; it gives a lost node's partitions to live members once its
+// fence horizon has passed (reassignLost). It returns the revision it
+// read at, and when to look again without a change (zero: never).
+func (a *Assigner) assign(ctx context.Context, leader clientv3.Cmp, leaderKey string) (int64, time.Time, error) {
 	resp, err := a.cfg.Client.Get(ctx, a.keys.root, clientv3.WithPrefix())
 	if err != nil {
-		return 0, err
+		return 0, time.Time{}, err
 	}
 	var st clusterState
 	st.owners, st.moves, st.live, st.draining = map[partitionKey]string{}, map[partitionKey]Move{}, map[string]bool{}, map[string]bool{}
+	st.lost = map[string]int64{}
 	for _, kv := range resp.Kvs {
 		switch kind, name, p := a.keys.parse(string(kv.Key)); kind {
 		case keyMember:
 			var mi MemberInfo
 			if json.Unmarshal(kv.Value, &mi) == nil && mi.ID == name {
 				st.live[name] = true
+				a.fenceOf[name] = time.Duration(mi.FenceAfterMs) * time.Millisecond
 			}
 		case keyTopic:
 			if rec, err := decodeTopic(name, kv.Value, kv.ModRevision); err == nil {
@@ -185,15 +214,22 @@ func (a *Assigner) assign(ctx context.Context, leader clientv3.Cmp, leaderKey st
 			}
 		case keyDrain:
 			st.draining[name] = true
+		case keyLost:
+			st.lost[name] = kv.ModRevision
 		default:
 			if string(kv.Key) == a.keys.rebalanced() {
 				st.rebalanced = string(kv.Value)
 			}
 		}
 	}
+	for id := range a.absentSince {
+		if st.live[id] {
+			delete(a.absentSince, id)
+		}
+	}
 	eligible := st.eligible()
 	if len(eligible) == 0 {
-		return resp.Header.Revision, nil // nobody to assign to yet: a join wakes us
+		return resp.Header.Revision, time.Time{}, nil // nobody to assign to yet: a join wakes us
 	}
 	txn := a.txns(ctx, leader, leaderKey)
 	for _, t := range st.topics {
@@ -204,20 +240,24 @@ func (a *Assigner) assign(ctx context.Context, leader clientv3.Cmp, leaderKey st
 			}
 			key := a.keys.assignment(t.rec.Name, p)
 			if err := txn.add([]clientv3.Cmp{topicCmp}, clientv3.OpPut(key, rendezvous(t.rec.Name, p, eligible))); err != nil {
-				return 0, err
+				return 0, time.Time{}, err
 			}
 		}
 		if err := txn.flush(); err != nil { // one topic's assignments at a time: its compare is its own
-			return 0, err
+			return 0, time.Time{}, err
 		}
 	}
 	if err := a.cancelStranded(ctx, txn, st); err != nil {
-		return 0, err
+		return 0, time.Time{}, err
+	}
+	again, err := a.reassignLost(txn, st, eligible, time.Now())
+	if err != nil {
+		return 0, time.Time{}, err
 	}
 	if err := a.rebalance(ctx, txn, st, eligible); err != nil {
-		return 0, err
+		return 0, time.Time{}, err
 	}
-	return resp.Header.Revision, nil
+	return resp.Header.Revision, again, nil
 }
 
 // topicAt is a topic record and its key's mod revision.
@@ -233,7 +273,8 @@ type clusterState struct {
 	moves      map[partitionKey]Move
 	live       map[string]bool
 	draining   map[string]bool
-	rebalanced string // the eligible members the last rebalance was for
+	lost       map[string]int64 // the nodes marked lost, and their marks' mod revisions
+	rebalanced string           // the eligible members the last rebalance was for
 }
 
 // eligible lists the members that get partitions: the live ones not
@@ -274,6 +315,81 @@ func (a *Assigner) cancelStranded(ctx context.Context, txn *txnBatch, st cluster
 		}
 	}
 	return txn.flush()
+}
+
+// reassignLost gives each partition of a node marked lost, and not live,
+// to its preferred owner among the eligible members, once this leader
+// has seen the node absent for its fence horizon (the node stopped
+// serving by then: lost.go); it returns when to look again for a node
+// still inside its horizon. Each write is conditional on the topic
+// record, on the partition still being the lost node's, and on the mark
+// being the one read (a node that cleared its mark after setting its
+// copies aside keeps what it still owns); a move of the partition under
+// way goes in the same transaction (its old or new owner is the lost
+// node: neither can finish it). The round's state follows, so the
+// rebalance plans from the new owners.
+func (a *Assigner) reassignLost(txn *txnBatch, st clusterState, eligible []string, now time.Time) (time.Time, error) {
+	var again time.Time
+	due := map[string]bool{}
+	for id := range st.lost {
+		if st.live[id] {
+			continue
+		}
+		since, seen := a.absentSince[id]
+		if !seen {
+			since = now
+			a.absentSince[id] = now
+		}
+		end := since.Add(max(a.cfg.FenceAfter, a.fenceOf[id]))
+		if now.Before(end) {
+			if again.IsZero() || end.Before(again) {
+				again = end
+			}
+			continue
+		}
+		due[id] = true
+	}
+	if len(due) == 0 {
+		return again, nil
+	}
+	moved := map[string]int{}
+	for _, t := range st.topics {
+		topicCmp := clientv3.Compare(clientv3.ModRevision(a.keys.topic(t.rec.Name)), "=", t.modRev)
+		for p := range t.rec.Partitions {
+			k := partitionKey{t.rec.Name, p}
+			owner := st.owners[k]
+			if !due[owner] {
+				continue
+			}
+			target := rendezvous(t.rec.Name, p, eligible)
+			assign := a.keys.assignment(t.rec.Name, p)
+			cmps := []clientv3.Cmp{
+				topicCmp,
+				clientv3.Compare(clientv3.Value(assign), "=", owner),
+				clientv3.Compare(clientv3.ModRevision(a.keys.lost(owner)), "=", st.lost[owner]),
+			}
+			ops := []clientv3.Op{clientv3.OpPut(assign, target)}
+			if mv, moving := st.moves[k]; moving {
+				key := a.keys.move(t.rec.Name, p)
+				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", mv.Rev))
+				ops = append(ops, clientv3.OpDelete(key))
+				delete(st.moves, k)
+			}
+			if err := txn.add(cmps, ops...); err != nil {
+				return again, err
+			}
+			st.owners[k] = target
+			moved[owner]++
+		}
+		if err := txn.flush(); err != nil {
+			return again, err
+		}
+	}
+	for id, n := range moved {
+		a.logger.Warn("partition assigner: gave a lost node's partitions to live nodes, empty (their records were on its disk only)",
+			zap.String("lost", id), zap.Int("partitions", n))
+	}
+	return again, nil
 }
 
 // rebalance moves partitions to their preferred owners. When the
@@ -364,9 +480,9 @@ func (a *Assigner) txns(ctx context.Context, leader clientv3.Cmp, leaderKey stri
 }
 
 // add queues op under cmps, writing the batch once it is full.
-func (b *txnBatch) add(cmps []clientv3.Cmp, op clientv3.Op) error {
+func (b *txnBatch) add(cmps []clientv3.Cmp, ops ...clientv3.Op) error {
 	b.cmps = append(b.cmps, cmps...)
-	b.ops = append(b.ops, op)
+	b.ops = append(b.ops, ops...)
 	if len(b.ops) >= maxOpsPerTxn/2 || len(b.cmps) >= maxOpsPerTxn {
 		return b.flush()
 	}

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 )
 
@@ -17,6 +19,10 @@ import (
 type MemberInfo struct {
 	ID   string `json:"id"`
 	Addr string `json:"addr"` // the HTTP address other nodes and clients reach it at
+	// FenceAfterMs is the node's fence horizon (MemberConfig.FenceAfter):
+	// the assigner waits at least this long after the node left before it
+	// gives its partitions away (lost.go).
+	FenceAfterMs int64 `json:"fence_after_ms,omitempty"`
 }
 
 // MemberConfig configures a Member.
@@ -27,24 +33,48 @@ type MemberConfig struct {
 	// TTL is the lease's time to live: a node that stops renewing it
 	// (dead, or cut off from etcd) leaves the member list this long after.
 	// 10 s when zero; etcd's unit is the second.
-	TTL    time.Duration
+	TTL time.Duration
+	// FenceAfter is how long the node serves on after the last lease
+	// renewal it sent that etcd answered: past it, Serving is false until
+	// a renewal succeeds. It is how long a node rides out etcd being
+	// unreachable, and how long after a node left the assigner waits
+	// before it gives a lost node's partitions away (lost.go). It is
+	// registered in MemberInfo.FenceAfterMs. DefaultFenceAfter when zero.
+	FenceAfter time.Duration
+	// OnLost is called when a registration finds the node marked lost: it
+	// sets the node's reassigned copies aside and clears the mark
+	// (EtcdMetastore.ResolveLost), after which the registration is tried
+	// again. Nil: the registration fails with ErrNodeLost.
+	OnLost func(ctx context.Context) error
 	Logger *zap.Logger
 }
 
+// DefaultFenceAfter is MemberConfig.FenceAfter's default.
+const DefaultFenceAfter = time.Minute
+
 // Member keeps a node registered in the cluster: members/<id> holds its
-// MemberInfo under a lease the member renews, so the key goes when the
-// node does. It runs for the node's life: a lost lease (etcd unreachable
-// longer than the TTL) is followed by a new one and the key put again.
+// MemberInfo under a lease the member renews every third of its TTL, so
+// the key goes when the node does. A lease etcd no longer has (it ran
+// out while the node could not reach etcd) is followed by a new one and
+// the key put again, unless the node was marked lost meanwhile (OnLost).
 // A member that leaves keeps its partitions (the assignment is not
 // membership): there is no replication, so only the node that holds a
 // partition's files can serve it.
+//
+// Invariants: Serving is true only before sent+FenceAfter, where sent is
+// when the node sent the last renewal (or grant) of its current lease
+// that etcd answered; a lease etcd reports gone, a Leave, and the time
+// between registrations make it false at once.
 type Member struct {
 	cfg    MemberConfig
 	keys   keys
 	logger *zap.Logger
 
-	mu      sync.Mutex
-	session *concurrency.Session // the current lease; nil between sessions
+	base    time.Time    // a monotonic origin for servingUntil
+	serving atomic.Int64 // nanoseconds after base until which the node serves; 0: not serving
+
+	mu    sync.Mutex
+	lease clientv3.LeaseID // the current lease; 0 between registrations
 
 	stop context.CancelFunc
 	done chan struct{}
@@ -57,7 +87,8 @@ var ErrNodeIDLive = errors.New("cluster: a live member has the node id")
 // It returns once the first registration is in etcd. While a live member
 // holds the id (the node's own registration from before a restart, until
 // its lease runs out; or another node given the same id) it waits, saying
-// so every try, until ctx ends.
+// so every try, until ctx ends; a node marked lost is resolved first
+// (OnLost).
 func JoinCluster(ctx context.Context, cfg MemberConfig) (*Member, error) {
 	if cfg.Client == nil || cfg.Info.ID == "" {
 		return nil, errors.New("cluster: a member needs a client and an id")
@@ -65,129 +96,281 @@ func JoinCluster(ctx context.Context, cfg MemberConfig) (*Member, error) {
 	if cfg.TTL <= 0 {
 		cfg.TTL = 10 * time.Second
 	}
-	m := &Member{cfg: cfg, keys: newKeys(cfg.Prefix), logger: cfg.Logger, done: make(chan struct{})}
+	if cfg.FenceAfter <= 0 {
+		cfg.FenceAfter = DefaultFenceAfter
+	}
+	cfg.Info.FenceAfterMs = cfg.FenceAfter.Milliseconds()
+	m := &Member{cfg: cfg, keys: newKeys(cfg.Prefix), logger: cfg.Logger, base: time.Now(), done: make(chan struct{})}
 	if m.logger == nil {
 		m.logger = zap.NewNop()
 	}
-	s, err := m.register(ctx, 0)
-	for errors.Is(err, ErrNodeIDLive) {
-		m.logger.Warn("waiting for the node id's registration to end: a restart waits out its lease; if another node runs with this id, stop it",
-			zap.Error(err))
+	for {
+		err := m.register(ctx)
+		switch {
+		case err == nil:
+			loop, stop := context.WithCancel(context.Background())
+			m.stop = stop
+			go m.keep(loop)
+			return m, nil
+		case errors.Is(err, ErrNodeLost) && cfg.OnLost != nil:
+			m.resolveLost(ctx, err)
+			continue
+		case errors.Is(err, ErrNodeIDLive):
+			m.logger.Warn("waiting for the node id's registration to end: a restart waits out its lease; if another node runs with this id, stop it",
+				zap.Error(err))
+		default:
+			return nil, err
+		}
 		select {
 		case <-ctx.Done():
 			return nil, errors.Join(err, ctx.Err())
 		case <-time.After(time.Second):
 		}
-		s, err = m.register(ctx, 0)
 	}
-	if err != nil {
-		return nil, err
-	}
-	loop, stop := context.WithCancel(context.Background())
-	m.stop = stop
-	go m.keep(loop, s)
-	return m, nil
 }
 
-// register takes a lease and puts the member key under it, unless a
-// live member holds the key under another lease than prev (this member's
-// own lease before it was lost: after etcd restarts, the key lives on
-// under it until its TTL runs out, and is taken over). ctx bounds the
-// calls; the lease's renewals run until the session is closed.
-func (m *Member) register(ctx context.Context, prev clientv3.LeaseID) (*concurrency.Session, error) {
-	ttl := max(1, int64(m.cfg.TTL/time.Second))
-	lease, err := m.cfg.Client.Grant(ctx, ttl)
+// Serving reports whether the node may serve its partitions: its lease
+// was renewed within the fence horizon. The API answers calls for its
+// partitions only while it is.
+func (m *Member) Serving() bool {
+	until := m.serving.Load()
+	return until > 0 && time.Since(m.base) < time.Duration(until)
+}
+
+func (m *Member) serveUntil(t time.Time) { m.serving.Store(max(1, int64(t.Sub(m.base)))) }
+func (m *Member) fence()                 { m.serving.Store(0) }
+
+// register takes a lease and puts the member key under it, unless a live
+// member holds the key, or the node is marked lost (ErrNodeLost). ctx
+// bounds the calls.
+func (m *Member) register(ctx context.Context) error {
+	sent := time.Now()
+	lease, err := m.cfg.Client.Grant(ctx, max(1, int64(m.cfg.TTL/time.Second)))
 	if err != nil {
-		return nil, fmt.Errorf("cluster: lease for member %s: %w", m.cfg.Info.ID, err)
+		return fmt.Errorf("cluster: lease for member %s: %w", m.cfg.Info.ID, err)
 	}
-	s, err := concurrency.NewSession(m.cfg.Client, concurrency.WithLease(lease.ID), concurrency.WithTTL(int(ttl)), concurrency.WithContext(context.Background()))
-	if err != nil {
-		return nil, fmt.Errorf("cluster: lease for member %s: %w", m.cfg.Info.ID, err)
+	revoke := func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.TTL)
+		defer cancel()
+		m.cfg.Client.Revoke(rctx, lease.ID) // else it runs out on its own
 	}
 	val, err := json.Marshal(m.cfg.Info)
 	if err != nil {
-		s.Close()
-		return nil, err
+		revoke()
+		return err
 	}
-	// Only if no live member has the id: two nodes under one id would
-	// both take its partitions as theirs and ack into two logs.
-	key := m.keys.member(m.cfg.Info.ID)
-	txn, err := m.cfg.Client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(s.Lease()))).Else(clientv3.OpGet(key)).Commit()
+	// Only if no live member has the id (two nodes under one id would
+	// both take its partitions as theirs and ack into two logs) and the
+	// node is not marked lost.
+	key, lost := m.keys.member(m.cfg.Info.ID), m.keys.lost(m.cfg.Info.ID)
+	txn, err := m.cfg.Client.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(lost), "=", 0),
+	).Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease.ID))).Else(clientv3.OpGet(key), clientv3.OpGet(lost)).Commit()
 	if err != nil {
-		s.Close()
-		return nil, fmt.Errorf("cluster: register member %s: %w", m.cfg.Info.ID, err)
+		revoke()
+		return fmt.Errorf("cluster: register member %s: %w", m.cfg.Info.ID, err)
 	}
 	if !txn.Succeeded {
-		kvs := txn.Responses[0].GetResponseRange().Kvs
-		if prev != 0 && len(kvs) == 1 && clientv3.LeaseID(kvs[0].Lease) == prev {
-			took, err := m.cfg.Client.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", prev)).
-				Then(clientv3.OpPut(key, string(val), clientv3.WithLease(s.Lease()))).Commit()
-			if err == nil && took.Succeeded {
-				m.mu.Lock()
-				m.session = s
-				m.mu.Unlock()
-				return s, nil
-			}
+		revoke()
+		if len(txn.Responses[1].GetResponseRange().Kvs) > 0 {
+			return fmt.Errorf("%w: %s", ErrNodeLost, m.cfg.Info.ID)
 		}
-		s.Close()
 		holder := "another process"
-		if len(kvs) == 1 {
+		if kvs := txn.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
 			var live MemberInfo
 			if json.Unmarshal(kvs[0].Value, &live) == nil {
 				holder = live.Addr
 			}
 		}
-		return nil, fmt.Errorf("%w: %s, at %s", ErrNodeIDLive, m.cfg.Info.ID, holder)
+		return fmt.Errorf("%w: %s, at %s", ErrNodeIDLive, m.cfg.Info.ID, holder)
 	}
 	m.mu.Lock()
-	m.session = s
+	m.lease = lease.ID
 	m.mu.Unlock()
-	return s, nil
+	m.serveUntil(sent.Add(m.cfg.FenceAfter))
+	return nil
 }
 
-// keep registers the member again whenever its lease is lost.
-func (m *Member) keep(ctx context.Context, s *concurrency.Session) {
+// resolveLost runs OnLost for a registration refused with err, logging
+// what it does.
+func (m *Member) resolveLost(ctx context.Context, err error) {
+	m.logger.Error("this node was marked lost and its partitions given to other nodes: setting its copies of them aside, then registering",
+		zap.Error(err))
+	if err := m.cfg.OnLost(ctx); err != nil {
+		m.logger.Error("setting aside the copies of a lost node's partitions", zap.Error(err))
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// keep renews the lease every third of its TTL on one keepalive stream
+// (a stream etcd already serves keeps working while it drains for a
+// stop, when new calls are refused); each answer extends Serving to the
+// fence horizon from when its renewal was sent. A stream that fails or
+// goes quiet is replaced; a lease etcd reports gone is followed by a new
+// registration.
+func (m *Member) keep(ctx context.Context) {
 	defer close(m.done)
-	for {
+	every := max(m.cfg.TTL/3, 100*time.Millisecond)
+	failing, fenced := false, false
+	renewed := func() {
+		if failing {
+			m.logger.Info("cluster membership serving again: lease renewed", zap.String("member", m.cfg.Info.ID))
+		}
+		failing, fenced = false, false
+	}
+	for ctx.Err() == nil {
+		m.mu.Lock()
+		lease := m.lease
+		m.mu.Unlock()
+		err := m.renew(ctx, lease, every, renewed)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			m.fence()
+			m.logger.Warn("cluster membership lease lost; registering again", zap.String("member", m.cfg.Info.ID))
+			if !m.registerAgain(ctx) {
+				return
+			}
+			m.logger.Info("cluster membership serving again: registered with a new lease", zap.String("member", m.cfg.Info.ID))
+			failing, fenced = false, false
+			continue
+		}
+		if !failing {
+			m.logger.Warn("cannot renew the cluster membership lease (etcd unreachable?); serving on until the fence horizon",
+				zap.String("member", m.cfg.Info.ID), zap.Duration("fence_after", m.cfg.FenceAfter), zap.Error(err))
+		}
+		failing = true
+		if !fenced && !m.Serving() {
+			fenced = true
+			m.logger.Error("fenced: no lease renewal for the fence horizon; this node serves no partition until etcd answers again",
+				zap.String("member", m.cfg.Info.ID), zap.Duration("fence_after", m.cfg.FenceAfter))
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.Done():
-		}
-		m.logger.Warn("cluster membership lease lost; registering again", zap.String("member", m.cfg.Info.ID))
-		for {
-			attempt, cancel := context.WithTimeout(ctx, m.cfg.TTL)
-			next, err := m.register(attempt, s.Lease())
-			cancel()
-			if err == nil {
-				s = next
-				m.logger.Info("cluster membership registered again", zap.String("member", m.cfg.Info.ID))
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Second):
-			}
+		case <-time.After(every):
 		}
 	}
 }
 
-// Leave deregisters the node: its lease is revoked, so the key goes now,
-// not a TTL later. With etcd unreachable it waits up to the TTL for the
-// revoke and returns its error; the lease then runs out on its own.
+// renew runs one keepalive stream of lease: a renewal every every, each
+// answer (in the order sent) extending Serving from the renewal's send
+// time, renewed called after each. It returns when the stream fails,
+// when no answer came for two periods (cancelled: etcd unreachable), or
+// with rpctypes.ErrLeaseNotFound when etcd no longer has the lease.
+func (m *Member) renew(ctx context.Context, lease clientv3.LeaseID, every time.Duration, renewed func()) error {
+	sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	var answered atomic.Int64 // nanoseconds after base of the last answer (or the stream's start)
+	answered.Store(int64(time.Since(m.base)))
+	quiet := func() bool { return time.Since(m.base)-time.Duration(answered.Load()) > 2*every }
+	var mu sync.Mutex
+	var sent []time.Time // the renewals not answered yet, oldest first
+	opened := make(chan struct{})
+	go func() { // stream creation waits for a connection: bounded like an answer
+		select {
+		case <-opened:
+		case <-time.After(2 * every):
+			cancel()
+		case <-sctx.Done():
+		}
+	}()
+	stream, err := clientv3.RetryLeaseClient(m.cfg.Client).LeaseKeepAlive(sctx)
+	close(opened)
+	if err != nil {
+		return err
+	}
+	go func() {
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			mu.Lock()
+			sent = append(sent, time.Now())
+			mu.Unlock()
+			if err := stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(lease)}); err != nil {
+				cancel()
+				return
+			}
+			select {
+			case <-sctx.Done():
+				return
+			case <-tick.C:
+				if quiet() {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return err // a quiet stream's is the cancel's
+		}
+		if resp.TTL <= 0 {
+			return rpctypes.ErrLeaseNotFound
+		}
+		mu.Lock()
+		var at time.Time
+		if len(sent) > 0 {
+			at, sent = sent[0], sent[1:]
+		}
+		mu.Unlock()
+		if at.IsZero() {
+			continue // an answer to no renewal sent: nothing it proves
+		}
+		answered.Store(int64(time.Since(m.base)))
+		m.serveUntil(at.Add(m.cfg.FenceAfter))
+		renewed()
+	}
+}
+
+// registerAgain registers the node until it is registered (true) or ctx
+// ends (false).
+func (m *Member) registerAgain(ctx context.Context) bool {
+	for {
+		attempt, cancel := context.WithTimeout(ctx, m.cfg.TTL)
+		err := m.register(attempt)
+		cancel()
+		switch {
+		case err == nil:
+			return true
+		case errors.Is(err, ErrNodeLost) && m.cfg.OnLost != nil:
+			m.resolveLost(ctx, err)
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// Leave deregisters the node: it stops serving, and its lease is
+// revoked, so the key goes now, not a TTL later. With etcd unreachable it
+// waits up to the TTL for the revoke and returns its error; the lease
+// then runs out on its own.
 func (m *Member) Leave() error {
 	m.stop()
 	<-m.done
+	m.fence()
 	m.mu.Lock()
-	s := m.session
-	m.session = nil
+	lease := m.lease
+	m.lease = 0
 	m.mu.Unlock()
-	if s == nil {
+	if lease == 0 {
 		return nil
 	}
-	return s.Close() // revokes the lease
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.TTL)
+	defer cancel()
+	_, err := m.cfg.Client.Revoke(ctx, lease)
+	return err
 }
 
 // Members lists the registered members, by id.

@@ -53,7 +53,7 @@ type Config struct {
 // new watch; the replica keeps serving what it holds meanwhile, and
 // CaughtUp says it may be stale.
 //
-// Invariants, under mu: topics, owners, members, moves and drains are what etcd held
+// Invariants, under mu: topics, owners, members, moves, drains and lost are what etcd held
 // under the prefix at revision applied; applied never decreases; advanced
 // is closed and replaced whenever applied moves.
 type EtcdMetastore struct {
@@ -70,6 +70,7 @@ type EtcdMetastore struct {
 	members  map[string]MemberInfo
 	moves    map[partitionKey]Move
 	drains   map[string]bool
+	lost     map[string]bool // the nodes marked lost (lost.go)
 	applied  int64
 	advanced chan struct{}
 	subs     map[int]func(string)
@@ -448,10 +449,14 @@ func (m *EtcdMetastore) reload(ctx context.Context) error {
 	owners := map[partitionKey]string{}
 	members := map[string]MemberInfo{}
 	moves := map[partitionKey]Move{}
-	drains := map[string]bool{}
+	drains, lost := map[string]bool{}, map[string]bool{}
 	for _, kv := range resp.Kvs {
-		if kind, id, _ := m.keys.parse(string(kv.Key)); kind == keyDrain {
+		switch kind, id, _ := m.keys.parse(string(kv.Key)); kind {
+		case keyDrain:
 			drains[id] = true
+			continue
+		case keyLost:
+			lost[id] = true
 			continue
 		}
 		m.decodeInto(topics, owners, members, moves, string(kv.Key), kv.Value, kv.ModRevision)
@@ -488,7 +493,7 @@ func (m *EtcdMetastore) reload(ctx context.Context) error {
 			changed[k.topic] = true
 		}
 	}
-	m.topics, m.owners, m.members, m.moves, m.drains = topics, owners, members, moves, drains
+	m.topics, m.owners, m.members, m.moves, m.drains, m.lost = topics, owners, members, moves, drains, lost
 	subs := m.advanceLocked(resp.Header.Revision)
 	m.mu.Unlock()
 	for name := range changed {
@@ -587,11 +592,15 @@ func (m *EtcdMetastore) apply(events []*clientv3.Event, rev int64) {
 		if kind == keyOther {
 			continue
 		}
-		if kind == keyDrain {
+		if kind == keyDrain || kind == keyLost {
+			marks := m.drains
+			if kind == keyLost {
+				marks = m.lost
+			}
 			if ev.Type == clientv3.EventTypeDelete {
-				delete(m.drains, name)
+				delete(marks, name)
 			} else {
-				m.drains[name] = true
+				marks[name] = true
 			}
 			continue
 		}
@@ -716,6 +725,8 @@ func (k keys) clusterID() string        { return k.root + "cluster-id" }
 func (k keys) drains() string           { return k.root + "drain/" }
 func (k keys) drain(id string) string   { return k.drains() + id }
 func (k keys) rebalanced() string       { return k.root + "rebalanced" }
+func (k keys) losts() string            { return k.root + "lost/" }
+func (k keys) lost(id string) string    { return k.losts() + id }
 func (k keys) moves(name string) string { return k.root + "moves/" + name + "/" }
 func (k keys) move(name string, p int) string {
 	return k.moves(name) + strconv.Itoa(p)
@@ -734,6 +745,7 @@ const (
 	keyMember
 	keyMove
 	keyDrain
+	keyLost
 )
 
 // parse says what key holds: a topic record (name), an assignment or a
@@ -752,6 +764,9 @@ func (k keys) parse(key string) (kind keyKind, name string, partition int) {
 	}
 	if id, ok := strings.CutPrefix(rest, "drain/"); ok && id != "" && !strings.Contains(id, "/") {
 		return keyDrain, id, 0
+	}
+	if id, ok := strings.CutPrefix(rest, "lost/"); ok && id != "" && !strings.Contains(id, "/") {
+		return keyLost, id, 0
 	}
 	for prefix, kind := range map[string]keyKind{"assign/": keyAssignment, "moves/": keyMove} {
 		if tp, ok := strings.CutPrefix(rest, prefix); ok {

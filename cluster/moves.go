@@ -199,16 +199,22 @@ func (m *EtcdMetastore) Moves() []Move {
 
 // ConfirmOwner reads a partition's owner from etcd, linearizably (never
 // the replica): what a node checks before it removes its copy of a
-// partition it no longer owns.
+// partition it no longer owns. A node marked lost confirms nothing
+// (ErrNodeLost): a partition reassigned from it holds records only its
+// copy has, which ResolveLost sets aside, never drops.
 func (m *EtcdMetastore) ConfirmOwner(ctx context.Context, topic string, p int) (owner string, ok bool, err error) {
-	resp, err := m.cli.Get(ctx, m.keys.assignment(topic, p))
+	resp, err := m.cli.Txn(ctx).Then(clientv3.OpGet(m.keys.assignment(topic, p)), clientv3.OpGet(m.keys.lost(m.nodeID))).Commit()
 	if err != nil {
 		return "", false, fmt.Errorf("cluster: read the owner of %s/%d: %w", topic, p, err)
 	}
-	if len(resp.Kvs) == 0 {
+	if len(resp.Responses[1].GetResponseRange().Kvs) > 0 {
+		return "", false, fmt.Errorf("%w: %s: its copy of %s/%d is set aside, not dropped", ErrNodeLost, m.nodeID, topic, p)
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
 		return "", false, nil
 	}
-	return string(resp.Kvs[0].Value), true, nil
+	return string(kvs[0].Value), true, nil
 }
 
 // Node is a live member as the replica knows it.

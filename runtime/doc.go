@@ -59,6 +59,11 @@
 //     streams the files into a staging directory, and its Commit stamps
 //     the marker and swaps it in, atomically across a crash (Protocols,
 //     below); InstallPartition is a receive of files held in memory.
+//   - A copy of a partition the metastore no longer assigns this node is
+//     removed once its move completed (DropPartition), or, when an
+//     operator reassigned it while the node was marked lost, set aside
+//     (SetAsidePartition, setaside.go) into <data dir>/lost/: never
+//     served, swept or removed by the node, the operator's to recover.
 //   - Partitions lists the partitions the metastore assigns this node,
 //     opening none.
 //   - Peeks and describes answer a closed partition from its directory and
@@ -170,6 +175,16 @@
 // partition marked unsettled: its next open, listing or peek settles it
 // first, as a restart would (a complete staging directory is rolled
 // forward, an incomplete one removed), or fails.
+//
+// Drop and set aside (DropPartition, SetAsidePartition), under the
+// produce gate, exclusive, and the topic's guard, with the live log closed
+// (supervisor.Registry.WithPartitionClosed): a drop renames pNNNNN to
+// pNNNNN.dropped, syncs the topic directory, removes it and syncs again (a
+// crash leaves .dropped, removed at the next start). A set-aside creates
+// lost/<topic>.<incarnation>/ durably, renames pNNNNN into it as
+// pNNNNN.<unix ms> (a suffix when the name is taken), and syncs the topic
+// directory and the destination: the rename is atomic, so a crash leaves
+// the copy whole under one name or the other, never in both.
 //
 // Eviction and reopen: every close of a live log holds the produce gate
 // exclusive and the topic's guard (CloseLive), so it lands between two

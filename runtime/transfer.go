@@ -154,20 +154,7 @@ func (n *Node) DropPartition(ctx context.Context, topic string, p int) error {
 		return err
 	}
 	dropped := false
-	err = n.reg.WithPartitionClosed(key, func(*supervisor.GuardedTopic) error {
-		if mine, err := n.ms.Assigned(ctx, topic, p); err != nil || mine {
-			return errors.Join(fmt.Errorf("%w: %s/%d", ErrAssigned, topic, p), err)
-		}
-		if _, busy := n.receiving.Load(key); busy {
-			return fmt.Errorf("%w: %s/%d", ErrReceiveInProgress, topic, p)
-		}
-		if err := n.settleBeforeOpen(key); err != nil {
-			return err
-		}
-		n.marks.forget(key)
-		n.cursors.forget(ofPartition(key))
-		n.queues.forget(func(k supervisor.Key) bool { return k == key })
-		paths := n.installPathsOf(key)
+	err = n.releasePartition(ctx, key, func(paths installPaths) error {
 		// Never a removal cut short under the live name: the directory is
 		// renamed aside first, and a crash leaves the set-aside directory
 		// for the next start to remove (settleInstall).
@@ -191,7 +178,7 @@ func (n *Node) DropPartition(ctx context.Context, topic string, p int) error {
 		return n.cfg.FS.SyncDir(paths.topicDir)
 	})
 	if err != nil {
-		return fmt.Errorf("drop %s/%d: %w", topic, p, nodeClosedError(err))
+		return fmt.Errorf("drop %s/%d: %w", topic, p, err)
 	}
 	if dropped {
 		n.logger.Info("dropped this node's copy of a partition another node owns", zap.String("topic", topic), zap.Int("partition", p))
@@ -199,7 +186,36 @@ func (n *Node) DropPartition(ctx context.Context, topic string, p int) error {
 	return nil
 }
 
-// ErrAssigned: the partition is this node's, so its copy is not dropped.
+// releasePartition is what DropPartition and SetAsidePartition share: with
+// the partition's live log closed between two commits and no open of it
+// admitted (supervisor.Registry.WithPartitionClosed), it refuses a
+// partition the metastore assigns this node (ErrAssigned) and one a
+// receive is under way for (ErrReceiveInProgress), settles an install
+// this process left unsettled, forgets the partition's in-memory state
+// (its high watermark mark, cursors and queue state), and hands the
+// partition's paths to release, which takes the directory out of
+// topics/. release runs under the topic's guard.
+func (n *Node) releasePartition(ctx context.Context, key supervisor.Key, release func(installPaths) error) error {
+	err := n.reg.WithPartitionClosed(key, func(*supervisor.GuardedTopic) error {
+		if mine, err := n.ms.Assigned(ctx, key.Topic, key.Partition); err != nil || mine {
+			return errors.Join(fmt.Errorf("%w: %s/%d", ErrAssigned, key.Topic, key.Partition), err)
+		}
+		if _, busy := n.receiving.Load(key); busy {
+			return fmt.Errorf("%w: %s/%d", ErrReceiveInProgress, key.Topic, key.Partition)
+		}
+		if err := n.settleBeforeOpen(key); err != nil {
+			return err
+		}
+		n.marks.forget(key)
+		n.cursors.forget(ofPartition(key))
+		n.queues.forget(func(k supervisor.Key) bool { return k == key })
+		return release(n.installPathsOf(key))
+	})
+	return nodeClosedError(err)
+}
+
+// ErrAssigned: the partition is this node's, so its copy is neither
+// dropped nor set aside.
 var ErrAssigned = errors.New("runtime: the partition is assigned to this node")
 
 // FreezePartition is a move's old owner's, once the metastore no longer

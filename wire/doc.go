@@ -81,6 +81,7 @@
 //	topics/<topic>/pNNNNN/consumer.ahead     ConsumerAheadFileName
 //	topics/<topic>/pNNNNN/cursor.<name>      CursorFileName: a fan-out cursor's position, 8 bytes as consumer.offset
 //	topics/<topic>.stale-<id>/               StaleDirName: a quarantined incarnation
+//	lost/<topic>.<id>/pNNNNN.<unix ms>/      LostDirName: a partition set aside, never served
 //
 // A topic name is 1 to 200 characters of [A-Za-z0-9._-], not "." or "..",
 // and never contains ".stale-", so a quarantined directory can never be

@@ -12,6 +12,11 @@ const (
 	// TopicsDirName is the directory under the data directory that holds
 	// one directory per topic.
 	TopicsDirName = "topics"
+	// LostDirName is the directory under the data directory that holds
+	// the copies a node set aside (never served, never removed by the
+	// node): lost/<topic>.<incarnation>/<partition dir>.<unix ms>, a
+	// partition an operator reassigned while the node was marked lost.
+	LostDirName = "lost"
 	// IncarnationFileName is the incarnation marker in a topic directory.
 	IncarnationFileName = "incarnation"
 	// IncarnationCopyFileName is the marker's copy, written after it with

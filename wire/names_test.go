@@ -160,6 +160,7 @@ func TestFixedFileNames(t *testing.T) {
 	// Design "On disk": these names are the format.
 	for got, want := range map[string]string{
 		TopicsDirName:          "topics",
+		LostDirName:            "lost",
 		IncarnationFileName:    "incarnation",
 		HWMFileName:            "hwm",
 		ConsumerOffsetFileName: "consumer.offset",

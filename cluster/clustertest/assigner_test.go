@@ -27,14 +27,17 @@ type testNode struct {
 
 // joinNode registers node id, starts its assigner and opens its
 // metastore; the test stops them when it ends.
-func joinNode(t testing.TB, te *testEtcd, id string) *testNode {
+func joinNode(t testing.TB, te *testEtcd, id string) *testNode { return joinNodeWith(t, te, id, 0) }
+
+// joinNodeWith is joinNode with the node's fence horizon (0: the default).
+func joinNodeWith(t testing.TB, te *testEtcd, id string, fenceAfter time.Duration) *testNode {
 	t.Helper()
 	cli := te.client()
-	member, err := cluster.JoinCluster(bg, cluster.MemberConfig{Client: cli, Info: cluster.MemberInfo{ID: id, Addr: id + ".test:8080"}, TTL: 2 * time.Second})
+	member, err := cluster.JoinCluster(bg, cluster.MemberConfig{Client: cli, Info: cluster.MemberInfo{ID: id, Addr: id + ".test:8080"}, TTL: 2 * time.Second, FenceAfter: fenceAfter})
 	if err != nil {
 		t.Fatal(err)
 	}
-	assigner, err := cluster.StartAssigner(cluster.AssignerConfig{Client: cli, NodeID: id, TTL: 2 * time.Second})
+	assigner, err := cluster.StartAssigner(cluster.AssignerConfig{Client: cli, NodeID: id, TTL: 2 * time.Second, FenceAfter: fenceAfter})
 	if err != nil {
 		t.Fatal(err)
 	}

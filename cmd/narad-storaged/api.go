@@ -75,11 +75,11 @@ func newAPI(node *runtime.Node, ms runtime.Metastore, logger *zap.Logger, reg *p
 	a.mux.HandleFunc("GET /v1/topics/{topic}/partitions/{p}/offset", a.owned(a.offsetAt))
 	a.mux.HandleFunc("POST /v1/topics/{topic}/partitions/{p}/acks", a.owned(a.ack))
 	a.mux.HandleFunc("GET /v1/topics/{topic}/partitions/{p}/consumer", a.owned(a.consumer))
-	a.mux.HandleFunc("POST /v1/topics/{topic}/consume", a.consume)
+	a.mux.HandleFunc("POST /v1/topics/{topic}/consume", a.owned(a.consume))
 	a.mux.HandleFunc("POST /v1/topics/{topic}/partitions/{p}/nacks", a.owned(a.nack))
-	a.mux.HandleFunc("PUT /v1/topics/{topic}/cursors/{name}", a.putCursor)
-	a.mux.HandleFunc("GET /v1/topics/{topic}/cursors/{name}", a.getCursor)
-	a.mux.HandleFunc("DELETE /v1/topics/{topic}/cursors/{name}", a.deleteCursor)
+	a.mux.HandleFunc("PUT /v1/topics/{topic}/cursors/{name}", a.owned(a.putCursor))
+	a.mux.HandleFunc("GET /v1/topics/{topic}/cursors/{name}", a.owned(a.getCursor))
+	a.mux.HandleFunc("DELETE /v1/topics/{topic}/cursors/{name}", a.owned(a.deleteCursor))
 	a.mux.HandleFunc("GET /v1/topics/{topic}/cursors/{name}/partitions/{p}/records", a.owned(a.readCursor))
 	a.mux.HandleFunc("PUT /v1/topics/{topic}/cursors/{name}/partitions/{p}", a.owned(a.commitCursor))
 	a.registerMoves()
@@ -174,6 +174,10 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (a *api) readyz(w http.ResponseWriter, _ *http.Request) {
 	if !a.node.Ready() {
 		writeError(w, http.StatusServiceUnavailable, "not_ready", "opening partitions")
+		return
+	}
+	if a.opts.owners != nil && !a.opts.owners.Serving() {
+		writeError(w, http.StatusServiceUnavailable, "not_ready", "fenced: not registered in the cluster, or its lease not renewed within its fence horizon")
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

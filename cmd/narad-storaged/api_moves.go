@@ -26,6 +26,7 @@ func (a *api) registerMoves() {
 	a.mux.HandleFunc("GET /v1/nodes", a.listNodes)
 	a.mux.HandleFunc("POST /v1/nodes/{id}/drain", a.drainNode)
 	a.mux.HandleFunc("DELETE /v1/nodes/{id}/drain", a.drainNode)
+	a.mux.HandleFunc("POST /v1/nodes/{id}/lost", a.markLost)
 	a.mux.HandleFunc("GET /v1/internal/moves/{id}/listing", a.moveListing)
 	a.mux.HandleFunc("GET /v1/internal/moves/{id}/files/{name}", a.moveFile)
 	a.mux.HandleFunc("POST /v1/internal/moves/{id}/freeze", a.freezeMove)
@@ -127,7 +128,35 @@ func (a *api) listNodes(w http.ResponseWriter, r *http.Request) {
 	if _, ok := query(w, r); !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string][]cluster.Node{"nodes": a.opts.cluster.ms.Nodes()})
+	writeJSON(w, http.StatusOK, map[string]any{"nodes": a.opts.cluster.ms.Nodes(), "lost": a.opts.cluster.ms.LostNodes()})
+}
+
+// markLost marks a node that is not live lost: once its fence horizon
+// has passed, the assigner gives its partitions to live nodes, empty
+// (cluster/lost.go). What only its disk held is given up: an operator's
+// call for a node that will not come back.
+func (a *api) markLost(w http.ResponseWriter, r *http.Request) {
+	if !a.inCluster(w) {
+		return
+	}
+	if _, ok := query(w, r); !ok {
+		return
+	}
+	id := r.PathValue("id")
+	if err := runtime.ValidateNodeID(id); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_parameter", err.Error())
+		return
+	}
+	if err := a.opts.cluster.ms.MarkLost(r.Context(), id, time.Now()); err != nil {
+		if errors.Is(err, cluster.ErrNodeIDLive) {
+			writeError(w, http.StatusConflict, "node_live", fmt.Sprintf("node %q is live: only a node that is not can be marked lost (stop it, or move its partitions)", id))
+			return
+		}
+		a.writeNodeError(w, r, err)
+		return
+	}
+	a.logger.Warn("node marked lost: its partitions go to live nodes, empty, once its fence horizon has passed", zap.String("node", id))
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // drainNode marks a node draining (POST) or no longer (DELETE): the

@@ -17,6 +17,9 @@ type ownerLocator interface {
 	// Settle brings the node's replica up to etcd and waits, until ctx
 	// ends, for the partition to have an owner.
 	Settle(ctx context.Context, topic string, p int) bool
+	// Serving reports whether the node serves its partitions at all: it
+	// is registered and renewed its lease within its fence horizon.
+	Serving() bool
 }
 
 // settleWait bounds how long a call for a partition without an owner (a
@@ -29,7 +32,8 @@ type ownerBody struct {
 	Addr   string `json:"addr"`
 }
 
-// owned runs h for a partition this node owns; on a cluster's node, a
+// owned runs h for a partition this node owns, or for a topic-wide call
+// (which covers the partitions this node owns); on a cluster's node, a
 // request for a partition another node owns is answered at once, before
 // its body is read: 421 not_owner with the owner's address while the
 // owner is live, 503 while the owner is not or the partition has none
@@ -39,12 +43,19 @@ type ownerBody struct {
 // call for a topic that does not exist costs an etcd read, and up to
 // settleWait while etcd is away). A topic or partition that does not
 // exist is h's to answer, and an assignment that changes after this
-// check is caught by the node (ErrNotAssigned, answered the same way).
+// check is caught by the node (ErrNotAssigned, answered the same way). A
+// node that is not serving (fenced: not registered, or its lease not
+// renewed within its fence horizon) answers 503 fenced for every
+// partition.
 func (a *api) owned(h http.HandlerFunc) http.HandlerFunc {
 	if a.opts.owners == nil {
 		return h
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
+		if !a.opts.owners.Serving() {
+			writeFenced(w, "")
+			return
+		}
 		topic := r.PathValue("topic")
 		if p, ok := partitionParam(r); ok {
 			if _, owned := a.opts.owners.Locate(topic, p); !owned {
@@ -91,6 +102,14 @@ func (a *api) writeNotOwner(w http.ResponseWriter, topic string, p int) {
 		writeErrorBody(w, http.StatusMisdirectedRequest, "not_owner", fmt.Sprintf("%s is served by node %q at %s", where, loc.NodeID, loc.Addr),
 			func(b *errorBody) { b.Owner = &ownerBody{NodeID: loc.NodeID, Addr: loc.Addr} })
 	}
+}
+
+// writeFenced answers a call this node does not serve because it is
+// fenced; what says more (a produce committed but not acknowledged).
+func writeFenced(w http.ResponseWriter, what string) {
+	w.Header().Set("Retry-After", strconv.Itoa(ownerDownRetrySeconds))
+	writeError(w, http.StatusServiceUnavailable, "fenced",
+		"this node serves no partition now: it is not registered in the cluster, or has not renewed its lease with etcd within its fence horizon (--fence-after), so another node may have been given its partitions"+what+"; retry")
 }
 
 // ownerDownRetrySeconds is the Retry-After of owner_unavailable: a

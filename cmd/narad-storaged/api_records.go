@@ -74,6 +74,12 @@ func (a *api) produce(w http.ResponseWriter, r *http.Request) {
 		a.writeNodeError(w, r, err)
 		return
 	}
+	if a.opts.owners != nil && !a.opts.owners.Serving() {
+		// Fenced while the commit ran: the partition may be another node's
+		// by now, so this copy's records are not acknowledged.
+		writeFenced(w, " (the batch was written to this node's copy, which may be set aside: not acknowledged)")
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]int64{"base_offset": base, "count": int64(len(records)), "high_watermark": a.hwm(r, topic, p, base+int64(len(records)))})
 }
 

@@ -11,8 +11,8 @@ import (
 
 // runMove asks a cluster to move a partition (--topic, --partition, --to),
 // lists the moves under way (--list) or the live nodes (--nodes), cancels
-// a move (--cancel ID), or drains a node (--drain, --undrain), through
-// any node.
+// a move (--cancel ID), drains a node (--drain, --undrain), or marks a
+// node that is gone for good lost (--lost), through any node.
 func runMove(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("move", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -24,9 +24,10 @@ func runMove(args []string, stdout, stderr io.Writer) int {
 	drain := fs.String("drain", "", "mark this node draining instead: its partitions move to the others")
 	undrain := fs.String("undrain", "", "mark this node no longer draining instead: it gets its share again")
 	nodes := fs.Bool("nodes", false, "list the live nodes instead")
+	lost := fs.String("lost", "", "mark this node, which is not live, lost instead: its partitions go to live nodes, empty, once its --fence-after has passed (what only its disk held is given up)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: narad-storaged move --topic T --partition P --to NODE\n"+
-			"       narad-storaged move --list | --cancel ID | --nodes | --drain NODE | --undrain NODE\n\n"+
+			"       narad-storaged move --list | --cancel ID | --nodes | --drain NODE | --undrain NODE | --lost NODE\n\n"+
 			"Asks a cluster to move a partition to another node (the move runs in the\n"+
 			"background: the new owner copies the partition, the old owner stops\n"+
 			"serving it for the final catch-up, then the new owner serves it); lists\n"+
@@ -40,13 +41,13 @@ func runMove(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := context.WithTimeout(context.Background(), 30*time.Second)
 	defer stop()
 	given := 0
-	for _, on := range []bool{*to != "", *list, *cancel != "", *drain != "", *undrain != "", *nodes} {
+	for _, on := range []bool{*to != "", *list, *cancel != "", *drain != "", *undrain != "", *nodes, *lost != ""} {
 		if on {
 			given++
 		}
 	}
 	if given != 1 {
-		fmt.Fprintln(stderr, "move: give one of --to, --list, --cancel, --nodes, --drain and --undrain")
+		fmt.Fprintln(stderr, "move: give one of --to, --list, --cancel, --nodes, --drain, --undrain and --lost")
 		return 2
 	}
 	if *to == "" {
@@ -64,6 +65,13 @@ func runMove(args []string, stdout, stderr io.Writer) int {
 				return 1
 			}
 			fmt.Fprintf(stdout, "node %s draining: %v\n", node, *drain != "")
+			return 0
+		case *lost != "":
+			if err := c.MarkLost(ctx, *lost); err != nil {
+				fmt.Fprintln(stderr, "move:", err)
+				return 1
+			}
+			fmt.Fprintf(stdout, "node %s marked lost: its partitions go to live nodes, empty, once its fence horizon has passed\n", *lost)
 			return 0
 		case *nodes:
 			list, err := c.Nodes(ctx)

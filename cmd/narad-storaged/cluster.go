@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/narad-io/storage/cluster"
@@ -102,9 +103,10 @@ type clusterNode struct {
 	id          string
 	cli         *clientv3.Client
 	ms          *cluster.EtcdMetastore
-	member      *cluster.Member
+	member      atomic.Pointer[cluster.Member] // nil until join; the API reads it (serving)
 	assigner    *cluster.Assigner
 	ttl         time.Duration
+	fenceAfter  time.Duration
 	logger      *zap.Logger
 	partMu      sync.Mutex
 	partLocks   map[string]*sync.Mutex // "topic/p" -> the partition's move lock (lockPartition); under partMu
@@ -147,6 +149,7 @@ func openClusterNode(ctx context.Context, files vfs.FS, cfg config, endpoints []
 	if err != nil {
 		return nil, err
 	}
+	c.fenceAfter = time.Duration(cfg.FenceAfter)
 	if err := c.checkIdentity(ctx, files, dir, hasNode, storedCluster, hasCluster); err != nil {
 		c.close()
 		return nil, err
@@ -272,21 +275,61 @@ func (c *clusterNode) reportCatchUp() {
 	}
 }
 
-// join registers the node at addr and starts its candidacy.
-func (c *clusterNode) join(ctx context.Context, addr string) error {
-	var err error
-	c.member, err = cluster.JoinCluster(ctx, cluster.MemberConfig{
-		Client: c.cli, Info: cluster.MemberInfo{ID: c.id, Addr: addr}, TTL: c.ttl, Logger: c.logger.Named("member"),
+// join registers the node at addr and starts its candidacy. A node
+// marked lost first sets aside its copies of the partitions other nodes
+// now own (setAsideReassigned) and clears its mark; so does it when its
+// lease ran out and it finds itself marked on registering again.
+func (c *clusterNode) join(ctx context.Context, addr string, node *runtime.Node) error {
+	member, err := cluster.JoinCluster(ctx, cluster.MemberConfig{
+		Client: c.cli, Info: cluster.MemberInfo{ID: c.id, Addr: addr}, TTL: c.ttl, FenceAfter: c.fenceAfter, Logger: c.logger.Named("member"),
+		OnLost: func(ctx context.Context) error {
+			_, err := c.ms.ResolveLost(ctx, func(ctx context.Context, topics []string, owned func(string, int) bool) error {
+				return c.setAsideReassigned(ctx, node, topics, owned)
+			})
+			return err
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("join the cluster: %w", err)
 	}
-	c.assigner, err = cluster.StartAssigner(cluster.AssignerConfig{Client: c.cli, NodeID: c.id, TTL: c.ttl, Logger: c.logger.Named("assigner")})
+	c.member.Store(member)
+	c.assigner, err = cluster.StartAssigner(cluster.AssignerConfig{Client: c.cli, NodeID: c.id, TTL: c.ttl, FenceAfter: c.fenceAfter, Logger: c.logger.Named("assigner")})
 	if err != nil {
 		return fmt.Errorf("start the assigner: %w", err)
 	}
 	c.logger.Info("joined the cluster", zap.String("node_id", c.id), zap.String("advertise_addr", addr))
 	return nil
+}
+
+// setAsideReassigned sets aside (never drops) this node's copy of every
+// partition of topics that owned says is not its: what a node marked lost
+// holds of the partitions given away may be records no other node has.
+func (c *clusterNode) setAsideReassigned(ctx context.Context, node *runtime.Node, topics []string, owned func(string, int) bool) error {
+	for _, topic := range topics {
+		dirs, err := node.PartitionDirs(topic)
+		if err != nil {
+			return err
+		}
+		for _, p := range dirs {
+			if owned(topic, p) {
+				continue
+			}
+			unlock := c.lockPartition(topic, p)
+			_, err := node.SetAsidePartition(ctx, topic, p)
+			unlock()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Serving reports whether this node serves its partitions: registered,
+// with its lease renewed within the fence horizon (cluster.Member).
+func (c *clusterNode) Serving() bool {
+	m := c.member.Load()
+	return m != nil && m.Serving()
 }
 
 // leave ends the candidacy and the registration (the lease revoked, so
@@ -296,12 +339,11 @@ func (c *clusterNode) leave() error {
 		c.assigner.Stop()
 		c.assigner = nil
 	}
-	if c.member == nil {
+	m := c.member.Swap(nil)
+	if m == nil {
 		return nil
 	}
-	err := c.member.Leave()
-	c.member = nil
-	return err
+	return m.Leave()
 }
 
 // close leaves and stops following etcd; after the node is closed.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestConfig_ClusterFlags: --metastore takes local, etcd endpoints or a
@@ -30,6 +31,7 @@ func TestConfig_ClusterFlags(t *testing.T) {
 		{args: []string{"--advertise-addr", "h:1"}, err: "--metastore etcd"},
 		{args: []string{"--metastore", "etcd://e:2379", "--node-id", "a/b"}, err: "node id"},
 		{args: []string{"--metastore", "etcd://e:2379", "--member-ttl", "500ms"}, err: "member-ttl"},
+		{args: []string{"--metastore", "etcd://e:2379", "--fence-after", "500ms"}, err: "fence-after"},
 	} {
 		cfg, err := parseServeFlags(tc.args, io.Discard)
 		if tc.err != "" {
@@ -47,11 +49,11 @@ func TestConfig_ClusterFlags(t *testing.T) {
 		}
 	}
 	file := filepath.Join(t.TempDir(), "config.json")
-	if err := os.WriteFile(file, []byte(`{"metastore": "etcd://e:2379", "node_id": "node-b", "advertise_addr": "h:7480", "member_ttl": "3s"}`), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(`{"metastore": "etcd://e:2379", "node_id": "node-b", "advertise_addr": "h:7480", "member_ttl": "3s", "fence_after": "2m"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := parseServeFlags([]string{"--config", file, "--node-id", "node-c"}, io.Discard)
-	if err != nil || cfg.Metastore != "etcd://e:2379" || cfg.NodeID != "node-c" || cfg.AdvertiseAddr != "h:7480" || cfg.MemberTTL != duration(3e9) {
+	if err != nil || cfg.Metastore != "etcd://e:2379" || cfg.NodeID != "node-c" || cfg.AdvertiseAddr != "h:7480" || cfg.MemberTTL != duration(3e9) || cfg.FenceAfter != duration(2*time.Minute) {
 		t.Fatalf("config file with a flag over it: %+v, %v", cfg, err)
 	}
 }

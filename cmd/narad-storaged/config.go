@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/narad-io/storage/cluster"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/vfs"
@@ -45,6 +46,7 @@ type config struct {
 	NodeID                       string   `json:"node_id"`
 	AdvertiseAddr                string   `json:"advertise_addr"`
 	MemberTTL                    duration `json:"member_ttl"`
+	FenceAfter                   duration `json:"fence_after"`
 	PeerCA                       string   `json:"peer_ca"`
 	SegmentMaxBytes              int64    `json:"segment_max_bytes"`
 }
@@ -69,6 +71,7 @@ func defaultConfig() config {
 		ShutdownTimeout:              duration(30 * time.Second),
 		Metastore:                    "local",
 		MemberTTL:                    duration(10 * time.Second),
+		FenceAfter:                   duration(cluster.DefaultFenceAfter),
 	}
 }
 
@@ -144,6 +147,7 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.AdvertiseAddr, "advertise-addr", cfg.AdvertiseAddr, "the address other nodes and clients reach this node at (default: the --listen address, unless it is a wildcard)")
 	fs.StringVar(&cfg.PeerCA, "peer-ca", cfg.PeerCA, "a cluster's node serving TLS: PEM file of the CA that signed the nodes' certificates, trusted in the calls nodes make to each other (default: the system's roots)")
 	fs.Var(durationFlag{&cfg.MemberTTL}, "member-ttl", "how long after this node stops (or loses etcd) the cluster stops counting it live; whole seconds")
+	fs.Var(durationFlag{&cfg.FenceAfter}, "fence-after", "how long this node serves on while its lease cannot be renewed (etcd unreachable); also how long after it left the cluster waits before it gives its partitions away if an operator marks it lost")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -195,6 +199,7 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 		merge("node-id", func() { cfg.NodeID = fromFile.NodeID })
 		merge("advertise-addr", func() { cfg.AdvertiseAddr = fromFile.AdvertiseAddr })
 		merge("member-ttl", func() { cfg.MemberTTL = fromFile.MemberTTL })
+		merge("fence-after", func() { cfg.FenceAfter = fromFile.FenceAfter })
 		merge("peer-ca", func() { cfg.PeerCA = fromFile.PeerCA })
 		merge("segment-max-bytes", func() { cfg.SegmentMaxBytes = fromFile.SegmentMaxBytes })
 	}
@@ -234,6 +239,9 @@ func (c config) validate() error {
 	}
 	if c.MemberTTL < duration(time.Second) {
 		return fmt.Errorf("member-ttl %v: etcd's leases count whole seconds; give 1s or more", time.Duration(c.MemberTTL))
+	}
+	if c.FenceAfter < duration(time.Second) {
+		return fmt.Errorf("fence-after %v: give 1s or more", time.Duration(c.FenceAfter))
 	}
 	host, _, err := net.SplitHostPort(c.Listen)
 	if err != nil {

@@ -195,12 +195,9 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		scheme = "https"
 	}
 	var owners ownerLocator // nil, not a nil *clusterNode, when alone
+	var addr string         // a cluster's node: the address it registers, once started
 	if member != nil {
-		addr, err := advertised(cfg.AdvertiseAddr, scheme, listener.Addr())
-		if err == nil {
-			err = member.join(ctx, addr)
-		}
-		if err != nil {
+		if addr, err = advertised(cfg.AdvertiseAddr, scheme, listener.Addr()); err != nil {
 			listener.Close()
 			node.Close()
 			return err
@@ -243,6 +240,15 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		if err != nil && ctx.Err() == nil {
 			shutdown(server, endLongPolls, node, cfg, logger)
 			return fmt.Errorf("startup: %w", err)
+		}
+		if err == nil && member != nil {
+			// Registered once started: a node marked lost sets its copies
+			// of the partitions given away aside first (join), and until it
+			// is registered it answers 503 fenced.
+			if err = member.join(ctx, addr, node); err != nil && ctx.Err() == nil {
+				shutdown(server, endLongPolls, node, cfg, logger)
+				return err
+			}
 		}
 		if err == nil {
 			warnIfFewDescriptors(ctx, node, cfg.MaxOpenLogs, logger)

@@ -3,8 +3,10 @@ package main
 // verify: an fsck of a data directory, run without a daemon. It walks
 // every segment of every partition under DIR/topics/ with the walker of
 // walk.go, CRC-checks every frame, decodes every record, and reports per
-// partition what it found. It opens everything read-only and writes
-// nothing.
+// partition what it found. It lists, without checking them, the copies a
+// cluster's node set aside under DIR/lost/ (runtime.SetAsidePartition):
+// never served, they are neither damage nor part of the verdict. It opens
+// everything read-only and writes nothing.
 
 import (
 	"bufio"
@@ -56,7 +58,8 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	flags.Usage = func() {
 		fmt.Fprint(stderr, "usage: narad-storaged verify [--data-dir DIR] [--json]\n\n"+
 			"Checks every frame (CRC, position, records) of every segment of every partition\n"+
-			"under DIR/topics/, without a running daemon, and writes nothing.\n"+
+			"under DIR/topics/, without a running daemon, and writes nothing. Copies set\n"+
+			"aside under DIR/lost/ are listed, not checked.\n"+
 			"Exit status: 0 clean, 1 damage found, 2 usage error or unreadable data directory.\n\n")
 		flags.PrintDefaults()
 	}
@@ -131,8 +134,15 @@ type verifyReport struct {
 	Quarantined []string `json:"quarantined"`
 	// Skipped lists entries of topics/ that are neither a topic directory
 	// nor a quarantined one.
-	Skipped []string     `json:"skipped"`
-	Totals  verifyTotals `json:"totals"`
+	Skipped []string `json:"skipped"`
+	// SetAside lists what lost/ holds, relative to the data directory:
+	// lost/<topic>.<incarnation>/<partition dir>.<unix ms>, a cluster
+	// node's copies of partitions reassigned while it was lost, never
+	// served, not checked, and no part of Clean. SetAsideUnreadable is
+	// why lost/ (or a directory in it) could not be listed, if so.
+	SetAside           []string     `json:"set_aside"`
+	SetAsideUnreadable string       `json:"set_aside_unreadable,omitempty"`
+	Totals             verifyTotals `json:"totals"`
 }
 
 type verifyTotals struct {
@@ -237,6 +247,7 @@ func (v *verifier) run(dataDir string) (*verifyReport, error) {
 		return nil, fmt.Errorf("list topics: %w", err)
 	}
 	report := &verifyReport{DataDir: dataDir, Clean: true, Partitions: []partitionReport{}, Quarantined: []string{}, Skipped: []string{}}
+	report.SetAside, report.SetAsideUnreadable = v.listSetAside(dataDir)
 	var plans []partitionPlan
 	for _, e := range entries {
 		if _, _, ok := wire.ParseStaleDirName(e.Name); ok && e.IsDir {
@@ -275,6 +286,39 @@ func (v *verifier) run(dataDir string) (*verifyReport, error) {
 		t.Records += pr.Records
 	}
 	return report, nil
+}
+
+// listSetAside lists the entries of lost/ two levels down (a topic's and
+// incarnation's directory, then its copies), as paths relative to the data
+// directory; an entry of lost/ that is not a directory is listed itself. A
+// missing lost/ holds nothing; a listing that fails is said in unreadable,
+// with what could be listed.
+func (v *verifier) listSetAside(dataDir string) (copies []string, unreadable string) {
+	copies = []string{}
+	lostDir := filepath.Join(dataDir, wire.LostDirName)
+	entries, err := v.files.ReadDir(lostDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return copies, ""
+	}
+	if err != nil {
+		return copies, fmt.Sprintf("list %s: %v", lostDir, err)
+	}
+	var failed []string
+	for _, e := range entries {
+		if !e.IsDir {
+			copies = append(copies, filepath.Join(wire.LostDirName, e.Name))
+			continue
+		}
+		inner, err := v.files.ReadDir(filepath.Join(lostDir, e.Name))
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("list %s: %v", filepath.Join(lostDir, e.Name), err))
+			continue
+		}
+		for _, c := range inner {
+			copies = append(copies, filepath.Join(wire.LostDirName, e.Name, c.Name))
+		}
+	}
+	return copies, strings.Join(failed, "; ")
 }
 
 // planTopic lists a topic's partition directories and their segments.
@@ -464,8 +508,8 @@ func (v *verifier) segmentDone(size int64) {
 }
 
 // writeVerifyText writes the report as text: one line per partition, an
-// indented line per problem, a line per quarantined or skipped directory,
-// and a summary.
+// indented line per problem, a line per quarantined, skipped or set-aside
+// directory, and a summary.
 func writeVerifyText(w io.Writer, r *verifyReport) {
 	if r.InUseBy != "" {
 		fmt.Fprintf(w, "note: %s is in use by %s: a torn tail below may be a write in flight\n", r.DataDir, r.InUseBy)
@@ -495,6 +539,12 @@ func writeVerifyText(w io.Writer, r *verifyReport) {
 	}
 	for _, s := range r.Skipped {
 		fmt.Fprintf(w, "%s: not a topic directory, skipped\n", s)
+	}
+	for _, c := range r.SetAside {
+		fmt.Fprintf(w, "%s: set aside (a copy of a partition reassigned while its node was lost), not served, not checked\n", c)
+	}
+	if r.SetAsideUnreadable != "" {
+		fmt.Fprintf(w, "%s: set-aside copies not all listed: %s\n", wire.LostDirName, r.SetAsideUnreadable)
 	}
 	t := r.Totals
 	verdict := "clean"

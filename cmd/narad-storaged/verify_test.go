@@ -615,6 +615,34 @@ func TestVerifyQuarantinedDirIsNotChecked(t *testing.T) {
 	}
 }
 
+// TestVerifySetAsideCopiesAreListedNotChecked: the copies a cluster's
+// node set aside under lost/ are never served: verify lists each on a
+// line, checks none (damage in one is not the data directory's), and
+// stays clean.
+func TestVerifySetAsideCopiesAreListedNotChecked(t *testing.T) {
+	dataDir := t.TempDir()
+	buildPartition(t, dataDir, "orders", 0, 3, 2)
+	copyDir := filepath.Join(wire.LostDirName, "orders.3f9a1c0e7b2d4a61", "p00001.1767225600000")
+	set := buildLog(t, filepath.Join(dataDir, copyDir), 3, func(offset int64) []partition.Record {
+		return []partition.Record{{Value: fmt.Appendf(nil, "value-%d", offset)}}
+	})
+	truncate(t, set.active(), 10) // damage in a copy nobody is served
+
+	code, stdout, _ := verifyText(t, "--data-dir", dataDir)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stdout)
+	}
+	for _, want := range []string{copyDir + ": set aside (", ": 1 partitions, ", ": clean\n"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	code, report, _ := verifyJSON(t, dataDir)
+	if code != 0 || !report.Clean || len(report.Partitions) != 1 || strings.Join(report.SetAside, ",") != copyDir || report.SetAsideUnreadable != "" {
+		t.Errorf("exit %d, clean %v, partitions %d, set aside %v (%q)", code, report.Clean, len(report.Partitions), report.SetAside, report.SetAsideUnreadable)
+	}
+}
+
 func TestVerifyUsageErrors(t *testing.T) {
 	dataDir := t.TempDir()
 	buildPartition(t, dataDir, "orders", 0, 1, 1)

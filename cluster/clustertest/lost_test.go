@@ -1,0 +1,435 @@
+package clustertest
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/narad-io/storage/client"
+	"github.com/narad-io/storage/cluster"
+	"github.com/narad-io/storage/runtime"
+	"github.com/narad-io/storage/wire"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// logWatch is a logger whose messages a test waits for.
+type logWatch struct {
+	mu   sync.Mutex
+	seen []string
+	wake chan struct{}
+}
+
+func newLogWatch() (*logWatch, *zap.Logger) {
+	w := &logWatch{wake: make(chan struct{}, 1)}
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(discard{}), zapcore.DebugLevel)
+	return w, zap.New(zapcore.RegisterHooks(core, func(e zapcore.Entry) error {
+		w.mu.Lock()
+		w.seen = append(w.seen, e.Message)
+		w.mu.Unlock()
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+		return nil
+	}))
+}
+
+type discard struct{}
+
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+
+// wait waits until a message starting with prefix was logged.
+func (w *logWatch) wait(t *testing.T, prefix string) {
+	t.Helper()
+	timeout := time.NewTimer(30 * time.Second)
+	defer timeout.Stop()
+	for {
+		w.mu.Lock()
+		found := slices.ContainsFunc(w.seen, func(m string) bool { return strings.HasPrefix(m, prefix) })
+		w.mu.Unlock()
+		if found {
+			return
+		}
+		select {
+		case <-w.wake:
+		case <-timeout.C:
+			t.Fatalf("never logged %q", prefix)
+		}
+	}
+}
+
+// waitGone waits, on a watch, until key is not in etcd.
+func waitGone(t *testing.T, te *testEtcd, key string) {
+	t.Helper()
+	cli := te.client()
+	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, key, clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Count == 0 {
+		return
+	}
+	for wr := range cli.Watch(ctx, key, clientv3.WithRev(resp.Header.Revision+1)) {
+		for _, ev := range wr.Events {
+			if ev.Type == clientv3.EventTypeDelete {
+				return
+			}
+		}
+	}
+	t.Fatalf("%s is there still", key)
+}
+
+// ownedBy lists the partitions of topic the replica says id owns.
+func ownedBy(m *cluster.EtcdMetastore, topic string, partitions int, id string) []int {
+	var out []int
+	for p := range partitions {
+		if o, _ := m.Owner(topic, p); o == id {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// leave stops a test node's candidacy and registration.
+func (n *testNode) leave(t *testing.T) {
+	t.Helper()
+	n.assigner.Stop()
+	if err := n.member.Leave(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLost_AMarkNeedsTheNodeGoneAndHoldsOffItsRegistration: a live node
+// cannot be marked lost; one that left can (twice is nothing more), and
+// its registration is then refused until it resolves the mark.
+func TestLost_AMarkNeedsTheNodeGoneAndHoldsOffItsRegistration(t *testing.T) {
+	te := startEtcd(t)
+	a, b := joinNode(t, te, "a"), joinNode(t, te, "b")
+	if err := a.ms.MarkLost(bg, "b", time.Now()); !errors.Is(err, cluster.ErrNodeIDLive) {
+		t.Fatalf("marking a live node lost: %v, want ErrNodeIDLive", err)
+	}
+	b.leave(t)
+	for range 2 {
+		if err := a.ms.MarkLost(bg, "b", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := a.ms.LostNodes(); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("lost nodes %v", got)
+	}
+	_, err := cluster.JoinCluster(bg, cluster.MemberConfig{Client: te.client(), Info: cluster.MemberInfo{ID: "b", Addr: "b.test:8080"}, TTL: 2 * time.Second})
+	if !errors.Is(err, cluster.ErrNodeLost) {
+		t.Fatalf("a node marked lost registered: %v", err)
+	}
+}
+
+// TestLost_PartitionsGoOnceTheNodesHorizonPassed: the partitions of a
+// node marked lost go to live nodes once the assigner has seen it gone
+// for its fence horizon, a move of one of them under way ends with it;
+// a node whose registered horizon has not passed keeps its partitions,
+// and resolving its mark first keeps them for good. A node resolving its
+// mark is told which partitions are no longer its.
+func TestLost_PartitionsGoOnceTheNodesHorizonPassed(t *testing.T) {
+	te := startEtcd(t)
+	a := joinNodeWith(t, te, "a", time.Second) // the leader
+	b, c := joinNodeWith(t, te, "b", time.Hour), joinNodeWith(t, te, "c", time.Second)
+	heard := subscribe(a.ms)
+	if _, _, err := a.ms.CreateTopic(bg, "orders", 12, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	owners(t, a.ms, heard, "orders", 12)
+	ofB, ofC := ownedBy(a.ms, "orders", 12, "b"), ownedBy(a.ms, "orders", 12, "c")
+	if len(ofB) == 0 || len(ofC) == 0 {
+		t.Fatalf("fixture: b owns %v, c %v", ofB, ofC)
+	}
+	if _, err := a.ms.RequestMove(bg, "orders", ofC[0], "a"); err != nil { // under way when c is lost
+		t.Fatal(err)
+	}
+	b.leave(t)
+	c.leave(t)
+	for _, id := range []string{"b", "c"} {
+		if err := a.ms.MarkLost(bg, id, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	heard.waitFor(t, "c's partitions to go to a", func() bool { return len(ownedBy(a.ms, "orders", 12, "c")) == 0 })
+	if got := ownedBy(a.ms, "orders", 12, "a"); len(got) < len(ofC) {
+		t.Fatalf("a owns %v after c's %v were given away", got, ofC)
+	}
+	if moves := a.ms.Moves(); len(moves) != 0 {
+		t.Fatalf("the move of c's partition is still under way: %+v", moves)
+	}
+	if got := ownedBy(a.ms, "orders", 12, "b"); !slices.Equal(got, ofB) {
+		t.Fatalf("b, inside its horizon, owns %v, not its %v", got, ofB)
+	}
+
+	resolve := func(id string, former []int) (notOwned []int) {
+		m := openMetastore(t, te, id)
+		resolved, err := m.ResolveLost(bg, func(_ context.Context, _ []string, owned func(string, int) bool) error {
+			for _, p := range former {
+				if !owned("orders", p) {
+					notOwned = append(notOwned, p)
+				}
+			}
+			return nil
+		})
+		if err != nil || !resolved {
+			t.Fatalf("%s resolving its mark: %v, %v", id, resolved, err)
+		}
+		return notOwned
+	}
+	if got := resolve("b", ofB); len(got) != 0 {
+		t.Fatalf("b was told %v of its %v are not its", got, ofB)
+	}
+	if got := resolve("c", ofC); !slices.Equal(got, ofC) {
+		t.Fatalf("c was told %v are not its; want all of its %v", got, ofC)
+	}
+	for _, id := range []string{"b", "c"} {
+		waitGone(t, te, "/narad/lost/"+id)
+	}
+	joinNodeWith(t, te, "b", time.Hour)
+	if _, _, err := a.ms.CreateTopic(bg, "barrier", 1, runtime.Retention{}); err != nil { // a round after the mark went
+		t.Fatal(err)
+	}
+	owners(t, a.ms, heard, "barrier", 1)
+	if got := ownedBy(a.ms, "orders", 12, "b"); !slices.Equal(got, ofB) {
+		t.Fatalf("b resolved its mark in time and owns %v, not its %v", got, ofB)
+	}
+}
+
+// TestLost_AReassignmentDuringTheResolveIsSetAsideToo: a partition given
+// away between the resolve's read and its clearing of the mark fails the
+// clearing; the resolve reads again and sets that one aside too.
+func TestLost_AReassignmentDuringTheResolveIsSetAsideToo(t *testing.T) {
+	te := startEtcd(t)
+	a, b := joinNode(t, te, "a"), joinNode(t, te, "b")
+	heard := subscribe(a.ms)
+	if _, _, err := a.ms.CreateTopic(bg, "orders", 8, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	owners(t, a.ms, heard, "orders", 8)
+	ofB := ownedBy(a.ms, "orders", 8, "b")
+	if len(ofB) == 0 {
+		t.Fatal("fixture: b owns nothing")
+	}
+	b.leave(t)
+	if err := a.ms.MarkLost(bg, "b", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	m := openMetastore(t, te, "b")
+	var calls [][]int
+	_, err := m.ResolveLost(bg, func(_ context.Context, _ []string, owned func(string, int) bool) error {
+		var notOwned []int
+		for _, p := range ofB {
+			if !owned("orders", p) {
+				notOwned = append(notOwned, p)
+			}
+		}
+		calls = append(calls, notOwned)
+		if len(calls) == 1 { // the assigner gives one away meanwhile
+			if _, err := te.client().Put(bg, "/narad/assign/orders/"+strconv.Itoa(ofB[0]), "a"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 2 || len(calls[0]) != 0 || !slices.Equal(calls[1], ofB[:1]) {
+		t.Fatalf("set-aside calls %v; want none, then %v", calls, ofB[:1])
+	}
+	if resp, err := te.client().Get(bg, "/narad/lost/b", clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
+		t.Fatalf("the mark is there still: %v", err)
+	}
+}
+
+// TestLost_ANodeCutOffFromEtcdStopsServingBeforeItsPartitionsGo: a node
+// alive but cut off from etcd stops serving at its fence horizon, before
+// its lease runs out; marked lost, its partitions go to a live node once
+// the horizon has passed again since it left; when it reaches etcd again
+// it sets aside what was given away, clears its mark and serves again.
+func TestLost_ANodeCutOffFromEtcdStopsServingBeforeItsPartitionsGo(t *testing.T) {
+	te := startEtcd(t)
+	a := joinNodeWith(t, te, "a", time.Second)
+	heard := subscribe(a.ms)
+	px := newProxy(t, te)
+	xms := openMetastoreThrough(t, px, "x")
+	xcli, err := clientv3.New(clientv3.Config{Endpoints: []string{"unix://" + px.path}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { xcli.Close() })
+	logs, logger := newLogWatch()
+	var setAside []int
+	x, err := cluster.JoinCluster(bg, cluster.MemberConfig{
+		Client: xcli, Info: cluster.MemberInfo{ID: "x", Addr: "x.test:8080"}, TTL: 2 * time.Second, FenceAfter: time.Second, Logger: logger,
+		OnLost: func(ctx context.Context) error {
+			_, err := xms.ResolveLost(ctx, func(_ context.Context, _ []string, owned func(string, int) bool) error {
+				for p := range 8 {
+					if !owned("orders", p) {
+						setAside = append(setAside, p)
+					}
+				}
+				return nil
+			})
+			return err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { x.Leave() })
+	if !x.Serving() {
+		t.Fatal("a registered node is not serving")
+	}
+	if _, _, err := a.ms.CreateTopic(bg, "orders", 8, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	owners(t, a.ms, heard, "orders", 8)
+	ofX := ownedBy(a.ms, "orders", 8, "x")
+	if len(ofX) == 0 {
+		t.Fatal("fixture: x owns nothing")
+	}
+
+	px.cut()
+	logs.wait(t, "fenced")
+	if x.Serving() {
+		t.Fatal("x logged that it is fenced, and serves")
+	}
+	waitGone(t, te, "/narad/members/x") // its lease ran out
+	if x.Serving() {
+		t.Fatal("x serves after its lease ran out")
+	}
+	if err := a.ms.MarkLost(bg, "x", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	heard.waitFor(t, "x's partitions to go to a", func() bool { return len(ownedBy(a.ms, "orders", 8, "x")) == 0 })
+
+	px.restore()
+	logs.wait(t, "cluster membership serving again: registered")
+	if !x.Serving() {
+		t.Fatal("x registered again and does not serve")
+	}
+	if !slices.Equal(setAside, []int{0, 1, 2, 3, 4, 5, 6, 7}) { // its former ones among them, given to a
+		t.Fatalf("x was told it owns what %v leaves out; want nothing", setAside)
+	}
+	waitGone(t, te, "/narad/lost/x")
+}
+
+// appliedLine is the substring of a daemon's debug line for each change
+// of the topic orders its replica applies.
+const appliedLine = `"msg":"topic record applied","topic":"orders"`
+
+// TestCluster_ALostNodesPartitionsGoToLiveNodesAndItsCopiesAreSetAside:
+// a node killed and marked lost has its partitions given to the live
+// nodes, which serve them from offset 0; back with its disk, it sets its
+// copies of them aside under lost/ (its acked records kept there, never
+// served), clears its mark and sends clients to the new owners.
+func TestCluster_ALostNodesPartitionsGoToLiveNodesAndItsCopiesAreSetAside(t *testing.T) {
+	te := startEtcd(t)
+	var nodes []*daemon
+	for _, id := range []string{"a", "b", "c"} {
+		nodes = append(nodes, startDaemon(t, te, id, filepath.Join(t.TempDir(), id), "--fence-after", "1s"))
+	}
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	watch := openMetastore(t, te, "observer")
+	heard := subscribe(watch)
+	rec, _, err := a.client().CreateTopic(bg, "orders", 6, client.Retention{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners(t, watch, heard, "orders", 6)
+	produceEach(t, nodes, "orders", 6, 0, 2)
+	ofB := ownedBy(watch, "orders", 6, "b")
+	if len(ofB) == 0 {
+		t.Fatal("fixture: b owns nothing")
+	}
+
+	b.kill()
+	if err := a.client().MarkLost(bg, "b"); !errors.Is(err, client.ErrNodeLive) {
+		waitGone(t, te, "/narad/members/b") // refused only while its lease lived
+	}
+	seen := []int{a.logCount(appliedLine), c.logCount(appliedLine)}
+	waitGone(t, te, "/narad/members/b")
+	if err := a.client().MarkLost(bg, "b"); err != nil {
+		t.Fatal(err)
+	}
+	heard.waitFor(t, "b's partitions to go to live nodes", func() bool { return len(ownedBy(watch, "orders", 6, "b")) == 0 })
+	for i, d := range []*daemon{a, c} {
+		if !d.waitLogCount(appliedLine, seen[i]+1) {
+			t.Fatalf("node %s never applied the reassignment", d.id)
+		}
+	}
+	for _, p := range ofB {
+		res, err := a.client().Produce(bg, "orders", p, []client.Record{{Value: []byte("after")}})
+		if err != nil || res.BaseOffset != 0 {
+			t.Fatalf("produce into %d, given away empty: %+v, %v", p, res, err)
+		}
+	}
+
+	b.start()
+	if n := b.logCount("set aside this node's copy"); n != len(ofB) {
+		t.Fatalf("b set aside %d copies, want %d", n, len(ofB))
+	}
+	for _, p := range partitionDirs(t, b, "orders") {
+		if slices.Contains(ofB, p) {
+			t.Fatalf("b still holds partition %d under topics/", p)
+		}
+	}
+	aside, err := os.ReadDir(filepath.Join(b.dataDir, wire.LostDirName, "orders."+rec.Incarnation))
+	if err != nil || len(aside) != len(ofB) {
+		t.Fatalf("b's set-aside copies: %d, %v; want %d", len(aside), err, len(ofB))
+	}
+	waitGone(t, te, "/narad/lost/b")
+	for _, p := range ofB {
+		got, err := b.client().Fetch(bg, "orders", p, 0, client.FetchOptions{})
+		if err != nil || len(got.Records) != 1 || string(got.Records[0].Value) != "after" {
+			t.Fatalf("fetch %d through b: %+v, %v; want the new owner's one record", p, got, err)
+		}
+	}
+}
+
+// TestCluster_ANodeThatCannotRenewItsLeaseStopsServing: with etcd away
+// past its fence horizon a node answers 503 fenced (and is not ready),
+// and serves again once its lease is renewed.
+func TestCluster_ANodeThatCannotRenewItsLeaseStopsServing(t *testing.T) {
+	te := startEtcd(t)
+	a := startDaemon(t, te, "a", filepath.Join(t.TempDir(), "a"), "--fence-after", "1s")
+	watch := openMetastore(t, te, "observer")
+	if _, _, err := a.client().CreateTopic(bg, "orders", 1, client.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	owners(t, watch, subscribe(watch), "orders", 1)
+	produceEach(t, []*daemon{a}, "orders", 1, 0, 1)
+
+	te.stop()
+	if !a.waitLog("fenced: no lease renewal") {
+		t.Fatal("a never fenced itself")
+	}
+	if _, err := a.client().Produce(bg, "orders", 0, []client.Record{{Value: []byte("x")}}); !errors.Is(err, client.ErrFenced) {
+		t.Fatalf("produce into a fenced node: %v, want fenced", err)
+	}
+	if code, _ := a.get("/readyz"); code != http.StatusServiceUnavailable {
+		t.Fatalf("a fenced node is ready: %d", code)
+	}
+
+	te.start()
+	if !a.waitLog("cluster membership serving again") {
+		t.Fatal("a never renewed its lease")
+	}
+	produceEach(t, []*daemon{a}, "orders", 1, 1, 1)
+	fetchAll(t, a, "orders", 0, 2)
+}

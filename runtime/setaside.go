@@ -1,0 +1,120 @@
+package runtime
+
+// Setting a partition's copy aside. A cluster's node that was marked lost,
+// and whose partitions an operator reassigned to other nodes while it was
+// away, may hold acked records the new owners never had: its copy is never
+// removed, only moved out of topics/ into <data dir>/lost/, which the node
+// never opens, sweeps or removes. What is there is the operator's.
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/wire"
+	"go.uber.org/zap"
+)
+
+// setAsideUnknownIncarnation stands for the incarnation in the name of a
+// set-aside copy whose topic directory's marker (and its copy) could not
+// be read.
+const setAsideUnknownIncarnation = "unknown"
+
+// setAsideNameTries bounds the names tried for one set-aside copy: the
+// time's, then the time's with -1, -2, ... appended.
+const setAsideNameTries = 1000
+
+// SetAsidePartition moves this node's copy of a partition the metastore no
+// longer assigns it (reassigned while the node was marked lost) out of
+// the served tree, for an operator to recover what it may hold that the
+// new owner never had. The guards and bookkeeping are DropPartition's
+// (releasePartition): the live log closed between two commits, a
+// partition assigned to this node refused (ErrAssigned), one being
+// received refused (ErrReceiveInProgress), the partition's in-memory state
+// forgotten. Then the directory topics/<topic>/pNNNNN is renamed to
+//
+//	<data dir>/lost/<topic>.<incarnation>/pNNNNN.<unix ms>
+//
+// where <incarnation> is the topic directory's marker ("unknown" when
+// neither it nor its copy reads), with -1, -2, ... appended to the last
+// name when it is taken: nothing set aside before is overwritten. The
+// destination's parents are created durably first, and after the rename
+// both the topic directory and the destination's parent are synced. The
+// rename is atomic, so a crash leaves the copy whole under one of the two
+// names; before the syncs it may be back under topics/, never opened there
+// while another node owns the partition, for the caller to set aside
+// again. It returns the path the copy now has: "" and nil when the
+// partition has no directory here. After an error the path is where the
+// copy was renamed to, if the rename happened, not yet durable.
+func (n *Node) SetAsidePartition(ctx context.Context, topic string, p int) (string, error) {
+	key, err := n.key(topic, p)
+	if err != nil {
+		return "", err
+	}
+	moved := ""
+	err = n.releasePartition(ctx, key, func(paths installPaths) error {
+		exists, err := vfs.Exists(n.cfg.FS, paths.final)
+		if err != nil {
+			return fmt.Errorf("stat %s: %w", paths.final, err)
+		}
+		if !exists {
+			return nil
+		}
+		incarnation := setAsideUnknownIncarnation
+		if id, err := n.readMarker(paths.topicDir); err == nil {
+			incarnation = string(id)
+		}
+		parent := filepath.Join(n.cfg.DataDir, wire.LostDirName, key.Topic+"."+incarnation)
+		if err := vfs.MkdirAllDurable(n.cfg.FS, parent); err != nil {
+			return err
+		}
+		dest, err := n.freeSetAsideName(parent, filepath.Base(paths.final)+"."+strconv.FormatInt(time.Now().UnixMilli(), 10))
+		if err != nil {
+			return err
+		}
+		if err := n.cfg.FS.Rename(paths.final, dest); err != nil {
+			return err
+		}
+		moved = dest
+		if err := n.cfg.FS.SyncDir(paths.topicDir); err != nil {
+			return fmt.Errorf("moved %s to %s: sync %s: %w", paths.final, dest, paths.topicDir, err)
+		}
+		if err := n.cfg.FS.SyncDir(parent); err != nil {
+			return fmt.Errorf("moved %s to %s: sync %s: %w", paths.final, dest, parent, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return moved, fmt.Errorf("set aside %s/%d: %w", topic, p, err)
+	}
+	if moved != "" {
+		n.logger.Warn("set aside this node's copy of a partition reassigned while it was lost",
+			zap.String("topic", topic), zap.Int("partition", p), zap.String("path", moved))
+	}
+	return moved, nil
+}
+
+// freeSetAsideName returns the first path in parent, of base, then base-1,
+// base-2, ..., that nothing holds. The caller holds the topic's guard, and
+// parent holds one topic's copies only, so no other set-aside takes the
+// name before the rename.
+func (n *Node) freeSetAsideName(parent, base string) (string, error) {
+	for try := range setAsideNameTries {
+		name := base
+		if try > 0 {
+			name = base + "-" + strconv.Itoa(try)
+		}
+		path := filepath.Join(parent, name)
+		taken, err := vfs.Exists(n.cfg.FS, path)
+		if err != nil {
+			return "", fmt.Errorf("stat %s: %w", path, err)
+		}
+		if !taken {
+			return path, nil
+		}
+	}
+	return "", fmt.Errorf("no free name for a set-aside copy in %s: %s and %d more taken", parent, base, setAsideNameTries-1)
+}
