@@ -265,6 +265,8 @@ func (m *Member) keep(ctx context.Context) {
 // with rpctypes.ErrLeaseNotFound when etcd no longer has the lease.
 func (m *Member) renew(ctx context.Context, lease clientv3.LeaseID, every time.Duration, renewed func()) error {
 	sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	var helpers sync.WaitGroup // the watchdog and the sender: never outlive the call
+	defer helpers.Wait()
 	defer cancel()
 	var answered atomic.Int64 // nanoseconds after base of the last answer (or the stream's start)
 	answered.Store(int64(time.Since(m.base)))
@@ -272,7 +274,9 @@ func (m *Member) renew(ctx context.Context, lease clientv3.LeaseID, every time.D
 	var mu sync.Mutex
 	var sent []time.Time // the renewals not answered yet, oldest first
 	opened := make(chan struct{})
+	helpers.Add(1)
 	go func() { // stream creation waits for a connection: bounded like an answer
+		defer helpers.Done()
 		select {
 		case <-opened:
 		case <-time.After(2 * every):
@@ -285,7 +289,9 @@ func (m *Member) renew(ctx context.Context, lease clientv3.LeaseID, every time.D
 	if err != nil {
 		return err
 	}
+	helpers.Add(1)
 	go func() {
+		defer helpers.Done()
 		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
