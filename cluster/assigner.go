@@ -60,10 +60,11 @@ type Assigner struct {
 	done   chan struct{}
 
 	// The leader's own observations, reset each term (the run goroutine's
-	// only): when it first saw each node absent, and the fence horizon
-	// each live node registered.
-	absentSince map[string]time.Time
-	fenceOf     map[string]time.Duration
+	// only): when it first saw each lost mark (a node cannot register
+	// while its mark is there, so it has been absent since), and the fence
+	// horizon each live node registered.
+	markSeen map[lostMark]time.Time
+	fenceOf  map[string]time.Duration
 }
 
 // maxOpsPerTxn stays under etcd's default limit of 128 operations in one
@@ -137,7 +138,7 @@ func (a *Assigner) campaignAndLead(ctx context.Context) error {
 		case <-lead.Done():
 		}
 	}()
-	a.absentSince, a.fenceOf = map[string]time.Time{}, map[string]time.Duration{}
+	a.markSeen, a.fenceOf = map[lostMark]time.Time{}, map[string]time.Duration{}
 	for lead.Err() == nil {
 		rev, again, err := a.assign(lead, leader, e.Key())
 		if err != nil {
@@ -222,9 +223,9 @@ func (a *Assigner) assign(ctx context.Context, leader clientv3.Cmp, leaderKey st
 			}
 		}
 	}
-	for id := range a.absentSince {
-		if st.live[id] {
-			delete(a.absentSince, id)
+	for m := range a.markSeen {
+		if st.lost[m.id] != m.rev {
+			delete(a.markSeen, m) // cleared, or marked again: a mark of its own
 		}
 	}
 	eligible := st.eligible()
@@ -317,9 +318,15 @@ func (a *Assigner) cancelStranded(ctx context.Context, txn *txnBatch, st cluster
 	return txn.flush()
 }
 
+// lostMark is one mark of a node lost: its id and the mark's mod revision.
+type lostMark struct {
+	id  string
+	rev int64
+}
+
 // reassignLost gives each partition of a node marked lost, and not live,
 // to its preferred owner among the eligible members, once this leader
-// has seen the node absent for its fence horizon (the node stopped
+// has seen the mark (so the node absent) for the node's fence horizon (the node stopped
 // serving by then: lost.go); it returns when to look again for a node
 // still inside its horizon. Each write is conditional on the topic
 // record, on the partition still being the lost node's, and on the mark
@@ -335,10 +342,11 @@ func (a *Assigner) reassignLost(txn *txnBatch, st clusterState, eligible []strin
 		if st.live[id] {
 			continue
 		}
-		since, seen := a.absentSince[id]
+		mark := lostMark{id, st.lost[id]}
+		since, seen := a.markSeen[mark]
 		if !seen {
 			since = now
-			a.absentSince[id] = now
+			a.markSeen[mark] = now
 		}
 		end := since.Add(max(a.cfg.FenceAfter, a.fenceOf[id]))
 		if now.Before(end) {
