@@ -39,7 +39,9 @@ type MemberConfig struct {
 	// a renewal succeeds. It is how long a node rides out etcd being
 	// unreachable, and how long after a node left the assigner waits
 	// before it gives a lost node's partitions away (lost.go). It is
-	// registered in MemberInfo.FenceAfterMs. DefaultFenceAfter when zero.
+	// registered in MemberInfo.FenceAfterMs. DefaultFenceAfter when zero;
+	// at least TTL (renewals go every third of it: a shorter horizon would
+	// lapse between two of them).
 	FenceAfter time.Duration
 	// OnLost is called when a registration finds the node marked lost: it
 	// sets the node's reassigned copies aside and clears the mark
@@ -99,6 +101,7 @@ func JoinCluster(ctx context.Context, cfg MemberConfig) (*Member, error) {
 	if cfg.FenceAfter <= 0 {
 		cfg.FenceAfter = DefaultFenceAfter
 	}
+	cfg.FenceAfter = max(cfg.FenceAfter, cfg.TTL)
 	cfg.Info.FenceAfterMs = cfg.FenceAfter.Milliseconds()
 	m := &Member{cfg: cfg, keys: newKeys(cfg.Prefix), logger: cfg.Logger, base: time.Now(), done: make(chan struct{})}
 	if m.logger == nil {

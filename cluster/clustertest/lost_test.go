@@ -143,8 +143,8 @@ func TestLost_AMarkNeedsTheNodeGoneAndHoldsOffItsRegistration(t *testing.T) {
 // mark is told which partitions are no longer its.
 func TestLost_PartitionsGoOnceTheNodesHorizonPassed(t *testing.T) {
 	te := startEtcd(t)
-	a := joinNodeWith(t, te, "a", time.Second) // the leader
-	b, c := joinNodeWith(t, te, "b", time.Hour), joinNodeWith(t, te, "c", time.Second)
+	a := joinNodeWith(t, te, "a", 2*time.Second) // the leader
+	b, c := joinNodeWith(t, te, "b", time.Hour), joinNodeWith(t, te, "c", 2*time.Second)
 	heard := subscribe(a.ms)
 	if _, _, err := a.ms.CreateTopic(bg, "orders", 12, runtime.Retention{}); err != nil {
 		t.Fatal(err)
@@ -263,7 +263,7 @@ func TestLost_AReassignmentDuringTheResolveIsSetAsideToo(t *testing.T) {
 // it sets aside what was given away, clears its mark and serves again.
 func TestLost_ANodeCutOffFromEtcdStopsServingBeforeItsPartitionsGo(t *testing.T) {
 	te := startEtcd(t)
-	a := joinNodeWith(t, te, "a", time.Second)
+	a := joinNodeWith(t, te, "a", 2*time.Second)
 	heard := subscribe(a.ms)
 	px := newProxy(t, te)
 	xms := openMetastoreThrough(t, px, "x")
@@ -275,7 +275,7 @@ func TestLost_ANodeCutOffFromEtcdStopsServingBeforeItsPartitionsGo(t *testing.T)
 	logs, logger := newLogWatch()
 	var setAside []int
 	x, err := cluster.JoinCluster(bg, cluster.MemberConfig{
-		Client: xcli, Info: cluster.MemberInfo{ID: "x", Addr: "x.test:8080"}, TTL: 2 * time.Second, FenceAfter: time.Second, Logger: logger,
+		Client: xcli, Info: cluster.MemberInfo{ID: "x", Addr: "x.test:8080"}, TTL: 2 * time.Second, FenceAfter: 2 * time.Second, Logger: logger,
 		OnLost: func(ctx context.Context) error {
 			_, err := xms.ResolveLost(ctx, func(_ context.Context, _ []string, owned func(string, int) bool) error {
 				for p := range 8 {
@@ -342,7 +342,7 @@ func TestCluster_ALostNodesPartitionsGoToLiveNodesAndItsCopiesAreSetAside(t *tes
 	te := startEtcd(t)
 	var nodes []*daemon
 	for _, id := range []string{"a", "b", "c"} {
-		nodes = append(nodes, startDaemon(t, te, id, filepath.Join(t.TempDir(), id), "--fence-after", "1s"))
+		nodes = append(nodes, startDaemon(t, te, id, filepath.Join(t.TempDir(), id), "--fence-after", "2s"))
 	}
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	watch := openMetastore(t, te, "observer")
@@ -407,7 +407,7 @@ func TestCluster_ALostNodesPartitionsGoToLiveNodesAndItsCopiesAreSetAside(t *tes
 // and serves again once its lease is renewed.
 func TestCluster_ANodeThatCannotRenewItsLeaseStopsServing(t *testing.T) {
 	te := startEtcd(t)
-	a := startDaemon(t, te, "a", filepath.Join(t.TempDir(), "a"), "--fence-after", "1s")
+	a := startDaemon(t, te, "a", filepath.Join(t.TempDir(), "a"), "--fence-after", "2s")
 	watch := openMetastore(t, te, "observer")
 	if _, _, err := a.client().CreateTopic(bg, "orders", 1, client.Retention{}); err != nil {
 		t.Fatal(err)

@@ -240,8 +240,8 @@ func (c config) validate() error {
 	if c.MemberTTL < duration(time.Second) {
 		return fmt.Errorf("member-ttl %v: etcd's leases count whole seconds; give 1s or more", time.Duration(c.MemberTTL))
 	}
-	if c.FenceAfter < duration(time.Second) {
-		return fmt.Errorf("fence-after %v: give 1s or more", time.Duration(c.FenceAfter))
+	if c.FenceAfter < c.MemberTTL {
+		return fmt.Errorf("fence-after %v: give at least the member-ttl (%v), which the lease renewals come every third of", time.Duration(c.FenceAfter), time.Duration(c.MemberTTL))
 	}
 	host, _, err := net.SplitHostPort(c.Listen)
 	if err != nil {
