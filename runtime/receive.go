@@ -40,6 +40,13 @@ type Receiver struct {
 	incarnation wire.IncarnationID
 	paths       installPaths
 	ended       bool
+	// mineAtStart: the metastore assigned this node the partition when the
+	// receive began (a node alone, whose metastore assigns it everything).
+	// A receive that began for another node's partition never installs
+	// over one assigned here since: this node may be serving it, and the
+	// install would replace what it acked (found by review: a lost node's
+	// partition given, empty, to the node still pulling it).
+	mineAtStart bool
 }
 
 // ErrReceiveEnded: a Receiver was used after its Commit or Abort.
@@ -71,6 +78,9 @@ func (n *Node) ReceivePartition(ctx context.Context, topic string, p int, incarn
 			return err
 		}
 		if err := n.checkIncarnation(t, rec); err != nil {
+			return err
+		}
+		if r.mineAtStart, err = n.ms.Assigned(ctx, topic, p); err != nil {
 			return err
 		}
 		if err := n.settleInstall(key); err != nil { // removes a leftover staging directory
@@ -176,7 +186,9 @@ type onlyWriter struct{ w io.Writer }
 func (o onlyWriter) Write(b []byte) (int, error) { return o.w.Write(b) }
 
 // Commit installs the received files in place of the partition's
-// directory. The topic's record must still be the incarnation received
+// directory. A partition the metastore has assigned this node since the
+// receive began is refused (ErrAssigned): this node may serve it. The
+// topic's record must still be the incarnation received
 // (checked again under the guard: a delete and recreate meanwhile must
 // refuse the install, never let the old record quarantine the live
 // incarnation's directory). The boundary, the consumer state and the
@@ -199,6 +211,11 @@ func (r *Receiver) Commit(ctx context.Context) error {
 		}
 		if err := n.checkIncarnation(t, rec); err != nil {
 			return errors.Join(err, r.removeStaging())
+		}
+		if !r.mineAtStart {
+			if mine, err := n.ms.Assigned(ctx, key.Topic, key.Partition); err != nil || mine {
+				return errors.Join(fmt.Errorf("%w since the receive began: %s/%d", ErrAssigned, key.Topic, key.Partition), err, r.removeStaging())
+			}
 		}
 		if err := n.cfg.FS.SyncDir(paths.installing); err != nil {
 			return err

@@ -136,3 +136,43 @@ func TestReceive_OneAtATimeAndTakingASegmentBack(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReceive_NeverInstallsOverAPartitionAssignedHereSinceItBegan: a
+// receive that began while another node owned the partition is refused
+// at its commit once the metastore assigns the partition here: this node
+// may be serving it, and what it acked stays (found by review: a lost
+// node's partition given, empty, to the node still pulling it, whose
+// install then replaced the records it had acked since).
+func TestReceive_NeverInstallsOverAPartitionAssignedHereSinceItBegan(t *testing.T) {
+	var ms *testMetastore
+	n := startNodeWith(t, nil, Config{SegmentMaxBytes: 1 << 10}, func(local *LocalMetastore) Metastore {
+		ms = foreignOwner(nil)(local).(*testMetastore)
+		return ms
+	})
+	files, rec := installFixture(t, n)
+	ms.set(func(m *testMetastore) { m.foreign[key("orders", 0)] = true }) // another node's while this one pulls it
+	r, err := n.ReceivePartition(bg, "orders", 0, rec.Incarnation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if err := r.WriteFile(f.Name, int64(len(f.Data)), bytes.NewReader(f.Data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ms.set(func(m *testMetastore) { delete(m.foreign, key("orders", 0)) }) // given to this node meanwhile
+	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 20, 1)); err != nil {
+		t.Fatal(err)
+	}
+	want := readValues(t, n, "orders", 0)
+	if err := r.Commit(bg); !errors.Is(err, ErrAssigned) {
+		t.Fatalf("a commit over a partition assigned here since the receive began: %v, want ErrAssigned", err)
+	}
+	if got := readValues(t, n, "orders", 0); !slices.Equal(got, want) {
+		t.Fatalf("after the refused commit the partition serves %d records, want its %d", len(got), len(want))
+	}
+	staging := filepath.Join(partitionPath("orders", 0) + wire.InstallingDirSuffix)
+	if ok, _ := vfs.Exists(n.disk, staging); ok {
+		t.Fatal("the refused commit left the staging directory")
+	}
+}
