@@ -61,10 +61,8 @@ type Assigner struct {
 
 	// The leader's own observations, reset each term (the run goroutine's
 	// only): when it first saw each lost mark (a node cannot register
-	// while its mark is there, so it has been absent since), and the fence
-	// horizon each live node registered.
+	// while its mark is there, so it has been absent since).
 	markSeen map[lostMark]time.Time
-	fenceOf  map[string]time.Duration
 }
 
 // maxOpsPerTxn stays under etcd's default limit of 128 operations in one
@@ -138,7 +136,7 @@ func (a *Assigner) campaignAndLead(ctx context.Context) error {
 		case <-lead.Done():
 		}
 	}()
-	a.markSeen, a.fenceOf = map[lostMark]time.Time{}, map[string]time.Duration{}
+	a.markSeen = map[lostMark]time.Time{}
 	for lead.Err() == nil {
 		rev, again, err := a.assign(lead, leader, e.Key())
 		if err != nil {
@@ -192,14 +190,13 @@ func (a *Assigner) assign(ctx context.Context, leader clientv3.Cmp, leaderKey st
 	}
 	var st clusterState
 	st.owners, st.moves, st.live, st.draining = map[partitionKey]string{}, map[partitionKey]Move{}, map[string]bool{}, map[string]bool{}
-	st.lost = map[string]int64{}
+	st.lost, st.fence = map[string]int64{}, map[string]time.Duration{}
 	for _, kv := range resp.Kvs {
 		switch kind, name, p := a.keys.parse(string(kv.Key)); kind {
 		case keyMember:
 			var mi MemberInfo
 			if json.Unmarshal(kv.Value, &mi) == nil && mi.ID == name {
 				st.live[name] = true
-				a.fenceOf[name] = time.Duration(mi.FenceAfterMs) * time.Millisecond
 			}
 		case keyTopic:
 			if rec, err := decodeTopic(name, kv.Value, kv.ModRevision); err == nil {
@@ -217,6 +214,10 @@ func (a *Assigner) assign(ctx context.Context, leader clientv3.Cmp, leaderKey st
 			st.draining[name] = true
 		case keyLost:
 			st.lost[name] = kv.ModRevision
+		case keyFence:
+			if ms, err := strconv.ParseInt(string(kv.Value), 10, 64); err == nil && ms > 0 {
+				st.fence[name] = time.Duration(ms) * time.Millisecond
+			}
 		default:
 			if string(kv.Key) == a.keys.rebalanced() {
 				st.rebalanced = string(kv.Value)
@@ -274,8 +275,9 @@ type clusterState struct {
 	moves      map[partitionKey]Move
 	live       map[string]bool
 	draining   map[string]bool
-	lost       map[string]int64 // the nodes marked lost, and their marks' mod revisions
-	rebalanced string           // the eligible members the last rebalance was for
+	lost       map[string]int64         // the nodes marked lost, and their marks' mod revisions
+	fence      map[string]time.Duration // each node's fence horizon, as its last registration wrote it
+	rebalanced string                   // the eligible members the last rebalance was for
 }
 
 // eligible lists the members that get partitions: the live ones not
@@ -326,7 +328,9 @@ type lostMark struct {
 
 // reassignLost gives each partition of a node marked lost, and not live,
 // to its preferred owner among the eligible members, once this leader
-// has seen the mark (so the node absent) for the node's fence horizon (the node stopped
+// has seen the mark (so the node absent) for the node's fence horizon
+// (fence/<id>, which its last registration wrote; a node with none keeps
+// its partitions) (the node stopped
 // serving by then: lost.go); it returns when to look again for a node
 // still inside its horizon. Each write is conditional on the topic
 // record, on the partition still being the lost node's, and on the mark
@@ -342,13 +346,24 @@ func (a *Assigner) reassignLost(txn *txnBatch, st clusterState, eligible []strin
 		if st.live[id] {
 			continue
 		}
+		horizon, known := st.fence[id]
 		mark := lostMark{id, st.lost[id]}
 		since, seen := a.markSeen[mark]
 		if !seen {
 			since = now
 			a.markSeen[mark] = now
+			if known {
+				a.logger.Warn("partition assigner: a node marked lost; its partitions go to live nodes once its fence horizon has passed",
+					zap.String("lost", id), zap.Duration("horizon", max(a.cfg.FenceAfter, horizon)))
+			} else {
+				a.logger.Error("partition assigner: a node marked lost never registered a fence horizon; its partitions stay its own",
+					zap.String("lost", id))
+			}
 		}
-		end := since.Add(max(a.cfg.FenceAfter, a.fenceOf[id]))
+		if !known {
+			continue // nothing says when it stops serving
+		}
+		end := since.Add(max(a.cfg.FenceAfter, horizon))
 		if now.Before(end) {
 			if again.IsZero() || end.Before(again) {
 				again = end

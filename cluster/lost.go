@@ -23,11 +23,16 @@ import (
 //   - the mark is written only while the node has no member key (its
 //     lease ran out: it has not reached etcd for its member TTL);
 //   - the assigner reassigns a lost node's partitions only once it has
-//     itself seen the node absent for the node's fence horizon (MemberInfo.
-//     FenceAfterMs, else its own): a node stops serving (Member.Serving)
-//     once that long has passed since the last lease renewal it sent that
-//     etcd answered, which is before its lease could run out, so before any
-//     reassignment;
+//     itself seen the mark (so the node absent) for the longer of its own
+//     fence horizon and the node's, which the node's last registration
+//     wrote to fence/<id> (a node without one keeps its partitions): a
+//     node stops serving (Member.Serving) once that long has passed since
+//     the last lease renewal it sent that etcd answered, which is before
+//     its lease could run out, so before any reassignment;
+//   - a node completes a move onto itself only while registered and not
+//     marked (CompleteMove), and a receive never installs over a partition
+//     assigned to the node since it began (runtime.Receiver.Commit): a
+//     partition given to a node that was pulling it stays what it acked;
 //   - a node marked lost never registers while the mark is there: it sets
 //     its copies of the partitions other nodes now own aside (never drops
 //     them: they may hold records it acked that the new owner never had),

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,10 +20,6 @@ import (
 type MemberInfo struct {
 	ID   string `json:"id"`
 	Addr string `json:"addr"` // the HTTP address other nodes and clients reach it at
-	// FenceAfterMs is the node's fence horizon (MemberConfig.FenceAfter):
-	// the assigner waits at least this long after the node left before it
-	// gives its partitions away (lost.go).
-	FenceAfterMs int64 `json:"fence_after_ms,omitempty"`
 }
 
 // MemberConfig configures a Member.
@@ -38,8 +35,9 @@ type MemberConfig struct {
 	// renewal it sent that etcd answered: past it, Serving is false until
 	// a renewal succeeds. It is how long a node rides out etcd being
 	// unreachable, and how long after a node left the assigner waits
-	// before it gives a lost node's partitions away (lost.go). It is
-	// registered in MemberInfo.FenceAfterMs. DefaultFenceAfter when zero;
+	// before it gives a lost node's partitions away (lost.go). Each
+	// registration writes it to fence/<id>, which outlives the lease, for
+	// the assigner to read. DefaultFenceAfter when zero;
 	// at least TTL (renewals go every third of it: a shorter horizon would
 	// lapse between two of them).
 	FenceAfter time.Duration
@@ -78,6 +76,8 @@ type Member struct {
 	mu    sync.Mutex
 	lease clientv3.LeaseID // the current lease; 0 between registrations
 
+	registrations atomic.Uint64 // how many registrations succeeded (Registration)
+
 	stop context.CancelFunc
 	done chan struct{}
 }
@@ -102,7 +102,6 @@ func JoinCluster(ctx context.Context, cfg MemberConfig) (*Member, error) {
 		cfg.FenceAfter = DefaultFenceAfter
 	}
 	cfg.FenceAfter = max(cfg.FenceAfter, cfg.TTL)
-	cfg.Info.FenceAfterMs = cfg.FenceAfter.Milliseconds()
 	m := &Member{cfg: cfg, keys: newKeys(cfg.Prefix), logger: cfg.Logger, base: time.Now(), done: make(chan struct{})}
 	if m.logger == nil {
 		m.logger = zap.NewNop()
@@ -169,7 +168,10 @@ func (m *Member) register(ctx context.Context) error {
 	txn, err := m.cfg.Client.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(lost), "=", 0),
-	).Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease.ID))).Else(clientv3.OpGet(key), clientv3.OpGet(lost)).Commit()
+	).Then(
+		clientv3.OpPut(key, string(val), clientv3.WithLease(lease.ID)),
+		clientv3.OpPut(m.keys.fence(m.cfg.Info.ID), strconv.FormatInt(m.cfg.FenceAfter.Milliseconds(), 10)),
+	).Else(clientv3.OpGet(key), clientv3.OpGet(lost)).Commit()
 	if err != nil {
 		revoke()
 		return fmt.Errorf("cluster: register member %s: %w", m.cfg.Info.ID, err)
@@ -191,9 +193,16 @@ func (m *Member) register(ctx context.Context) error {
 	m.mu.Lock()
 	m.lease = lease.ID
 	m.mu.Unlock()
+	m.registrations.Add(1)
 	m.serveUntil(sent.Add(m.cfg.FenceAfter))
 	return nil
 }
+
+// Registration numbers the node's current registration: a call that saw
+// Serving, then the same Registration and Serving again after its work,
+// was served under one lease throughout, never across a lapse in which
+// the node could have been marked lost and re-registered.
+func (m *Member) Registration() uint64 { return m.registrations.Load() }
 
 // resolveLost runs OnLost for a registration refused with err, logging
 // what it does.

@@ -727,6 +727,7 @@ func (k keys) drain(id string) string   { return k.drains() + id }
 func (k keys) rebalanced() string       { return k.root + "rebalanced" }
 func (k keys) losts() string            { return k.root + "lost/" }
 func (k keys) lost(id string) string    { return k.losts() + id }
+func (k keys) fence(id string) string   { return k.root + "fence/" + id }
 func (k keys) moves(name string) string { return k.root + "moves/" + name + "/" }
 func (k keys) move(name string, p int) string {
 	return k.moves(name) + strconv.Itoa(p)
@@ -746,6 +747,7 @@ const (
 	keyMove
 	keyDrain
 	keyLost
+	keyFence
 )
 
 // parse says what key holds: a topic record (name), an assignment or a
@@ -767,6 +769,9 @@ func (k keys) parse(key string) (kind keyKind, name string, partition int) {
 	}
 	if id, ok := strings.CutPrefix(rest, "lost/"); ok && id != "" && !strings.Contains(id, "/") {
 		return keyLost, id, 0
+	}
+	if id, ok := strings.CutPrefix(rest, "fence/"); ok && id != "" && !strings.Contains(id, "/") {
+		return keyFence, id, 0
 	}
 	for prefix, kind := range map[string]keyKind{"assign/": keyAssignment, "moves/": keyMove} {
 		if tp, ok := strings.CutPrefix(rest, prefix); ok {

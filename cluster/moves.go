@@ -132,14 +132,19 @@ func (m *EtcdMetastore) FreezeMove(ctx context.Context, mv Move, now time.Time) 
 
 // CompleteMove is the new owner's, once it installed the partition: the
 // assignment names it, and the frozen move's record goes, in one
-// transaction.
+// transaction, which also needs this node registered and not marked lost
+// (a node cut off while it pulled must not take a live node's partition
+// into a copy it will set aside: found by review).
 func (m *EtcdMetastore) CompleteMove(ctx context.Context, mv Move) error {
-	if mv.State != MoveFrozen {
-		return fmt.Errorf("%w: completing a move in state %q", ErrMoveChanged, mv.State)
+	if mv.State != MoveFrozen || mv.To != m.nodeID {
+		return fmt.Errorf("%w: completing a move in state %q to %s on node %s", ErrMoveChanged, mv.State, mv.To, m.nodeID)
 	}
 	assign := m.keys.assignment(mv.Topic, mv.Partition)
-	_, err := m.swapMove(ctx, mv, nil, []clientv3.Cmp{clientv3.Compare(clientv3.Value(assign), "=", mv.From)},
-		clientv3.OpPut(assign, mv.To))
+	_, err := m.swapMove(ctx, mv, nil, []clientv3.Cmp{
+		clientv3.Compare(clientv3.Value(assign), "=", mv.From),
+		clientv3.Compare(clientv3.CreateRevision(m.keys.member(m.nodeID)), ">", 0),
+		clientv3.Compare(clientv3.CreateRevision(m.keys.lost(m.nodeID)), "=", 0),
+	}, clientv3.OpPut(assign, mv.To))
 	return err
 }
 

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,22 +19,19 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
-// logWatch is a logger whose messages a test waits for.
+// logWatch is a logger whose entries a test waits for.
 type logWatch struct {
-	mu   sync.Mutex
-	seen []string
+	logs *observer.ObservedLogs
 	wake chan struct{}
 }
 
 func newLogWatch() (*logWatch, *zap.Logger) {
-	w := &logWatch{wake: make(chan struct{}, 1)}
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(discard{}), zapcore.DebugLevel)
-	return w, zap.New(zapcore.RegisterHooks(core, func(e zapcore.Entry) error {
-		w.mu.Lock()
-		w.seen = append(w.seen, e.Message)
-		w.mu.Unlock()
+	core, logs := observer.New(zapcore.DebugLevel)
+	w := &logWatch{logs: logs, wake: make(chan struct{}, 1)}
+	return w, zap.New(zapcore.RegisterHooks(core, func(zapcore.Entry) error {
 		select {
 		case w.wake <- struct{}{}:
 		default:
@@ -44,21 +40,17 @@ func newLogWatch() (*logWatch, *zap.Logger) {
 	}))
 }
 
-type discard struct{}
-
-func (discard) Write(b []byte) (int, error) { return len(b), nil }
-
-// wait waits until a message starting with prefix was logged.
-func (w *logWatch) wait(t *testing.T, prefix string) {
+// wait waits until an entry whose message starts with prefix was logged,
+// and returns its fields.
+func (w *logWatch) wait(t *testing.T, prefix string) map[string]any {
 	t.Helper()
 	timeout := time.NewTimer(30 * time.Second)
 	defer timeout.Stop()
 	for {
-		w.mu.Lock()
-		found := slices.ContainsFunc(w.seen, func(m string) bool { return strings.HasPrefix(m, prefix) })
-		w.mu.Unlock()
-		if found {
-			return
+		for _, e := range w.logs.All() {
+			if strings.HasPrefix(e.Message, prefix) {
+				return e.ContextMap()
+			}
 		}
 		select {
 		case <-w.wake:
@@ -327,6 +319,113 @@ func TestLost_ANodeCutOffFromEtcdStopsServingBeforeItsPartitionsGo(t *testing.T)
 		t.Fatalf("x was told it owns what %v leaves out; want nothing", setAside)
 	}
 	waitGone(t, te, "/narad/lost/x")
+}
+
+// TestLost_ANewLeaderWaitsOutTheHorizonTheNodeRegistered: a leader that
+// never saw the lost node registered (a new term: the likeliest when the
+// lost node led) reads the node's horizon from fence/<id>, which its
+// registration wrote, and waits it out, not its own shorter one (found by
+// review: it gave the partitions away while the node, cut off but alive,
+// served them for an hour more).
+func TestLost_ANewLeaderWaitsOutTheHorizonTheNodeRegistered(t *testing.T) {
+	te := startEtcd(t)
+	a := joinNodeWith(t, te, "a", 2*time.Second)
+	heard := subscribe(a.ms)
+	px := newProxy(t, te)
+	xcli, err := clientv3.New(clientv3.Config{Endpoints: []string{"unix://" + px.path}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { xcli.Close() })
+	x, err := cluster.JoinCluster(bg, cluster.MemberConfig{Client: xcli, Info: cluster.MemberInfo{ID: "x", Addr: "x.test:8080"}, TTL: 2 * time.Second, FenceAfter: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { x.Leave() })
+	if _, _, err := a.ms.CreateTopic(bg, "orders", 8, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	owners(t, a.ms, heard, "orders", 8)
+	ofX := ownedBy(a.ms, "orders", 8, "x")
+	if len(ofX) == 0 {
+		t.Fatal("fixture: x owns nothing")
+	}
+
+	px.cut()
+	waitGone(t, te, "/narad/members/x")
+	a.assigner.Stop() // a new term, which never saw x registered
+	logs, logger := newLogWatch()
+	if a.assigner, err = cluster.StartAssigner(cluster.AssignerConfig{Client: te.client(), NodeID: "a", TTL: 2 * time.Second, FenceAfter: 2 * time.Second, Logger: logger}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ms.MarkLost(bg, "x", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	fields := logs.wait(t, "partition assigner: a node marked lost")
+	if fields["horizon"] != time.Hour {
+		t.Fatalf("the new leader waits %v for x, want the hour x registered", fields["horizon"])
+	}
+	if got := ownedBy(a.ms, "orders", 8, "x"); !slices.Equal(got, ofX) || !x.Serving() {
+		t.Fatalf("x (serving: %v) owns %v, not its %v, inside its horizon", x.Serving(), got, ofX)
+	}
+}
+
+// TestLost_ANodeMarkedLostCompletesNoMove: a node whose lease ran out
+// while it pulled a live node's partition, and that was marked lost,
+// cannot complete the move onto itself (found by review: it did, the old
+// owner then dropped its copy, and the partition's records ended up in
+// the lost node's set-aside copy only).
+func TestLost_ANodeMarkedLostCompletesNoMove(t *testing.T) {
+	te := startEtcd(t)
+	a, x := joinNode(t, te, "a"), joinNode(t, te, "x")
+	heard := subscribe(a.ms)
+	if _, _, err := a.ms.CreateTopic(bg, "orders", 8, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	owners(t, a.ms, heard, "orders", 8)
+	owners(t, x.ms, subscribe(x.ms), "orders", 8)
+	ofA := ownedBy(a.ms, "orders", 8, "a")
+	if len(ofA) == 0 {
+		t.Fatal("fixture: a owns nothing")
+	}
+	mv, err := a.ms.RequestMove(bg, "orders", ofA[0], "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	frozen, err := a.ms.FreezeMove(bg, mv, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.leave(t)
+	if err := x.ms.CompleteMove(bg, frozen); !errors.Is(err, cluster.ErrMoveChanged) {
+		t.Fatalf("an unregistered node completing a move: %v, want ErrMoveChanged", err)
+	}
+	if err := a.ms.MarkLost(bg, "x", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.ms.CompleteMove(bg, frozen); !errors.Is(err, cluster.ErrMoveChanged) {
+		t.Fatalf("a node marked lost completing a move: %v, want ErrMoveChanged", err)
+	}
+	if owner, _, err := a.ms.ConfirmOwner(bg, "orders", ofA[0]); err != nil || owner != "a" {
+		t.Fatalf("the partition's owner: %q, %v; want a still", owner, err)
+	}
+}
+
+// TestLost_AHorizonIsAtLeastTheMemberTTL: renewals go every third of the
+// TTL, so a shorter horizon would lapse between two of them with etcd
+// healthy (found by review); the member raises it to the TTL, and
+// registers that.
+func TestLost_AHorizonIsAtLeastTheMemberTTL(t *testing.T) {
+	te := startEtcd(t)
+	x, err := cluster.JoinCluster(bg, cluster.MemberConfig{Client: te.client(), Info: cluster.MemberInfo{ID: "x", Addr: "x.test:8080"}, TTL: 6 * time.Second, FenceAfter: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { x.Leave() })
+	resp, err := te.client().Get(bg, "/narad/fence/x")
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "6000" {
+		t.Fatalf("registered fence horizon: %v, %v; want 6000 ms", resp, err)
+	}
 }
 
 // appliedLine is the substring of a daemon's debug line for each change

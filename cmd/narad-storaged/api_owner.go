@@ -20,6 +20,9 @@ type ownerLocator interface {
 	// Serving reports whether the node serves its partitions at all: it
 	// is registered and renewed its lease within its fence horizon.
 	Serving() bool
+	// Registration numbers the node's registration: a call served under
+	// one and the same registration throughout sees it unchanged.
+	Registration() uint64
 }
 
 // settleWait bounds how long a call for a partition without an owner (a
@@ -52,10 +55,6 @@ func (a *api) owned(h http.HandlerFunc) http.HandlerFunc {
 		return h
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !a.opts.owners.Serving() {
-			writeFenced(w, "")
-			return
-		}
 		topic := r.PathValue("topic")
 		if p, ok := partitionParam(r); ok {
 			if _, owned := a.opts.owners.Locate(topic, p); !owned {
@@ -72,6 +71,10 @@ func (a *api) owned(h http.HandlerFunc) http.HandlerFunc {
 					return
 				}
 			}
+		}
+		if !a.opts.owners.Serving() { // after the owner check: another node's partition is still sent on
+			writeFenced(w, "")
+			return
 		}
 		h(w, r)
 	}

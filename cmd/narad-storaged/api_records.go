@@ -69,14 +69,19 @@ func (a *api) produce(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	var registration uint64
+	if a.opts.owners != nil {
+		registration = a.opts.owners.Registration()
+	}
 	base, err := a.node.Produce(r.Context(), topic, p, records)
 	if err != nil {
 		a.writeNodeError(w, r, err)
 		return
 	}
-	if a.opts.owners != nil && !a.opts.owners.Serving() {
-		// Fenced while the commit ran: the partition may be another node's
-		// by now, so this copy's records are not acknowledged.
+	if a.opts.owners != nil && (!a.opts.owners.Serving() || a.opts.owners.Registration() != registration) {
+		// Fenced while the commit ran (or fenced and registered again):
+		// the partition may be another node's by now, so this copy's
+		// records are not acknowledged.
 		writeFenced(w, " (the batch was written to this node's copy, which may be set aside: not acknowledged)")
 		return
 	}

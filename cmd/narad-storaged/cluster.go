@@ -332,6 +332,15 @@ func (c *clusterNode) Serving() bool {
 	return m != nil && m.Serving()
 }
 
+// Registration numbers this node's registration (cluster.Member's); 0
+// before it joined.
+func (c *clusterNode) Registration() uint64 {
+	if m := c.member.Load(); m != nil {
+		return m.Registration()
+	}
+	return 0
+}
+
 // leave ends the candidacy and the registration (the lease revoked, so
 // the others see the node go at once); its partitions stay its.
 func (c *clusterNode) leave() error {

@@ -141,6 +141,9 @@ func (m *mover) pass(ctx context.Context) {
 	for _, mv := range moves {
 		switch {
 		case mv.To == m.c.id:
+			if !m.c.Serving() {
+				continue // fenced or not registered: it could not complete the move (CompleteMove)
+			}
 			part := mv.Topic + "/" + strconv.Itoa(mv.Partition)
 			if src, ok := m.c.ms.Locate(mv.Topic, mv.Partition); !ok || src.NodeID != mv.From || src.Addr == "" {
 				continue // its old owner is not live: no slot taken from the moves that can run
