@@ -248,52 +248,73 @@ func TestLost_AReassignmentDuringTheResolveIsSetAsideToo(t *testing.T) {
 	}
 }
 
+// cutOff is a cluster of a (the leader, its own horizon 2 s) and x, a
+// member that reaches etcd through px (cut makes it a node alive but cut
+// off), configured by config (its client, id and TTL filled in), and
+// topic orders of 8 partitions, ofX of them x's.
+type cutOff struct {
+	te    *testEtcd
+	a     *testNode
+	heard *changes
+	px    *proxy
+	x     *cluster.Member
+	ofX   []int
+}
+
+func startCutOff(t *testing.T, config func(px *proxy) cluster.MemberConfig) *cutOff {
+	t.Helper()
+	c := &cutOff{te: startEtcd(t)}
+	c.a = joinNodeWith(t, c.te, "a", 2*time.Second)
+	c.heard = subscribe(c.a.ms)
+	c.px = newProxy(t, c.te)
+	xcli, err := clientv3.New(clientv3.Config{Endpoints: []string{"unix://" + c.px.path}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { xcli.Close() })
+	cfg := config(c.px)
+	cfg.Client, cfg.Info, cfg.TTL = xcli, cluster.MemberInfo{ID: "x", Addr: "x.test:8080"}, 2*time.Second
+	if c.x, err = cluster.JoinCluster(bg, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.x.Leave() })
+	if _, _, err := c.a.ms.CreateTopic(bg, "orders", 8, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	owners(t, c.a.ms, c.heard, "orders", 8)
+	if c.ofX = ownedBy(c.a.ms, "orders", 8, "x"); len(c.ofX) == 0 {
+		t.Fatal("fixture: x owns nothing")
+	}
+	return c
+}
+
 // TestLost_ANodeCutOffFromEtcdStopsServingBeforeItsPartitionsGo: a node
 // alive but cut off from etcd stops serving at its fence horizon, before
 // its lease runs out; marked lost, its partitions go to a live node once
 // the horizon has passed again since it left; when it reaches etcd again
 // it sets aside what was given away, clears its mark and serves again.
 func TestLost_ANodeCutOffFromEtcdStopsServingBeforeItsPartitionsGo(t *testing.T) {
-	te := startEtcd(t)
-	a := joinNodeWith(t, te, "a", 2*time.Second)
-	heard := subscribe(a.ms)
-	px := newProxy(t, te)
-	xms := openMetastoreThrough(t, px, "x")
-	xcli, err := clientv3.New(clientv3.Config{Endpoints: []string{"unix://" + px.path}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { xcli.Close() })
 	logs, logger := newLogWatch()
 	var setAside []int
-	x, err := cluster.JoinCluster(bg, cluster.MemberConfig{
-		Client: xcli, Info: cluster.MemberInfo{ID: "x", Addr: "x.test:8080"}, TTL: 2 * time.Second, FenceAfter: 2 * time.Second, Logger: logger,
-		OnLost: func(ctx context.Context) error {
-			_, err := xms.ResolveLost(ctx, func(_ context.Context, _ []string, owned func(string, int) bool) error {
-				for p := range 8 {
-					if !owned("orders", p) {
-						setAside = append(setAside, p)
+	c := startCutOff(t, func(px *proxy) cluster.MemberConfig {
+		xms := openMetastoreThrough(t, px, "x")
+		return cluster.MemberConfig{FenceAfter: 2 * time.Second, Logger: logger,
+			OnLost: func(ctx context.Context) error {
+				_, err := xms.ResolveLost(ctx, func(_ context.Context, _ []string, owned func(string, int) bool) error {
+					for p := range 8 {
+						if !owned("orders", p) {
+							setAside = append(setAside, p)
+						}
 					}
-				}
-				return nil
-			})
-			return err
-		},
+					return nil
+				})
+				return err
+			},
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { x.Leave() })
+	te, a, heard, px, x := c.te, c.a, c.heard, c.px, c.x
 	if !x.Serving() {
 		t.Fatal("a registered node is not serving")
-	}
-	if _, _, err := a.ms.CreateTopic(bg, "orders", 8, runtime.Retention{}); err != nil {
-		t.Fatal(err)
-	}
-	owners(t, a.ms, heard, "orders", 8)
-	ofX := ownedBy(a.ms, "orders", 8, "x")
-	if len(ofX) == 0 {
-		t.Fatal("fixture: x owns nothing")
 	}
 
 	px.cut()
@@ -328,28 +349,9 @@ func TestLost_ANodeCutOffFromEtcdStopsServingBeforeItsPartitionsGo(t *testing.T)
 // review: it gave the partitions away while the node, cut off but alive,
 // served them for an hour more).
 func TestLost_ANewLeaderWaitsOutTheHorizonTheNodeRegistered(t *testing.T) {
-	te := startEtcd(t)
-	a := joinNodeWith(t, te, "a", 2*time.Second)
-	heard := subscribe(a.ms)
-	px := newProxy(t, te)
-	xcli, err := clientv3.New(clientv3.Config{Endpoints: []string{"unix://" + px.path}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { xcli.Close() })
-	x, err := cluster.JoinCluster(bg, cluster.MemberConfig{Client: xcli, Info: cluster.MemberInfo{ID: "x", Addr: "x.test:8080"}, TTL: 2 * time.Second, FenceAfter: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { x.Leave() })
-	if _, _, err := a.ms.CreateTopic(bg, "orders", 8, runtime.Retention{}); err != nil {
-		t.Fatal(err)
-	}
-	owners(t, a.ms, heard, "orders", 8)
-	ofX := ownedBy(a.ms, "orders", 8, "x")
-	if len(ofX) == 0 {
-		t.Fatal("fixture: x owns nothing")
-	}
+	c := startCutOff(t, func(*proxy) cluster.MemberConfig { return cluster.MemberConfig{FenceAfter: time.Hour} })
+	te, a, px, x, ofX := c.te, c.a, c.px, c.x, c.ofX
+	var err error
 
 	px.cut()
 	waitGone(t, te, "/narad/members/x")

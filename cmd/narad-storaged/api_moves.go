@@ -136,15 +136,8 @@ func (a *api) listNodes(w http.ResponseWriter, r *http.Request) {
 // (cluster/lost.go). What only its disk held is given up: an operator's
 // call for a node that will not come back.
 func (a *api) markLost(w http.ResponseWriter, r *http.Request) {
-	if !a.inCluster(w) {
-		return
-	}
-	if _, ok := query(w, r); !ok {
-		return
-	}
-	id := r.PathValue("id")
-	if err := runtime.ValidateNodeID(id); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_parameter", err.Error())
+	id, ok := a.nodeParam(w, r)
+	if !ok {
 		return
 	}
 	if err := a.opts.cluster.ms.MarkLost(r.Context(), id, time.Now()); err != nil {
@@ -159,18 +152,28 @@ func (a *api) markLost(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// drainNode marks a node draining (POST) or no longer (DELETE): the
-// assigner moves its partitions off, or gives it its share again.
-func (a *api) drainNode(w http.ResponseWriter, r *http.Request) {
+// nodeParam is a call about one node of the cluster's: its id, valid,
+// or the answer already written.
+func (a *api) nodeParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 	if !a.inCluster(w) {
-		return
+		return "", false
 	}
 	if _, ok := query(w, r); !ok {
-		return
+		return "", false
 	}
 	id := r.PathValue("id")
 	if err := runtime.ValidateNodeID(id); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_parameter", err.Error())
+		return "", false
+	}
+	return id, true
+}
+
+// drainNode marks a node draining (POST) or no longer (DELETE): the
+// assigner moves its partitions off, or gives it its share again.
+func (a *api) drainNode(w http.ResponseWriter, r *http.Request) {
+	id, ok := a.nodeParam(w, r)
+	if !ok {
 		return
 	}
 	draining := r.Method == http.MethodPost
