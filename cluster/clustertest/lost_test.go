@@ -459,14 +459,14 @@ func TestCluster_ALostNodesPartitionsGoToLiveNodesAndItsCopiesAreSetAside(t *tes
 		t.Fatal("fixture: b owns nothing")
 	}
 
-	b.kill()
-	if err := a.client().MarkLost(bg, "b"); !errors.Is(err, client.ErrNodeLive) {
-		waitGone(t, te, "/narad/members/b") // refused only while its lease lived
+	if code, out := runToExit(t, "move", "--addr", a.addr, "--lost", "c"); code != 1 || !strings.Contains(out, "node_live") {
+		t.Fatalf("marking a live node lost: exit %d, %s", code, out)
 	}
+	b.kill()
 	seen := []int{a.logCount(appliedLine), c.logCount(appliedLine)}
 	waitGone(t, te, "/narad/members/b")
-	if err := a.client().MarkLost(bg, "b"); err != nil {
-		t.Fatal(err)
+	if code, out := runToExit(t, "move", "--addr", a.addr, "--lost", "b"); code != 0 {
+		t.Fatalf("move --lost b: exit %d, %s", code, out)
 	}
 	heard.waitFor(t, "b's partitions to go to live nodes", func() bool { return len(ownedBy(watch, "orders", 6, "b")) == 0 })
 	for i, d := range []*daemon{a, c} {
