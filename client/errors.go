@@ -76,6 +76,7 @@ var (
 	ErrMoving                    = code("moving")
 	ErrFenced                    = code("fenced")
 	ErrNodeLive                  = code("node_live")
+	ErrNodeNotFound              = code("node_not_found")
 	ErrMoveRefused               = code("move_refused")
 	ErrMoveNotFound              = code("move_not_found")
 	ErrMoveChanged               = code("move_changed")

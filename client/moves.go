@@ -60,7 +60,8 @@ type Node struct {
 // MarkLost marks a node that is not live lost: once its fence horizon
 // has passed, the cluster gives its partitions to live nodes, empty (the
 // records only its disk held are given up). A live node is refused
-// (ErrNodeLive).
+// (ErrNodeLive), and so is an id no node registered under
+// (ErrNodeNotFound).
 func (c *Client) MarkLost(ctx context.Context, node string) error {
 	return c.doJSON(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(node)+"/lost", nil, nil)
 }

@@ -48,10 +48,16 @@ type LostMark struct {
 	MarkedAtMs int64 `json:"marked_at_ms"` // the marking node's clock, for people
 }
 
+// ErrUnknownNode: no node ever registered under the id (a mistyped id),
+// so nothing says when it would stop serving: it is not marked lost.
+var ErrUnknownNode = errors.New("cluster: no node registered under the id")
+
 // MarkLost marks node id lost, so the assigner gives its partitions to
 // live nodes (empty: their records were on its disk only) once its fence
-// horizon has passed. Refused (ErrNodeIDLive) while the node is a live
-// member; marking a node already marked is nothing to do.
+// horizon has passed. Refused while the node is a live member
+// (ErrNodeIDLive) and for an id no node registered under (ErrUnknownNode:
+// it has no fence horizon in etcd); marking a node already marked is
+// nothing to do.
 func (m *EtcdMetastore) MarkLost(ctx context.Context, id string, now time.Time) error {
 	if err := runtime.ValidateNodeID(id); err != nil {
 		return err
@@ -60,17 +66,21 @@ func (m *EtcdMetastore) MarkLost(ctx context.Context, id string, now time.Time) 
 	if err != nil {
 		return err
 	}
-	member, lost := m.keys.member(id), m.keys.lost(id)
+	member, lost, fence := m.keys.member(id), m.keys.lost(id), m.keys.fence(id)
 	resp, err := m.cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(member), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(lost), "=", 0),
-	).Then(clientv3.OpPut(lost, string(val))).Else(clientv3.OpGet(member)).Commit()
+		clientv3.Compare(clientv3.CreateRevision(fence), ">", 0),
+	).Then(clientv3.OpPut(lost, string(val))).Else(clientv3.OpGet(member), clientv3.OpGet(fence, clientv3.WithCountOnly())).Commit()
 	if err != nil {
 		return fmt.Errorf("cluster: mark node %s lost: %w", id, err)
 	}
 	if !resp.Succeeded {
-		if len(resp.Responses[0].GetResponseRange().Kvs) > 0 {
+		switch {
+		case len(resp.Responses[0].GetResponseRange().Kvs) > 0:
 			return fmt.Errorf("%w: %s: only a node that is not live can be marked lost", ErrNodeIDLive, id)
+		case resp.Responses[1].GetResponseRange().Count == 0:
+			return fmt.Errorf("%w: %s", ErrUnknownNode, id)
 		}
 		return nil // marked already
 	}

@@ -589,7 +589,7 @@ func (m *EtcdMetastore) apply(events []*clientv3.Event, rev int64) {
 	for _, ev := range events {
 		key := string(ev.Kv.Key)
 		kind, name, p := m.keys.parse(key)
-		if kind == keyOther {
+		if kind == keyOther || kind == keyFence { // a fence horizon changes no topic
 			continue
 		}
 		if kind == keyDrain || kind == keyLost {

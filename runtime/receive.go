@@ -97,6 +97,13 @@ func (n *Node) ReceivePartition(ctx context.Context, topic string, p int, incarn
 	return r, nil
 }
 
+// AssignedAtStart reports whether the metastore assigned this node the
+// partition when the receive began: a node alone's receive, or, in a
+// cluster, a pull for a partition this node owns already, which its
+// caller must not install (Commit only refuses a partition assigned since
+// the receive began).
+func (r *Receiver) AssignedAtStart() bool { return r.mineAtStart }
+
 // ErrReceiveInProgress: a receive of the partition is under way already.
 var ErrReceiveInProgress = errors.New("runtime: a receive of the partition is under way")
 

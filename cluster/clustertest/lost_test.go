@@ -104,13 +104,17 @@ func (n *testNode) leave(t *testing.T) {
 }
 
 // TestLost_AMarkNeedsTheNodeGoneAndHoldsOffItsRegistration: a live node
-// cannot be marked lost; one that left can (twice is nothing more), and
-// its registration is then refused until it resolves the mark.
+// cannot be marked lost, nor an id no node registered under; one that
+// left can (twice is nothing more), and its registration is then refused
+// until it resolves the mark.
 func TestLost_AMarkNeedsTheNodeGoneAndHoldsOffItsRegistration(t *testing.T) {
 	te := startEtcd(t)
 	a, b := joinNode(t, te, "a"), joinNode(t, te, "b")
 	if err := a.ms.MarkLost(bg, "b", time.Now()); !errors.Is(err, cluster.ErrNodeIDLive) {
 		t.Fatalf("marking a live node lost: %v, want ErrNodeIDLive", err)
+	}
+	if err := a.ms.MarkLost(bg, "nobody", time.Now()); !errors.Is(err, cluster.ErrUnknownNode) {
+		t.Fatalf("marking an id no node registered under lost: %v, want ErrUnknownNode", err)
 	}
 	b.leave(t)
 	for range 2 {
@@ -533,4 +537,21 @@ func TestCluster_ANodeThatCannotRenewItsLeaseStopsServing(t *testing.T) {
 	}
 	produceEach(t, []*daemon{a}, "orders", 1, 1, 1)
 	fetchAll(t, a, "orders", 0, 2)
+}
+
+// TestLost_AFenceHorizonIsNoTopicChange: a registration's fence/<id> is
+// no change of a topic named <id> for a replica's subscribers (found by
+// review: each registration rechecked a topic of the node's name).
+func TestLost_AFenceHorizonIsNoTopicChange(t *testing.T) {
+	te := startEtcd(t)
+	obs := openMetastore(t, te, "obs")
+	heard := subscribe(obs)
+	joinNode(t, te, "ghost")
+	if _, _, err := obs.CreateTopic(bg, "orders", 1, runtime.Retention{}); err != nil { // after the registration's revision
+		t.Fatal(err)
+	}
+	heard.waitFor(t, "orders to be heard", func() bool { return heard.count("orders") > 0 })
+	if n := heard.count("ghost"); n != 0 {
+		t.Fatalf("subscribers were told %d times that a topic named after the node changed", n)
+	}
 }

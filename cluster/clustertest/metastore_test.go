@@ -62,6 +62,13 @@ func subscribe(m *cluster.EtcdMetastore) *changes {
 	return c
 }
 
+// count is how many times topic was heard to change.
+func (c *changes) count(topic string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.heard[topic]
+}
+
 // waitFor waits until cond holds, re-checking at every change heard.
 func (c *changes) waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()

@@ -145,6 +145,10 @@ func (a *api) markLost(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusConflict, "node_live", fmt.Sprintf("node %q is live: only a node that is not can be marked lost (stop it, or move its partitions)", id))
 			return
 		}
+		if errors.Is(err, cluster.ErrUnknownNode) {
+			writeError(w, http.StatusNotFound, "node_not_found", fmt.Sprintf("no node ever registered as %q", id))
+			return
+		}
 		a.writeNodeError(w, r, err)
 		return
 	}

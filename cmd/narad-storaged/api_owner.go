@@ -48,8 +48,9 @@ type ownerBody struct {
 // exist is h's to answer, and an assignment that changes after this
 // check is caught by the node (ErrNotAssigned, answered the same way). A
 // node that is not serving (fenced: not registered, or its lease not
-// renewed within its fence horizon) answers 503 fenced for every
-// partition.
+// renewed within its fence horizon) answers 503 fenced for the
+// partitions it owns and for topic-wide calls, once the owner check
+// passed.
 func (a *api) owned(h http.HandlerFunc) http.HandlerFunc {
 	if a.opts.owners == nil {
 		return h

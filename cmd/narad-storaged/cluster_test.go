@@ -31,7 +31,7 @@ func TestConfig_ClusterFlags(t *testing.T) {
 		{args: []string{"--advertise-addr", "h:1"}, err: "--metastore etcd"},
 		{args: []string{"--metastore", "etcd://e:2379", "--node-id", "a/b"}, err: "node id"},
 		{args: []string{"--metastore", "etcd://e:2379", "--member-ttl", "500ms"}, err: "member-ttl"},
-		{args: []string{"--metastore", "etcd://e:2379", "--fence-after", "5s"}, err: "fence-after"},
+		{args: []string{"--metastore", "etcd://e:2379", "--fence-after", "500ms"}, err: "fence-after"},
 	} {
 		cfg, err := parseServeFlags(tc.args, io.Discard)
 		if tc.err != "" {

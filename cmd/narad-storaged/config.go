@@ -147,7 +147,7 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.AdvertiseAddr, "advertise-addr", cfg.AdvertiseAddr, "the address other nodes and clients reach this node at (default: the --listen address, unless it is a wildcard)")
 	fs.StringVar(&cfg.PeerCA, "peer-ca", cfg.PeerCA, "a cluster's node serving TLS: PEM file of the CA that signed the nodes' certificates, trusted in the calls nodes make to each other (default: the system's roots)")
 	fs.Var(durationFlag{&cfg.MemberTTL}, "member-ttl", "how long after this node stops (or loses etcd) the cluster stops counting it live; whole seconds")
-	fs.Var(durationFlag{&cfg.FenceAfter}, "fence-after", "how long this node serves on while its lease cannot be renewed (etcd unreachable); also how long after it left the cluster waits before it gives its partitions away if an operator marks it lost")
+	fs.Var(durationFlag{&cfg.FenceAfter}, "fence-after", "how long this node serves on while its lease cannot be renewed (etcd unreachable); also how long after it left the cluster waits before it gives its partitions away if an operator marks it lost; raised to the member-ttl if under it")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -240,8 +240,8 @@ func (c config) validate() error {
 	if c.MemberTTL < duration(time.Second) {
 		return fmt.Errorf("member-ttl %v: etcd's leases count whole seconds; give 1s or more", time.Duration(c.MemberTTL))
 	}
-	if c.FenceAfter < c.MemberTTL {
-		return fmt.Errorf("fence-after %v: give at least the member-ttl (%v), which the lease renewals come every third of", time.Duration(c.FenceAfter), time.Duration(c.MemberTTL))
+	if c.FenceAfter < duration(time.Second) {
+		return fmt.Errorf("fence-after %v: give 1s or more", time.Duration(c.FenceAfter))
 	}
 	host, _, err := net.SplitHostPort(c.Listen)
 	if err != nil {

@@ -236,6 +236,12 @@ func (m *mover) transfer(ctx context.Context, mv cluster.Move, addr string, log 
 			r.Abort()
 		}
 	}()
+	if r.AssignedAtStart() {
+		// The replica gave the partition to this node since the pull
+		// began (a lost node's, given to the node pulling it): this node
+		// may serve it, and an install would replace what it acked.
+		return mv, fmt.Errorf("%w: %s/%d is this node's already", runtime.ErrAssigned, mv.Topic, mv.Partition)
+	}
 	written := map[string]int64{}
 	// The sealed segments (all but the newest) while the old owner serves
 	// on: they no longer change. Again while a round found more than one
