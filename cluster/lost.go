@@ -16,7 +16,7 @@ import (
 // partitions until an operator marks it lost: lost/<id> in etcd. The
 // elected assigner then gives each of its partitions to a live node,
 // empty: only the lost node's disk held their records, and a partition
-// that no node serves takes no writes at all. Three rules keep a node
+// that no node serves takes no writes at all. Four rules keep a node
 // that was marked lost while alive (cut off from etcd, not dead) from
 // serving a partition another node serves, or from losing what it acked:
 //
@@ -30,9 +30,10 @@ import (
 //     the last lease renewal it sent that etcd answered, which is before
 //     its lease could run out, so before any reassignment;
 //   - a node completes a move onto itself only while registered and not
-//     marked (CompleteMove), and a receive never installs over a partition
-//     assigned to the node since it began (runtime.Receiver.Commit): a
-//     partition given to a node that was pulling it stays what it acked;
+//     marked (CompleteMove), and a pull never installs over a partition
+//     assigned to the node before or since its receive began
+//     (runtime.Receiver): a partition given to a node that was pulling it
+//     stays what it acked;
 //   - a node marked lost never registers while the mark is there: it sets
 //     its copies of the partitions other nodes now own aside (never drops
 //     them: they may hold records it acked that the new owner never had),
