@@ -328,14 +328,10 @@ func TestFreezePartition_ClosesALogTheNodeNoLongerOwns(t *testing.T) {
 	}
 }
 
-// TestSweep_AMarkerFlippedIntoAnotherIDIsLeftForTheOpenToRepair: a bit
-// flip that turns the marker into another valid id, its copy intact, is
-// the live incarnation's directory: the sweep leaves it, the next open
-// repairs the marker from the copy, and the records stay served (found by
-// the fault campaign: the sweep quarantined it and the partition came
-// back empty).
-func TestSweep_AMarkerFlippedIntoAnotherIDIsLeftForTheOpenToRepair(t *testing.T) {
-	n := startNode(t, nil, Config{})
+// closedTopicOfThree makes topic orders, one partition, with 3 records,
+// its log closed (the sweep's subject), and returns its record.
+func closedTopicOfThree(t *testing.T, n *testNode) TopicRecord {
+	t.Helper()
 	rec, _, err := n.CreateTopic(bg, "orders", 1, Retention{})
 	if err != nil {
 		t.Fatal(err)
@@ -346,6 +342,18 @@ func TestSweep_AMarkerFlippedIntoAnotherIDIsLeftForTheOpenToRepair(t *testing.T)
 	if err := n.reg.CloseLive(key("orders", 0)); err != nil {
 		t.Fatal(err)
 	}
+	return rec
+}
+
+// TestSweep_AMarkerFlippedIntoAnotherIDIsLeftForTheOpenToRepair: a bit
+// flip that turns the marker into another valid id, its copy intact, is
+// the live incarnation's directory: the sweep leaves it, the next open
+// repairs the marker from the copy, and the records stay served (found by
+// the fault campaign: the sweep quarantined it and the partition came
+// back empty).
+func TestSweep_AMarkerFlippedIntoAnotherIDIsLeftForTheOpenToRepair(t *testing.T) {
+	n := startNode(t, nil, Config{})
+	rec := closedTopicOfThree(t, n)
 	flipped := []byte(string(rec.Incarnation) + "\n")
 	flipped[0] ^= 0x01 // '0'..'9' and 'a'..'f' stay hex under a low-bit flip, but for '9' and 'f'
 	if _, err := wire.ParseIncarnationID(string(flipped[:16])); err != nil {
@@ -379,16 +387,7 @@ func TestSweep_AMarkerFlippedIntoAnotherIDIsLeftForTheOpenToRepair(t *testing.T)
 func TestSweep_AMarkerFailingReadsDecidesNothing(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{})
-	rec, _, err := n.CreateTopic(bg, "orders", 1, Retention{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 3)); err != nil {
-		t.Fatal(err)
-	}
-	if err := n.reg.CloseLive(key("orders", 0)); err != nil {
-		t.Fatal(err)
-	}
+	rec := closedTopicOfThree(t, n)
 	other := "0123456789abcdef"
 	if other == string(rec.Incarnation) {
 		other = "fedcba9876543210"
