@@ -106,26 +106,47 @@ func JoinCluster(ctx context.Context, cfg MemberConfig) (*Member, error) {
 	if m.logger == nil {
 		m.logger = zap.NewNop()
 	}
+	err := m.registerUntil(ctx, 0, func(err error) bool {
+		if !errors.Is(err, ErrNodeIDLive) {
+			return false
+		}
+		m.logger.Warn("waiting for the node id's registration to end: a restart waits out its lease; if another node runs with this id, stop it",
+			zap.Error(err))
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	loop, stop := context.WithCancel(context.Background())
+	m.stop = stop
+	go m.keep(loop)
+	return m, nil
+}
+
+// registerUntil registers the node: a registration refused because the
+// node is marked lost is resolved (OnLost) and tried again at once, and
+// one failing with an error retry accepts is tried again a second later,
+// until ctx ends. Each attempt is bounded by attempt when it is not zero.
+func (m *Member) registerUntil(ctx context.Context, attempt time.Duration, retry func(error) bool) error {
 	for {
-		err := m.register(ctx)
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if attempt > 0 {
+			actx, cancel = context.WithTimeout(ctx, attempt)
+		}
+		err := m.register(actx)
+		cancel()
 		switch {
 		case err == nil:
-			loop, stop := context.WithCancel(context.Background())
-			m.stop = stop
-			go m.keep(loop)
-			return m, nil
-		case errors.Is(err, ErrNodeLost) && cfg.OnLost != nil:
+			return nil
+		case errors.Is(err, ErrNodeLost) && m.cfg.OnLost != nil:
 			m.resolveLost(ctx, err)
 			continue
-		case errors.Is(err, ErrNodeIDLive):
-			m.logger.Warn("waiting for the node id's registration to end: a restart waits out its lease; if another node runs with this id, stop it",
-				zap.Error(err))
-		default:
-			return nil, err
+		case !retry(err):
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, errors.Join(err, ctx.Err())
+			return errors.Join(err, ctx.Err())
 		case <-time.After(time.Second):
 		}
 	}
@@ -245,8 +266,8 @@ func (m *Member) keep(ctx context.Context) {
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			m.fence()
 			m.logger.Warn("cluster membership lease lost; registering again", zap.String("member", m.cfg.Info.ID))
-			if !m.registerAgain(ctx) {
-				return
+			if m.registerUntil(ctx, m.cfg.TTL, func(error) bool { return true }) != nil {
+				return // ctx ended
 			}
 			m.logger.Info("cluster membership serving again: registered with a new lease", zap.String("member", m.cfg.Info.ID))
 			failing, fenced = false, false
@@ -277,27 +298,17 @@ func (m *Member) keep(ctx context.Context) {
 // with rpctypes.ErrLeaseNotFound when etcd no longer has the lease.
 func (m *Member) renew(ctx context.Context, lease clientv3.LeaseID, every time.Duration, renewed func()) error {
 	sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	var helpers sync.WaitGroup // the watchdog and the sender: never outlive the call
+	var helpers sync.WaitGroup // the sender: never outlives the call
 	defer helpers.Wait()
 	defer cancel()
 	var answered atomic.Int64 // nanoseconds after base of the last answer (or the stream's start)
 	answered.Store(int64(time.Since(m.base)))
 	quiet := func() bool { return time.Since(m.base)-time.Duration(answered.Load()) > 2*every }
 	var mu sync.Mutex
-	var sent []time.Time // the renewals not answered yet, oldest first
-	opened := make(chan struct{})
-	helpers.Add(1)
-	go func() { // stream creation waits for a connection: bounded like an answer
-		defer helpers.Done()
-		select {
-		case <-opened:
-		case <-time.After(2 * every):
-			cancel()
-		case <-sctx.Done():
-		}
-	}()
+	var sent []time.Time                        // the renewals not answered yet, oldest first
+	watchdog := time.AfterFunc(2*every, cancel) // stream creation waits for a connection: bounded like an answer
 	stream, err := clientv3.RetryLeaseClient(m.cfg.Client).LeaseKeepAlive(sctx)
-	close(opened)
+	watchdog.Stop()
 	if err != nil {
 		return err
 	}
@@ -345,28 +356,6 @@ func (m *Member) renew(ctx context.Context, lease clientv3.LeaseID, every time.D
 		answered.Store(int64(time.Since(m.base)))
 		m.serveUntil(at.Add(m.cfg.FenceAfter))
 		renewed()
-	}
-}
-
-// registerAgain registers the node until it is registered (true) or ctx
-// ends (false).
-func (m *Member) registerAgain(ctx context.Context) bool {
-	for {
-		attempt, cancel := context.WithTimeout(ctx, m.cfg.TTL)
-		err := m.register(attempt)
-		cancel()
-		switch {
-		case err == nil:
-			return true
-		case errors.Is(err, ErrNodeLost) && m.cfg.OnLost != nil:
-			m.resolveLost(ctx, err)
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(time.Second):
-		}
 	}
 }
 
