@@ -66,11 +66,11 @@ func TestGetBuf_BuffersPastTheHugeBoundAreNotPooled(t *testing.T) {
 func TestTakeBuffer_ComparesTheFrameWithTheMemoryItPins(t *testing.T) {
 	buf := make([]byte, 2200<<10, 8<<20)
 	s := &scanner{buf: buf, at: 4096, n: len(buf)}
-	if s.takeBuffer(4096, 2100<<10) {
+	if _, ok := s.takeBuffer(4096, 2100<<10); ok {
 		t.Fatal("a 2.1 MiB frame took a buffer of 8 MiB")
 	}
 	s.buf = buf[:len(buf):len(buf)]
-	if !s.takeBuffer(4096, 2100<<10) || s.buf != nil || s.n != 0 {
+	if _, ok := s.takeBuffer(4096, 2100<<10); !ok || s.buf != nil || s.n != 0 {
 		t.Fatal("a 2.1 MiB frame in a 2.2 MiB buffer was not cached in place, or the scan kept the buffer")
 	}
 }

@@ -20,11 +20,28 @@ const (
 )
 
 // cachedFrame is a decoded frame. Its records point into buffers nobody
-// writes again; readers share them and must not modify them.
+// writes again while a reader may hold them; readers share them and must
+// not modify them.
+//
+// A large frame a lending read stopped inside keeps its records in that
+// read's pooled buffer (pooled, set once). The buffer goes back to the
+// pool when the frame has left the cache and no lending reader holds it,
+// unless a reader that does not lend was handed the frame: its records
+// may point into the buffer for as long as that reader likes, so the
+// buffer is left to the garbage collector. Without the recycling, a
+// consumer reading a 16 MiB frame in 8 MiB parts allocated (and the kernel
+// zeroed) a fresh 16 MiB buffer for every frame.
 type cachedFrame struct {
 	base, end int64
 	records   []ReadRecord
 	bytes     int
+	pooled    *[]byte // the records' pooled buffer, or nil; never changes
+
+	// Under frameCache.mu; used only when pooled is set.
+	holders  int  // lending readers between get and release
+	shared   bool // handed to a reader that does not lend: never recycled
+	dropped  bool // out of the cache: no get finds it any more
+	recycled bool // pooled is back in the pool
 }
 
 // navEntry says where a frame sits, so a reader at its base, or at the
@@ -87,8 +104,10 @@ type frameCache struct {
 	closed bool       // the log closed: nothing is cached any more
 }
 
-// get returns the cached frame holding offset.
-func (c *frameCache) get(offset int64) *cachedFrame {
+// get returns the cached frame holding offset. A lending reader (lend)
+// holds it until it calls release; any other reader may keep its records
+// for good.
+func (c *frameCache) get(offset int64, lend bool) *cachedFrame {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := len(c.frames) - 1; i >= 0; i-- {
@@ -97,9 +116,40 @@ func (c *frameCache) get(offset int64) *cachedFrame {
 		}
 	}
 	if f := c.large; f != nil && offset >= f.base && offset < f.end {
+		if lend {
+			f.holders++
+		} else {
+			f.shared = true
+		}
 		return f
 	}
 	return nil
+}
+
+// release ends a lending reader's hold on a frame get returned: the
+// reader no longer touches its records.
+func (c *frameCache) release(f *cachedFrame, lend bool) {
+	if !lend || f.pooled == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f.holders--
+	c.recycleLocked(f)
+}
+
+// dropLocked takes f out of the cache's reach; its buffer goes back to the
+// pool once nobody holds it.
+func (c *frameCache) dropLocked(f *cachedFrame) {
+	f.dropped = true
+	c.recycleLocked(f)
+}
+
+func (c *frameCache) recycleLocked(f *cachedFrame) {
+	if f.pooled != nil && f.dropped && f.holders == 0 && !f.shared && !f.recycled {
+		f.recycled = true
+		putBuf(f.pooled)
+	}
 }
 
 // putStopped caches the frame a read of records stopped inside: in frames
@@ -113,12 +163,14 @@ func (c *frameCache) putStopped(f *cachedFrame) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed || c.budget == nil || f.base < c.floor {
+		c.dropLocked(f)
 		return
 	}
 	c.dropLargeLocked()
 	c.budget.take(f.bytes)
 	if c.budget.over() {
 		c.budget.take(-f.bytes)
+		c.dropLocked(f)
 		return
 	}
 	c.large = f
@@ -129,6 +181,7 @@ func (c *frameCache) dropLargeLocked() {
 	if c.large != nil {
 		c.bytes -= c.large.bytes
 		c.budget.take(-c.large.bytes)
+		c.dropLocked(c.large)
 		c.large = nil
 	}
 }
@@ -249,6 +302,9 @@ func (c *frameCache) close() {
 	c.budget.take(-c.bytes)
 	c.bytes = 0
 	clear(c.frames)
+	if c.large != nil {
+		c.dropLocked(c.large)
+	}
 	c.frames, c.nav, c.large = nil, nil, nil
 }
 
@@ -267,6 +323,7 @@ func (c *frameCache) forget(drop func(base, end int64) bool) {
 	clear(c.frames[len(frames):])
 	c.frames = frames
 	if c.large != nil && drop(c.large.base, c.large.end) {
+		c.dropLocked(c.large)
 		c.large = nil
 	}
 	c.bytes += c.largeBytes()

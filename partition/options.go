@@ -41,7 +41,11 @@ type Options struct {
 	MaxSegmentAge time.Duration
 	// CacheBudget, if set, bounds the decoded frames cached by every log
 	// sharing it (a node's), besides each log's own bound of 8 frames and
-	// 2 MiB. Default: no shared bound.
+	// 2 MiB, and lets each log keep one frame of any size that a read
+	// stopped inside, so a frame larger than a reader's max bytes is read
+	// and checked once, not once per part. Default: no shared bound, and
+	// no frame over 1 MiB kept (nothing would bound what a hundred
+	// thousand logs pin).
 	CacheBudget *CacheBudget
 
 	// flush holds the flusher's internal thresholds (docs/design.md,

@@ -128,9 +128,11 @@ func (l *Log) read(rd *reader, lend bool) (int64, error) {
 	}
 	l.readSinceWrite.Store(true) // a tail reader: cache the next frame written
 	for rd.next < v.hwm && !rd.full() {
-		if f := l.cache.get(rd.next); f != nil {
+		if f := l.cache.get(rd.next, lend); f != nil {
 			l.metrics.frameCacheHits.Inc()
-			if !takeRecords(rd, f.records[rd.next-f.base:]) {
+			took := takeRecords(rd, f.records[rd.next-f.base:])
+			l.cache.release(f, lend)
+			if !took {
 				break
 			}
 			continue
@@ -267,7 +269,7 @@ const decodeHeadroom = 128 << 10
 // frameAt returns the decoded frame holding offset, which the view says is
 // in the log and below the high watermark, from the cache or the segment.
 func (l *Log) frameAt(v *view, offset int64) (*cachedFrame, error) {
-	if f := l.cache.get(offset); f != nil {
+	if f := l.cache.get(offset, false); f != nil {
 		l.metrics.frameCacheHits.Inc()
 		return f, nil
 	}
@@ -424,12 +426,25 @@ func decodeFrame(h wire.FrameHeader, frame []byte) (*cachedFrame, error) {
 
 // stoppedFrame is the frame a read stopped inside, for the cache: its
 // records in place when the frame is uncompressed and fills most of its
-// scan buffer, which the scan then gives up; else a private copy, so a
-// small frame never pins a whole window. records are the frame's, checked.
+// scan buffer, which the scan then gives up (to the pool again, for a
+// large frame a lending scan read: cachedFrame); else a private copy, so
+// a small frame never pins a whole window. records are the frame's,
+// checked.
 func stoppedFrame(sc *scanner, pos int64, h wire.FrameHeader, frame []byte, records []ReadRecord) *cachedFrame {
-	if h.Codec == uint8(codec.None) && sc.takeBuffer(pos, int64(len(frame))) {
-		return &cachedFrame{base: h.BaseOffset, end: h.EndOffset(), records: slices.Clone(records), bytes: int(h.FrameLen())}
+	if h.Codec != uint8(codec.None) {
+		return decodedCopy(h, frame)
 	}
+	if pooled, ok := sc.takeBuffer(pos, int64(len(frame))); ok {
+		if h.FrameLen() <= frameCacheMaxFrame {
+			pooled = nil // the frames list evicts without counting readers: a small buffer is left to the garbage collector
+		}
+		return &cachedFrame{base: h.BaseOffset, end: h.EndOffset(), records: slices.Clone(records), bytes: int(h.FrameLen()), pooled: pooled}
+	}
+	return decodedCopy(h, frame)
+}
+
+// decodedCopy is a checked frame decoded into a private copy.
+func decodedCopy(h wire.FrameHeader, frame []byte) *cachedFrame {
 	f, err := decodeFrame(h, frame)
 	if err != nil { // it decoded once: never
 		return nil

@@ -215,7 +215,7 @@ func TestRead_ALargeFrameOfADetachedSegmentIsNotCached(t *testing.T) {
 	if start := l.StartOffset(); start == 0 {
 		t.Fatal("segment 0 not deleted")
 	}
-	if f := l.cache.get(0); f != nil {
+	if f := l.cache.get(0, false); f != nil {
 		t.Fatalf("offsets [%d, %d) of a deleted segment are cached (%d bytes); the budget counts %d bytes used", f.base, f.end, f.bytes, budget.Used())
 	}
 }

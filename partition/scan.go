@@ -66,13 +66,14 @@ func newLendingScanner(file vfs.File, limit, pos int64) *scanner {
 // handed out, may stay where it is after the scan (a frame the cache
 // keeps): it must fill at least half of the memory its buffer holds, so
 // it pins at most twice what the cache counts. The scan then gives that
-// buffer up.
-func (s *scanner) takeBuffer(pos, n int64) bool {
+// buffer up, and its pool pointer (nil: not pooled) to the taker.
+func (s *scanner) takeBuffer(pos, n int64) (pooled *[]byte, ok bool) {
 	if pos < s.at || pos+n > s.at+int64(s.n) || 2*n < int64(cap(s.buf)) {
-		return false
+		return nil, false
 	}
+	pooled = s.pool
 	s.pool, s.buf, s.at, s.n = nil, nil, 0, 0
-	return true
+	return pooled, true
 }
 
 // readWindowMax bounds the windows a keep scan grows to.

@@ -1,0 +1,118 @@
+package partition
+
+import (
+	"bytes"
+	"testing"
+)
+
+// largeFramesLog writes three frames of three 1 MiB records each (offsets
+// 0-2, 3-5, 6-8: each frame over frameCacheMaxFrame, so cached only as
+// the large frame), with a cache budget, and reopens it so nothing is
+// cached.
+func largeFramesLog(t *testing.T) *Log {
+	t.Helper()
+	opts := Options{FS: newDisk(t, 1), CacheBudget: NewCacheBudget(64 << 20)}
+	l := openLog(t, opts)
+	for from := int64(0); from < 9; from += 3 {
+		if _, err := l.Produce(bg, bigRecords(from, 3, 1<<20)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeLog(t, l)
+	l = openLog(t, opts)
+	t.Cleanup(func() { closeLog(t, l) })
+	return l
+}
+
+// stopInside reads the record at offset and stops, leaving its frame
+// cached as the large one, and returns that frame.
+func stopInside(t *testing.T, l *Log, offset int64) *cachedFrame {
+	t.Helper()
+	if _, err := l.ReadFunc(offset, 1, 1<<30, func(ReadRecord) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	l.cache.mu.Lock()
+	defer l.cache.mu.Unlock()
+	f := l.cache.large
+	if f == nil || offset < f.base || offset >= f.end || f.pooled == nil {
+		t.Fatalf("a lending read that stopped inside the frame of offset %d left %+v as the large frame, want it in its pooled buffer", offset, f)
+	}
+	return f
+}
+
+func recycled(l *Log, f *cachedFrame) bool {
+	l.cache.mu.Lock()
+	defer l.cache.mu.Unlock()
+	return f.recycled
+}
+
+// TestReadFunc_ALargeFrameGoesBackToThePoolOnlyWhenNobodyHoldsIt: the
+// large frame a lending read stopped inside keeps the read's pooled
+// buffer; when a later stop replaces it, the buffer goes back to the pool
+// (no fresh 16 MiB buffer for every frame of a catch-up), but never while
+// a lending reader is still handing out its records: those records stay
+// what was written though other reads take buffers from the pool
+// meanwhile.
+func TestReadFunc_ALargeFrameGoesBackToThePoolOnlyWhenNobodyHoldsIt(t *testing.T) {
+	l := largeFramesLog(t)
+	first := stopInside(t, l, 0)
+	var inside bool
+	_, err := l.ReadFunc(1, 1, 1<<30, func(r ReadRecord) error {
+		inside = true
+		second := stopInside(t, l, 3) // replaces the first frame
+		if recycled(l, first) {
+			t.Fatal("the large frame went back to the pool while a lending read held it")
+		}
+		stopInside(t, l, 6) // takes a buffer from the pool, recycles the second
+		if !recycled(l, second) {
+			t.Fatal("a large frame nobody held did not go back to the pool when replaced")
+		}
+		if !bytes.Equal(r.Value, bigValue(1, 1<<20)) {
+			t.Fatal("a lent record changed under its reader")
+		}
+		return nil
+	})
+	if err != nil || !inside {
+		t.Fatalf("read of offset 1: %v (lent: %v)", err, inside)
+	}
+	if !recycled(l, first) {
+		t.Fatal("the replaced large frame did not go back to the pool when its last reader let go")
+	}
+}
+
+// TestRead_ALargeFrameHandedToAReaderThatKeepsItIsNeverPooled: Read
+// returns records that point into the large frame's buffer for as long as
+// the caller keeps them, so once Read took records from it the buffer is
+// never pooled, and the records stay what was written after the frame
+// leaves the cache and other reads take buffers.
+func TestRead_ALargeFrameHandedToAReaderThatKeepsItIsNeverPooled(t *testing.T) {
+	l := largeFramesLog(t)
+	first := stopInside(t, l, 0)
+	res, err := l.Read(1, 2, 1<<30)
+	if err != nil || len(res.Records) != 2 {
+		t.Fatalf("read: %d records, %v", len(res.Records), err)
+	}
+	stopInside(t, l, 3)
+	stopInside(t, l, 6)
+	if recycled(l, first) {
+		t.Fatal("a large frame Read returned records from went back to the pool")
+	}
+	for i, r := range res.Records {
+		if !bytes.Equal(r.Value, bigValue(int64(1+i), 1<<20)) {
+			t.Fatalf("record %d changed after Read returned it", 1+i)
+		}
+	}
+}
+
+// TestFrameCache_ARefusedLargeFrameGoesBackToThePool: a large frame the
+// budget cannot take was never visible to a reader; its buffer is pooled
+// at once.
+func TestFrameCache_ARefusedLargeFrameGoesBackToThePool(t *testing.T) {
+	buf, pooled := getBuf(2 << 20)
+	c := &frameCache{budget: NewCacheBudget(1 << 20)}
+	f := &cachedFrame{base: 0, end: 1, records: []ReadRecord{{Value: buf}}, bytes: len(buf), pooled: pooled}
+	c.putStopped(f)
+	if c.large != nil || !f.recycled {
+		t.Fatalf("a frame over the budget: cached %v, pooled again %v", c.large != nil, f.recycled)
+	}
+}
