@@ -160,13 +160,8 @@ func RunCell(base string, spec EngineSpec, c Cell, budget Budget) (EngineResult,
 		commits += p.commits
 	}
 
-	var read Verifier
-	readStart := time.Now()
-	if err := e.ReadAll(read.Add); err != nil {
-		return EngineResult{}, fmt.Errorf("%s: read back: %w", spec.Name, err)
-	}
-	readElapsed := time.Since(readStart).Seconds()
-	if err := written.Check(read); err != nil {
+	read, readElapsed, err := readBack(e, written)
+	if err != nil {
 		return EngineResult{}, fmt.Errorf("%s, %s: %w", spec.Name, c, err)
 	}
 	closed = true
@@ -183,6 +178,38 @@ func RunCell(base string, spec EngineSpec, c Cell, budget Budget) (EngineResult,
 		ReadMBPerS:  float64(read.Bytes()) / readElapsed / 1e6,
 		ReadRecPerS: float64(read.Records()) / readElapsed,
 	}, nil
+}
+
+// Read-back passes: at least readPasses, and more until they have taken
+// readMinTime, so a cell whose data reads back in a millisecond is not
+// measured on one pass's warm-up.
+const (
+	readPasses  = 3
+	readMinTime = 250 * time.Millisecond
+)
+
+// readBack reads everything back, pass after pass, each checked against
+// what was written, and returns one pass's records and its time: the
+// median pass's.
+func readBack(e Engine, written Verifier) (Verifier, float64, error) {
+	var read Verifier
+	var times []float64
+	var total time.Duration
+	for len(times) < readPasses || total < readMinTime {
+		read = Verifier{}
+		start := time.Now()
+		if err := e.ReadAll(read.Add); err != nil {
+			return read, 0, fmt.Errorf("read back: %w", err)
+		}
+		took := time.Since(start)
+		if err := written.Check(read); err != nil {
+			return read, 0, err
+		}
+		times = append(times, took.Seconds())
+		total += took
+	}
+	slices.Sort(times)
+	return read, times[len(times)/2], nil
 }
 
 // batchPool is the batches a cell's producers cycle through: distinct

@@ -26,7 +26,10 @@ func openNaradLog(produce bool, id codec.ID) func(string, Cell) (Engine, error) 
 		if err != nil {
 			return nil, err
 		}
-		l, err := partition.Open(dir, partition.Options{FS: vfs.OS{}, Codec: c, Logger: zap.NewNop()})
+		// The cache budget a runtime.Node gives its logs: with none, a
+		// frame larger than a read's max bytes is read again for each part.
+		budget := partition.NewCacheBudget(runtime.DefaultFrameCacheBytes)
+		l, err := partition.Open(dir, partition.Options{FS: vfs.OS{}, Codec: c, Logger: zap.NewNop(), CacheBudget: budget})
 		if err != nil {
 			return nil, err
 		}
