@@ -27,6 +27,12 @@ func makeTopic(t *testing.T, n *testNode, topic string, partitions, count int) {
 	if _, _, err := n.CreateTopic(bg, topic, partitions, Retention{}); err != nil {
 		t.Fatal(err)
 	}
+	// The create's change feed starts a recheck that takes the topic's
+	// guard. Left running, it can meet a test's hook that holds a file
+	// call under that guard: blocked on a mutex, it is not durably
+	// blocked, and a synctest.Wait then waits for ever (found in CI: one
+	// run in a few hundred of TestQueue_AWakeUpForAPartitionNotLeasedIsPassedOn).
+	n.background.Wait()
 	if count > 0 {
 		produceN(t, n, topic, partitions, count)
 	}
