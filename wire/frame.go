@@ -132,10 +132,22 @@ func ParseFrameHeader(b []byte) (FrameHeader, error) {
 		StoredSize:       binary.BigEndian.Uint32(b[frameStoredAt:]),
 		CRC:              binary.BigEndian.Uint32(b[frameCRCAt:]),
 	}
-	if problem, _ := headerProblem(h); problem != "" {
+	if !plausible(&h) {
+		problem, _ := headerProblem(h)
 		return FrameHeader{}, fmt.Errorf("%w: frame header: %s", ErrCorrupt, problem)
 	}
 	return h, nil
+}
+
+// plausible is headerProblem's verdict without its words, cheap enough
+// for the read path, which parses a header per frame: true exactly when
+// headerProblem finds nothing (TestFrameHeader_PlausibleIsHeaderProblemsVerdict).
+func plausible(h *FrameHeader) bool {
+	return h.Codec <= MaxCodecID &&
+		h.RecordCount >= 1 && h.BaseOffset >= 0 && h.BaseOffset <= math.MaxInt64-int64(h.RecordCount) &&
+		h.UncompressedSize <= MaxFrameBytes && h.StoredSize >= 1 && h.StoredSize <= MaxFrameBytes-FrameHeaderSize &&
+		int64(h.RecordCount) <= int64(h.UncompressedSize)/RecordLenSize &&
+		(h.Codec != CodecNone || h.UncompressedSize == h.StoredSize)
 }
 
 // CheckFrame decodes the frame at the start of b and verifies its CRC. It

@@ -348,6 +348,9 @@ func FuzzParseFrameHeader(f *testing.F) {
 	f.Add(rawHeader(FrameMagic, CodecNone, 0x7FFFFFFF, 0, 0xFFFFFFF0, 0xFFFFFFF0, 0))
 	f.Add([]byte{0xCA, 0xFE})
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) >= FrameHeaderSize {
+			plausibleAgrees(t, rawFields(b))
+		}
 		h, err := ParseFrameHeader(b)
 		if err != nil {
 			if !errorIsAny(err, ErrCorrupt, ErrTruncated) {
@@ -365,6 +368,59 @@ func FuzzParseFrameHeader(f *testing.F) {
 			t.Fatalf("re-encoded header %x, input %x", got, b[:FrameHeaderSize])
 		}
 	})
+}
+
+// TestFrameHeader_PlausibleIsHeaderProblemsVerdict: the read path's
+// cheap check accepts exactly the headers headerProblem finds nothing
+// wrong with, at each bound and one past it.
+func TestFrameHeader_PlausibleIsHeaderProblemsVerdict(t *testing.T) {
+	good := FrameHeader{Codec: CodecZstd, RecordCount: 3, BaseOffset: 10, UncompressedSize: 40, StoredSize: 20}
+	cases := []FrameHeader{good}
+	for _, edit := range []func(*FrameHeader){
+		func(h *FrameHeader) { h.Codec = MaxCodecID },
+		func(h *FrameHeader) { h.Codec = MaxCodecID + 1 },
+		func(h *FrameHeader) { h.RecordCount = 0 },
+		func(h *FrameHeader) { h.RecordCount = -1 },
+		func(h *FrameHeader) { h.RecordCount = 10 },
+		func(h *FrameHeader) { h.RecordCount = 11 },
+		func(h *FrameHeader) { h.BaseOffset = -1 },
+		func(h *FrameHeader) { h.BaseOffset = math.MaxInt64 - 3 },
+		func(h *FrameHeader) { h.BaseOffset = math.MaxInt64 - 2 },
+		func(h *FrameHeader) { h.UncompressedSize = MaxFrameBytes },
+		func(h *FrameHeader) { h.UncompressedSize = MaxFrameBytes + 1 },
+		func(h *FrameHeader) { h.StoredSize = 0 },
+		func(h *FrameHeader) { h.StoredSize = MaxFrameBytes - FrameHeaderSize },
+		func(h *FrameHeader) { h.StoredSize = MaxFrameBytes - FrameHeaderSize + 1 },
+		func(h *FrameHeader) { h.StoredSize = math.MaxUint32 },
+		func(h *FrameHeader) { h.Codec = CodecNone },
+		func(h *FrameHeader) { h.Codec, h.StoredSize = CodecNone, h.UncompressedSize },
+	} {
+		h := good
+		edit(&h)
+		cases = append(cases, h)
+	}
+	for _, h := range cases {
+		plausibleAgrees(t, h)
+	}
+}
+
+// rawFields decodes a header's fields as ParseFrameHeader does, with no
+// check.
+func rawFields(b []byte) FrameHeader {
+	return FrameHeader{
+		Codec:            b[frameFlagsAt] & codecMask,
+		RecordCount:      int32(binary.BigEndian.Uint32(b[frameCountAt:])),
+		BaseOffset:       int64(binary.BigEndian.Uint64(b[frameBaseAt:])),
+		UncompressedSize: binary.BigEndian.Uint32(b[frameUncompressedAt:]),
+		StoredSize:       binary.BigEndian.Uint32(b[frameStoredAt:]),
+	}
+}
+
+func plausibleAgrees(t *testing.T, h FrameHeader) {
+	t.Helper()
+	if problem, _ := headerProblem(h); plausible(&h) != (problem == "") {
+		t.Fatalf("%+v: plausible %v, headerProblem %q", h, plausible(&h), problem)
+	}
 }
 
 func FuzzCheckFrame(f *testing.F) {

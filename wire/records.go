@@ -68,6 +68,15 @@ func checkPayload(payload []byte, count int) error {
 	return nil
 }
 
+// OnlyRecord returns the record of a payload that must hold exactly one:
+// RecordReader's Reset and Next for a count of 1, with its errors.
+func OnlyRecord(payload []byte) ([]byte, error) {
+	if len(payload) < RecordLenSize || uint64(binary.BigEndian.Uint32(payload)) != uint64(len(payload)-RecordLenSize) {
+		return nil, checkPayload(payload, 1) // says what is wrong
+	}
+	return payload[RecordLenSize:len(payload):len(payload)], nil
+}
+
 // RecordReader walks the records of an uncompressed payload without
 // allocating. Reset checks the whole structure first, so a malformed payload
 // yields no record at all, never a prefix of one.

@@ -198,6 +198,15 @@ func FuzzRecordReader(f *testing.F) {
 		if (err == nil) != (splitErr == nil) {
 			t.Fatalf("Reset: %v, SplitRecords: %v", err, splitErr)
 		}
+		if count == 1 {
+			only, onlyErr := OnlyRecord(payload)
+			if (onlyErr == nil) != (err == nil) || (err == nil && !bytes.Equal(only, split[0])) {
+				t.Fatalf("OnlyRecord: %x, %v; Reset: %v", only, onlyErr, err)
+			}
+			if onlyErr != nil {
+				wantErr(t, onlyErr, ErrCorrupt)
+			}
+		}
 		if err != nil {
 			wantErr(t, err, ErrCorrupt)
 			return
