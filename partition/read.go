@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/narad-io/storage/codec"
 	"github.com/narad-io/storage/wire"
@@ -127,6 +128,12 @@ func (l *Log) read(rd *reader, lend bool) (int64, error) {
 		return 0, fmt.Errorf("%w: offset %d, high watermark %d", ErrBeyondHighWatermark, offset, v.hwm)
 	}
 	l.readSinceWrite.Store(true) // a tail reader: cache the next frame written
+	scratch := getRecordScratch()
+	rd.frame = (*scratch)[:0]
+	defer func() {
+		*scratch = rd.frame
+		putRecordScratch(scratch)
+	}()
 	for rd.next < v.hwm && !rd.full() {
 		if f := l.cache.get(rd.next, lend); f != nil {
 			l.metrics.frameCacheHits.Inc()
@@ -154,6 +161,27 @@ func (l *Log) read(rd *reader, lend bool) (int64, error) {
 	return v.hwm, nil
 }
 
+// recordScratch pools the slices reads decode a frame's records into
+// (reader.frame), so a catch-up read of large frames of small records
+// does not grow one of thousands of entries on every call.
+var recordScratch = sync.Pool{New: func() any { return new([]ReadRecord) }}
+
+// maxScratchRecords bounds the slices recordScratch keeps (about 3.5 MiB).
+const maxScratchRecords = 64 << 10
+
+func getRecordScratch() *[]ReadRecord { return recordScratch.Get().(*[]ReadRecord) }
+
+// putRecordScratch pools a read's slice again, emptied: the records it
+// held point into windows and frames it must not keep alive.
+func putRecordScratch(p *[]ReadRecord) {
+	if cap(*p) > maxScratchRecords {
+		return
+	}
+	clear((*p)[:cap(*p)])
+	*p = (*p)[:0]
+	recordScratch.Put(p)
+}
+
 // takeRecords offers records in order, and reports whether it took them
 // all.
 func takeRecords(rd *reader, records []ReadRecord) bool {
@@ -177,7 +205,7 @@ func takeRecords(rd *reader, records []ReadRecord) bool {
 // of the last frame).
 func (l *Log) readFrames(v *view, rd *reader, lend bool) (more bool, err error) {
 	var arena []byte
-	var last navEntry
+	var last navEntry // the last frame visited; its segment is the scan's one
 	more = true
 	err = l.scanFrom(v, rd.next, lend, func(sc *scanner, seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error) {
 		if lend {
@@ -190,7 +218,10 @@ func (l *Log) readFrames(v *view, rd *reader, lend bool) (more bool, err error) 
 		if rd.frame, err = frameEnvelopes(h, payload, rd.frame[:0]); err != nil {
 			return false, err // a frame is served whole or not at all
 		}
-		last = navEntry{seg: seg, base: h.BaseOffset, end: h.EndOffset(), pos: pos, bytes: h.FrameLen()}
+		if last.seg == nil {
+			last.seg = seg
+		}
+		last.base, last.end, last.pos, last.bytes = h.BaseOffset, h.EndOffset(), pos, h.FrameLen()
 		if !takeRecords(rd, rd.frame[rd.next-h.BaseOffset:]) {
 			more = false
 			if rd.err == nil && l.cache.mayCache(int(h.FrameLen())) {
@@ -246,6 +277,17 @@ func framePayload(h wire.FrameHeader, frame []byte, arena *[]byte) ([]byte, erro
 // into, each checked to be a valid envelope: a frame whose records do not
 // all check out is damaged, and none of it is served.
 func frameEnvelopes(h wire.FrameHeader, payload []byte, into []ReadRecord) ([]ReadRecord, error) {
+	if h.RecordCount == 1 { // a trickle-fed partition's frame: no walk of lengths
+		rec, err := wire.OnlyRecord(payload)
+		if err != nil {
+			return nil, err
+		}
+		e, err := wire.ParseEnvelope(rec)
+		if err != nil {
+			return nil, fmt.Errorf("record %d: %w", h.BaseOffset, err)
+		}
+		return append(into, ReadRecord{Offset: h.BaseOffset, CommittedAtUnixMs: e.CommittedAtUnixMs, Key: e.Key, Value: e.Payload}), nil
+	}
 	var rr wire.RecordReader
 	if err := rr.Reset(payload, int(h.RecordCount)); err != nil {
 		return nil, err

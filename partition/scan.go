@@ -247,6 +247,9 @@ func (s *scanner) readChecked(pos int64, h wire.FrameHeader) (frame []byte, err 
 // (RecordCount >= 1), CRC unchecked. err is also set, with frameCorrupt,
 // for an I/O error; isIOError tells that case apart.
 func (s *scanner) frameAt(pos int64) (wire.FrameHeader, []byte, frameStatus, error) {
+	if h, frame, ok := s.bufferedFrame(pos); ok {
+		return h, frame, frameValid, nil
+	}
 	head, err := s.window(pos, wire.FrameHeaderSize)
 	if err != nil {
 		return wire.FrameHeader{}, nil, frameCorrupt, ioError{err}
@@ -282,6 +285,22 @@ func (s *scanner) frameAt(pos int64) (wire.FrameHeader, []byte, frameStatus, err
 		return h, nil, frameCorrupt, err
 	}
 	return h, frame, frameValid, nil
+}
+
+// bufferedFrame is frameAt's fast path, for the frames of a window read
+// already (a catch-up read of small frames): the valid frame at pos when
+// the buffer holds it whole, else ok false, and frameAt's slow path says
+// what is there.
+func (s *scanner) bufferedFrame(pos int64) (h wire.FrameHeader, frame []byte, ok bool) {
+	if pos < s.at || pos+wire.FrameHeaderSize > s.at+int64(s.n) {
+		return h, nil, false
+	}
+	b := s.buf[pos-s.at : s.n]
+	h, err := wire.ParseFrameHeader(b)
+	if err != nil || h.FrameLen() > int64(len(b)) || pos+h.FrameLen() > s.limit || h.Verify(b) != nil {
+		return h, nil, false
+	}
+	return h, b[:h.FrameLen()], true
 }
 
 // zerosFrom reports whether every byte from pos to the scan's limit is
