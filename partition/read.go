@@ -128,12 +128,6 @@ func (l *Log) read(rd *reader, lend bool) (int64, error) {
 		return 0, fmt.Errorf("%w: offset %d, high watermark %d", ErrBeyondHighWatermark, offset, v.hwm)
 	}
 	l.readSinceWrite.Store(true) // a tail reader: cache the next frame written
-	scratch := getRecordScratch()
-	rd.frame = (*scratch)[:0]
-	defer func() {
-		*scratch = rd.frame
-		putRecordScratch(scratch)
-	}()
 	for rd.next < v.hwm && !rd.full() {
 		if f := l.cache.get(rd.next, lend); f != nil {
 			l.metrics.frameCacheHits.Inc()
@@ -164,20 +158,26 @@ func (l *Log) read(rd *reader, lend bool) (int64, error) {
 // recordScratch pools the slices reads decode a frame's records into
 // (reader.frame), so a catch-up read of large frames of small records
 // does not grow one of thousands of entries on every call.
+//
+// Invariant: a pooled slice has length 0 and every entry up to its
+// capacity zero, so it pins no window or frame its records pointed into.
 var recordScratch = sync.Pool{New: func() any { return new([]ReadRecord) }}
 
-// maxScratchRecords bounds the slices recordScratch keeps (about 3.5 MiB).
-const maxScratchRecords = 64 << 10
+// maxScratchRecords bounds the slices recordScratch keeps: 128 Ki entries
+// of 64 bytes, 8 MiB, room for the largest frame of 64 Ki records that an
+// append's growth may have doubled past it.
+const maxScratchRecords = 128 << 10
 
 func getRecordScratch() *[]ReadRecord { return recordScratch.Get().(*[]ReadRecord) }
 
-// putRecordScratch pools a read's slice again, emptied: the records it
-// held point into windows and frames it must not keep alive.
-func putRecordScratch(p *[]ReadRecord) {
+// putRecordScratch pools a read's slice again, its first used entries
+// cleared: a read fills its scratch from the start for each frame, so
+// the entries past the most it used are still zero.
+func putRecordScratch(p *[]ReadRecord, used int) {
 	if cap(*p) > maxScratchRecords {
 		return
 	}
-	clear((*p)[:cap(*p)])
+	clear((*p)[:used])
 	*p = (*p)[:0]
 	recordScratch.Put(p)
 }
@@ -206,6 +206,12 @@ func takeRecords(rd *reader, records []ReadRecord) bool {
 func (l *Log) readFrames(v *view, rd *reader, lend bool) (more bool, err error) {
 	var arena []byte
 	var last navEntry // the last frame visited; its segment is the scan's one
+	scratch, used := getRecordScratch(), 0
+	rd.frame = *scratch
+	defer func() {
+		*scratch, rd.frame = rd.frame, nil
+		putRecordScratch(scratch, used)
+	}()
 	more = true
 	err = l.scanFrom(v, rd.next, lend, func(sc *scanner, seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error) {
 		if lend {
@@ -215,7 +221,9 @@ func (l *Log) readFrames(v *view, rd *reader, lend bool) (more bool, err error) 
 		if err != nil {
 			return false, err
 		}
-		if rd.frame, err = frameEnvelopes(h, payload, rd.frame[:0]); err != nil {
+		rd.frame, err = frameEnvelopes(h, payload, rd.frame[:0])
+		used = max(used, len(rd.frame))
+		if err != nil {
 			return false, err // a frame is served whole or not at all
 		}
 		if last.seg == nil {

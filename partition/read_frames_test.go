@@ -169,11 +169,40 @@ func TestReadFunc_FramesOfManyRecordsReuseTheirScratch(t *testing.T) {
 		t.Fatalf("%d records lent with %.0f allocations a read of 3 frames of 4,096 records, want %d with at most %.0f", n, allocs, 21*3*4096, bound)
 	}
 
+	// A frame of one record after the large ones: the read's slice goes
+	// back with length 1, and must still be pooled all zero.
+	if _, err := l.Produce(bg, records(1, 3*4096, 1)); err != nil {
+		t.Fatal(err)
+	}
+	l.cache.forgetFrom(0)
+	if _, err := l.ReadFunc(0, 1<<16, 64<<20, fn); err != nil {
+		t.Fatal(err)
+	}
+	var drawn []*[]ReadRecord
+	for range 4 {
+		p := getRecordScratch()
+		drawn = append(drawn, p)
+		for i, r := range (*p)[:cap(*p)] {
+			if r.Key != nil || r.Value != nil {
+				t.Fatalf("pooled scratch entry %d of %d still points into a window", i, cap(*p))
+			}
+		}
+	}
+	for _, p := range drawn {
+		putRecordScratch(p, 0)
+	}
+
+	// A read that used three entries (a frame of three records), then one
+	// (the next frame): its slice has length 1 when it goes back.
 	window := make([]byte, 16)
-	scratch := &[]ReadRecord{{Key: window[:4], Value: window[4:]}, {Value: window}}
-	backing := (*scratch)[:cap(*scratch)]
-	putRecordScratch(scratch)
-	for i, r := range backing {
+	backing := make([]ReadRecord, 3, 8)
+	for i := range backing {
+		backing[i] = ReadRecord{Key: window[:4], Value: window[4:]}
+	}
+	scratch := &[]ReadRecord{}
+	*scratch = backing[:1]
+	putRecordScratch(scratch, 3)
+	for i, r := range backing[:cap(backing)] {
 		if r.Key != nil || r.Value != nil {
 			t.Fatalf("pooled scratch entry %d still points into a window: %+v", i, r)
 		}
