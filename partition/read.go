@@ -164,8 +164,8 @@ func (l *Log) read(rd *reader, lend bool) (int64, error) {
 var recordScratch = sync.Pool{New: func() any { return new([]ReadRecord) }}
 
 // maxScratchRecords bounds the slices recordScratch keeps: 128 Ki entries
-// of 64 bytes, 8 MiB, room for the largest frame of 64 Ki records that an
-// append's growth may have doubled past it.
+// of 64 bytes (8 MiB), room for a frame of 64 Ki records in a slice that
+// append's growth doubled; a read of a larger frame grows its own.
 const maxScratchRecords = 128 << 10
 
 func getRecordScratch() *[]ReadRecord { return recordScratch.Get().(*[]ReadRecord) }

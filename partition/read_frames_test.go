@@ -139,7 +139,7 @@ func TestRead_ALargeFrameReadInPartsIsReadOnce(t *testing.T) {
 
 // TestReadFunc_FramesOfManyRecordsReuseTheirScratch: a catch-up read of
 // frames of 4,096 small records decodes them into a pooled slice, not one
-// grown anew (a dozen allocations and 230 KB) on every call; and a slice
+// grown anew (a dozen allocations, half a megabyte) on every call; and a slice
 // goes back to the pool emptied, pinning none of the windows its records
 // pointed into.
 func TestReadFunc_FramesOfManyRecordsReuseTheirScratch(t *testing.T) {
