@@ -17,6 +17,9 @@ const (
 	frameCacheFrames = 8
 	// navEntries bounds the frame-position cache.
 	navEntries = 16
+	// proofEntries bounds one log's frame proofs: 64 frames of 16 MiB
+	// (a gigabyte of history) cost about 40 KiB.
+	proofEntries = 64
 )
 
 // cachedFrame is a decoded frame. Its records point into buffers nobody
@@ -88,20 +91,29 @@ func (b *CacheBudget) over() bool { return b != nil && b.used.Load() > b.limit }
 // frame larger than a reader's max bytes is read and checked once, not
 // once per part (it still counts against the node's budget).
 //
-// Invariants, under mu: frames, large and nav hold no entry for an offset
-// that is not in the log, or whose bytes differ from what is in the log;
-// bytes is the sum of frames' and large's bytes, and exactly what the log
-// holds of budget; once closed, frames and large stay empty.
+// It also holds the proofs of large frames (frameProof), which let a
+// lending read stream a large frame a part at a time.
+//
+// Invariants, under mu: frames, large, nav and proofs hold no entry for
+// an offset that is not in the log, or whose bytes differ from what is in
+// the log; bytes is the sum of frames' and large's bytes and proofBytes
+// of proofs' memory, together exactly what the log holds of budget;
+// nProofs is len(proofs); once closed, frames, large and proofs stay
+// empty.
 type frameCache struct {
 	budget *CacheBudget // shared with the node's other logs; nil: none
 
-	mu     sync.Mutex
-	frames []*cachedFrame // oldest first
-	large  *cachedFrame   // a frame over frameCacheMaxFrame a read stopped inside
-	bytes  int
-	nav    []navEntry // oldest first
-	floor  int64      // forgetBelow's offset: nothing below it is cached again
-	closed bool       // the log closed: nothing is cached any more
+	mu         sync.Mutex
+	frames     []*cachedFrame // oldest first
+	large      *cachedFrame   // a frame over frameCacheMaxFrame a read stopped inside
+	bytes      int
+	nav        []navEntry    // oldest first
+	proofs     []*frameProof // oldest first
+	proofBytes int
+	floor      int64 // forgetBelow's offset: nothing below it is cached again
+	closed     bool  // the log closed: nothing is cached any more
+
+	nProofs atomic.Int32 // read without mu, so a scan of small frames takes no lock to learn there are none
 }
 
 // get returns the cached frame holding offset. A lending reader (lend)
@@ -280,6 +292,94 @@ func (c *frameCache) position(seg *segment, offset int64) (int64, bool) {
 	return 0, false
 }
 
+// putProof keeps p, replacing a proof of the same frame and dropping the
+// oldest past proofEntries, unless the node's budget cannot take it.
+func (c *frameCache) putProof(p *frameProof) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || p.base < c.floor {
+		return
+	}
+	c.removeProofsLocked(func(q *frameProof) bool { return q.base == p.base })
+	if len(c.proofs) == proofEntries {
+		oldest := c.proofs[0]
+		c.removeProofsLocked(func(q *frameProof) bool { return q == oldest })
+	}
+	c.budget.take(p.memory())
+	if c.budget.over() {
+		c.budget.take(-p.memory())
+		return
+	}
+	c.proofs = append(c.proofs, p)
+	c.proofBytes += p.memory()
+	c.nProofs.Store(int32(len(c.proofs)))
+}
+
+// proof returns the proof of the frame holding offset, or nil.
+func (c *frameCache) proof(offset int64) *frameProof {
+	if c.nProofs.Load() == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := len(c.proofs) - 1; i >= 0; i-- {
+		if p := c.proofs[i]; offset >= p.base && offset < p.end {
+			return p
+		}
+	}
+	return nil
+}
+
+// provenAt reports whether a proof holds the frame at pos of seg.
+func (c *frameCache) provenAt(seg *segment, pos int64) bool {
+	if c.nProofs.Load() == 0 {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.proofs {
+		if p.seg == seg && p.pos == pos {
+			return true
+		}
+	}
+	return false
+}
+
+// dropProof forgets p: what it proved no longer holds.
+func (c *frameCache) dropProof(p *frameProof) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.removeProofsLocked(func(q *frameProof) bool { return q == p })
+}
+
+// dropProofAt forgets the proof of the frame at pos of seg, which a read
+// found damaged.
+func (c *frameCache) dropProofAt(seg *segment, pos int64) {
+	if c.nProofs.Load() == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.removeProofsLocked(func(q *frameProof) bool { return q.seg == seg && q.pos == pos })
+}
+
+// removeProofsLocked drops the proofs drop picks, giving their memory back
+// to the budget.
+func (c *frameCache) removeProofsLocked(drop func(*frameProof) bool) {
+	kept := c.proofs[:0]
+	for _, p := range c.proofs {
+		if drop(p) {
+			c.proofBytes -= p.memory()
+			c.budget.take(-p.memory())
+			continue
+		}
+		kept = append(kept, p)
+	}
+	clear(c.proofs[len(kept):])
+	c.proofs = kept
+	c.nProofs.Store(int32(len(kept)))
+}
+
 // forgetFrom drops every frame and position reaching offset or beyond.
 func (c *frameCache) forgetFrom(offset int64) {
 	c.forget(func(base, end int64) bool { return end > offset })
@@ -305,7 +405,8 @@ func (c *frameCache) close() {
 	if c.large != nil {
 		c.dropLocked(c.large)
 	}
-	c.frames, c.nav, c.large = nil, nil, nil
+	c.removeProofsLocked(func(*frameProof) bool { return true })
+	c.frames, c.nav, c.large, c.proofs = nil, nil, nil, nil
 }
 
 func (c *frameCache) forget(drop func(base, end int64) bool) {
@@ -335,6 +436,7 @@ func (c *frameCache) forget(drop func(base, end int64) bool) {
 		}
 	}
 	c.nav = nav
+	c.removeProofsLocked(func(p *frameProof) bool { return drop(p.base, p.end) })
 }
 
 // hotSetSize is how many sealed segments keep their handle and index.

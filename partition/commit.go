@@ -166,6 +166,9 @@ func (s *state) readBack() error {
 		if h.BaseOffset != expect {
 			return fmt.Errorf("%w: frame at %s byte %d has base offset %d, want %d", wire.ErrCorrupt, s.active.path, pos, h.BaseOffset, expect)
 		}
+		if p := newProof(sc, s.active, pos, h); p != nil {
+			s.log.cache.putProof(p) // records this log built from envelopes: they parse (a failed commit's discard forgets it)
+		}
 		expect = h.EndOffset()
 		pos += h.FrameLen()
 	}

@@ -29,9 +29,11 @@ type damagePlace struct {
 
 const maxDamageLogged = 64
 
-// damaged counts a read's damage in errors_total, logs it the first time
-// it is met (segment, byte, offsets) and returns u.
+// damaged counts a read's damage in errors_total, forgets any proof of
+// the frame at pos, logs it the first time it is met (segment, byte,
+// offsets) and returns u.
 func (l *Log) damaged(seg *segment, pos int64, u *UnreadableError) *UnreadableError {
+	l.cache.dropProofAt(seg, pos) // what it proved no longer holds
 	l.metrics.countError(kindReadCorrupt)
 	if l.damage.first(damagePlace{seg.base, pos}) {
 		l.logger.Warn("read met a damaged frame; its records are skipped, never served",

@@ -66,8 +66,14 @@ type ReadSummary struct {
 // reuses its buffers, so a consumer that copies records out (to a socket,
 // an encoder) reads at the speed of the page cache with nothing allocated
 // per read. It lends the records Read would return, with the same limits,
-// checks and errors; an error from fn ends the read and ReadFunc returns
-// it, with Next at the record fn refused. fn runs while the read holds
+// checks and errors, but one: a large frame this log proved (proof.go) is
+// lent a part at a time, so damage that came to one of its parts since
+// the proof ends the read before that part, after the records of the
+// parts before (their bytes are the ones proven) were lent, and a read
+// from a later part lends those; the first read that meets the damage
+// forgets the proof, and from then on ReadFunc finds the frame damaged as
+// Read does. An error from fn ends the read and ReadFunc returns it, with
+// Next at the record fn refused. fn runs while the read holds
 // its segment open and a pooled buffer: a consumer that may block (a slow
 // socket) should copy out and return, or a segment retention removed
 // keeps its descriptor until fn does.
@@ -139,6 +145,15 @@ func (l *Log) read(rd *reader, lend bool) (int64, error) {
 			continue
 		}
 		l.metrics.frameCacheMisses.Inc()
+		if p := l.proofFor(rd, lend); p != nil {
+			more, fallback := l.lendProven(v, rd, p)
+			if !fallback {
+				if !more {
+					break
+				}
+				continue
+			}
+		}
 		more, err := l.readFrames(v, rd, lend)
 		if err != nil {
 			if rd.records > 0 && (lend || !errors.Is(err, ErrLogClosed)) {
@@ -228,6 +243,9 @@ func (l *Log) readFrames(v *view, rd *reader, lend bool) (more bool, err error) 
 		}
 		if last.seg == nil {
 			last.seg = seg
+		}
+		if p := newProof(sc, seg, pos, h); p != nil {
+			l.cache.putProof(p)
 		}
 		last.base, last.end, last.pos, last.bytes = h.BaseOffset, h.EndOffset(), pos, h.FrameLen()
 		if !takeRecords(rd, rd.frame[rd.next-h.BaseOffset:]) {
@@ -422,7 +440,15 @@ func (l *Log) scanFrom(v *view, offset int64, lend bool, visit func(sc *scanner,
 				if pos >= limit {
 					break
 				}
-				if h, frame, status, err = sc.frameAt(pos); err != nil || status != frameValid || h.BaseOffset != expect {
+				var ok bool
+				if h, frame, ok = sc.bufferedFrame(pos); !ok { // not a small frame the window holds
+					if lend && l.cache.provenAt(seg, pos) {
+						break // a proven frame: the read streams it (lendProven)
+					}
+					h, frame, status, err = sc.frameAt(pos)
+					ok = err == nil && status == frameValid
+				}
+				if !ok || h.BaseOffset != expect {
 					break
 				}
 				if more, err = visit(sc, seg, pos, h, frame); err != nil {

@@ -53,6 +53,13 @@ type scanner struct {
 	// must not pull in a whole large frame unchecked (readChecked reads
 	// and checks those in parts).
 	maxRead int
+	// sums and parts, when sumsAt is the position of the frame frameAt
+	// last found valid, are that large frame's checksum states after each
+	// of its parts and its index of parts (readChecked): what a
+	// frameProof keeps.
+	sums   []wire.FrameSum
+	parts  partIndex
+	sumsAt int64
 }
 
 // newLendingScanner starts a scan for a lending read at pos, with a
@@ -212,32 +219,47 @@ func (s *scanner) prepare(want int) {
 	s.at, s.n = 0, 0
 }
 
-// readChecked reads the frame at pos with header h, larger than any
-// window, in parts of readWindowMax, and checksums each part as it
+// readChecked checks the frame at pos with header h, larger than any
+// window, in parts of proofPart bytes from its first byte, reading what
+// the buffer lacks a part at a time and checksumming each part as it
 // arrives, while it is still in the CPU's cache, rather than the whole
-// frame from memory after. ok is false when a read fails or comes up
-// short: the caller then reads the frame through window, whose handling
-// of failed reads decides what that means.
+// frame from memory after. It leaves the checksum's state after each part
+// in sums and, for an uncompressed frame, where the records start in
+// parts (sumsAt pos). ok is false when a read fails or comes up short:
+// the caller then reads the frame through window, whose handling of
+// failed reads decides what that means.
 func (s *scanner) readChecked(pos int64, h wire.FrameHeader) (frame []byte, err error, ok bool) {
+	s.sumsAt = -1
 	n := int(h.FrameLen())
-	at := 0 // bytes of the frame in the buffer
-	if pos == s.at && len(s.buf) >= n {
-		at = s.n // the window holds the frame's start: read only the rest
-	} else {
+	have := 0 // bytes of the frame in the buffer
+	switch {
+	case pos >= s.at && pos+int64(n) <= s.at+int64(s.n):
+		frame, have = s.buf[pos-s.at:][:n], n
+	case pos == s.at && len(s.buf) >= n:
+		frame, have = s.buf[:n], s.n // the window holds the frame's start: read only the rest
+	default:
 		s.prepare(n)
+		frame = s.buf[:n]
 	}
-	frame = s.buf[:n]
 	var sum wire.FrameSum
-	sum.Write(frame[:at])
-	for at < n {
-		part := frame[at:min(at+readWindowMax, n)]
-		if got, _ := s.file.ReadAt(part, pos+int64(at)); got < len(part) {
-			return nil, nil, false
+	s.sums = s.sums[:0]
+	s.parts.reset(h.Codec == wire.CodecNone)
+	for start := 0; start < n; start += proofPart {
+		end := min(start+proofPart, n)
+		if from := max(start, have); from < end {
+			if got, _ := s.file.ReadAt(frame[from:end], pos+int64(from)); got < end-from {
+				return nil, nil, false
+			}
 		}
-		sum.Write(part)
-		at += len(part)
+		sum.Write(frame[start:end])
+		s.sums = append(s.sums, sum)
+		s.parts.add(frame[:end])
 	}
-	s.at, s.n = pos, n
+	s.parts.finish(h, len(s.sums))
+	if have < n {
+		s.at, s.n = pos, n
+	}
+	s.sumsAt = pos
 	return frame, sum.Check(h), true
 }
 
@@ -264,7 +286,7 @@ func (s *scanner) frameAt(pos int64) (wire.FrameHeader, []byte, frameStatus, err
 	if pos+h.FrameLen() > s.limit {
 		return h, nil, frameTorn, fmt.Errorf("%w: frame at byte %d claims %d bytes, %d left", wire.ErrTruncated, pos, h.FrameLen(), s.limit-pos)
 	}
-	if n := h.FrameLen(); n > readWindowMax && (pos < s.at || pos+n > s.at+int64(s.n)) {
+	if h.FrameLen() > proofPart {
 		if frame, err, ok := s.readChecked(pos, h); ok {
 			switch {
 			case errors.Is(err, wire.ErrTruncated):
@@ -289,15 +311,16 @@ func (s *scanner) frameAt(pos int64) (wire.FrameHeader, []byte, frameStatus, err
 
 // bufferedFrame is frameAt's fast path, for the frames of a window read
 // already (a catch-up read of small frames): the valid frame at pos when
-// the buffer holds it whole, else ok false, and frameAt's slow path says
-// what is there.
+// the buffer holds it whole and it is no larger than a part (a larger one
+// is checked in parts: readChecked), else ok false, and frameAt's slow
+// path says what is there.
 func (s *scanner) bufferedFrame(pos int64) (h wire.FrameHeader, frame []byte, ok bool) {
 	if pos < s.at || pos+wire.FrameHeaderSize > s.at+int64(s.n) {
 		return h, nil, false
 	}
 	b := s.buf[pos-s.at : s.n]
 	h, err := wire.ParseFrameHeader(b)
-	if err != nil || h.FrameLen() > int64(len(b)) || pos+h.FrameLen() > s.limit || h.Verify(b) != nil {
+	if err != nil || h.FrameLen() > int64(len(b)) || h.FrameLen() > proofPart || pos+h.FrameLen() > s.limit || h.Verify(b) != nil {
 		return h, nil, false
 	}
 	return h, b[:h.FrameLen()], true

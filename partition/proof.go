@@ -1,0 +1,237 @@
+package partition
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/narad-io/storage/wire"
+)
+
+// proofPart is the part a large frame is checked in (scanner.readChecked)
+// and a proven one lent in (lendProven): a lending read's largest window,
+// small enough to stay in a core's cache between the read that fills it,
+// its check and the consumer.
+const proofPart = readWindowMax
+
+// frameProof is what a check of a large uncompressed frame proved, so a
+// later lending read can stream the frame a part at a time through one
+// small window, checking each part against its proven state before it
+// lends a record from it, instead of reading and checking the whole frame
+// before lending any of it (whose first records have left the CPU's caches
+// by the time the consumer reads them).
+//
+// A frame is proven when its CRC and every record's envelope checked out:
+// by the commit's read-back of a frame this log wrote from envelopes it
+// built, or by a read that decoded it. The proof keeps the CRC-32C state
+// after each part of proofPart bytes; a part read again that brings its
+// predecessor's state to its own holds the bytes that were proven, with
+// the frame CRC's own strength. A part that does not (the bytes changed
+// since: a block re-read from a failing disk) ends the proof, and the read
+// goes the way of any other: the whole frame, checked, or damage.
+//
+// Invariants (it never changes): sums[i] is the state after the frame's
+// bytes [0, min((i+1)*proofPart, bytes)), and the last one matches the
+// header's CRC; firsts[i] is the first record starting in part i or
+// later; the frame sits at pos of seg, holds offsets [base, end), and
+// every record in it parses.
+type frameProof struct {
+	seg        *segment
+	pos, bytes int64
+	base, end  int64
+	sums       []wire.FrameSum
+	firsts     []partFirst
+}
+
+// partFirst is a record by its index in its frame and the byte of the
+// frame its length starts at.
+type partFirst struct{ index, pos int64 }
+
+// memory is what a proof holds of the cache's budget.
+func (p *frameProof) memory() int { return 112 + 16*cap(p.sums) + 16*cap(p.firsts) }
+
+// newProof is the proof of the large uncompressed frame of more than one
+// record at pos of seg that sc checked last (nil when it is not such a
+// frame), once its records checked out too.
+func newProof(sc *scanner, seg *segment, pos int64, h wire.FrameHeader) *frameProof {
+	if sc.sumsAt != pos || h.Codec != wire.CodecNone || h.RecordCount < 2 || len(sc.sums) == 0 || len(sc.parts.firsts) != len(sc.sums) {
+		return nil
+	}
+	return &frameProof{seg: seg, pos: pos, bytes: h.FrameLen(), base: h.BaseOffset, end: h.EndOffset(),
+		sums: slices.Clone(sc.sums), firsts: slices.Clone(sc.parts.firsts)}
+}
+
+// partIndex finds, as a check of a frame reads it part by part, the first
+// record starting in each part or later, by walking the records' lengths
+// in the bytes each part adds while they are still in the CPU's cache.
+//
+// Invariant: next is the byte the length of the record of index index
+// starts at, or -1 when the walk gave up (a compressed frame, or lengths
+// that do not end at the frame's end: its CRC or structure fails and it is
+// never proven); firsts holds the parts before the one holding next.
+type partIndex struct {
+	firsts      []partFirst
+	next, index int64
+}
+
+// reset starts a walk of a frame, whose payload holds records when
+// uncompressed.
+func (w *partIndex) reset(uncompressed bool) {
+	w.firsts, w.next, w.index = w.firsts[:0], -1, 0
+	if uncompressed {
+		w.next = wire.FrameHeaderSize
+	}
+}
+
+// add walks the record starts in frame, the frame's bytes so far.
+func (w *partIndex) add(frame []byte) {
+	for w.next >= 0 && w.next+wire.RecordLenSize <= int64(len(frame)) {
+		for int64(len(w.firsts)) <= w.next/proofPart {
+			w.firsts = append(w.firsts, partFirst{w.index, w.next})
+		}
+		w.next += wire.RecordLenSize + int64(binary.BigEndian.Uint32(frame[w.next:]))
+		w.index++
+	}
+}
+
+// finish ends the walk of h's frame of parts parts: the parts past the
+// last record start point at the frame's end, and a walk that did not
+// end exactly there, after every record, leaves no index.
+func (w *partIndex) finish(h wire.FrameHeader, parts int) {
+	if w.next != h.FrameLen() || w.index != int64(h.RecordCount) {
+		w.firsts, w.next = w.firsts[:0], -1
+		return
+	}
+	for len(w.firsts) < parts {
+		w.firsts = append(w.firsts, partFirst{w.index, w.next})
+	}
+}
+
+// proofStreamMin is what a lending read must be able to take of a proven
+// frame for lendProven to serve it: the read starts by reading the whole
+// part that holds its first record, so a read of at least four parts
+// wastes at most a quarter of what it reads. A read that takes less (or
+// the rest of the frame, if that is less) goes the ordinary way, which
+// reads the frame once and keeps it in the cache for the reads after.
+const proofStreamMin = 4 * proofPart
+
+// streams reports whether rd may take enough of proven frame p from
+// rd.next on for lendProven to serve it: proofStreamMin bytes of records,
+// or the rest of the frame.
+func (rd *reader) streams(p *frameProof) bool {
+	perRecord := p.bytes / (p.end - p.base)
+	room := min(int64(rd.maxBytes-rd.bytes), int64(rd.maxRecords-rd.records)*perRecord)
+	return room >= min(proofStreamMin, (p.end-rd.next)*perRecord)
+}
+
+// proofFor is the proof of the frame holding rd.next, for a lending read
+// that takes enough of it to stream it.
+func (l *Log) proofFor(rd *reader, lend bool) *frameProof {
+	if !lend {
+		return nil
+	}
+	if p := l.cache.proof(rd.next); p != nil && rd.streams(p) {
+		return p
+	}
+	return nil
+}
+
+// lendProven lends rd the records of the proven frame p from rd.next on,
+// reading the frame a part at a time, each checked against p, and reports
+// whether the read may go on. Whatever surprises it (the segment gone, a
+// failed or short read, a part whose bytes changed, a record that does not
+// parse) drops the proof and, when none of the frame's records was lent
+// yet, asks the caller to read the frame the ordinary way (fallback),
+// which says what is wrong; after lent records the read ends there, and
+// the next read meets it the ordinary way.
+func (l *Log) lendProven(v *view, rd *reader, p *frameProof) (more, fallback bool) {
+	seg, _, limit := v.segmentFor(rd.next)
+	if seg != p.seg || p.pos+p.bytes > limit || p.end > v.hwm {
+		return false, true // never met: a proven frame is one the view holds whole
+	}
+	file, err := seg.file.acquire()
+	if err != nil {
+		return false, true
+	}
+	defer seg.file.release()
+	if seg != v.active {
+		l.hot.touch(seg)
+	}
+
+	// Start at the part holding rd.next's record: the last whose first
+	// record is at or before it.
+	k := sort.Search(len(p.firsts), func(i int) bool { return p.base+p.firsts[i].index > rd.next }) - 1
+	offset, cursor := p.base+p.firsts[k].index, p.firsts[k].pos // the next record, at the frame's byte cursor
+	part := cursor / proofPart
+	buf, pooled := getBuf(proofPart)
+	defer func() { putBuf(pooled) }()
+	bufAt, have := part*proofPart, int64(0) // buf[:have] holds the frame's bytes [bufAt, bufAt+have)
+	need := int64(0)                        // the frame's bytes the record at cursor needs, when more than buf holds
+	lent := false
+	fail := func() (bool, bool) {
+		l.cache.dropProof(p)
+		return false, !lent
+	}
+	for ; part < int64(len(p.sums)); part++ {
+		start, end := part*proofPart, min((part+1)*proofPart, p.bytes)
+		if have+end-start > int64(len(buf)) { // no room behind the bytes held: keep only the record cut at cursor
+			keep := buf[cursor-bufAt : have]
+			size := int64(len(keep)) + end - start
+			if need > end { // a record past this part: room up to the end of the part it ends in
+				size = min((need+proofPart-1)/proofPart*proofPart, p.bytes) - cursor
+			}
+			if size > int64(len(buf)) {
+				next, nextPooled := getBuf(int(size))
+				copy(next, keep)
+				putBuf(pooled)
+				buf, pooled = next, nextPooled
+			} else {
+				copy(buf, keep)
+			}
+			bufAt, have = cursor, int64(len(keep))
+		}
+		into := buf[have : have+end-start]
+		if got, _ := file.ReadAt(into, p.pos+start); got < len(into) {
+			return fail()
+		}
+		sum := wire.FrameSum{}
+		if part > 0 {
+			sum = p.sums[part-1]
+		}
+		if sum.Write(into); sum != p.sums[part] {
+			if lent { // the read ends before the part; the damage is the next read's
+				l.damaged(seg, p.pos, &UnreadableError{Offset: offset, Next: p.end, Cause: fmt.Errorf("%s byte %d: %w: part %d of the frame at byte %d changed since its check", seg.path, p.pos+start, wire.ErrCorrupt, part, p.pos)})
+			}
+			return fail()
+		}
+		have += end - start
+		for held := bufAt + have; cursor+4 <= held; {
+			at := cursor - bufAt
+			size := int64(binary.BigEndian.Uint32(buf[at:]))
+			if cursor+4+size > held {
+				need = cursor + 4 + size
+				break
+			}
+			e, err := wire.ParseEnvelope(buf[at+4 : at+4+size])
+			if err != nil || offset >= p.end {
+				return fail()
+			}
+			if offset >= rd.next {
+				if !rd.offer(ReadRecord{Offset: offset, CommittedAtUnixMs: e.CommittedAtUnixMs, Key: e.Key, Value: e.Payload}) {
+					return false, false
+				}
+				lent = true
+			}
+			offset, cursor = offset+1, cursor+4+size
+			if rd.full() && offset < p.end {
+				return false, false
+			}
+		}
+	}
+	if offset != p.end || cursor != p.bytes {
+		return fail()
+	}
+	l.cache.remember(seg, p.base, p.end, p.pos, p.bytes)
+	return !rd.full(), false
+}
