@@ -229,6 +229,28 @@ func (l *Log) readFrames(v *view, rd *reader, lend bool) (more bool, err error) 
 	}()
 	more = true
 	err = l.scanFrom(v, rd.next, lend, func(sc *scanner, seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error) {
+		if h.RecordCount == 1 && h.Codec == wire.CodecNone { // a trickle-fed partition's frame: straight to rd
+			r, err := onlyRecord(h, h.Stored(frame))
+			if err != nil {
+				return false, err
+			}
+			if last.seg == nil {
+				last.seg = seg
+			}
+			last.base, last.end, last.pos, last.bytes = h.BaseOffset, h.EndOffset(), pos, h.FrameLen()
+			if rd.offer(r) {
+				more = !rd.full()
+				return more, nil
+			}
+			more = false
+			if rd.err == nil && l.cache.mayCache(int(h.FrameLen())) {
+				rd.frame, used = append(rd.frame[:0], r), max(used, 1)
+				if f := stoppedFrame(sc, pos, h, frame, rd.frame); f != nil {
+					l.cache.putStopped(f)
+				}
+			}
+			return false, nil
+		}
 		if lend {
 			arena = arena[:0] // the records lent from it are gone
 		}
@@ -303,16 +325,12 @@ func framePayload(h wire.FrameHeader, frame []byte, arena *[]byte) ([]byte, erro
 // into, each checked to be a valid envelope: a frame whose records do not
 // all check out is damaged, and none of it is served.
 func frameEnvelopes(h wire.FrameHeader, payload []byte, into []ReadRecord) ([]ReadRecord, error) {
-	if h.RecordCount == 1 { // a trickle-fed partition's frame: no walk of lengths
-		rec, err := wire.OnlyRecord(payload)
+	if h.RecordCount == 1 {
+		r, err := onlyRecord(h, payload)
 		if err != nil {
 			return nil, err
 		}
-		e, err := wire.ParseEnvelope(rec)
-		if err != nil {
-			return nil, fmt.Errorf("record %d: %w", h.BaseOffset, err)
-		}
-		return append(into, ReadRecord{Offset: h.BaseOffset, CommittedAtUnixMs: e.CommittedAtUnixMs, Key: e.Key, Value: e.Payload}), nil
+		return append(into, r), nil
 	}
 	var rr wire.RecordReader
 	if err := rr.Reset(payload, int(h.RecordCount)); err != nil {
@@ -329,6 +347,20 @@ func frameEnvelopes(h wire.FrameHeader, payload []byte, into []ReadRecord) ([]Re
 		}
 		into = append(into, ReadRecord{Offset: offset, CommittedAtUnixMs: e.CommittedAtUnixMs, Key: e.Key, Value: e.Payload})
 	}
+}
+
+// onlyRecord is the record of a CRC-checked frame of one record, checked
+// to be a valid envelope, without a walk of lengths.
+func onlyRecord(h wire.FrameHeader, payload []byte) (ReadRecord, error) {
+	rec, err := wire.OnlyRecord(payload)
+	if err != nil {
+		return ReadRecord{}, err
+	}
+	e, err := wire.ParseEnvelope(rec)
+	if err != nil {
+		return ReadRecord{}, fmt.Errorf("record %d: %w", h.BaseOffset, err)
+	}
+	return ReadRecord{Offset: h.BaseOffset, CommittedAtUnixMs: e.CommittedAtUnixMs, Key: e.Key, Value: e.Payload}, nil
 }
 
 // decodeHeadroom is what a zstd decode may write past the decoded size.
