@@ -40,6 +40,7 @@ type frameProof struct {
 	seg        *segment
 	pos, bytes int64
 	base, end  int64
+	crc        uint32 // the header's, which the sums leave out with the magic
 	sums       []wire.FrameSum
 	firsts     []partFirst
 }
@@ -49,7 +50,7 @@ type frameProof struct {
 type partFirst struct{ index, pos int64 }
 
 // memory is what a proof holds of the cache's budget.
-func (p *frameProof) memory() int { return 112 + 16*cap(p.sums) + 16*cap(p.firsts) }
+func (p *frameProof) memory() int { return 120 + 16*cap(p.sums) + 16*cap(p.firsts) }
 
 // newProof is the proof of the large uncompressed frame of more than one
 // record at pos of seg that sc checked last (nil when it is not such a
@@ -58,7 +59,7 @@ func newProof(sc *scanner, seg *segment, pos int64, h wire.FrameHeader) *framePr
 	if sc.sumsAt != pos || h.Codec != wire.CodecNone || h.RecordCount < 2 || len(sc.sums) == 0 || len(sc.parts.firsts) != len(sc.sums) {
 		return nil
 	}
-	return &frameProof{seg: seg, pos: pos, bytes: h.FrameLen(), base: h.BaseOffset, end: h.EndOffset(),
+	return &frameProof{seg: seg, pos: pos, bytes: h.FrameLen(), base: h.BaseOffset, end: h.EndOffset(), crc: h.CRC,
 		sums: slices.Clone(sc.sums), firsts: slices.Clone(sc.parts.firsts)}
 }
 
@@ -121,8 +122,20 @@ const proofStreamMin = 4 * proofPart
 // or the rest of the frame.
 func (rd *reader) streams(p *frameProof) bool {
 	perRecord := p.bytes / (p.end - p.base)
-	room := min(int64(rd.maxBytes-rd.bytes), int64(rd.maxRecords-rd.records)*perRecord)
-	return room >= min(proofStreamMin, (p.end-rd.next)*perRecord)
+	want := min(proofStreamMin, (p.end-rd.next)*perRecord)
+	return int64(rd.maxBytes-rd.bytes) >= want && int64(rd.maxRecords-rd.records) >= (want+perRecord-1)/perRecord
+}
+
+// proofCarryMove is how much of a record cut by a part's end lendProven
+// moves to its buffer's front before it reads the next part.
+const proofCarryMove = 64 << 10
+
+// headerMatches reports whether part 0 of p's frame, read again, starts
+// with the header p proved, magic and CRC included, which the part's sum
+// leaves out.
+func headerMatches(part0 []byte, p *frameProof) bool {
+	h, err := wire.ParseFrameHeader(part0)
+	return err == nil && h.CRC == p.crc && h.BaseOffset == p.base
 }
 
 // proofFor is the proof of the frame holding rd.next, for a lending read
@@ -164,7 +177,7 @@ func (l *Log) lendProven(v *view, rd *reader, p *frameProof) (more, fallback boo
 	k := sort.Search(len(p.firsts), func(i int) bool { return p.base+p.firsts[i].index > rd.next }) - 1
 	offset, cursor := p.base+p.firsts[k].index, p.firsts[k].pos // the next record, at the frame's byte cursor
 	part := cursor / proofPart
-	buf, pooled := getBuf(proofPart)
+	buf, pooled := getBuf(2 * proofPart) // a part and what a record cut by its start keeps
 	defer func() { putBuf(pooled) }()
 	bufAt, have := part*proofPart, int64(0) // buf[:have] holds the frame's bytes [bufAt, bufAt+have)
 	need := int64(0)                        // the frame's bytes the record at cursor needs, when more than buf holds
@@ -175,7 +188,11 @@ func (l *Log) lendProven(v *view, rd *reader, p *frameProof) (more, fallback boo
 	}
 	for ; part < int64(len(p.sums)); part++ {
 		start, end := part*proofPart, min((part+1)*proofPart, p.bytes)
-		if have+end-start > int64(len(buf)) { // no room behind the bytes held: keep only the record cut at cursor
+		// Keep only the record cut at cursor: moved to the buffer's front
+		// when it is small (so the window stays where the CPU's cache has
+		// it) or when there is no room behind it; a large record stays
+		// where it is while parts of it are read behind it.
+		if cut := bufAt + have - cursor; have > 0 && (cut <= proofCarryMove || have+end-start > int64(len(buf))) {
 			keep := buf[cursor-bufAt : have]
 			size := int64(len(keep)) + end - start
 			if need > end { // a record past this part: room up to the end of the part it ends in
@@ -199,7 +216,7 @@ func (l *Log) lendProven(v *view, rd *reader, p *frameProof) (more, fallback boo
 		if part > 0 {
 			sum = p.sums[part-1]
 		}
-		if sum.Write(into); sum != p.sums[part] {
+		if sum.Write(into); sum != p.sums[part] || part == 0 && !headerMatches(into, p) {
 			if lent { // the read ends before the part; the damage is the next read's
 				l.damaged(seg, p.pos, &UnreadableError{Offset: offset, Next: p.end, Cause: fmt.Errorf("%s byte %d: %w: part %d of the frame at byte %d changed since its check", seg.path, p.pos+start, wire.ErrCorrupt, part, p.pos)})
 			}

@@ -3,6 +3,7 @@ package partition
 import (
 	"bytes"
 	"errors"
+	"math"
 	"path"
 	"sync/atomic"
 	"syscall"
@@ -355,5 +356,40 @@ func TestFrameCache_ProofsAreBoundedAndCountAgainstTheBudget(t *testing.T) {
 	c.putProof(&frameProof{seg: seg, base: 0, end: 10, sums: make([]wire.FrameSum, 1)})
 	if c.proof(0) != nil {
 		t.Fatal("a closed cache kept a proof")
+	}
+}
+
+// TestReadFunc_AProvenFrameWhoseHeaderCRCRottedIsDamaged: the magic and
+// the CRC field, which the part sums leave out, are checked too when a
+// read streams part 0: a proven frame whose CRC field rotted is never
+// lent, and the read finds it damaged as Read does.
+func TestReadFunc_AProvenFrameWhoseHeaderCRCRottedIsDamaged(t *testing.T) {
+	for _, at := range []int64{0, 23} { // the magic, the CRC
+		d, l, _, _ := damagedPartLog(t)
+		if err := d.Damage(firstSegment, at, []byte{0xde, 0xad}); err != nil {
+			t.Fatal(err)
+		}
+		var unreadable *UnreadableError
+		if _, err := l.ReadFunc(0, 1<<16, 1<<30, func(r ReadRecord) error {
+			t.Fatalf("lent offset %d of a frame whose header rotted (byte %d)", r.Offset, at)
+			return nil
+		}); !errors.As(err, &unreadable) || l.cache.proof(0) != nil {
+			t.Fatalf("header byte %d rotted: %v, proof kept %v", at, err, l.cache.proof(0) != nil)
+		}
+	}
+}
+
+// TestReadFunc_ARecordLimitOfMaxIntStreams: a caller with no record
+// limit (math.MaxInt) streams a proven frame like one with a large limit.
+func TestReadFunc_ARecordLimitOfMaxIntStreams(t *testing.T) {
+	p := &frameProof{base: 0, end: 2, bytes: 8<<20 + 4}
+	for _, maxRecords := range []int{math.MaxInt, 1 << 16} {
+		if rd := (reader{maxRecords: maxRecords, maxBytes: math.MaxInt}); !rd.streams(p) {
+			t.Fatalf("a read of at most %d records does not stream a frame of two 4 MiB records", maxRecords)
+		}
+	}
+	small := &frameProof{base: 0, end: 1000, bytes: 8 << 20}
+	if rd := (reader{maxRecords: 100, maxBytes: math.MaxInt}); rd.streams(small) {
+		t.Fatal("a read of 100 records of 8 KiB streams the frame")
 	}
 }

@@ -258,11 +258,12 @@ func (l *Log) readFrames(v *view, rd *reader, lend bool) (more bool, err error) 
 		if err != nil {
 			return false, err
 		}
-		rd.frame, err = frameEnvelopes(h, payload, rd.frame[:0])
-		used = max(used, len(rd.frame))
+		records, err := frameEnvelopes(h, payload, rd.frame[:0])
 		if err != nil {
-			return false, err // a frame is served whole or not at all
+			used = cap(rd.frame) // records it decoded before the failure may be in any entry
+			return false, err    // a frame is served whole or not at all
 		}
+		rd.frame, used = records, max(used, len(records))
 		if last.seg == nil {
 			last.seg = seg
 		}

@@ -1,6 +1,9 @@
 package partition
 
 import (
+	"bytes"
+	"encoding/binary"
+	"errors"
 	"runtime"
 	"sync"
 	"syscall"
@@ -8,6 +11,7 @@ import (
 
 	"github.com/narad-io/storage/codec"
 	"github.com/narad-io/storage/vfs/sim"
+	"github.com/narad-io/storage/wire"
 )
 
 // allocated returns the bytes fn allocates (runtime.MemStats.TotalAlloc).
@@ -260,5 +264,75 @@ func TestRead_AOneRecordReadOfAColdSegmentAllocatesAWindow(t *testing.T) {
 	t.Logf("a one-record read at the end of a cold 4 MiB segment allocates %d KiB", bytes>>10)
 	if bytes > 1<<20 {
 		t.Fatalf("a one-record read allocates %d KiB", bytes>>10)
+	}
+}
+
+// TestRead_AFrameWhoseRecordsDoNotParseAfterAGoodOneIsDamaged: a frame
+// whose CRC checks out but whose second record's envelope does not parse
+// (a writer's bug, not the disk's), read after a good frame in the same
+// scan, is damaged: no record of it is served, and the read neither
+// panics nor pools a record slice that still points into its window.
+func TestRead_AFrameWhoseRecordsDoNotParseAfterAGoodOneIsDamaged(t *testing.T) {
+	d := newDisk(t, 1)
+	opts := Options{FS: d}
+	l := openLog(t, opts)
+	for from := int64(0); from < 6; from += 3 {
+		if _, err := l.Produce(bg, records(1, from, 3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeLog(t, l)
+	name := testDir + "/00000000000000000000.log"
+	seg, err := d.Contents(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := wire.CheckFrame(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := first.FrameLen()
+	second, err := wire.CheckFrame(seg[pos:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := bytes.Clone(seg[pos : pos+second.FrameLen()])
+	recordOne := wire.FrameHeaderSize + 4 + int(binary.BigEndian.Uint32(frame[wire.FrameHeaderSize:]))
+	frame[recordOne+4] ^= 0xff // its envelope's version byte
+	frame, err = wire.AppendFrame(nil, second.Codec, second.BaseOffset, int(second.RecordCount), int(second.UncompressedSize), frame[wire.FrameHeaderSize:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Damage(name, pos, frame); err != nil {
+		t.Fatal(err)
+	}
+	l = openLog(t, opts)
+	defer closeLog(t, l)
+	for _, lend := range []bool{false, true} {
+		var got []int64
+		var err error
+		if lend {
+			_, err = l.ReadFunc(0, 100, 1<<20, func(r ReadRecord) error { got = append(got, r.Offset); return nil })
+		} else {
+			var res ReadResult
+			res, err = l.Read(0, 100, 1<<20)
+			for _, r := range res.Records {
+				got = append(got, r.Offset)
+			}
+		}
+		if err != nil || len(got) != 3 || got[2] != 2 {
+			t.Fatalf("read from 0 (lending %v): offsets %v, %v; want the first frame's", lend, got, err)
+		}
+		var unreadable *UnreadableError
+		if _, err := l.Read(3, 100, 1<<20); !errors.As(err, &unreadable) || unreadable.Next != 6 {
+			t.Fatalf("read of the frame that does not parse: %v", err)
+		}
+	}
+	scratch := getRecordScratch()
+	defer putRecordScratch(scratch, 0)
+	for i, r := range (*scratch)[:cap(*scratch)] {
+		if r.Value != nil || r.Key != nil {
+			t.Fatalf("a pooled record slice holds a record at entry %d", i)
+		}
 	}
 }
