@@ -96,22 +96,21 @@ func (b *CacheBudget) over() bool { return b != nil && b.used.Load() > b.limit }
 //
 // Invariants, under mu: frames, large, nav and proofs hold no entry for
 // an offset that is not in the log, or whose bytes differ from what is in
-// the log; bytes is the sum of frames' and large's bytes and proofBytes
-// of proofs' memory, together exactly what the log holds of budget;
+// the log; bytes, the sum of frames' and large's bytes, and the proofs'
+// memory are together exactly what the log holds of budget;
 // nProofs is len(proofs); once closed, frames, large and proofs stay
 // empty.
 type frameCache struct {
 	budget *CacheBudget // shared with the node's other logs; nil: none
 
-	mu         sync.Mutex
-	frames     []*cachedFrame // oldest first
-	large      *cachedFrame   // a frame over frameCacheMaxFrame a read stopped inside
-	bytes      int
-	nav        []navEntry    // oldest first
-	proofs     []*frameProof // oldest first
-	proofBytes int
-	floor      int64 // forgetBelow's offset: nothing below it is cached again
-	closed     bool  // the log closed: nothing is cached any more
+	mu     sync.Mutex
+	frames []*cachedFrame // oldest first
+	large  *cachedFrame   // a frame over frameCacheMaxFrame a read stopped inside
+	bytes  int
+	nav    []navEntry    // oldest first
+	proofs []*frameProof // oldest first
+	floor  int64         // forgetBelow's offset: nothing below it is cached again
+	closed bool          // the log closed: nothing is cached any more
 
 	nProofs atomic.Int32 // read without mu, so a scan of small frames takes no lock to learn there are none
 }
@@ -311,7 +310,6 @@ func (c *frameCache) putProof(p *frameProof) {
 		return
 	}
 	c.proofs = append(c.proofs, p)
-	c.proofBytes += p.memory()
 	c.nProofs.Store(int32(len(c.proofs)))
 }
 
@@ -369,7 +367,6 @@ func (c *frameCache) removeProofsLocked(drop func(*frameProof) bool) {
 	kept := c.proofs[:0]
 	for _, p := range c.proofs {
 		if drop(p) {
-			c.proofBytes -= p.memory()
 			c.budget.take(-p.memory())
 			continue
 		}
