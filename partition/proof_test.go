@@ -46,12 +46,7 @@ func lendAll(t *testing.T, l *Log, from, to int64, maxRecords, maxBytes int, wan
 	t.Helper()
 	reads := 0
 	for next := from; next < to; reads++ {
-		sum, err := l.ReadFunc(next, maxRecords, maxBytes, func(r ReadRecord) error {
-			if !bytes.Equal(r.Value, want[r.Offset]) {
-				t.Fatalf("offset %d: lent %d bytes that differ from the %d written", r.Offset, len(r.Value), len(want[r.Offset]))
-			}
-			return nil
-		})
+		sum, err := l.ReadFunc(next, maxRecords, maxBytes, asWritten(t, want, nil))
 		if err != nil {
 			t.Fatalf("read at %d (limits %d records, %d bytes): %v", next, maxRecords, maxBytes, err)
 		}
@@ -61,6 +56,20 @@ func lendAll(t *testing.T, l *Log, from, to int64, maxRecords, maxBytes int, wan
 		next = sum.Next
 	}
 	return reads
+}
+
+// asWritten is a ReadFunc consumer that fails the test on a record whose
+// value differs from want's and counts the records in *lent (unless nil).
+func asWritten(t *testing.T, want map[int64][]byte, lent *int64) func(ReadRecord) error {
+	return func(r ReadRecord) error {
+		if !bytes.Equal(r.Value, want[r.Offset]) {
+			t.Fatalf("offset %d: lent %d bytes that differ from the %d written", r.Offset, len(r.Value), len(want[r.Offset]))
+		}
+		if lent != nil {
+			*lent++
+		}
+		return nil
+	}
 }
 
 // TestReadFunc_AProvenFrameIsLentPartByPartAsWritten: a large frame the
@@ -191,13 +200,7 @@ func TestReadFunc_AProvenPartWhoseBytesChangedIsNeverLent(t *testing.T) {
 		t.Fatal(err)
 	}
 	var lent int64
-	sum, err := l.ReadFunc(0, 1<<16, 1<<30, func(r ReadRecord) error {
-		if !bytes.Equal(r.Value, want[r.Offset]) {
-			t.Fatalf("offset %d: lent bytes that differ from those written", r.Offset)
-		}
-		lent++
-		return nil
-	})
+	sum, err := l.ReadFunc(0, 1<<16, 1<<30, asWritten(t, want, &lent))
 	if err != nil {
 		t.Fatalf("the read that met the changed part: %v", err)
 	}
@@ -251,21 +254,11 @@ func TestReadFunc_AProvenFrameWhoseReadFailsIsReadTheOrdinaryWay(t *testing.T) {
 			}
 			in := d.Inject(f)
 			defer in.Remove()
-			sum, err := l.ReadFunc(0, 1<<16, 1<<30, func(r ReadRecord) error {
-				if !bytes.Equal(r.Value, want[r.Offset]) {
-					t.Fatalf("offset %d: lent bytes that differ from those written", r.Offset)
-				}
-				return nil
-			})
+			sum, err := l.ReadFunc(0, 1<<16, 1<<30, asWritten(t, want, nil))
 			if err != nil || sum.Records == 0 || sum.Next >= 40 || in.Fired() != 1 {
 				t.Fatalf("the read whose part failed: %+v, %v (fault fired %d times); want the records before the part", sum, err, in.Fired())
 			}
-			_, err = l.ReadFunc(sum.Next, 1<<16, 1<<30, func(r ReadRecord) error {
-				if !bytes.Equal(r.Value, want[r.Offset]) {
-					t.Fatalf("offset %d: lent bytes that differ from those written", r.Offset)
-				}
-				return nil
-			})
+			_, err = l.ReadFunc(sum.Next, 1<<16, 1<<30, asWritten(t, want, nil))
 			if lasting != errors.Is(err, syscall.EIO) || !lasting && err != nil {
 				t.Fatalf("the next read, the failure lasting %v: %v", lasting, err)
 			}

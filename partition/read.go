@@ -478,7 +478,7 @@ func (l *Log) scanFrom(v *view, offset int64, lend bool, visit func(sc *scanner,
 					if lend && l.cache.provenAt(seg, pos) {
 						break // a proven frame: the read streams it (lendProven)
 					}
-					h, frame, status, err = sc.frameAt(pos)
+					h, frame, status, err = sc.readFrame(pos)
 					ok = err == nil && status == frameValid
 				}
 				if !ok || h.BaseOffset != expect {

@@ -272,6 +272,12 @@ func (s *scanner) frameAt(pos int64) (wire.FrameHeader, []byte, frameStatus, err
 	if h, frame, ok := s.bufferedFrame(pos); ok {
 		return h, frame, frameValid, nil
 	}
+	return s.readFrame(pos)
+}
+
+// readFrame is frameAt for a frame bufferedFrame did not find whole in
+// the buffer: it reads what the buffer lacks.
+func (s *scanner) readFrame(pos int64) (wire.FrameHeader, []byte, frameStatus, error) {
 	head, err := s.window(pos, wire.FrameHeaderSize)
 	if err != nil {
 		return wire.FrameHeader{}, nil, frameCorrupt, ioError{err}
