@@ -45,6 +45,7 @@ func run(args []string) error {
 	maxBytes := fs.Int64("bytes", 512<<20, "commit at most this many bytes for each engine in each cell")
 	readBytes := fs.Int64("read-bytes", 256<<20, "history the read suite writes and reads back")
 	engines := fs.String("engines", "", "run only the engines whose name matches this regular expression (raw always runs)")
+	cells := fs.String("cells", "", "run the engine suite only in the cells whose name (\"4 KiB x 256\") matches this regular expression")
 	daemon := fs.String("daemon", "", "the http suite's narad-storaged binary (default: built from this repository)")
 	httpAddr := fs.String("http-addr", "", "run the http suite against this running narad-storaged instead of starting one")
 	if err := fs.Parse(args); err != nil {
@@ -70,6 +71,10 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("--engines: %w", err)
 	}
+	inCells, err := regexp.Compile(*cells)
+	if err != nil {
+		return fmt.Errorf("--cells: %w", err)
+	}
 	base, err := filepath.Abs(*dir)
 	if err != nil {
 		return err
@@ -92,7 +97,7 @@ func run(args []string) error {
 
 	r := &bench.Run{Command: strings.TrimSpace("narad-bench " + strings.Join(args, " ")), Date: time.Now(), Machine: bench.DescribeMachine(work)}
 	fmt.Printf("narad-bench: %s\n", r.Machine)
-	if err := runSuites(r, work, strings.Split(*suites, ","), only, *reps, bench.Budget{Duration: *duration, Bytes: *maxBytes},
+	if err := runSuites(r, work, strings.Split(*suites, ","), only, inCells, *reps, bench.Budget{Duration: *duration, Bytes: *maxBytes},
 		*readBytes, sizes, *daemon, *httpAddr); err != nil {
 		// What the suites before the failure measured is still written.
 		if werr := r.WriteFiles(*out); werr != nil {
@@ -110,12 +115,12 @@ func run(args []string) error {
 }
 
 // runSuites runs the suites named, in order, into r.
-func runSuites(r *bench.Run, work string, suites []string, only *regexp.Regexp, reps int, budget bench.Budget,
+func runSuites(r *bench.Run, work string, suites []string, only, inCells *regexp.Regexp, reps int, budget bench.Budget,
 	readBytes int64, sizes suiteSizes, daemon, httpAddr string) error {
 	for _, suite := range suites {
 		switch suite {
 		case "engine":
-			if err := engineSuite(r, work, only, reps, budget); err != nil {
+			if err := engineSuite(r, work, only, inCells, reps, budget); err != nil {
 				return err
 			}
 		case "read":
@@ -141,7 +146,7 @@ func runSuites(r *bench.Run, work string, suites []string, only *regexp.Regexp, 
 	return nil
 }
 
-func engineSuite(r *bench.Run, work string, only *regexp.Regexp, reps int, budget bench.Budget) error {
+func engineSuite(r *bench.Run, work string, only, inCells *regexp.Regexp, reps int, budget bench.Budget) error {
 	var specs []bench.EngineSpec
 	for _, s := range bench.Engines() {
 		if s.Name == bench.RawName || only.MatchString(s.Name) {
@@ -150,10 +155,21 @@ func engineSuite(r *bench.Run, work string, only *regexp.Regexp, reps int, budge
 	}
 	var results []bench.EngineResult
 	for _, c := range bench.Matrix {
+		if !inCells.MatchString(c.String()) {
+			continue
+		}
 		fmt.Printf("engine suite: %s\n", c)
 		runs := make([][]bench.EngineResult, len(specs))
-		for range reps { // engines interleaved, so drift hits them alike
-			for i, s := range specs {
+		// Engines interleaved, so drift hits them alike, every other
+		// repetition in reverse, so no engine always runs right after
+		// the same one.
+		for rep := range reps {
+			for k := range specs {
+				i := k
+				if rep%2 == 1 {
+					i = len(specs) - 1 - k
+				}
+				s := specs[i]
 				res, err := bench.RunCell(work, s, c, budget)
 				if err != nil {
 					return err
