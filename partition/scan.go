@@ -318,8 +318,8 @@ func (s *scanner) readFrame(pos int64) (wire.FrameHeader, []byte, frameStatus, e
 // bufferedFrame is frameAt's fast path, for the frames of a window read
 // already (a catch-up read of small frames): the valid frame at pos when
 // the buffer holds it whole and it is no larger than a part (a larger one
-// is checked in parts: readChecked), else ok false, and frameAt's slow
-// path says what is there.
+// is checked in parts: readChecked), else ok false, and readFrame says
+// what is there.
 func (s *scanner) bufferedFrame(pos int64) (h wire.FrameHeader, frame []byte, ok bool) {
 	if pos < s.at || pos+wire.FrameHeaderSize > s.at+int64(s.n) {
 		return h, nil, false

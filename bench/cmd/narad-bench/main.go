@@ -153,11 +153,17 @@ func engineSuite(r *bench.Run, work string, only, inCells *regexp.Regexp, reps i
 			specs = append(specs, s)
 		}
 	}
-	var results []bench.EngineResult
+	var cells []bench.Cell
 	for _, c := range bench.Matrix {
-		if !inCells.MatchString(c.String()) {
-			continue
+		if inCells.MatchString(c.String()) {
+			cells = append(cells, c)
 		}
+	}
+	if len(cells) == 0 {
+		return fmt.Errorf("--cells %q matches none of the engine suite's cells (%s)", inCells, bench.Matrix)
+	}
+	var results []bench.EngineResult
+	for _, c := range cells {
 		fmt.Printf("engine suite: %s\n", c)
 		runs := make([][]bench.EngineResult, len(specs))
 		// Engines interleaved, so drift hits them alike, every other
