@@ -78,7 +78,7 @@ type state struct {
 	allocEnd    int64 // the active file's end when zeros were written ahead of writePos (prealloc.go); else <= writePos
 	reservedEnd int64 // blocks of the active file are reserved up to here (prealloc.go); else <= writePos
 
-	lastFrameAt    time.Time // the active segment's last frame write
+	lastFrameAt    time.Time // the last frame write, in this segment or the one before
 	preallocOff    bool      // preparing space failed in this segment (or a commit did): none more
 	idleTrimFailed bool      // giving it back when idle failed: left to the roll or close
 

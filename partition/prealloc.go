@@ -29,7 +29,9 @@ import (
 //     segment cap;
 //   - a partition idle for preallocBusyWithin gives it all back (the
 //     flusher's timer), and so does a roll, before it seals the segment (a
-//     sealed segment ends at its last frame and holds no block past it),
+//     sealed segment ends at its last frame and holds no block past it;
+//     the partition stays busy, and the frame opening the next segment
+//     prepares past it),
 //     and a close, so the next open finds the file exact; a failed
 //     commit's truncate drops it too. A trim puts the file's modification
 //     time back as it found it: recovery takes a segment's age from it;

@@ -286,6 +286,57 @@ func TestPrealloc_LargeFramesReserveBlocksAhead(t *testing.T) {
 	})
 }
 
+// TestPrealloc_ARollKeepsABusyPartitionBusy: a busy partition that rolls
+// prepares the space past the frame that opens each new segment, as it
+// did in the old one: at 16 MiB frames in 64 MiB segments a roll comes
+// every fourth commit, and a segment whose first two frames found no
+// blocks reserved cost half the commits their allocation.
+func TestPrealloc_ARollKeepsABusyPartitionBusy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newDisk(t, 1)
+		opts := preallocOptions(d)
+		opts.SegmentMaxBytes = 2 << 20 // four 512 KiB frames a segment
+		l := openLog(t, opts)
+		defer closeLog(t, l)
+		writes := map[string]int{}        // frames written to each segment
+		reservedAfter := map[string]int{} // frames written when its first reservation came
+		d.SetHook(func(c sim.Call) error {
+			switch {
+			case c.Op == sim.OpWrite && strings.HasSuffix(c.Path, ".log") && c.Len >= 256<<10:
+				writes[c.Path]++
+			case c.Op == sim.OpAllocate:
+				if _, ok := reservedAfter[c.Path]; !ok {
+					reservedAfter[c.Path] = writes[c.Path]
+				}
+			}
+			return nil
+		})
+		big := make([]Record, 64)
+		for i := range big {
+			big[i] = Record{Value: make([]byte, 8<<10)}
+		}
+		for range 13 {
+			<-time.After(time.Millisecond)
+			if _, err := l.Produce(bg, big); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d.SetHook(nil)
+		if len(writes) < 3 {
+			t.Fatalf("frames went to %d segments, want rolls", len(writes))
+		}
+		first := l.view.Load().sealed[0].path
+		for path, n := range writes {
+			if path == first || n < 2 {
+				continue // the first frame of all came when the partition was not busy yet
+			}
+			if after, ok := reservedAfter[path]; !ok || after != 1 {
+				t.Errorf("%s: %d frames, blocks first reserved after frame %d (reserved: %v), want after its first", filepath.Base(path), n, after, ok)
+			}
+		}
+	})
+}
+
 // TestPrealloc_AFailedReservationIsNotAFailedCommit: ENOSPC on a
 // reservation costs the reservation, never the commit.
 func TestPrealloc_AFailedReservationIsNotAFailedCommit(t *testing.T) {

@@ -45,11 +45,17 @@ func fillSealed(t testing.TB, l *Log, d *sim.Disk, seed uint64, from int64, want
 	return next
 }
 
-// segmentBytes is the sum of the sizes of the test log's segments at bases.
-func segmentBytes(t testing.TB, d *sim.Disk, bases []int64) int64 {
+// segmentBytes is the bytes of the test log's segments at bases: a sealed
+// segment's file, the active segment's frames.
+func segmentBytes(t testing.TB, l *Log, d *sim.Disk, bases []int64) int64 {
 	t.Helper()
 	var n int64
+	active := l.view.Load().active
 	for _, base := range bases {
+		if base == active.base {
+			n += active.size // its file may hold zeros prepared past the frames
+			continue
+		}
 		fi, err := d.Stat(segmentPathOf(t, base))
 		if err != nil {
 			t.Fatal(err)
@@ -182,7 +188,7 @@ func TestRetention_RotatesIdleActiveSegment(t *testing.T) {
 		l := openLog(t, retentionOptions(d, time.Hour))
 		defer closeLog(t, l)
 		produceRecords(t, l, seed, 0, 5, 5)
-		size := segmentBytes(t, d, []int64{0})
+		size := segmentBytes(t, l, d, []int64{0})
 
 		advanceBy(time.Hour) // exactly MaxAge: the last write is not older yet
 		res, err := l.Sweep(bg)
@@ -365,7 +371,7 @@ func TestRetention_FailedUnlinkCountedAndRetried(t *testing.T) {
 					produceRecords(t, l, seed, 0, 5, 5)
 				}
 				expired := segmentBases(t, d) // the active segment is rotated too
-				bytes := segmentBytes(t, d, expired)
+				bytes := segmentBytes(t, l, d, expired)
 				advanceBy(2 * time.Hour)
 
 				unlinkErrors := m.Errors.WithLabelValues("storage", "retention_unlink")
@@ -469,7 +475,7 @@ func TestRetention_RecoveredSegmentAgesFromMtime(t *testing.T) {
 		next := fillSealed(t, l, d, seed, 0, 3)
 		closeLog(t, l)
 		bases := segmentBases(t, d)
-		bytes := segmentBytes(t, d, bases)
+		bytes := segmentBytes(t, l, d, bases)
 
 		advanceBy(30 * time.Minute)
 		l = openLog(t, retentionOptions(d, time.Hour))
@@ -509,7 +515,7 @@ func TestRetention_DeletionCountersReasonAge(t *testing.T) {
 		for round := range 3 {
 			next = fillSealed(t, l, d, seed, next, 3+round)
 			bases := segmentBases(t, d)
-			size := segmentBytes(t, d, bases) // everything goes, the active segment by rotation
+			size := segmentBytes(t, l, d, bases) // everything goes, the active segment by rotation
 			advanceBy(2 * time.Hour)
 			res, err := l.Sweep(bg)
 			if err != nil || !res.Rotated || res.DeletedSegments != len(bases) || res.DeletedBytes != size || res.DeletedRecords != next-bases[0] {
@@ -542,13 +548,13 @@ func TestRetention_ByteBoundDeletesOldestSealedFirst(t *testing.T) {
 	defer closeLog(t, l)
 	next := fillSealed(t, l, d, seed, 0, 5)
 	bases := segmentBases(t, d)
-	total := segmentBytes(t, d, bases)
+	total := segmentBytes(t, l, d, bases)
 	if expired, _ := l.Expired(bg); expired {
 		t.Fatal("expired with no bound")
 	}
 
 	// A bound that holds the newest two sealed segments and the active one.
-	bound := segmentBytes(t, d, bases[len(bases)-3:])
+	bound := segmentBytes(t, l, d, bases[len(bases)-3:])
 	if err := l.SetRetention(bg, 0, bound); err != nil {
 		t.Fatal(err)
 	}
@@ -563,7 +569,7 @@ func TestRetention_ByteBoundDeletesOldestSealedFirst(t *testing.T) {
 	if !slices.Equal(kept, bases[len(bases)-3:]) {
 		t.Fatalf("segments %v, want %v", kept, bases[len(bases)-3:])
 	}
-	if held := segmentBytes(t, d, kept); held > bound {
+	if held := segmentBytes(t, l, d, kept); held > bound {
 		t.Fatalf("%d bytes held after the sweep, over the bound %d", held, bound)
 	}
 	if l.StartOffset() != kept[0] {
@@ -577,8 +583,8 @@ func TestRetention_ByteBoundDeletesOldestSealedFirst(t *testing.T) {
 	if int64(len(recs)) != next-kept[0] {
 		t.Fatalf("read %d records, want %d", len(recs), next-kept[0])
 	}
-	if n := testutil.ToFloat64(metrics.retentionBytes.WithLabelValues(reasonSize)); n != float64(total-segmentBytes(t, d, kept)) {
-		t.Fatalf("retention_deleted_bytes_total{reason=size} = %v, want %d", n, total-segmentBytes(t, d, kept))
+	if n := testutil.ToFloat64(metrics.retentionBytes.WithLabelValues(reasonSize)); n != float64(total-segmentBytes(t, l, d, kept)) {
+		t.Fatalf("retention_deleted_bytes_total{reason=size} = %v, want %d", n, total-segmentBytes(t, l, d, kept))
 	}
 	if expired, _ := l.Expired(bg); expired {
 		t.Fatal("still expired after the sweep")

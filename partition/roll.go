@@ -91,7 +91,9 @@ func (s *state) roll() error {
 	s.active.file.adopt(f)
 	s.file = f
 	s.writePos, s.syncedPos, s.hwmPos, s.allocEnd, s.reservedEnd = 0, 0, 0, 0, 0
-	s.unsyncedSince, s.lastFrameAt, s.preallocOff, s.idleTrimFailed = time.Time{}, time.Time{}, false, false
+	// lastFrameAt stays: a roll does not make a busy partition idle, and
+	// the frame that opens the segment prepares the space past it.
+	s.unsyncedSince, s.preallocOff, s.idleTrimFailed = time.Time{}, false, false
 	s.writeTimeIndex(old, old.times) // before readers can see it sealed
 	old.times = nil
 	s.publish()
