@@ -24,12 +24,12 @@ type appendReply struct {
 
 type appendMsg struct {
 	request
-	envs [][]byte
+	batch
 }
 
 type produceMsg struct {
 	request
-	envs [][]byte
+	batch
 }
 
 type commitMsg struct{ request }
@@ -59,6 +59,10 @@ type expiredMsg struct{ request }
 //     R2). So writePos > syncedPos means exactly the last frame is
 //     unsynced.
 //   - poison, once set, stays set until the log is reopened.
+//   - bufferFrame, when set, is the frame of the one batch whose
+//     envelopes buffer holds, all of them and nothing else (batch);
+//     bufferPools are the pooled buffers of the batches buffer holds, and
+//     nothing else holds them.
 //   - The active file holds nothing past max(writePos, allocEnd); bytes in
 //     [writePos, allocEnd) are zeros written ahead (or what a failed
 //     write left there, when tailDirty).
@@ -79,11 +83,15 @@ type state struct {
 	reservedEnd int64 // blocks of the active file are reserved up to here (prealloc.go); else <= writePos
 
 	lastFrameAt    time.Time // the last frame write, in this segment or the one before
+	lastFrameBytes int64     // its size
 	preallocOff    bool      // preparing space failed in this segment (or a commit did): none more
 	idleTrimFailed bool      // giving it back when idle failed: left to the roll or close
 
 	buffer        [][]byte // envelopes appended, not yet drained
 	bufferBytes   int
+	bufferFrame   []byte        // the frame layout buffer's envelopes are in, when they are one batch's (else nil)
+	bufferPools   []*[]byte     // the pooled buffers of the batches whose envelopes buffer holds
+	bufferPinned  int           // the memory buffer's envelopes lie in (pendingFrame.pinned)
 	bufferSince   time.Time     // first append into an empty buffer
 	appended      int           // records in the buffer that came from Append
 	unwritten     *pendingFrame // a drained frame whose write failed, retried next

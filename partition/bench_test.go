@@ -97,15 +97,20 @@ func BenchmarkCommitDurable(b *testing.B) {
 	}
 }
 
+// batchCells are the batches BenchmarkProduceBatch and its floor,
+// BenchmarkRawAppendBatch, commit: small records, and the bench engine
+// suite's largest cell (16 MiB a commit).
+var batchCells = []struct{ records, size int }{{256, 256}, {4096, 256}, {4096, 4096}}
+
 // BenchmarkProduceBatch: one Produce of a batch, one frame, one fdatasync
 // a commit. Quote it against BenchmarkRawAppendBatch, the same bytes in one
 // pwrite and fdatasync.
 func BenchmarkProduceBatch(b *testing.B) {
-	for _, n := range []int{256, 4096} {
-		b.Run(fmt.Sprintf("records=%d/size=256", n), func(b *testing.B) {
+	for _, c := range batchCells {
+		b.Run(fmt.Sprintf("records=%d/size=%d", c.records, c.size), func(b *testing.B) {
 			l := benchLog(b, b.TempDir())
 			defer l.Close()
-			recs := benchRecords(n, 256)
+			recs := benchRecords(c.records, c.size)
 			b.SetBytes(int64(frameBytesOf(recs)))
 			b.ReportAllocs()
 			for b.Loop() {
@@ -120,9 +125,9 @@ func BenchmarkProduceBatch(b *testing.B) {
 // BenchmarkRawAppendBatch is BenchmarkProduceBatch's floor: the bytes of
 // its frame appended with one pwrite, then fdatasync.
 func BenchmarkRawAppendBatch(b *testing.B) {
-	for _, n := range []int{256, 4096} {
-		b.Run(fmt.Sprintf("records=%d/size=256", n), func(b *testing.B) {
-			buf := make([]byte, frameBytesOf(benchRecords(n, 256)))
+	for _, c := range batchCells {
+		b.Run(fmt.Sprintf("records=%d/size=%d", c.records, c.size), func(b *testing.B) {
+			buf := make([]byte, frameBytesOf(benchRecords(c.records, c.size)))
 			f, err := vfs.OS{}.OpenFile(filepath.Join(b.TempDir(), "raw"), os.O_RDWR|os.O_CREATE)
 			if err != nil {
 				b.Fatal(err)
@@ -318,14 +323,11 @@ func BenchmarkOpen(b *testing.B) {
 func writeFrames(b *testing.B, dir string, total, frameSize int, segment int64, sealAll bool) {
 	b.Helper()
 	recs := benchRecords(4, frameSize/4-40)
-	envs, err := buildEnvelopes(recs)
+	bt, err := buildEnvelopes(recs)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var payload []byte
-	for _, e := range envs {
-		payload, _ = wire.AppendRecordFrame(payload, e)
-	}
+	payload := bt.frame[wire.FrameHeaderSize:]
 	offset, written := int64(0), 0
 	var f vfs.File
 	var size int64
@@ -340,7 +342,7 @@ func writeFrames(b *testing.B, dir string, total, frameSize int, segment int64, 
 			}
 			size = 0
 		}
-		frame, err := wire.AppendFrame(nil, wire.CodecNone, offset, len(envs), len(payload), payload)
+		frame, err := wire.AppendFrame(nil, wire.CodecNone, offset, len(bt.envs), len(payload), payload)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -349,7 +351,7 @@ func writeFrames(b *testing.B, dir string, total, frameSize int, segment int64, 
 		}
 		size += int64(len(frame))
 		written += len(frame)
-		offset += int64(len(envs))
+		offset += int64(len(bt.envs))
 	}
 	f.Close()
 	if sealAll { // an empty active segment after the sealed ones

@@ -197,18 +197,20 @@ func (c *frameCache) dropLargeLocked() {
 	}
 }
 
-func (c *frameCache) put(f *cachedFrame) {
+// put caches a decoded frame, and reports whether the cache holds it
+// after: not when it was refused, nor when the budget evicted it at once.
+func (c *frameCache) put(f *cachedFrame) (held bool) {
 	if f.bytes > frameCacheMaxFrame {
-		return
+		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed || f.base < c.floor {
-		return
+		return false
 	}
 	for _, g := range c.frames {
 		if g.base == f.base {
-			return
+			return false
 		}
 	}
 	c.frames = append(c.frames, f)
@@ -223,6 +225,7 @@ func (c *frameCache) put(f *cachedFrame) {
 		c.frames[0] = nil
 		c.frames = c.frames[1:]
 	}
+	return len(c.frames) > 0 && c.frames[len(c.frames)-1] == f // the newest: it stays if any does
 }
 
 // mayCache reports whether a stopped frame of this many bytes could be
@@ -239,17 +242,22 @@ func (c *frameCache) largeBytes() int {
 }
 
 // putEnvelopes caches a frame being written from its envelopes, so a tail
-// reader is served without a disk read or a decode.
-func (c *frameCache) putEnvelopes(base int64, envs [][]byte, frameBytes int) {
+// reader is served without a disk read or a decode, counting it at pinned
+// bytes, the memory its records keep from the garbage collector; it
+// reports whether it took the frame.
+func (c *frameCache) putEnvelopes(base int64, envs [][]byte, pinned int) bool {
+	if pinned > frameCacheMaxFrame {
+		return false
+	}
 	records := make([]ReadRecord, len(envs))
 	for i, env := range envs {
 		e, err := wire.ParseEnvelope(env)
 		if err != nil {
-			return // never cache what a read would reject
+			return false // never cache what a read would reject
 		}
 		records[i] = ReadRecord{Offset: base + int64(i), Key: e.Key, Value: e.Payload, CommittedAtUnixMs: e.CommittedAtUnixMs}
 	}
-	c.put(&cachedFrame{base: base, end: base + int64(len(envs)), records: records, bytes: frameBytes})
+	return c.put(&cachedFrame{base: base, end: base + int64(len(envs)), records: records, bytes: pinned})
 }
 
 // remember records a frame's position.

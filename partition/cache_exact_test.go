@@ -1,8 +1,12 @@
 package partition
 
 import (
+	"bytes"
 	"math/rand/v2"
+	goruntime "runtime"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // TestFrameCache_BudgetStaysExact: random puts, stopped puts, forgets
@@ -49,6 +53,46 @@ func TestFrameCache_BudgetStaysExact(t *testing.T) {
 			if budget.Used() != total {
 				t.Fatalf("round %d step %d: budget used %d, caches hold %d", round, step, budget.Used(), total)
 			}
+		}
+	}
+}
+
+// TestFrameCache_KeepsTheBufferOfABatchItCaches: a large batch's frame is
+// written from a pooled buffer, and a tail reader's cache keeps its
+// records in place: that buffer must not go back to the pool, where the
+// next batch would be laid out over the cached records, and the cache
+// counts the whole buffer.
+func TestFrameCache_KeepsTheBufferOfABatchItCaches(t *testing.T) {
+	defer goruntime.GOMAXPROCS(goruntime.GOMAXPROCS(1)) // one P: a buffer put back is the next get's
+	d := newDisk(t, 1)
+	l := openLog(t, Options{FS: d, CacheBudget: NewCacheBudget(64 << 20)})
+	defer closeLog(t, l)
+	if _, err := l.Read(0, 1, 1); err != nil { // a tail reader: the next frame written is cached
+		t.Fatal(err)
+	}
+	if _, err := l.Produce(bg, bigRecords(0, 30, 4096)); err != nil { // ~120 KiB: a pooled batch
+		t.Fatal(err)
+	}
+	if _, err := l.Produce(bg, bigRecords(30, 30, 4096)); err != nil { // the same size class
+		t.Fatal(err)
+	}
+	l.cache.mu.Lock()
+	charged := l.cache.bytes
+	l.cache.mu.Unlock()
+	if charged != 128<<10 { // the pooled buffer the records lie in, not the frame's ~123 KiB
+		t.Fatalf("the cached frame is counted at %d bytes, want its buffer's %d", charged, 128<<10)
+	}
+	hits := testutil.ToFloat64(l.metrics.frameCacheHits)
+	res, err := l.Read(0, 30, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(l.metrics.frameCacheHits) - hits; got != 1 {
+		t.Fatalf("%v cache hits reading the cached frame, want 1", got)
+	}
+	for i, r := range res.Records {
+		if !bytes.Equal(r.Value, bigValue(int64(i), 4096)) {
+			t.Fatalf("cached record %d holds other bytes", i)
 		}
 	}
 }

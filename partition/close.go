@@ -15,7 +15,7 @@ import (
 // closed. Readers then see a closed view.
 func (s *state) close() error {
 	var errs []error
-	s.buffer, s.bufferBytes, s.unwritten, s.appended = nil, 0, nil, 0
+	s.buffer, s.bufferBytes, s.bufferFrame, s.bufferPools, s.bufferPinned, s.unwritten, s.appended = nil, 0, nil, nil, 0, nil, 0
 	s.nextOffset, s.written = s.hwm, s.hwm
 	if s.writePos > s.hwmPos || s.tailDirty {
 		s.discard(errors.New("log closed"))

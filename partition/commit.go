@@ -60,7 +60,7 @@ gather:
 	} else {
 		bases := make([]int64, len(group))
 		for i, p := range group {
-			bases[i] = s.appendEnvelopes(p.envs)
+			bases[i] = s.appendEnvelopes(p.batch)
 		}
 		err := s.commit()
 		if err == nil {
@@ -142,20 +142,28 @@ func (s *state) commit() error {
 	return nil
 }
 
-// readBack reads the frames above the high watermark back from the file
-// through a pooled buffer (in one read up to readBackWindow; a frame larger
-// than that gets a pooled buffer of its own, read and checksummed in
-// parts) and checks each one's CRC and position.
 // readBackWindow bounds the commit's read-back buffer: background drains
 // can leave any number of frames above the high watermark.
 const readBackWindow = 8 << 20
 
+// readBack reads the frames above the high watermark back from the file
+// through a pooled buffer, in one read up to readBackWindow, and checks
+// each one's CRC and position. A frame larger than the buffer gets a
+// pooled buffer of its own, read and checksummed a part at a time while
+// each part is in the CPU's cache (readChecked); when it is the one frame
+// above the high watermark (a large commit), that buffer is the read's
+// from the start and its first read takes one part, so nothing is read
+// twice.
 func (s *state) readBack() error {
 	if s.writePos == s.hwmPos {
 		return nil
 	}
-	buf, pooled := getBuf(int(min(s.writePos-s.hwmPos, readBackWindow)))
-	sc := &scanner{file: s.file, limit: s.writePos, buf: buf, pool: pooled, lend: true} // a frame larger than buf: a pooled buffer too
+	window, maxRead := min(s.writePos-s.hwmPos, readBackWindow), 0
+	if one := s.writePos - s.hwmPos; one == s.lastFrameBytes && one > readBackWindow {
+		window, maxRead = one, proofPart
+	}
+	buf, pooled := getBuf(int(window))
+	sc := &scanner{file: s.file, limit: s.writePos, buf: buf, pool: pooled, lend: true, maxRead: maxRead} // a frame larger than buf: a pooled buffer too
 	defer sc.release()
 	expect := s.hwm
 	for pos := s.hwmPos; pos < s.writePos; {
@@ -200,7 +208,7 @@ func (s *state) discard(cause error) {
 		s.appendLost = commitError("an earlier commit failed and discarded appended records", cause)
 		s.appended = 0
 	}
-	s.buffer, s.bufferBytes, s.unwritten = nil, 0, nil
+	s.buffer, s.bufferBytes, s.bufferFrame, s.bufferPools, s.bufferPinned, s.unwritten = nil, 0, nil, nil, 0, nil
 	s.nextOffset, s.written = s.hwm, s.hwm
 	if s.writePos == s.hwmPos && !s.tailDirty {
 		return

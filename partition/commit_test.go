@@ -470,8 +470,8 @@ func TestCommit_CommitTimeNeverDecreases(t *testing.T) {
 	defer closeLog(t, l)
 	// An envelope stamped in the future, then ones stamped now.
 	future := buildOrFail(t, []Record{{Value: []byte("future")}})
-	setTime(t, future[0], 1<<50)
-	if _, err := l.call(bg, &produceMsg{request: newRequest(), envs: future}); err != nil {
+	setTime(t, future.envs[0], 1<<50)
+	if _, err := l.call(bg, &produceMsg{request: newRequest(), batch: future}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.Produce(bg, records(1, 0, 3)); err != nil {
@@ -485,13 +485,13 @@ func TestCommit_CommitTimeNeverDecreases(t *testing.T) {
 	}
 }
 
-func buildOrFail(t *testing.T, recs []Record) [][]byte {
+func buildOrFail(t *testing.T, recs []Record) batch {
 	t.Helper()
-	envs, err := buildEnvelopes(recs)
+	b, err := buildEnvelopes(recs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return envs
+	return b
 }
 
 func setTime(t *testing.T, env []byte, ms int64) {

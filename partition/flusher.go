@@ -19,6 +19,12 @@ type pendingFrame struct {
 	bytes []byte   // the whole frame, header included
 	buf   *[]byte  // bytes' pooled buffer, back to the pool once written (nil: not pooled)
 	envs  [][]byte // its records, for the frame cache
+	// pools are the pooled buffers envs lie in (bytes' own, for a batch
+	// drained in place), back to the pool once written unless the frame
+	// cache keeps records in them; pinned is the memory envs lie in, all
+	// batches' buffers at their capacity: what a cache of them holds.
+	pools  []*[]byte
+	pinned int
 }
 
 func (f *pendingFrame) end() int64 { return f.base + int64(f.count) }
@@ -26,12 +32,18 @@ func (f *pendingFrame) end() int64 { return f.base + int64(f.count) }
 // appendEnvelopes puts envelopes in the buffer at the next offsets, raising
 // each commit time to the partition's newest so it never decreases along
 // the partition (docs/design.md, "Segments, frames and records").
-func (s *state) appendEnvelopes(envs [][]byte) (base int64) {
+func (s *state) appendEnvelopes(b batch) (base int64) {
 	base = s.nextOffset
+	s.bufferFrame = nil // a batch behind another is copied into a frame of both
 	if len(s.buffer) == 0 {
 		s.bufferSince = time.Now()
+		s.bufferFrame = b.frame
 	}
-	for _, env := range envs {
+	if b.pooled != nil {
+		s.bufferPools = append(s.bufferPools, b.pooled)
+	}
+	s.bufferPinned += cap(b.frame)
+	for _, env := range b.envs {
 		e, err := wire.ParseEnvelope(env)
 		if err == nil && e.CommittedAtUnixMs < s.commitFloor {
 			_ = wire.SetEnvelopeCommitTime(env, s.commitFloor)
@@ -41,7 +53,7 @@ func (s *state) appendEnvelopes(envs [][]byte) (base int64) {
 		s.buffer = append(s.buffer, env)
 		s.bufferBytes += len(env)
 	}
-	s.nextOffset += int64(len(envs))
+	s.nextOffset += int64(len(b.envs))
 	return base
 }
 
@@ -56,7 +68,7 @@ func (s *state) handleAppend(m *appendMsg) appendReply {
 	if err := s.ensureFloor(); err != nil {
 		return appendReply{err: err}
 	}
-	base := s.appendEnvelopes(m.envs)
+	base := s.appendEnvelopes(m.batch)
 	s.appended += len(m.envs)
 	if s.bufferBytes >= s.log.opts.flush.drainBytes || len(s.buffer) >= s.log.opts.flush.drainRecords {
 		s.backgroundDrain()
@@ -64,9 +76,12 @@ func (s *state) handleAppend(m *appendMsg) appendReply {
 	return appendReply{base: base}
 }
 
-// drain turns the whole buffer into one frame, codec applied, in a pooled
-// buffer. Uncompressed records are laid out in the frame directly; a
-// codec encodes them from the reused payload buffer.
+// drain turns the whole buffer into one frame, codec applied. A buffer of
+// one batch is already laid out as the frame (bufferFrame): uncompressed,
+// it is the frame, header put in front; compressed, it is the payload the
+// codec encodes. Otherwise uncompressed records are laid out in a pooled
+// buffer directly, and a codec encodes them from the reused payload
+// buffer.
 func (s *state) drain() (*pendingFrame, error) {
 	size := 0
 	for _, env := range s.buffer {
@@ -76,7 +91,14 @@ func (s *state) drain() (*pendingFrame, error) {
 	var frame []byte
 	var pooled *[]byte
 	payloadSize := size
-	if c.ID() == codec.None {
+	laidOut := s.bufferFrame // the records' payload after header room (appendEnvelopes); a failed drain leaves it as it was
+	if len(laidOut) != wire.FrameHeaderSize+size {
+		laidOut = nil
+	}
+	switch {
+	case c.ID() == codec.None && laidOut != nil:
+		frame = laidOut // its pooled buffer, if any, is in bufferPools: pooled is drain's own only
+	case c.ID() == codec.None:
 		frame, pooled = getBuf(wire.FrameHeaderSize + size)
 		frame = frame[:wire.FrameHeaderSize]
 		for _, env := range s.buffer {
@@ -86,16 +108,21 @@ func (s *state) drain() (*pendingFrame, error) {
 				return nil, err
 			}
 		}
-	} else {
-		s.payload = s.payload[:0]
-		for _, env := range s.buffer {
-			var err error
-			if s.payload, err = wire.AppendRecordFrame(s.payload, env); err != nil {
-				return nil, err
+	default:
+		payload := s.payload[:0]
+		if laidOut != nil {
+			payload = laidOut[wire.FrameHeaderSize:]
+		} else {
+			for _, env := range s.buffer {
+				var err error
+				if payload, err = wire.AppendRecordFrame(payload, env); err != nil {
+					return nil, err
+				}
 			}
+			s.payload = payload
 		}
 		frame, pooled = getBuf(wire.FrameHeaderSize + size)
-		encoded, err := c.Encode(frame[:wire.FrameHeaderSize], s.payload)
+		encoded, err := c.Encode(frame[:wire.FrameHeaderSize], payload)
 		if err != nil {
 			putBuf(pooled)
 			return nil, fmt.Errorf("encode frame: %w", err)
@@ -111,8 +138,8 @@ func (s *state) drain() (*pendingFrame, error) {
 		putBuf(pooled)
 		return nil, fmt.Errorf("frame header: %w", err)
 	}
-	f := &pendingFrame{base: base, count: len(s.buffer), bytes: frame, buf: pooled, envs: s.buffer}
-	s.buffer, s.bufferBytes = nil, 0
+	f := &pendingFrame{base: base, count: len(s.buffer), bytes: frame, buf: pooled, envs: s.buffer, pools: s.bufferPools, pinned: s.bufferPinned}
+	s.buffer, s.bufferBytes, s.bufferFrame, s.bufferPools, s.bufferPinned = nil, 0, nil, nil, 0
 	return f, nil
 }
 
@@ -140,21 +167,24 @@ func (s *state) writeFrame(f *pendingFrame) error {
 	}
 	s.unwritten = nil
 	frameBytes := int64(len(f.bytes))
-	putBuf(f.buf) // written: the frame's bytes are the file's now
-	f.bytes, f.buf = nil, nil
 	s.active.file.addIndex(f.base, s.writePos)
 	if e, err := wire.ParseEnvelope(f.envs[0]); err == nil {
 		s.active.times.note(f.base, s.writePos, e.CommittedAtUnixMs, timeIndexSpacing(s.log.opts.SegmentMaxBytes))
 	}
 	s.log.cache.remember(s.active, f.base, f.end(), s.writePos, frameBytes)
-	if s.log.readSinceWrite.Swap(false) && frameBytes <= frameCacheMaxFrame {
-		s.log.cache.putEnvelopes(f.base, f.envs, int(frameBytes))
-	}
+	cached := s.log.readSinceWrite.Swap(false) && s.log.cache.putEnvelopes(f.base, f.envs, f.pinned)
+	putBuf(f.buf) // written: the frame's bytes are the file's now, and no record points into drain's own buffer
+	if !cached {
+		for _, p := range f.pools {
+			putBuf(p)
+		}
+	} // else the cache's records point into them: left to the garbage collector
+	f.bytes, f.buf, f.envs, f.pools = nil, nil, nil, nil
 	s.writePos += frameBytes
 	s.active.size = s.writePos
 	s.written = f.end()
 	s.prepareAhead(frameBytes, !s.lastFrameAt.IsZero() && now.Sub(s.lastFrameAt) < preallocBusyWithin)
-	s.lastFrameAt = now
+	s.lastFrameAt, s.lastFrameBytes = now, frameBytes
 	if s.active.firstWrite.IsZero() {
 		s.active.firstWrite = now
 	}

@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/narad-io/storage/codec"
 	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
 )
@@ -508,6 +509,73 @@ func TestFlusher_CommitTimeNonDecreasingAcrossProduces(t *testing.T) {
 	})
 }
 
+// TestDrain_ABatchAloneIsWrittenFromItsOwnBytes: a buffer holding one
+// batch is drained with no copy, the header put in the room before its
+// records; a batch behind another is copied into a frame of both. The
+// frames hold the same bytes either way, a commit time raised in place
+// included.
+func TestDrain_ABatchAloneIsWrittenFromItsOwnBytes(t *testing.T) {
+	none, _ := codec.ByID(codec.None)
+	s := &state{log: &Log{opts: Options{Codec: none, flush: defaultFlushPolicy}}, commitFloor: 1 << 50}
+	first := buildOrFail(t, records(1, 0, 2))
+	s.appendEnvelopes(first) // raised to the floor, in place
+	alone, err := s.drain()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &alone.bytes[0] != &first.frame[0] || alone.buf != nil {
+		t.Fatal("a batch alone was copied into a frame of its own")
+	}
+	large := buildOrFail(t, records(1, 0, 1000)) // past pooledBatchBytes: its frame is pooled
+	s.appendEnvelopes(large)
+	pooled, err := s.drain()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if large.pooled == nil || pooled.buf != nil || len(pooled.pools) != 1 || pooled.pools[0] != large.pooled || &pooled.bytes[0] != &large.frame[0] || pooled.pinned != cap(*large.pooled) {
+		t.Fatal("a large batch alone is not its frame, its pooled buffer carried to the write and counted whole")
+	}
+	s.nextOffset = 2 // as if the large one had never been
+	behind := []batch{buildOrFail(t, records(1, 0, 2)), buildOrFail(t, records(1, 2, 1))}
+	for _, b := range behind {
+		s.appendEnvelopes(b)
+	}
+	both, err := s.drain()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer putBuf(both.buf)
+	if want := cap(behind[0].frame) + cap(behind[1].frame); both.pinned != want || len(both.pools) != 0 {
+		t.Fatalf("a frame of two small batches pins %d bytes in %d pooled buffers, want %d in none", both.pinned, len(both.pools), want)
+	}
+	if s.bufferFrame != nil || len(s.buffer) != 0 {
+		t.Fatal("drain left the buffer's frame behind")
+	}
+	recs := func(f *pendingFrame) []ReadRecord {
+		h, err := wire.ParseFrameHeader(f.bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Verify(f.bytes); err != nil {
+			t.Fatal(err)
+		}
+		got, err := frameEnvelopes(h, h.Stored(f.bytes), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	a, b := recs(alone), recs(both)
+	if len(a) != 2 || len(b) != 3 {
+		t.Fatalf("frames of %d and %d records, want 2 and 3", len(a), len(b))
+	}
+	for i, r := range a {
+		if r.CommittedAtUnixMs != 1<<50 || !bytes.Equal(r.Value, b[i].Value) || !bytes.Equal(r.Key, b[i].Key) || r.Offset != int64(i) || b[i].Offset != int64(2+i) {
+			t.Fatalf("record %d: %+v alone, %+v behind another batch", i, r, b[i])
+		}
+	}
+}
+
 // "Segments, frames and records" (commit time) when the wall clock steps
 // back, which a synctest clock cannot do: appendEnvelopes raises an
 // envelope stamped before the partition's newest commit time to it, and an
@@ -523,7 +591,7 @@ func TestFlusher_AppendEnvelopesRaisesCommitTimeToFloor(t *testing.T) {
 		}
 		envs = append(envs, env)
 	}
-	if base := s.appendEnvelopes(envs); base != 7 {
+	if base := s.appendEnvelopes(batch{envs: envs}); base != 7 {
 		t.Fatalf("base %d, want 7", base)
 	}
 	if s.nextOffset != 12 || len(s.buffer) != 5 {

@@ -121,11 +121,11 @@ func (l *Log) StartOffset() int64 { return l.view.Load().start }
 // callers serialize their pairs (the runtime's exclusive produce gate
 // does), or one caller's failure report may reach another.
 func (l *Log) Append(ctx context.Context, records []Record) (base int64, err error) {
-	envs, err := buildEnvelopes(records)
+	b, err := buildEnvelopes(records)
 	if err != nil {
 		return 0, err
 	}
-	r, err := l.call(ctx, &appendMsg{request: newRequest(), envs: envs})
+	r, err := l.call(ctx, &appendMsg{request: newRequest(), batch: b})
 	if err != nil {
 		return 0, err
 	}
@@ -155,11 +155,11 @@ func (l *Log) CommitDurable(ctx context.Context) error {
 // offsets; if that commit fails, every caller of the group gets the error
 // and nothing of any of them stays behind.
 func (l *Log) Produce(ctx context.Context, records []Record) (base int64, err error) {
-	envs, err := buildEnvelopes(records)
+	b, err := buildEnvelopes(records)
 	if err != nil {
 		return 0, err
 	}
-	r, err := l.call(ctx, &produceMsg{request: newRequest(), envs: envs})
+	r, err := l.call(ctx, &produceMsg{request: newRequest(), batch: b})
 	if err != nil {
 		return 0, err
 	}
@@ -238,32 +238,53 @@ func (l *Log) call(ctx context.Context, m message) (any, error) {
 	}
 }
 
+// batch is one Append's or Produce's records as the actor takes them:
+// their envelopes, laid out in frame as an uncompressed frame of this
+// batch alone holds them (room for the header, then each envelope after
+// its length), so that frame is written from these bytes without a copy
+// (state.drain). A batch of at least pooledBatchBytes takes frame from the
+// buffer pool, so a large commit neither allocates nor zeroes it; only the
+// actor's write of the frame gives it back (writeFrame), and every other
+// end of a batch leaves it to the garbage collector.
+type batch struct {
+	envs   [][]byte // the envelopes, in frame
+	frame  []byte
+	pooled *[]byte // frame's pooled buffer (nil: not pooled)
+}
+
+// pooledBatchBytes is the smallest batch whose frame comes from the pool:
+// its smallest class, so a pooled frame fills at least half its buffer.
+const pooledBatchBytes = 1 << minPooledClass
+
 // buildEnvelopes stamps each record's commit time and lays it out as the
-// keyed envelope, all in one buffer.
-func buildEnvelopes(records []Record) ([][]byte, error) {
+// keyed envelope, all in one buffer laid out as a frame.
+func buildEnvelopes(records []Record) (batch, error) {
 	if len(records) == 0 {
-		return nil, errors.New("partition: no records")
+		return batch{}, errors.New("partition: no records")
 	}
 	size := 0
 	for _, r := range records {
 		if len(r.Key) > wire.MaxKeyBytes {
-			return nil, fmt.Errorf("%w: key of %d bytes, at most %d", ErrTooLarge, len(r.Key), wire.MaxKeyBytes)
+			return batch{}, fmt.Errorf("%w: key of %d bytes, at most %d", ErrTooLarge, len(r.Key), wire.MaxKeyBytes)
 		}
 		size += wire.EnvelopeSize(len(r.Key), len(r.Value))
 		if size > maxBatchBytes {
-			return nil, fmt.Errorf("%w: batch over %d bytes", ErrTooLarge, maxBatchBytes)
+			return batch{}, fmt.Errorf("%w: batch over %d bytes", ErrTooLarge, maxBatchBytes)
 		}
 	}
 	now := time.Now().UnixMilli()
-	buf := make([]byte, 0, size)
-	envs := make([][]byte, len(records))
-	for i, r := range records {
-		start := len(buf)
-		var err error
-		if buf, err = wire.AppendEnvelope(buf, r.Key, now, r.Value); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrTooLarge, err)
-		}
-		envs[i] = buf[start:len(buf):len(buf)]
+	b := batch{envs: make([][]byte, len(records))}
+	if frameSize := wire.FrameHeaderSize + len(records)*wire.RecordLenSize + size; frameSize >= pooledBatchBytes {
+		b.frame, b.pooled = getBuf(frameSize) // every byte is written below, or by the frame header
+		b.frame = b.frame[:wire.FrameHeaderSize]
+	} else {
+		b.frame = make([]byte, wire.FrameHeaderSize, frameSize)
 	}
-	return envs, nil
+	for i, r := range records {
+		var err error
+		if b.frame, b.envs[i], err = wire.AppendEnvelopeRecord(b.frame, r.Key, now, r.Value); err != nil {
+			return batch{}, fmt.Errorf("%w: %w", ErrTooLarge, err)
+		}
+	}
+	return b, nil
 }

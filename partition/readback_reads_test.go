@@ -26,3 +26,26 @@ func TestReadBack_ReadsInOneGo(t *testing.T) {
 		t.Fatalf("read-back of ~7 MiB took %d reads (%d bytes)", reads, bytes)
 	}
 }
+
+// TestReadBack_AFrameLargerThanTheWindowIsReadOnce: the read-back of one
+// frame larger than readBackWindow reads it once: the read that finds its
+// header takes a part into a buffer that holds the frame, not a window of
+// it to be read again.
+func TestReadBack_AFrameLargerThanTheWindowIsReadOnce(t *testing.T) {
+	d := newDisk(t, 1)
+	l := openLog(t, Options{FS: d, SegmentMaxBytes: 64 << 20})
+	defer closeLog(t, l)
+	recs := bigRecords(0, 3000, 4096) // one frame of ~12 MiB
+	_, read := countReadBytes(d, func() {
+		if _, err := l.Produce(bg, recs); err != nil {
+			t.Fatal(err)
+		}
+	})
+	frame := int64(frameBytesOf(recs))
+	if frame <= readBackWindow {
+		t.Fatalf("a frame of %d bytes fits the read-back window", frame)
+	}
+	if read != frame {
+		t.Fatalf("read-back of a %d-byte frame read %d bytes", frame, read)
+	}
+}

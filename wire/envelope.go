@@ -58,6 +58,22 @@ func AppendEnvelope(dst, key []byte, committedAtUnixMs int64, payload []byte) ([
 	return append(dst, payload...), nil
 }
 
+// AppendEnvelopeRecord appends one record of an uncompressed payload whose
+// record is an envelope: the envelope's length (RecordLenSize bytes, as
+// AppendRecordFrame writes it), then the envelope as AppendEnvelope lays
+// it out, so a writer builds a frame's payload from keys and values in one
+// pass. It returns the envelope's bytes within dst. Errors are
+// AppendEnvelope's; dst is then returned unchanged.
+func AppendEnvelopeRecord(dst, key []byte, committedAtUnixMs int64, payload []byte) (out, env []byte, err error) {
+	start := len(dst)
+	out, err = AppendEnvelope(binary.BigEndian.AppendUint32(dst, 0), key, committedAtUnixMs, payload)
+	if err != nil {
+		return dst[:start], nil, err
+	}
+	binary.BigEndian.PutUint32(out[start:], uint32(len(out)-start-RecordLenSize))
+	return out, out[start+RecordLenSize : len(out) : len(out)], nil
+}
+
 // envelopeTimeOffset returns the position of committedAtUnixMs in env and
 // the key's bounds, after checking everything before the payload.
 func envelopeTimeOffset(env []byte) (keyStart, timeAt int, err error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -125,6 +126,33 @@ func TestAppendEnvelope_Rejects(t *testing.T) {
 				t.Fatalf("dst changed on error: %q", got)
 			}
 		})
+	}
+}
+
+func TestAppendEnvelopeRecord_IsTheRecordAppendRecordFrameWrites(t *testing.T) {
+	var want, got []byte
+	for i, c := range []struct{ key, payload string }{{"", ""}, {"user-42", "payload"}, {"k", strings.Repeat("v", 300)}} {
+		env, _ := AppendEnvelope(nil, []byte(c.key), int64(i), []byte(c.payload))
+		want, _ = AppendRecordFrame(want, env)
+		var lent []byte
+		var err error
+		if got, lent, err = AppendEnvelopeRecord(got, []byte(c.key), int64(i), []byte(c.payload)); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(lent, env) || cap(lent) != len(lent) {
+			t.Fatalf("record %d: envelope %q (cap %d), want %q with no room past it", i, lent, cap(lent), env)
+		}
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("payload %x, want %x", got, want)
+	}
+	if err := checkPayload(got, 3); err != nil {
+		t.Fatal(err)
+	}
+	kept, env, err := AppendEnvelopeRecord([]byte("keep"), make([]byte, MaxKeyBytes+1), 1, nil)
+	wantErr(t, err, ErrTooLarge)
+	if string(kept) != "keep" || env != nil {
+		t.Fatalf("on error: dst %q, envelope %q", kept, env)
 	}
 }
 
