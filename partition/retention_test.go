@@ -50,10 +50,10 @@ func fillSealed(t testing.TB, l *Log, d *sim.Disk, seed uint64, from int64, want
 func segmentBytes(t testing.TB, l *Log, d *sim.Disk, bases []int64) int64 {
 	t.Helper()
 	var n int64
-	active := l.view.Load().active
+	v := l.view.Load()
 	for _, base := range bases {
-		if base == active.base {
-			n += active.size // its file may hold zeros prepared past the frames
+		if base == v.active.base {
+			n += v.hwmPos // its frames, all committed; its file may hold zeros prepared past them
 			continue
 		}
 		fi, err := d.Stat(segmentPathOf(t, base))
