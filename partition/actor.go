@@ -83,7 +83,7 @@ type state struct {
 	reservedEnd int64 // blocks of the active file are reserved up to here (prealloc.go); else <= writePos
 
 	lastFrameAt    time.Time // the last frame write, in this segment or the one before
-	lastFrameBytes int64     // its size
+	lastFrameBytes int64     // its size (never reset: readBack compares it to the bytes above the high watermark)
 	preallocOff    bool      // preparing space failed in this segment (or a commit did): none more
 	idleTrimFailed bool      // giving it back when idle failed: left to the roll or close
 
