@@ -333,21 +333,32 @@ func frameEnvelopes(h wire.FrameHeader, payload []byte, into []ReadRecord) ([]Re
 		}
 		return append(into, r), nil
 	}
-	var rr wire.RecordReader
-	if err := rr.Reset(payload, int(h.RecordCount)); err != nil {
-		return nil, err
+	count := int(h.RecordCount)
+	if count > len(payload)/wire.RecordLenSize {
+		return nil, wire.CheckPayload(payload, count)
 	}
-	for offset := h.BaseOffset; ; offset++ {
-		rec, ok := rr.Next()
+	into = slices.Grow(into, count) // bounded by the bytes present
+	rest := payload
+	for offset := h.BaseOffset; offset < h.EndOffset(); offset++ {
+		rec, tail, ok := wire.CutRecord(rest)
 		if !ok {
-			return into, nil
+			return nil, wire.CheckPayload(payload, count)
 		}
-		e, err := wire.ParseEnvelope(rec)
+		rest = tail
+		key, committedAt, value, err := wire.SplitEnvelope(rec)
 		if err != nil {
 			return nil, fmt.Errorf("record %d: %w", offset, err)
 		}
-		into = append(into, ReadRecord{Offset: offset, CommittedAtUnixMs: e.CommittedAtUnixMs, Key: e.Key, Value: e.Payload})
+		// Stored field by field: a ReadRecord built whole and appended is
+		// copied through memory the compiler wrote it to a moment before.
+		into = into[:len(into)+1]
+		r := &into[len(into)-1]
+		r.Offset, r.CommittedAtUnixMs, r.Key, r.Value = offset, committedAt, key, value
 	}
+	if len(rest) != 0 {
+		return nil, wire.CheckPayload(payload, count)
+	}
+	return into, nil
 }
 
 // onlyRecord is the record of a CRC-checked frame of one record, checked
@@ -357,11 +368,11 @@ func onlyRecord(h wire.FrameHeader, payload []byte) (ReadRecord, error) {
 	if err != nil {
 		return ReadRecord{}, err
 	}
-	e, err := wire.ParseEnvelope(rec)
+	key, committedAt, value, err := wire.SplitEnvelope(rec)
 	if err != nil {
 		return ReadRecord{}, fmt.Errorf("record %d: %w", h.BaseOffset, err)
 	}
-	return ReadRecord{Offset: h.BaseOffset, CommittedAtUnixMs: e.CommittedAtUnixMs, Key: e.Key, Value: e.Payload}, nil
+	return ReadRecord{Offset: h.BaseOffset, CommittedAtUnixMs: committedAt, Key: key, Value: value}, nil
 }
 
 // decodeHeadroom is what a zstd decode may write past the decoded size.

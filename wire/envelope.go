@@ -83,8 +83,10 @@ func envelopeTimeOffset(env []byte) (keyStart, timeAt int, err error) {
 	if env[0] != EnvelopeVersion {
 		return 0, 0, fmt.Errorf("%w: envelope: version 0x%02x, want 0x%02x", ErrCorrupt, env[0], EnvelopeVersion)
 	}
-	keyLen, n, err := readMinimalUvarint(env[1:])
-	if err != nil {
+	keyLen, n := uint64(0), 1
+	if len(env) > 1 && env[1] < 0x80 { // a key under 128 bytes, or none: a one-byte length, minimal
+		keyLen = uint64(env[1])
+	} else if keyLen, n, err = readMinimalUvarint(env[1:]); err != nil {
 		return 0, 0, fmt.Errorf("%w: envelope: key length: %s", ErrCorrupt, err)
 	}
 	if keyLen > MaxKeyBytes {
@@ -107,16 +109,20 @@ func envelopeTimeOffset(env []byte) (keyStart, timeAt int, err error) {
 // length, a key past MaxKeyBytes or past the end of b, fewer than 8 bytes
 // for the commit time. Everything after the commit time is the payload.
 func ParseEnvelope(b []byte) (Envelope, error) {
+	key, committedAtUnixMs, payload, err := SplitEnvelope(b)
+	return Envelope{Key: key, CommittedAtUnixMs: committedAtUnixMs, Payload: payload}, err
+}
+
+// SplitEnvelope is ParseEnvelope with the fields returned apart, for a
+// reader's loop over many records: the compiler keeps them in registers,
+// where an Envelope returned whole is copied through memory.
+func SplitEnvelope(b []byte) (key []byte, committedAtUnixMs int64, payload []byte, err error) {
 	keyStart, timeAt, err := envelopeTimeOffset(b)
 	if err != nil {
-		return Envelope{}, err
+		return nil, 0, nil, err
 	}
 	payloadAt := timeAt + envelopeTimeSize
-	return Envelope{
-		Key:               b[keyStart:timeAt:timeAt],
-		CommittedAtUnixMs: int64(binary.BigEndian.Uint64(b[timeAt:])),
-		Payload:           b[payloadAt:len(b):len(b)],
-	}, nil
+	return b[keyStart:timeAt:timeAt], int64(binary.BigEndian.Uint64(b[timeAt:])), b[payloadAt:len(b):len(b)], nil
 }
 
 // SetEnvelopeCommitTime overwrites the commit time of the encoded envelope

@@ -146,7 +146,7 @@ func TestAppendEnvelopeRecord_IsTheRecordAppendRecordFrameWrites(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatalf("payload %x, want %x", got, want)
 	}
-	if err := checkPayload(got, 3); err != nil {
+	if err := CheckPayload(got, 3); err != nil {
 		t.Fatal(err)
 	}
 	kept, env, err := AppendEnvelopeRecord([]byte("keep"), make([]byte, MaxKeyBytes+1), 1, nil)
@@ -188,6 +188,8 @@ func FuzzParseEnvelope(f *testing.F) {
 		mustEnvelope(f, nil, 0, nil),
 		mustEnvelope(f, []byte("user-42"), 1764450000123, []byte(`{"total": 12.5}`)),
 		mustEnvelope(f, bytes.Repeat([]byte("k"), 200), -5, []byte("x")),
+		mustEnvelope(f, bytes.Repeat([]byte("k"), 127), 7, []byte("x")), // the longest key with a one-byte length
+		mustEnvelope(f, bytes.Repeat([]byte("k"), 128), 7, nil),         // the shortest with two
 		{EnvelopeVersion, 0x80, 0x00, 0, 0, 0, 0, 0, 0, 0, 0},
 	} {
 		f.Add(seed)

@@ -41,9 +41,11 @@ func AppendRecordFrame(dst, record []byte) ([]byte, error) {
 	return append(dst, record...), nil
 }
 
-// checkPayload verifies that payload is exactly count length-prefixed
-// records: every length within the bytes left, nothing left over.
-func checkPayload(payload []byte, count int) error {
+// CheckPayload verifies that payload is exactly count length-prefixed
+// records: every length within the bytes left, nothing left over. A
+// reader that walks a payload with CutRecord calls it, when a cut fails
+// or bytes are left over, to say what is wrong.
+func CheckPayload(payload []byte, count int) error {
 	if count < 0 {
 		return fmt.Errorf("%w: payload: negative record count %d", ErrCorrupt, count)
 	}
@@ -72,9 +74,26 @@ func checkPayload(payload []byte, count int) error {
 // RecordReader's Reset and Next for a count of 1, with its errors.
 func OnlyRecord(payload []byte) ([]byte, error) {
 	if len(payload) < RecordLenSize || uint64(binary.BigEndian.Uint32(payload)) != uint64(len(payload)-RecordLenSize) {
-		return nil, checkPayload(payload, 1) // says what is wrong
+		return nil, CheckPayload(payload, 1) // says what is wrong
 	}
 	return payload[RecordLenSize:len(payload):len(payload)], nil
+}
+
+// CutRecord splits the length-prefixed record at the start of b from the
+// bytes after it (the record's capacity capped at its length), or reports
+// false when b ends before the length or the record: a walk of a payload
+// in one pass, for a reader that discards what it took when a later cut
+// fails. Small enough to inline.
+func CutRecord(b []byte) (record, rest []byte, ok bool) {
+	if len(b) < RecordLenSize {
+		return nil, b, false
+	}
+	n := uint64(binary.BigEndian.Uint32(b))
+	if n > uint64(len(b)-RecordLenSize) {
+		return nil, b, false
+	}
+	end := RecordLenSize + int(n)
+	return b[RecordLenSize:end:end], b[end:], true
 }
 
 // RecordReader walks the records of an uncompressed payload without
@@ -98,7 +117,7 @@ type RecordReader struct {
 // record.
 func (r *RecordReader) Reset(payload []byte, count int) error {
 	*r = RecordReader{}
-	if err := checkPayload(payload, count); err != nil {
+	if err := CheckPayload(payload, count); err != nil {
 		return err
 	}
 	*r = RecordReader{payload: payload, remaining: count}

@@ -207,6 +207,23 @@ func FuzzRecordReader(f *testing.F) {
 				wantErr(t, onlyErr, ErrCorrupt)
 			}
 		}
+		// A walk by CutRecord, in one pass, takes count records and leaves
+		// nothing exactly when Reset accepts the payload, and cuts the
+		// same records.
+		rest, cut := payload, 0
+		for ; cut < count; cut++ {
+			record, tail, ok := CutRecord(rest)
+			if !ok {
+				break
+			}
+			if err == nil && !bytes.Equal(record, split[cut]) {
+				t.Fatalf("record %d differs between CutRecord and SplitRecords", cut)
+			}
+			rest = tail
+		}
+		if walked := count >= 0 && cut == count && len(rest) == 0; walked != (err == nil) {
+			t.Fatalf("CutRecord walked %d of %d records, %d bytes left; Reset: %v", cut, count, len(rest), err)
+		}
 		if err != nil {
 			wantErr(t, err, ErrCorrupt)
 			return
