@@ -3,7 +3,9 @@ package partition
 import (
 	"bytes"
 	"errors"
+	"runtime"
 	"testing"
+	"unsafe"
 
 	"github.com/narad-io/storage/wire"
 )
@@ -58,6 +60,34 @@ func TestFrameEnvelopes_ServesAWholeFrameOrNone(t *testing.T) {
 		got, err := frameEnvelopes(header(c.count, c.payload), c.payload, into)
 		if !errors.Is(err, wire.ErrCorrupt) || got != nil {
 			t.Errorf("%s: %d records, %v; want none and ErrCorrupt", name, len(got), err)
+		}
+	}
+}
+
+// TestFrameEnvelopes_ACorruptCountDrivesNoAllocation: a CRC-valid frame
+// whose record count is as many as its bytes could frame (4 each) but
+// whose records are not envelopes gets room only for the records its
+// bytes could hold (14 bytes each at least), not the count: found by
+// review, when the room was grown to the count before any record was
+// checked (16 bytes of records a payload byte).
+func TestFrameEnvelopes_ACorruptCountDrivesNoAllocation(t *testing.T) {
+	payload := make([]byte, 1<<20)
+	h := wire.FrameHeader{BaseOffset: 0, RecordCount: int32(len(payload) / wire.RecordLenSize), UncompressedSize: uint32(len(payload)), StoredSize: uint32(len(payload))}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	got, err := frameEnvelopes(h, payload, nil)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, wire.ErrCorrupt) || got != nil {
+		t.Fatalf("%d records, %v; want none and ErrCorrupt", len(got), err)
+	}
+	room := uint64(len(payload)/(wire.RecordLenSize+wire.EnvelopeSize(0, 0))) * uint64(unsafe.Sizeof(ReadRecord{}))
+	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > room+room/4 {
+		t.Fatalf("a corrupt count of %d in %d bytes allocated %d bytes; the bytes hold at most %d bytes of records", h.RecordCount, len(payload), allocated, room)
+	}
+	for _, count := range []int32{0, -1} {
+		h.RecordCount = count
+		if got, err := frameEnvelopes(h, payload, nil); !errors.Is(err, wire.ErrCorrupt) || got != nil {
+			t.Errorf("record count %d: %d records, %v; want none and ErrCorrupt", count, len(got), err)
 		}
 	}
 }

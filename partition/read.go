@@ -179,8 +179,8 @@ func (l *Log) read(rd *reader, lend bool) (int64, error) {
 var recordScratch = sync.Pool{New: func() any { return new([]ReadRecord) }}
 
 // maxScratchRecords bounds the slices recordScratch keeps: 128 Ki entries
-// of 64 bytes (8 MiB), room for a frame of 64 Ki records in a slice that
-// append's growth doubled; a read of a larger frame grows its own.
+// of 64 bytes (8 MiB), room for a frame of 64 Ki records with room to
+// spare; a read of a larger frame grows its own.
 const maxScratchRecords = 128 << 10
 
 func getRecordScratch() *[]ReadRecord { return recordScratch.Get().(*[]ReadRecord) }
@@ -334,12 +334,15 @@ func frameEnvelopes(h wire.FrameHeader, payload []byte, into []ReadRecord) ([]Re
 		return append(into, r), nil
 	}
 	count := int(h.RecordCount)
-	if count > len(payload)/wire.RecordLenSize {
+	if count < 1 || count > len(payload)/wire.RecordLenSize {
 		return nil, wire.CheckPayload(payload, count)
 	}
-	into = slices.Grow(into, count) // bounded by the bytes present
+	// Room for the records the bytes can hold, each at least a length and
+	// the smallest envelope: a corrupt count never drives the allocation.
+	into = slices.Grow(into, min(count, len(payload)/(wire.RecordLenSize+wire.EnvelopeSize(0, 0))))
 	rest := payload
-	for offset := h.BaseOffset; offset < h.EndOffset(); offset++ {
+	for i := range count {
+		offset := h.BaseOffset + int64(i)
 		rec, tail, ok := wire.CutRecord(rest)
 		if !ok {
 			return nil, wire.CheckPayload(payload, count)
@@ -351,7 +354,7 @@ func frameEnvelopes(h wire.FrameHeader, payload []byte, into []ReadRecord) ([]Re
 		}
 		// Stored field by field: a ReadRecord built whole and appended is
 		// copied through memory the compiler wrote it to a moment before.
-		into = into[:len(into)+1]
+		into = append(into, ReadRecord{}) // within the room grown above: a valid record took 14 bytes or more
 		r := &into[len(into)-1]
 		r.Offset, r.CommittedAtUnixMs, r.Key, r.Value = offset, committedAt, key, value
 	}
