@@ -91,3 +91,25 @@ func TestFrameEnvelopes_ACorruptCountDrivesNoAllocation(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeFrame_ACorruptCountDrivesNoAllocation: decodeFrame leaves the
+// room to frameEnvelopes, so a corrupt count in a compressed frame
+// allocates no more than the bound above either (it made room for the
+// count before).
+func TestDecodeFrame_ACorruptCountDrivesNoAllocation(t *testing.T) {
+	payload := make([]byte, 1<<20)
+	h := wire.FrameHeader{BaseOffset: 0, RecordCount: int32(len(payload) / wire.RecordLenSize), UncompressedSize: uint32(len(payload)), StoredSize: uint32(len(payload))}
+	frame := append(make([]byte, wire.FrameHeaderSize), payload...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f, err := decodeFrame(h, frame)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, wire.ErrCorrupt) || f != nil {
+		t.Fatalf("%v, %v; want no frame and ErrCorrupt", f, err)
+	}
+	room := uint64(len(payload)/(wire.RecordLenSize+wire.EnvelopeSize(0, 0))) * uint64(unsafe.Sizeof(ReadRecord{}))
+	decoded := uint64(len(payload)) // codec none decodes into a private copy
+	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > decoded+room+room/4 {
+		t.Fatalf("a corrupt count of %d in %d bytes allocated %d bytes; want at most the copy and %d bytes of records", h.RecordCount, len(payload), allocated, room)
+	}
+}

@@ -540,7 +540,7 @@ func decodeFrame(h wire.FrameHeader, frame []byte) (*cachedFrame, error) {
 	if err != nil {
 		return nil, err
 	}
-	records, err := frameEnvelopes(h, payload, make([]ReadRecord, 0, h.RecordCount))
+	records, err := frameEnvelopes(h, payload, nil)
 	if err != nil {
 		return nil, err
 	}
