@@ -228,7 +228,17 @@ func (l *Log) readFrames(v *view, rd *reader, lend bool) (more bool, err error) 
 		putRecordScratch(scratch, used)
 	}()
 	more = true
-	err = l.scanFrom(v, rd.next, lend, func(sc *scanner, seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error) {
+	// run lends a run of one-record frames from the window in one loop
+	// (lendOneRecordRun), after a frame the visit below took whole.
+	run := func(sc *scanner, pos, expect int64) (int64, int64, bool) {
+		at, next := lendOneRecordRun(sc, rd, pos, expect, &last)
+		more = !rd.full()
+		return at, next, more
+	}
+	if !lend {
+		run = nil // records must point into windows never reused: the general path's keep scan
+	}
+	err = l.scanFrom(v, rd.next, lend, run, func(sc *scanner, seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error) {
 		if h.RecordCount == 1 && h.Codec == wire.CodecNone { // a trickle-fed partition's frame: straight to rd
 			r, err := onlyRecord(h, h.Stored(frame))
 			if err != nil {
@@ -387,6 +397,45 @@ func onlyRecord(h wire.FrameHeader, payload []byte) (ReadRecord, error) {
 	return ReadRecord{Offset: h.BaseOffset, CommittedAtUnixMs: committedAt, Key: key, Value: value}, nil
 }
 
+// lendOneRecordRun lends, in one loop, the records of the one-record
+// uncompressed frames the scan's window holds whole from pos on, each
+// based at the offset its predecessor ends at (expect for the first): a
+// trickle-fed partition's history, where the general path's calls for
+// every frame cost more than the frame's CRC. It stops before a frame
+// that is anything else, is not whole in the window or does not check
+// out, which the general path then takes (and says what it is), and at a
+// record the read cannot take: one its limits leave no room for (the
+// general path caches that frame as the one the read stopped at) or one
+// take refused (the read ends). So it lends exactly the records the
+// general path would, and leaves in last, as the general path does, the
+// last frame whose record it offered. It returns where it stopped and
+// the offset expected there.
+func lendOneRecordRun(sc *scanner, rd *reader, pos, expect int64, last *navEntry) (at, next int64) {
+	for !rd.full() && pos >= sc.at {
+		// A frame the window cuts is not parsed or checked: the words of
+		// those errors cost allocations, once a window.
+		b := sc.buf[min(pos-sc.at, int64(sc.n)):sc.n]
+		if len(b) < wire.FrameHeaderSize {
+			break
+		}
+		h, err := wire.ParseFrameHeader(b)
+		if err != nil || h.RecordCount != 1 || h.Codec != wire.CodecNone || h.BaseOffset != expect ||
+			h.FrameLen() > int64(len(b)) || h.FrameLen() > proofPart || pos+h.FrameLen() > sc.limit || h.Verify(b) != nil {
+			break
+		}
+		r, err := onlyRecord(h, h.Stored(b))
+		if err != nil {
+			break
+		}
+		last.base, last.end, last.pos, last.bytes = h.BaseOffset, h.EndOffset(), pos, h.FrameLen()
+		if !rd.offer(r) {
+			break
+		}
+		pos, expect = pos+h.FrameLen(), h.EndOffset()
+	}
+	return pos, expect
+}
+
 // decodeHeadroom is what a zstd decode may write past the decoded size.
 const decodeHeadroom = 128 << 10
 
@@ -399,7 +448,7 @@ func (l *Log) frameAt(v *view, offset int64) (*cachedFrame, error) {
 	}
 	l.metrics.frameCacheMisses.Inc()
 	var found *cachedFrame
-	err := l.scanFrom(v, offset, true, func(_ *scanner, seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error) {
+	err := l.scanFrom(v, offset, true, nil, func(_ *scanner, seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error) {
 		f, err := decodeFrame(h, frame)
 		if err != nil {
 			return false, err
@@ -416,13 +465,15 @@ func (l *Log) frameAt(v *view, offset int64) (*cachedFrame, error) {
 // log and below the high watermark, and calls visit with it (its bytes
 // CRC-checked; valid after the call, as a scan that does not lend never
 // reuses a window; a lending scan reuses its buffers), then,
-// while visit asks for more, with each next frame of the segment. It
+// while visit asks for more, with each next frame of the segment (run,
+// when set, first takes what it can of the frames from there, and
+// returns where the scan goes on and whether it may). It
 // starts from the frame position cache or the sparse index, and steps
 // over damage before the frame it looks for; damage (or an unreadable
 // block) after it ends the scan quietly, for the next read to meet. A
 // visit error on the frame holding offset marks it damaged; on a later
 // frame it ends the scan the same way.
-func (l *Log) scanFrom(v *view, offset int64, lend bool, visit func(sc *scanner, seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error)) error {
+func (l *Log) scanFrom(v *view, offset int64, lend bool, run func(sc *scanner, pos, expect int64) (at, next int64, more bool), visit func(sc *scanner, seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error)) error {
 	seg, endOffset, limit := v.segmentFor(offset)
 	if g, ok := seg.gapAt(offset); ok {
 		return &UnreadableError{Offset: offset, Next: g.to, Cause: errors.New("recorded gap: damaged frame found by recovery")}
@@ -493,6 +544,11 @@ func (l *Log) scanFrom(v *view, offset int64, lend bool, visit func(sc *scanner,
 			}
 			for more {
 				pos, expect = pos+h.FrameLen(), h.EndOffset()
+				if run != nil {
+					if pos, expect, more = run(sc, pos, expect); !more {
+						break
+					}
+				}
 				if pos >= limit {
 					break
 				}
