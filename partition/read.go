@@ -412,15 +412,9 @@ func onlyRecord(h wire.FrameHeader, payload []byte) (ReadRecord, error) {
 // the offset expected there.
 func lendOneRecordRun(sc *scanner, rd *reader, pos, expect int64, last *navEntry) (at, next int64) {
 	for !rd.full() && pos >= sc.at {
-		// A frame the window cuts is not parsed or checked: the words of
-		// those errors cost allocations, once a window.
 		b := sc.buf[min(pos-sc.at, int64(sc.n)):sc.n]
-		if len(b) < wire.FrameHeaderSize {
-			break
-		}
-		h, err := wire.ParseFrameHeader(b)
-		if err != nil || h.RecordCount != 1 || h.Codec != wire.CodecNone || h.BaseOffset != expect ||
-			h.FrameLen() > int64(len(b)) || h.FrameLen() > proofPart || pos+h.FrameLen() > sc.limit || h.Verify(b) != nil {
+		h, ok := wire.ValidFrame(b) // no words: the frame a window cuts would cost an allocation a window
+		if !ok || h.RecordCount != 1 || h.Codec != wire.CodecNone || h.BaseOffset != expect || h.FrameLen() > proofPart || pos+h.FrameLen() > sc.limit {
 			break
 		}
 		r, err := onlyRecord(h, h.Stored(b))

@@ -124,19 +124,42 @@ func ParseFrameHeader(b []byte) (FrameHeader, error) {
 	if flags&^codecMask != 0 {
 		return FrameHeader{}, fmt.Errorf("%w: frame header: flags 0x%02x set bits outside the codec (bits 0-2)", ErrCorrupt, flags)
 	}
-	h := FrameHeader{
-		Codec:            flags & codecMask,
+	h := headerFields(b)
+	if !plausible(&h) {
+		problem, _ := headerProblem(h)
+		return FrameHeader{}, fmt.Errorf("%w: frame header: %s", ErrCorrupt, problem)
+	}
+	return h, nil
+}
+
+// headerFields decodes the fields of the header at the start of b, at
+// least FrameHeaderSize bytes, unchecked.
+func headerFields(b []byte) FrameHeader {
+	_ = b[FrameHeaderSize-1]
+	return FrameHeader{
+		Codec:            b[frameFlagsAt] & codecMask,
 		RecordCount:      int32(binary.BigEndian.Uint32(b[frameCountAt:])),
 		BaseOffset:       int64(binary.BigEndian.Uint64(b[frameBaseAt:])),
 		UncompressedSize: binary.BigEndian.Uint32(b[frameUncompressedAt:]),
 		StoredSize:       binary.BigEndian.Uint32(b[frameStoredAt:]),
 		CRC:              binary.BigEndian.Uint32(b[frameCRCAt:]),
 	}
-	if !plausible(&h) {
-		problem, _ := headerProblem(h)
-		return FrameHeader{}, fmt.Errorf("%w: frame header: %s", ErrCorrupt, problem)
+}
+
+// ValidFrame is CheckFrame's verdict without its words, for a read path's
+// loop over the frames of a window, where building an error for the frame
+// a window cuts would cost an allocation a window: b's frame header and
+// true exactly when CheckFrame(b) returns nil (FuzzCheckFrame holds it to
+// that).
+func ValidFrame(b []byte) (FrameHeader, bool) {
+	if len(b) < FrameHeaderSize || binary.BigEndian.Uint16(b) != FrameMagic || b[frameFlagsAt]&^codecMask != 0 {
+		return FrameHeader{}, false
 	}
-	return h, nil
+	h := headerFields(b)
+	if !plausible(&h) || int64(len(b)) < h.FrameLen() || frameCRC(b[:FrameHeaderSize], h.Stored(b)) != h.CRC {
+		return FrameHeader{}, false
+	}
+	return h, true
 }
 
 // plausible is headerProblem's verdict without its words, cheap enough

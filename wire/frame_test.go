@@ -438,6 +438,9 @@ func FuzzCheckFrame(f *testing.F) {
 		}
 		h, err := CheckFrame(b)
 		checkFrameSumAgrees(t, b, err)
+		if vh, ok := ValidFrame(b); ok != (err == nil) || vh != h {
+			t.Fatalf("ValidFrame: %+v, %v; CheckFrame: %+v, %v", vh, ok, h, err)
+		}
 		if err != nil {
 			if !errorIsAny(err, ErrCorrupt, ErrTruncated) {
 				t.Fatalf("unexpected error class: %v", err)
