@@ -3,16 +3,20 @@ package partition
 import (
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/narad-io/storage/wire"
 )
 
 const (
-	// frameCacheMaxFrame: a frame of up to this size goes into the cache
-	// as it is written, when something read since the previous write.
+	// frameCacheMaxFrame: a frame that keeps up to this much memory
+	// (cachedFrame.bytes) goes into the cache's frames, as it is written
+	// when something read since the previous write; a larger one only as
+	// the large frame, under a node's budget.
 	frameCacheMaxFrame = 1 << 20
-	// frameCacheBytes and frameCacheFrames bound one log's decoded frames,
-	// so ten thousand logs with a tail reader each stay affordable.
+	// frameCacheBytes and frameCacheFrames bound one log's decoded frames
+	// (the memory they keep), so ten thousand logs with a tail reader each
+	// stay affordable.
 	frameCacheBytes  = 2 << 20
 	frameCacheFrames = 8
 	// navEntries bounds the frame-position cache.
@@ -37,7 +41,7 @@ const (
 type cachedFrame struct {
 	base, end int64
 	records   []ReadRecord
-	bytes     int
+	bytes     int     // the memory it keeps, what the cache counts: decodedBytes
 	pooled    *[]byte // the records' pooled buffer, or nil; never changes
 
 	// Under frameCache.mu; used only when pooled is set.
@@ -228,10 +232,20 @@ func (c *frameCache) put(f *cachedFrame) (held bool) {
 	return len(c.frames) > 0 && c.frames[len(c.frames)-1] == f // the newest: it stays if any does
 }
 
-// mayCache reports whether a stopped frame of this many bytes could be
+// mayCache reports whether the frame with header h, decoded, could be
 // cached now, so a read does not decode one only to have it refused.
-func (c *frameCache) mayCache(bytes int) bool {
+func (c *frameCache) mayCache(h wire.FrameHeader) bool {
+	bytes := decodedBytes(int(h.UncompressedSize), int(h.RecordCount))
 	return bytes <= frameCacheMaxFrame || (c.budget != nil && c.budget.used.Load()+int64(bytes) <= c.budget.limit)
+}
+
+// decodedBytes is the memory a cached frame keeps and the cache counts:
+// the bytes its records point into (a decode buffer, or the window or
+// batch the frame sits in) and its slice of records. Counting only the
+// bytes on disk let a compressed frame keep many times its count, and a
+// frame of small records over four times (64 bytes of ReadRecord each).
+func decodedBytes(pinned, records int) int {
+	return pinned + records*int(unsafe.Sizeof(ReadRecord{}))
 }
 
 func (c *frameCache) largeBytes() int {
@@ -246,7 +260,8 @@ func (c *frameCache) largeBytes() int {
 // bytes, the memory its records keep from the garbage collector; it
 // reports whether it took the frame.
 func (c *frameCache) putEnvelopes(base int64, envs [][]byte, pinned int) bool {
-	if pinned > frameCacheMaxFrame {
+	bytes := decodedBytes(pinned, len(envs))
+	if bytes > frameCacheMaxFrame {
 		return false
 	}
 	records := make([]ReadRecord, len(envs))
@@ -257,7 +272,7 @@ func (c *frameCache) putEnvelopes(base int64, envs [][]byte, pinned int) bool {
 		}
 		records[i] = ReadRecord{Offset: base + int64(i), Key: e.Key, Value: e.Payload, CommittedAtUnixMs: e.CommittedAtUnixMs}
 	}
-	return c.put(&cachedFrame{base: base, end: base + int64(len(envs)), records: records, bytes: pinned})
+	return c.put(&cachedFrame{base: base, end: base + int64(len(envs)), records: records, bytes: bytes})
 }
 
 // remember records a frame's position.

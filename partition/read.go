@@ -253,7 +253,7 @@ func (l *Log) readFrames(v *view, rd *reader, lend bool) (more bool, err error) 
 				return more, nil
 			}
 			more = false
-			if rd.err == nil && l.cache.mayCache(int(h.FrameLen())) {
+			if rd.err == nil && l.cache.mayCache(h) {
 				rd.frame, used = append(rd.frame[:0], r), max(used, 1)
 				if f := stoppedFrame(sc, pos, h, frame, rd.frame); f != nil {
 					l.cache.putStopped(f)
@@ -283,7 +283,7 @@ func (l *Log) readFrames(v *view, rd *reader, lend bool) (more bool, err error) 
 		last.base, last.end, last.pos, last.bytes = h.BaseOffset, h.EndOffset(), pos, h.FrameLen()
 		if !takeRecords(rd, rd.frame[rd.next-h.BaseOffset:]) {
 			more = false
-			if rd.err == nil && l.cache.mayCache(int(h.FrameLen())) {
+			if rd.err == nil && l.cache.mayCache(h) {
 				if f := stoppedFrame(sc, pos, h, frame, rd.frame); f != nil {
 					l.cache.putStopped(f)
 				}
@@ -603,7 +603,7 @@ func decodeFrame(h wire.FrameHeader, frame []byte) (*cachedFrame, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &cachedFrame{base: h.BaseOffset, end: h.EndOffset(), records: records, bytes: int(h.FrameLen())}, nil
+	return &cachedFrame{base: h.BaseOffset, end: h.EndOffset(), records: records, bytes: decodedBytes(cap(payload), cap(records))}, nil
 }
 
 // stoppedFrame is the frame a read stopped inside, for the cache: its
@@ -620,7 +620,8 @@ func stoppedFrame(sc *scanner, pos int64, h wire.FrameHeader, frame []byte, reco
 		if h.FrameLen() <= frameCacheMaxFrame {
 			pooled = nil // the frames list evicts without counting readers: a small buffer is left to the garbage collector
 		}
-		return &cachedFrame{base: h.BaseOffset, end: h.EndOffset(), records: slices.Clone(records), bytes: int(h.FrameLen()), pooled: pooled}
+		records = slices.Clone(records)
+		return &cachedFrame{base: h.BaseOffset, end: h.EndOffset(), records: records, bytes: decodedBytes(len(frame), cap(records)), pooled: pooled}
 	}
 	return decodedCopy(h, frame)
 }
