@@ -72,38 +72,52 @@ func TestReadFunc_LendsWhatReadReturns(t *testing.T) {
 		d := newDisk(t, 1)
 		l := mixedLog(t, d, id)
 		hwm := l.HighWatermark()
-		for _, limits := range []struct{ records, bytes int }{{1, 1 << 30}, {7, 1 << 30}, {1 << 20, 1000}, {1 << 20, 300 << 10}, {1 << 20, 8 << 20}, {1 << 20, 1 << 30}} {
-			for _, from := range []int64{0, 1, 40, 41, 123, 700, 1900, hwm - 30, hwm - 1, hwm} {
-				var lent []ReadRecord
-				sum, err := l.ReadFunc(from, limits.records, limits.bytes, func(r ReadRecord) error {
-					lent = append(lent, copyRecord(r))
-					return nil
-				})
-				if err != nil {
-					t.Fatalf("codec %d, ReadFunc(%d, %v): %v", id, from, limits, err)
+		checkLendsWhatReadReturns(t, l, []readLimits{{1, 1 << 30}, {7, 1 << 30}, {1 << 20, 1000}, {1 << 20, 300 << 10}, {1 << 20, 8 << 20}, {1 << 20, 1 << 30}},
+			[]int64{0, 1, 40, 41, 123, 700, 1900, hwm - 30, hwm - 1, hwm})
+		closeLog(t, l)
+	}
+}
+
+// readLimits are a read's maxRecords and maxBytes.
+type readLimits struct{ records, bytes int }
+
+// checkLendsWhatReadReturns: from each offset, under each limits,
+// ReadFunc lends exactly the records Read returns, each the bigValue
+// written at its offset, with the same Next, records and bytes, and the
+// high watermark.
+func checkLendsWhatReadReturns(t *testing.T, l *Log, limits []readLimits, froms []int64) {
+	t.Helper()
+	hwm := l.HighWatermark()
+	for _, limits := range limits {
+		for _, from := range froms {
+			var lent []ReadRecord
+			sum, err := l.ReadFunc(from, limits.records, limits.bytes, func(r ReadRecord) error {
+				lent = append(lent, copyRecord(r))
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("ReadFunc(%d, %v): %v", from, limits, err)
+			}
+			res, err := l.Read(from, limits.records, limits.bytes)
+			if err != nil {
+				t.Fatalf("Read(%d, %v): %v", from, limits, err)
+			}
+			if sum.Next != res.Next || sum.HighWatermark != hwm || sum.Records != len(lent) || len(lent) != len(res.Records) {
+				t.Fatalf("from %d, %v: ReadFunc lent %d (said %d), next %d; Read returned %d, next %d",
+					from, limits, len(lent), sum.Records, sum.Next, len(res.Records), res.Next)
+			}
+			bytesLent := 0
+			for i, r := range lent {
+				if r.Offset != from+int64(i) || !bytes.Equal(r.Value, bigValue(r.Offset, len(r.Value))) ||
+					!bytes.Equal(r.Value, res.Records[i].Value) || r.CommittedAtUnixMs != res.Records[i].CommittedAtUnixMs {
+					t.Fatalf("from %d, %v: record %d lent as offset %d %.20q", from, limits, i, r.Offset, r.Value)
 				}
-				res, err := l.Read(from, limits.records, limits.bytes)
-				if err != nil {
-					t.Fatalf("codec %d, Read(%d, %v): %v", id, from, limits, err)
-				}
-				if sum.Next != res.Next || sum.HighWatermark != hwm || sum.Records != len(lent) || len(lent) != len(res.Records) {
-					t.Fatalf("codec %d, from %d, %v: ReadFunc lent %d (said %d), next %d; Read returned %d, next %d",
-						id, from, limits, len(lent), sum.Records, sum.Next, len(res.Records), res.Next)
-				}
-				bytesLent := 0
-				for i, r := range lent {
-					if r.Offset != from+int64(i) || !bytes.HasPrefix(r.Value, fmt.Appendf(nil, "big=%d;", r.Offset)) ||
-						!bytes.Equal(r.Value, res.Records[i].Value) || r.CommittedAtUnixMs != res.Records[i].CommittedAtUnixMs {
-						t.Fatalf("codec %d, from %d, %v: record %d lent as offset %d %.20q", id, from, limits, i, r.Offset, r.Value)
-					}
-					bytesLent += len(r.Value)
-				}
-				if sum.Bytes != bytesLent {
-					t.Fatalf("codec %d, from %d: summary says %d bytes, lent %d", id, from, sum.Bytes, bytesLent)
-				}
+				bytesLent += len(r.Value)
+			}
+			if sum.Bytes != bytesLent {
+				t.Fatalf("from %d, %v: summary says %d bytes, lent %d", from, limits, sum.Bytes, bytesLent)
 			}
 		}
-		closeLog(t, l)
 	}
 }
 
@@ -113,18 +127,26 @@ func TestReadFunc_AnErrorFromFnEndsTheRead(t *testing.T) {
 	d := newDisk(t, 1)
 	l := mixedLog(t, d, codec.None)
 	defer closeLog(t, l)
+	checkARefusalEndsTheRead(t, l, 3, []int{0, 1, 5, 60})
+}
+
+// checkARefusalEndsTheRead: a ReadFunc from offset whose fn refuses its
+// k-th record (for each k) ends with fn's error, k records lent and Next
+// at the record refused.
+func checkARefusalEndsTheRead(t *testing.T, l *Log, from int64, ks []int) {
+	t.Helper()
 	refuse := errors.New("the socket closed")
-	for _, k := range []int{0, 1, 5, 60} {
+	for _, k := range ks {
 		n := 0
-		sum, err := l.ReadFunc(3, 1000, 1<<30, func(r ReadRecord) error {
+		sum, err := l.ReadFunc(from, 1<<20, 1<<30, func(ReadRecord) error {
 			if n == k {
 				return refuse
 			}
 			n++
 			return nil
 		})
-		if !errors.Is(err, refuse) || sum.Records != k || sum.Next != 3+int64(k) {
-			t.Fatalf("refused record %d: %v, %d records lent, next %d; want %v, %d, %d", k, err, sum.Records, sum.Next, refuse, k, 3+k)
+		if !errors.Is(err, refuse) || sum.Records != k || sum.Next != from+int64(k) {
+			t.Fatalf("refused record %d: %v, %d records lent, next %d; want %v, %d, %d", k, err, sum.Records, sum.Next, refuse, k, from+int64(k))
 		}
 	}
 }

@@ -64,30 +64,8 @@ func TestReadFunc_ARunOfOneRecordFramesLendsWhatReadReturns(t *testing.T) {
 	for _, id := range []codec.ID{codec.None, codec.Zstd} {
 		d := newDisk(t, 1)
 		l := oneRecordRunsLog(t, d, id)
-		hwm := l.HighWatermark()
-		for _, limits := range []struct{ records, bytes int }{{1, 1 << 30}, {2, 1 << 30}, {333, 1 << 30}, {1 << 20, 1000}, {1 << 20, 100 << 10}, {1 << 20, 1 << 30}} {
-			for _, from := range []int64{0, 1, 350, 699, 700, 705, 706, 708, 1607, 1608, 2000, 2509, 2511, 2560, hwm - 1} {
-				lent, sum, err := lendFrom(l, from, limits.records, limits.bytes)
-				if err != nil {
-					t.Fatalf("codec %d, ReadFunc(%d, %v): %v", id, from, limits, err)
-				}
-				res, err := l.Read(from, limits.records, limits.bytes)
-				if err != nil {
-					t.Fatalf("codec %d, Read(%d, %v): %v", id, from, limits, err)
-				}
-				if sum.Next != res.Next || sum.Records != len(lent) || len(lent) != len(res.Records) {
-					t.Fatalf("codec %d, from %d, %v: ReadFunc lent %d (said %d), next %d; Read returned %d, next %d",
-						id, from, limits, len(lent), sum.Records, sum.Next, len(res.Records), res.Next)
-				}
-				for i, r := range lent {
-					want := res.Records[i]
-					if r.Offset != from+int64(i) || want.Offset != r.Offset || !bytes.Equal(r.Value, want.Value) ||
-						!bytes.HasPrefix(r.Value, fmt.Appendf(nil, "big=%d;", r.Offset)) || r.CommittedAtUnixMs != want.CommittedAtUnixMs {
-						t.Fatalf("codec %d, from %d, %v: record %d lent as offset %d %.20q, Read has %d %.20q", id, from, limits, i, r.Offset, r.Value, want.Offset, want.Value)
-					}
-				}
-			}
-		}
+		checkLendsWhatReadReturns(t, l, []readLimits{{1, 1 << 30}, {2, 1 << 30}, {333, 1 << 30}, {1 << 20, 1000}, {1 << 20, 100 << 10}, {1 << 20, 1 << 30}},
+			[]int64{0, 1, 350, 699, 700, 705, 706, 708, 1607, 1608, 2000, 2509, 2511, 2560, l.HighWatermark() - 1})
 		closeLog(t, l)
 	}
 }
@@ -98,20 +76,7 @@ func TestReadFunc_ARunStopsWhereFnRefuses(t *testing.T) {
 	d := newDisk(t, 1)
 	l := oneRecordRunsLog(t, d, codec.None)
 	defer closeLog(t, l)
-	refuse := errors.New("the socket closed")
-	for _, k := range []int{1, 2, 150, 600} {
-		n := 0
-		sum, err := l.ReadFunc(10, 1<<20, 1<<30, func(ReadRecord) error {
-			if n == k {
-				return refuse
-			}
-			n++
-			return nil
-		})
-		if !errors.Is(err, refuse) || sum.Records != k || sum.Next != 10+int64(k) {
-			t.Fatalf("refused record %d: %v, %d lent, next %d; want %v, %d, %d", k, err, sum.Records, sum.Next, refuse, k, 10+k)
-		}
-	}
+	checkARefusalEndsTheRead(t, l, 10, []int{1, 2, 150, 600})
 }
 
 // TestReadFunc_ARunNeverLendsADamagedFrame: a one-record frame inside a
