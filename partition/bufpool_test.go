@@ -58,19 +58,22 @@ func TestGetBuf_BuffersPastTheHugeBoundAreNotPooled(t *testing.T) {
 	}
 }
 
-// TestTakeBuffer_ComparesTheFrameWithTheMemoryItPins: a frame cached in
+// TestInPlace_ComparesTheFrameWithTheMemoryItPins: a frame cached in
 // place must fill at least half of its buffer's capacity, not only of its
 // length: a pooled buffer's capacity can be twice its length, and a
 // lending scan reuses a buffer grown for a larger frame (found by review:
-// a 2.1 MiB frame pinned 8 MiB).
-func TestTakeBuffer_ComparesTheFrameWithTheMemoryItPins(t *testing.T) {
+// a 2.1 MiB frame pinned 8 MiB). What it keeps is the whole capacity.
+func TestInPlace_ComparesTheFrameWithTheMemoryItPins(t *testing.T) {
 	buf := make([]byte, 2200<<10, 8<<20)
 	s := &scanner{buf: buf, at: 4096, n: len(buf)}
-	if _, ok := s.takeBuffer(4096, 2100<<10); ok {
+	if _, ok := s.inPlace(4096, 2100<<10); ok {
 		t.Fatal("a 2.1 MiB frame took a buffer of 8 MiB")
 	}
 	s.buf = buf[:len(buf):len(buf)]
-	if _, ok := s.takeBuffer(4096, 2100<<10); !ok || s.buf != nil || s.n != 0 {
-		t.Fatal("a 2.1 MiB frame in a 2.2 MiB buffer was not cached in place, or the scan kept the buffer")
+	if kept, ok := s.inPlace(4096, 2100<<10); !ok || kept != 2200<<10 {
+		t.Fatalf("a 2.1 MiB frame in a 2.2 MiB buffer: in place %v, keeping %d bytes", ok, kept)
+	}
+	if s.giveUpBuffer(); s.buf != nil || s.n != 0 {
+		t.Fatal("the scan kept the buffer it gave up")
 	}
 }

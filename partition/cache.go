@@ -9,14 +9,12 @@ import (
 )
 
 const (
-	// frameCacheMaxFrame: a frame that keeps up to this much memory
-	// (cachedFrame.bytes) goes into the cache's frames, as it is written
-	// when something read since the previous write; a larger one only as
-	// the large frame, under a node's budget.
-	frameCacheMaxFrame = 1 << 20
 	// frameCacheBytes and frameCacheFrames bound one log's decoded frames
-	// (the memory they keep), so ten thousand logs with a tail reader each
-	// stay affordable.
+	// (the memory they keep: cachedFrame.bytes), so ten thousand logs with
+	// a tail reader each stay affordable. A frame that keeps at most
+	// frameCacheBytes goes into them (as it is written, when something read
+	// since the previous write); one that keeps more, only as the large
+	// frame a read stopped inside, under a node's budget.
 	frameCacheBytes  = 2 << 20
 	frameCacheFrames = 8
 	// navEntries bounds the frame-position cache.
@@ -109,7 +107,7 @@ type frameCache struct {
 
 	mu     sync.Mutex
 	frames []*cachedFrame // oldest first
-	large  *cachedFrame   // a frame over frameCacheMaxFrame a read stopped inside
+	large  *cachedFrame   // a frame keeping over frameCacheBytes a read stopped inside
 	bytes  int
 	nav    []navEntry    // oldest first
 	proofs []*frameProof // oldest first
@@ -171,7 +169,7 @@ func (c *frameCache) recycleLocked(f *cachedFrame) {
 // when it is small enough, else as the large frame, replacing the one
 // before, unless the node's budget cannot take it.
 func (c *frameCache) putStopped(f *cachedFrame) {
-	if f.bytes <= frameCacheMaxFrame {
+	if f.bytes <= frameCacheBytes {
 		c.put(f)
 		return
 	}
@@ -204,7 +202,7 @@ func (c *frameCache) dropLargeLocked() {
 // put caches a decoded frame, and reports whether the cache holds it
 // after: not when it was refused, nor when the budget evicted it at once.
 func (c *frameCache) put(f *cachedFrame) (held bool) {
-	if f.bytes > frameCacheMaxFrame {
+	if f.bytes > frameCacheBytes {
 		return false
 	}
 	c.mu.Lock()
@@ -233,10 +231,12 @@ func (c *frameCache) put(f *cachedFrame) (held bool) {
 }
 
 // mayCache reports whether the frame with header h, decoded, could be
-// cached now, so a read does not decode one only to have it refused.
+// cached now, so a read seldom decodes one only to have it refused (its
+// records' bytes stand for what it keeps, which can be up to twice that
+// in place).
 func (c *frameCache) mayCache(h wire.FrameHeader) bool {
 	bytes := decodedBytes(int(h.UncompressedSize), int(h.RecordCount))
-	return bytes <= frameCacheMaxFrame || (c.budget != nil && c.budget.used.Load()+int64(bytes) <= c.budget.limit)
+	return bytes <= frameCacheBytes || (c.budget != nil && c.budget.used.Load()+int64(bytes) <= c.budget.limit)
 }
 
 // decodedBytes is the memory a cached frame keeps and the cache counts:
@@ -256,13 +256,13 @@ func (c *frameCache) largeBytes() int {
 }
 
 // putEnvelopes caches a frame being written from its envelopes, so a tail
-// reader is served without a disk read or a decode, counting it at pinned
-// bytes, the memory its records keep from the garbage collector; it
-// reports whether it took the frame.
+// reader is served without a disk read or a decode, counting it at the
+// pinned bytes its records keep from the garbage collector and their
+// slice; it reports whether it took the frame.
 func (c *frameCache) putEnvelopes(base int64, envs [][]byte, pinned int) bool {
 	bytes := decodedBytes(pinned, len(envs))
-	if bytes > frameCacheMaxFrame {
-		return false
+	if bytes > frameCacheBytes {
+		return false // before the records are built: put would refuse it
 	}
 	records := make([]ReadRecord, len(envs))
 	for i, env := range envs {

@@ -65,7 +65,7 @@ func TestCacheBudget_BoundsTheFramesOfEveryLogSharingIt(t *testing.T) {
 // frame a read stopped inside is cached decoded, and counted against the
 // log's bound and the node's budget at what it keeps (its decoded records
 // and their slice), not at its size on disk, which let a frame of
-// compressible records keep a hundred times what it was counted at.
+// compressible records keep about 2,000 times what it was counted at.
 func TestFrameCache_CountsADecodedFrameAtTheMemoryItKeeps(t *testing.T) {
 	d := newDisk(t, 1)
 	zstd, err := codec.ByID(codec.Zstd)
@@ -97,5 +97,80 @@ func TestFrameCache_CountsADecodedFrameAtTheMemoryItKeeps(t *testing.T) {
 	}
 	if onDisk, err := d.Contents(testDir + "/00000000000000000000.log"); err != nil || len(onDisk)*10 > keeps {
 		t.Fatalf("the segment holds %d bytes (%v): not compressed enough to tell the counts apart", len(onDisk), err)
+	}
+}
+
+// cachedFrames is what l's cache holds in its frames: how many, and the
+// bytes it counts for them, and the first's records' capacity.
+func cachedFrames(l *Log) (frames, counted, firstRecords int) {
+	l.cache.mu.Lock()
+	defer l.cache.mu.Unlock()
+	if len(l.cache.frames) > 0 {
+		firstRecords = cap(l.cache.frames[0].records)
+	}
+	return len(l.cache.frames), l.cache.bytes, firstRecords
+}
+
+// readRecordBytes is the memory of one ReadRecord.
+const readRecordBytes = int(unsafe.Sizeof(ReadRecord{}))
+
+// TestFrameCache_CountsAFrameKeptInPlaceAtItsBuffer: a frame a read
+// stopped inside, kept where the scan read it, is counted at the whole
+// buffer it keeps (it fills at least half of it) and its records, for a
+// read that keeps its windows (a 64 KiB window) and for one that lends
+// through pooled buffers (a frame of about 600 KiB in a 1 MiB one).
+func TestFrameCache_CountsAFrameKeptInPlaceAtItsBuffer(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		records, size int
+		lend          bool
+		buffer        int
+	}{{"read", 9, 3700, false, readWindow}, {"lending read", 150, 4096, true, 1 << 20}} {
+		t.Run(c.name, func(t *testing.T) {
+			d := newDisk(t, 1)
+			opts := Options{FS: d, CacheBudget: NewCacheBudget(64 << 20)}
+			l := openLog(t, opts)
+			for _, b := range [][]Record{bigRecords(0, c.records, c.size), bigRecords(int64(c.records), 20, 4000)} { // the second: the segment outgrows the window
+				if _, err := l.Produce(bg, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			closeLog(t, l)
+			l = openLog(t, opts)
+			defer closeLog(t, l)
+			var err error
+			if c.lend {
+				_, err = l.ReadFunc(0, 1, 1<<30, func(ReadRecord) error { return nil })
+			} else {
+				_, err = l.Read(0, 1, 1<<30)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			frames, counted, records := cachedFrames(l)
+			if want := c.buffer + records*readRecordBytes; frames != 1 || counted != want {
+				t.Fatalf("%d frames cached, counted at %d bytes; want one, at its buffer's %d and its records' %d", frames, counted, c.buffer, records*readRecordBytes)
+			}
+		})
+	}
+}
+
+// TestFrameCache_TakesAWrittenBatchOfAMebibyteForATailReader: a batch of
+// about 600 KiB, laid out in a pooled buffer of 1 MiB, is cached as it is
+// written for a tail reader, counted at that buffer and its records
+// (found by review: counting the records put every batch of the 1 MiB
+// class over a bound of 1 MiB a frame).
+func TestFrameCache_TakesAWrittenBatchOfAMebibyteForATailReader(t *testing.T) {
+	d := newDisk(t, 1)
+	l := openLog(t, Options{FS: d, CacheBudget: NewCacheBudget(64 << 20)})
+	defer closeLog(t, l)
+	if _, err := l.Read(0, 1, 1); err != nil { // a tail reader: the next frame written is cached
+		t.Fatal(err)
+	}
+	if _, err := l.Produce(bg, bigRecords(0, 150, 4096)); err != nil {
+		t.Fatal(err)
+	}
+	if frames, counted, records := cachedFrames(l); frames != 1 || counted != 1<<20+records*readRecordBytes {
+		t.Fatalf("%d frames cached, counted at %d bytes; want the written one, at %d", frames, counted, 1<<20+records*readRecordBytes)
 	}
 }

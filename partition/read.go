@@ -609,21 +609,26 @@ func decodeFrame(h wire.FrameHeader, frame []byte) (*cachedFrame, error) {
 // stoppedFrame is the frame a read stopped inside, for the cache: its
 // records in place when the frame is uncompressed and fills most of its
 // scan buffer, which the scan then gives up (to the pool again, for a
-// large frame a lending scan read: cachedFrame); else a private copy, so
-// a small frame never pins a whole window. records are the frame's,
-// checked.
+// large frame a lending scan read: cachedFrame), counted at the whole
+// buffer; else a private copy, so a small frame never pins a whole
+// window, and so a frame a copy would keep in the log's frames does not
+// take the large frame's place for the buffer it sits in. records are
+// the frame's, checked.
 func stoppedFrame(sc *scanner, pos int64, h wire.FrameHeader, frame []byte, records []ReadRecord) *cachedFrame {
 	if h.Codec != uint8(codec.None) {
 		return decodedCopy(h, frame)
 	}
-	if pooled, ok := sc.takeBuffer(pos, int64(len(frame))); ok {
-		if h.FrameLen() <= frameCacheMaxFrame {
-			pooled = nil // the frames list evicts without counting readers: a small buffer is left to the garbage collector
-		}
-		records = slices.Clone(records)
-		return &cachedFrame{base: h.BaseOffset, end: h.EndOffset(), records: records, bytes: decodedBytes(len(frame), cap(records)), pooled: pooled}
+	capacity, ok := sc.inPlace(pos, int64(len(frame)))
+	if !ok || (decodedBytes(capacity, len(records)) > frameCacheBytes && decodedBytes(len(frame), len(records)) <= frameCacheBytes) {
+		return decodedCopy(h, frame)
 	}
-	return decodedCopy(h, frame)
+	pooled := sc.giveUpBuffer()
+	records = slices.Clone(records)
+	bytes := decodedBytes(capacity, cap(records))
+	if bytes <= frameCacheBytes {
+		pooled = nil // the frames list evicts without counting readers: its buffers are left to the garbage collector
+	}
+	return &cachedFrame{base: h.BaseOffset, end: h.EndOffset(), records: records, bytes: bytes, pooled: pooled}
 }
 
 // decodedCopy is a checked frame decoded into a private copy.

@@ -6,7 +6,7 @@ import (
 )
 
 // largeFramesLog writes three frames of three 1 MiB records each (offsets
-// 0-2, 3-5, 6-8: each frame over frameCacheMaxFrame, so cached only as
+// 0-2, 3-5, 6-8: each frame keeping over frameCacheBytes, so cached only as
 // the large frame), with a cache budget, and reopens it so nothing is
 // cached.
 func largeFramesLog(t *testing.T) *Log {
@@ -108,7 +108,7 @@ func TestRead_ALargeFrameHandedToAReaderThatKeepsItIsNeverPooled(t *testing.T) {
 // budget cannot take was never visible to a reader; its buffer is pooled
 // at once.
 func TestFrameCache_ARefusedLargeFrameGoesBackToThePool(t *testing.T) {
-	buf, pooled := getBuf(2 << 20)
+	buf, pooled := getBuf(frameCacheBytes + 1<<20) // keeps more than a log's frames may: only the large frame
 	c := &frameCache{budget: NewCacheBudget(1 << 20)}
 	f := &cachedFrame{base: 0, end: 1, records: []ReadRecord{{Value: buf}}, bytes: len(buf), pooled: pooled}
 	c.putStopped(f)

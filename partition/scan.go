@@ -69,18 +69,24 @@ func newLendingScanner(file vfs.File, limit, pos int64) *scanner {
 	return &scanner{file: file, limit: limit, buf: buf, pool: p, lend: true, maxRead: readWindowMax, skipUnreadable: true}
 }
 
-// takeBuffer reports whether the frame at pos of length n, which the scan
+// inPlace reports whether the frame at pos of length n, which the scan
 // handed out, may stay where it is after the scan (a frame the cache
 // keeps): it must fill at least half of the memory its buffer holds, so
-// it pins at most twice what the cache counts. The scan then gives that
-// buffer up, and its pool pointer (nil: not pooled) to the taker.
-func (s *scanner) takeBuffer(pos, n int64) (pooled *[]byte, ok bool) {
+// it pins at most twice what a copy would. It returns that memory, what
+// the frame keeps in place.
+func (s *scanner) inPlace(pos, n int64) (capacity int, ok bool) {
 	if pos < s.at || pos+n > s.at+int64(s.n) || 2*n < int64(cap(s.buf)) {
-		return nil, false
+		return 0, false
 	}
+	return cap(s.buf), true
+}
+
+// giveUpBuffer gives the scan's buffer up, returning its pool pointer
+// (nil: not pooled) to the taker of a frame inPlace allowed.
+func (s *scanner) giveUpBuffer() (pooled *[]byte) {
 	pooled = s.pool
 	s.pool, s.buf, s.at, s.n = nil, nil, 0, 0
-	return pooled, true
+	return pooled
 }
 
 // readWindowMax bounds the windows a keep scan grows to.
