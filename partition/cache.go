@@ -11,12 +11,15 @@ import (
 const (
 	// frameCacheBytes and frameCacheFrames bound one log's decoded frames
 	// (the memory they keep: cachedFrame.bytes), so ten thousand logs with
-	// a tail reader each stay affordable. A frame that keeps at most
-	// frameCacheBytes goes into them (as it is written, when something read
-	// since the previous write); one that keeps more, only as the large
-	// frame a read stopped inside, under a node's budget.
+	// a tail reader each stay affordable. A frame written while something
+	// reads the log goes into them when it keeps at most frameCacheBytes.
 	frameCacheBytes  = 2 << 20
 	frameCacheFrames = 8
+	// stoppedFrameBytes: a frame a read stopped inside that keeps more
+	// than this is cached only as the large frame, under a node's budget,
+	// where no written frame evicts it and its pooled buffer is recycled
+	// (a frame just over a window sits in a buffer twice its size).
+	stoppedFrameBytes = 1 << 20
 	// navEntries bounds the frame-position cache.
 	navEntries = 16
 	// proofEntries bounds one log's frame proofs: 64 frames of 16 MiB
@@ -107,7 +110,7 @@ type frameCache struct {
 
 	mu     sync.Mutex
 	frames []*cachedFrame // oldest first
-	large  *cachedFrame   // a frame keeping over frameCacheBytes a read stopped inside
+	large  *cachedFrame   // a frame keeping over stoppedFrameBytes a read stopped inside
 	bytes  int
 	nav    []navEntry    // oldest first
 	proofs []*frameProof // oldest first
@@ -169,7 +172,7 @@ func (c *frameCache) recycleLocked(f *cachedFrame) {
 // when it is small enough, else as the large frame, replacing the one
 // before, unless the node's budget cannot take it.
 func (c *frameCache) putStopped(f *cachedFrame) {
-	if f.bytes <= frameCacheBytes {
+	if f.bytes <= stoppedFrameBytes {
 		c.put(f)
 		return
 	}
@@ -236,7 +239,7 @@ func (c *frameCache) put(f *cachedFrame) (held bool) {
 // in place).
 func (c *frameCache) mayCache(h wire.FrameHeader) bool {
 	bytes := decodedBytes(int(h.UncompressedSize), int(h.RecordCount))
-	return bytes <= frameCacheBytes || (c.budget != nil && c.budget.used.Load()+int64(bytes) <= c.budget.limit)
+	return bytes <= stoppedFrameBytes || (c.budget != nil && c.budget.used.Load()+int64(bytes) <= c.budget.limit)
 }
 
 // decodedBytes is the memory a cached frame keeps and the cache counts:

@@ -114,45 +114,62 @@ func cachedFrames(l *Log) (frames, counted, firstRecords int) {
 // readRecordBytes is the memory of one ReadRecord.
 const readRecordBytes = int(unsafe.Sizeof(ReadRecord{}))
 
+// stopInsideFirstFrame writes a frame of n records of size bytes, and a
+// frame after it, reopens the log with a node's budget, and reads one
+// record of the first frame, lending or not, so the read stops inside it.
+func stopInsideFirstFrame(t *testing.T, n, size int, lend bool) *Log {
+	t.Helper()
+	d := newDisk(t, 1)
+	opts := Options{FS: d, CacheBudget: NewCacheBudget(64 << 20)}
+	l := openLog(t, opts)
+	for _, b := range [][]Record{bigRecords(0, n, size), bigRecords(int64(n), 20, 4000)} { // the second: the segment outgrows a window
+		if _, err := l.Produce(bg, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeLog(t, l)
+	l = openLog(t, opts)
+	var err error
+	if lend {
+		_, err = l.ReadFunc(0, 1, 1<<30, func(ReadRecord) error { return nil })
+	} else {
+		_, err = l.Read(0, 1, 1<<30)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // TestFrameCache_CountsAFrameKeptInPlaceAtItsBuffer: a frame a read
 // stopped inside, kept where the scan read it, is counted at the whole
-// buffer it keeps (it fills at least half of it) and its records, for a
-// read that keeps its windows (a 64 KiB window) and for one that lends
-// through pooled buffers (a frame of about 600 KiB in a 1 MiB one).
+// buffer it keeps (it fills at least half of it) and its records: a
+// 33 KB frame in a read's 64 KiB window among the log's frames, a frame
+// just over a window (1.1 MiB) in a lending read's 2 MiB pooled buffer as
+// the large frame. A 600 KiB frame, which in place would keep a 1 MiB
+// buffer and take the large frame's place, is copied instead and counted
+// at its copy.
 func TestFrameCache_CountsAFrameKeptInPlaceAtItsBuffer(t *testing.T) {
-	for _, c := range []struct {
-		name          string
-		records, size int
-		lend          bool
-		buffer        int
-	}{{"read", 9, 3700, false, readWindow}, {"lending read", 150, 4096, true, 1 << 20}} {
-		t.Run(c.name, func(t *testing.T) {
-			d := newDisk(t, 1)
-			opts := Options{FS: d, CacheBudget: NewCacheBudget(64 << 20)}
-			l := openLog(t, opts)
-			for _, b := range [][]Record{bigRecords(0, c.records, c.size), bigRecords(int64(c.records), 20, 4000)} { // the second: the segment outgrows the window
-				if _, err := l.Produce(bg, b); err != nil {
-					t.Fatal(err)
-				}
-			}
-			closeLog(t, l)
-			l = openLog(t, opts)
-			defer closeLog(t, l)
-			var err error
-			if c.lend {
-				_, err = l.ReadFunc(0, 1, 1<<30, func(ReadRecord) error { return nil })
-			} else {
-				_, err = l.Read(0, 1, 1<<30)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			frames, counted, records := cachedFrames(l)
-			if want := c.buffer + records*readRecordBytes; frames != 1 || counted != want {
-				t.Fatalf("%d frames cached, counted at %d bytes; want one, at its buffer's %d and its records' %d", frames, counted, c.buffer, records*readRecordBytes)
-			}
-		})
+	l := stopInsideFirstFrame(t, 9, 3700, false)
+	if frames, counted, records := cachedFrames(l); frames != 1 || counted != readWindow+records*readRecordBytes {
+		t.Errorf("33 KB frame: %d frames cached, counted at %d bytes; want one, at its window's %d and its records' %d", frames, counted, readWindow, records*readRecordBytes)
 	}
+	closeLog(t, l)
+
+	l = stopInsideFirstFrame(t, 275, 4096, true)
+	l.cache.mu.Lock()
+	large, counted := l.cache.large, l.cache.bytes
+	l.cache.mu.Unlock()
+	if large == nil || large.pooled == nil || counted != 2<<20+cap(large.records)*readRecordBytes {
+		t.Errorf("1.1 MiB frame: large frame %v, counted at %d bytes; want it in its pooled 2 MiB buffer, counted at that and its records", large != nil, counted)
+	}
+	closeLog(t, l)
+
+	l = stopInsideFirstFrame(t, 150, 4096, true)
+	if frames, counted, _ := cachedFrames(l); frames != 1 || counted < 150*4096 || counted >= 1<<20 {
+		t.Errorf("600 KiB frame: %d frames cached, counted at %d bytes; want one, a copy of its records", frames, counted)
+	}
+	closeLog(t, l)
 }
 
 // TestFrameCache_TakesAWrittenBatchOfAMebibyteForATailReader: a batch of

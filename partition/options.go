@@ -44,8 +44,8 @@ type Options struct {
 	// 2 MiB, and lets each log keep one frame of any size that a read
 	// stopped inside, so a frame larger than a reader's max bytes is read
 	// and checked once, not once per part. Default: no shared bound, and
-	// no frame over 1 MiB kept (nothing would bound what a hundred
-	// thousand logs pin).
+	// no frame a read stopped inside that keeps over 1 MiB is kept
+	// (nothing would bound what a hundred thousand logs pin).
 	CacheBudget *CacheBudget
 
 	// flush holds the flusher's internal thresholds (docs/design.md,

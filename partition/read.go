@@ -611,21 +611,24 @@ func decodeFrame(h wire.FrameHeader, frame []byte) (*cachedFrame, error) {
 // scan buffer, which the scan then gives up (to the pool again, for a
 // large frame a lending scan read: cachedFrame), counted at the whole
 // buffer; else a private copy, so a small frame never pins a whole
-// window, and so a frame a copy would keep in the log's frames does not
-// take the large frame's place for the buffer it sits in. records are
+// window, and so a frame a copy would keep among the log's frames does
+// not take the large frame's place for the buffer it sits in. records are
 // the frame's, checked.
 func stoppedFrame(sc *scanner, pos int64, h wire.FrameHeader, frame []byte, records []ReadRecord) *cachedFrame {
 	if h.Codec != uint8(codec.None) {
 		return decodedCopy(h, frame)
 	}
 	capacity, ok := sc.inPlace(pos, int64(len(frame)))
-	if !ok || (decodedBytes(capacity, len(records)) > frameCacheBytes && decodedBytes(len(frame), len(records)) <= frameCacheBytes) {
+	if !ok {
+		return decodedCopy(h, frame)
+	}
+	records = slices.Clone(records)
+	bytes := decodedBytes(capacity, cap(records))
+	if bytes > stoppedFrameBytes && decodedBytes(len(frame), cap(records)) <= stoppedFrameBytes {
 		return decodedCopy(h, frame)
 	}
 	pooled := sc.giveUpBuffer()
-	records = slices.Clone(records)
-	bytes := decodedBytes(capacity, cap(records))
-	if bytes <= frameCacheBytes {
+	if bytes <= stoppedFrameBytes {
 		pooled = nil // the frames list evicts without counting readers: its buffers are left to the garbage collector
 	}
 	return &cachedFrame{base: h.BaseOffset, end: h.EndOffset(), records: records, bytes: bytes, pooled: pooled}

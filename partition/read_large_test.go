@@ -6,7 +6,7 @@ import (
 )
 
 // largeFramesLog writes three frames of three 1 MiB records each (offsets
-// 0-2, 3-5, 6-8: each frame keeping over frameCacheBytes, so cached only as
+// 0-2, 3-5, 6-8: each frame keeping over stoppedFrameBytes, so cached only as
 // the large frame), with a cache budget, and reopens it so nothing is
 // cached.
 func largeFramesLog(t *testing.T) *Log {
