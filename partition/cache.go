@@ -17,8 +17,9 @@ const (
 	frameCacheFrames = 8
 	// stoppedFrameBytes: a frame a read stopped inside that keeps more
 	// than this is cached only as the large frame, under a node's budget,
-	// where no written frame evicts it and its pooled buffer is recycled
-	// (a frame just over a window sits in a buffer twice its size).
+	// which the log's own bounds never evict (the budget, when over, drops
+	// it first) and whose pooled buffer is recycled (a frame just over a
+	// window sits in a buffer twice its size).
 	stoppedFrameBytes = 1 << 20
 	// navEntries bounds the frame-position cache.
 	navEntries = 16
@@ -92,7 +93,7 @@ func (b *CacheBudget) over() bool { return b != nil && b.used.Load() > b.limit }
 // (forgetFrom) and a retention detach (forgetBelow).
 //
 // Besides frames, one frame of any size may be cached as large: the one
-// a read of records stopped inside when it was too large for frames, so a
+// a read of records stopped inside when it keeps over stoppedFrameBytes, so a
 // frame larger than a reader's max bytes is read and checked once, not
 // once per part (it still counts against the node's budget).
 //

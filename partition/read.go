@@ -619,15 +619,12 @@ func stoppedFrame(sc *scanner, pos int64, h wire.FrameHeader, frame []byte, reco
 		return decodedCopy(h, frame)
 	}
 	capacity, ok := sc.inPlace(pos, int64(len(frame)))
-	if !ok {
-		return decodedCopy(h, frame)
-	}
-	records = slices.Clone(records)
-	bytes := decodedBytes(capacity, cap(records))
-	if bytes > stoppedFrameBytes && decodedBytes(len(frame), cap(records)) <= stoppedFrameBytes {
+	if !ok || (decodedBytes(capacity, len(records)) > stoppedFrameBytes && decodedBytes(len(frame), len(records)) <= stoppedFrameBytes) {
 		return decodedCopy(h, frame)
 	}
 	pooled := sc.giveUpBuffer()
+	records = slices.Clone(records)
+	bytes := decodedBytes(capacity, cap(records))
 	if bytes <= stoppedFrameBytes {
 		pooled = nil // the frames list evicts without counting readers: its buffers are left to the garbage collector
 	}

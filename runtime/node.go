@@ -81,7 +81,8 @@ type Config struct {
 	MaxOpenLogs int
 	// FrameCacheBytes bounds the decoded frames the node's open logs keep
 	// cached for tail readers, together (each log also keeps at most 8
-	// frames and 2 MiB): a log over it drops its own oldest frames, and a
+	// frames and 2 MiB, besides one larger frame a read stopped inside):
+	// a log over it drops its own oldest frames, and a
 	// closed log gives its bytes back. Default (0): DefaultFrameCacheBytes;
 	// negative: no bound but each log's.
 	FrameCacheBytes int64
