@@ -42,25 +42,38 @@ func copyRecord(r ReadRecord) ReadRecord {
 	return r
 }
 
+// frameBatch is frames frames of a test log, each of records records of
+// size bytes (bigRecords).
+type frameBatch struct{ frames, records, size int }
+
+// writtenLog writes batches' frames, one Produce a frame, into segments
+// of segmentBytes with codec id, and reopens the log so nothing is cached.
+func writtenLog(t *testing.T, d *sim.Disk, id codec.ID, segmentBytes int64, batches []frameBatch) *Log {
+	t.Helper()
+	c, _ := codec.ByID(id)
+	opts := Options{FS: d, SegmentMaxBytes: segmentBytes, Codec: c}
+	l := openLog(t, opts)
+	next := int64(0)
+	for _, b := range batches {
+		for range b.frames {
+			if _, err := l.Produce(bg, bigRecords(next, b.records, b.size)); err != nil {
+				t.Fatalf("offset %d: %v", next, err)
+			}
+			next += int64(b.records)
+		}
+	}
+	closeLog(t, l)
+	return openLog(t, opts)
+}
+
 // mixedLog writes frames of one record, of dozens and of thousands (some
 // over readWindowMax, so read and checked in parts) into segments of
 // 4 MiB, with both codecs, and reopens it so nothing is cached.
 func mixedLog(t *testing.T, d *sim.Disk, id codec.ID) *Log {
 	t.Helper()
-	c, _ := codec.ByID(id)
-	opts := Options{FS: d, SegmentMaxBytes: 4 << 20, Codec: c}
-	l := openLog(t, opts)
-	next := int64(0)
-	for i, batch := range []struct{ n, size int }{{1, 100}, {40, 300}, {1, 5000}, {600, 4096}, {3, 70}, {1, 200}, {900, 2048}, {50, 100}, {1, 1 << 20}, {7, 10}} {
-		for range 3 {
-			if _, err := l.Produce(bg, bigRecords(next, batch.n, batch.size)); err != nil {
-				t.Fatalf("batch %d: %v", i, err)
-			}
-			next += int64(batch.n)
-		}
-	}
-	closeLog(t, l)
-	return openLog(t, opts)
+	return writtenLog(t, d, id, 4<<20, []frameBatch{
+		{3, 1, 100}, {3, 40, 300}, {3, 1, 5000}, {3, 600, 4096}, {3, 3, 70}, {3, 1, 200}, {3, 900, 2048}, {3, 50, 100}, {3, 1, 1 << 20}, {3, 7, 10},
+	})
 }
 
 // TestReadFunc_LendsWhatReadReturns: from any offset, with any limits,

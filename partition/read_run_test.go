@@ -19,30 +19,14 @@ import (
 // trickle-fed partition's frames from its window in one loop. These tests
 // hold it to what the general path serves, at a run's every edge.
 
-// runLengths are the frames of oneRecordRunsLog: runs of one-record
-// frames (hundreds, across several windows) between frames of many.
-var runLengths = []struct{ frames, records, size int }{
-	{700, 1, 300}, {1, 5, 300}, {3, 1, 40}, {1, 900, 200}, {900, 1, 500}, {1, 2, 10}, {50, 1, 300},
-}
-
-// oneRecordRunsLog writes runLengths's frames into segments of 1 MiB and
+// oneRecordRunsLog writes runs of one-record frames (hundreds, across
+// several windows) between frames of many into segments of 1 MiB, and
 // reopens the log, so nothing is cached.
 func oneRecordRunsLog(t *testing.T, d *sim.Disk, id codec.ID) *Log {
 	t.Helper()
-	c, _ := codec.ByID(id)
-	opts := Options{FS: d, SegmentMaxBytes: 1 << 20, Codec: c}
-	l := openLog(t, opts)
-	next := int64(0)
-	for _, run := range runLengths {
-		for range run.frames {
-			if _, err := l.Produce(bg, bigRecords(next, run.records, run.size)); err != nil {
-				t.Fatalf("offset %d: %v", next, err)
-			}
-			next += int64(run.records)
-		}
-	}
-	closeLog(t, l)
-	return openLog(t, opts)
+	return writtenLog(t, d, id, 1<<20, []frameBatch{
+		{700, 1, 300}, {1, 5, 300}, {3, 1, 40}, {1, 900, 200}, {900, 1, 500}, {1, 2, 10}, {50, 1, 300},
+	})
 }
 
 // lendFrom is what ReadFunc lends from offset under the limits, copied
