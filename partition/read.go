@@ -229,8 +229,15 @@ func (l *Log) readFrames(v *view, rd *reader, lend bool) (more bool, err error) 
 	}()
 	more = true
 	// run lends a run of one-record frames from the window in one loop
-	// (lendOneRecordRun), after a frame the visit below took whole.
+	// (lendOneRecordRun), after a one-record frame the visit below took
+	// whole; after any other frame it leaves the next to the visit, which
+	// checks each frame once (the run's check, of a frame it then leaves,
+	// would be a second CRC pass over it).
+	oneRecord := false // the frame visited last is of one record, uncompressed
 	run := func(sc *scanner, pos, expect int64) (int64, int64, bool) {
+		if !oneRecord {
+			return pos, expect, more
+		}
 		at, next := lendOneRecordRun(sc, rd, pos, expect, &last)
 		more = !rd.full()
 		return at, next, more
@@ -239,7 +246,8 @@ func (l *Log) readFrames(v *view, rd *reader, lend bool) (more bool, err error) 
 		run = nil // records must point into windows never reused: the general path's keep scan
 	}
 	err = l.scanFrom(v, rd.next, lend, run, func(sc *scanner, seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error) {
-		if h.RecordCount == 1 && h.Codec == wire.CodecNone { // a trickle-fed partition's frame: straight to rd
+		oneRecord = h.RecordCount == 1 && h.Codec == wire.CodecNone
+		if oneRecord { // a trickle-fed partition's frame: straight to rd
 			r, err := onlyRecord(h, h.Stored(frame))
 			if err != nil {
 				return false, err
