@@ -355,8 +355,10 @@ func frameEnvelopes(h wire.FrameHeader, payload []byte, into []ReadRecord) ([]Re
 	if count < 1 || count > len(payload)/wire.RecordLenSize {
 		return nil, wire.CheckPayload(payload, count)
 	}
-	if room := envelopeRoom(count, len(payload)); cap(into)-len(into) < room {
-		// Not slices.Grow: under -race it allocates its room twice.
+	// Room for the records the bytes can hold, each at least a length and
+	// the smallest envelope: a corrupt count never drives the allocation.
+	// Not slices.Grow: under -race it allocates its room twice.
+	if room := min(count, len(payload)/(wire.RecordLenSize+wire.EnvelopeSize(0, 0))); cap(into)-len(into) < room {
 		into = append(make([]ReadRecord, 0, len(into)+room), into...)
 	}
 	rest := payload
@@ -381,14 +383,6 @@ func frameEnvelopes(h wire.FrameHeader, payload []byte, into []ReadRecord) ([]Re
 		return nil, wire.CheckPayload(payload, count)
 	}
 	return into, nil
-}
-
-// envelopeRoom is the room frameEnvelopes makes for a frame's records:
-// the count, or the records the payload's bytes can hold if fewer, each
-// at least a length and the smallest envelope, so a corrupt count never
-// drives the allocation.
-func envelopeRoom(count, payloadBytes int) int {
-	return min(count, payloadBytes/(wire.RecordLenSize+wire.EnvelopeSize(0, 0)))
 }
 
 // onlyRecord is the record of a CRC-checked frame of one record, checked
