@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -171,7 +172,9 @@ func (c *frameCache) recycleLocked(f *cachedFrame) {
 
 // putStopped caches the frame a read of records stopped inside: in frames
 // when it is small enough, else as the large frame, replacing the one
-// before, unless the node's budget cannot take it.
+// before, unless the node's budget cannot take it or the frames hold it
+// already (a written frame keeps up to 2 MiB there, a stopped one in
+// place up to twice that: it would be counted twice and never served).
 func (c *frameCache) putStopped(f *cachedFrame) {
 	if f.bytes <= stoppedFrameBytes {
 		c.put(f)
@@ -179,7 +182,7 @@ func (c *frameCache) putStopped(f *cachedFrame) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || c.budget == nil || f.base < c.floor {
+	if c.closed || c.budget == nil || f.base < c.floor || slices.ContainsFunc(c.frames, func(g *cachedFrame) bool { return g.base == f.base }) {
 		c.dropLocked(f)
 		return
 	}

@@ -230,9 +230,10 @@ func (l *Log) readFrames(v *view, rd *reader, lend bool) (more bool, err error) 
 	more = true
 	// run lends a run of one-record frames from the window in one loop
 	// (lendOneRecordRun), after a one-record frame the visit below took
-	// whole; after any other frame it leaves the next to the visit, which
-	// checks each frame once (the run's check, of a frame it then leaves,
-	// would be a second CRC pass over it).
+	// whole; after any other frame it leaves the next to the visit, so a
+	// frame of several records is checked once, not by the run (which
+	// then leaves it) and again by the visit; only the frame that ends a
+	// run is checked twice.
 	oneRecord := false // the frame visited last is of one record, uncompressed
 	run := func(sc *scanner, pos, expect int64) (int64, int64, bool) {
 		if !oneRecord {

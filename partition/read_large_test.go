@@ -116,3 +116,23 @@ func TestFrameCache_ARefusedLargeFrameGoesBackToThePool(t *testing.T) {
 		t.Fatalf("a frame over the budget: cached %v, pooled again %v", c.large != nil, f.recycled)
 	}
 }
+
+// TestFrameCache_AStoppedFrameTheFramesHoldIsNotCachedAgainAsLarge: a
+// frame written for a tail reader (among the frames, up to 2 MiB) that a
+// read then stops inside, kept in place over 1 MiB, is not cached a
+// second time as the large frame: it would be counted twice, displace
+// the large frame there, and never be served (get looks in the frames
+// first). Its buffer goes back to the pool at once.
+func TestFrameCache_AStoppedFrameTheFramesHoldIsNotCachedAgainAsLarge(t *testing.T) {
+	c := &frameCache{budget: NewCacheBudget(64 << 20)}
+	written := &cachedFrame{base: 0, end: 1, records: []ReadRecord{{}}, bytes: 1536 << 10}
+	if !c.put(written) {
+		t.Fatal("the written frame was not cached")
+	}
+	buf, pooled := getBuf(2 << 20)
+	stopped := &cachedFrame{base: 0, end: 1, records: []ReadRecord{{Value: buf}}, bytes: len(buf) + 64, pooled: pooled}
+	c.putStopped(stopped)
+	if c.large != nil || !stopped.recycled || c.bytes != written.bytes || c.budget.Used() != int64(written.bytes) {
+		t.Fatalf("large %v, buffer pooled again %v, counted %d (budget %d); want only the written frame's %d", c.large != nil, stopped.recycled, c.bytes, c.budget.Used(), written.bytes)
+	}
+}
