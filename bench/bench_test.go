@@ -133,3 +133,42 @@ func TestRunPartitions(t *testing.T) {
 		t.Fatalf("%+v", res)
 	}
 }
+
+// TestRunRead: the read suite reads back, in every round, everything it
+// wrote, and reports each catch-up once per engine with its median
+// round's ratio to the plain read.
+func TestRunRead(t *testing.T) {
+	res, err := RunRead(t.TempDir(), Cell{RecordBytes: 256, Batch: 16}, 1<<20, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]ReadResult{}
+	for _, r := range res {
+		key := r.Workload + "/" + r.Engine
+		if _, dup := seen[key]; dup {
+			t.Fatalf("%s reported twice: %+v", key, res)
+		}
+		seen[key] = r
+		if r.Records < (1<<20)/256 || r.MBPerS <= 0 {
+			t.Fatalf("%+v", r)
+		}
+	}
+	if len(seen) != 5 {
+		t.Fatalf("want the tail read and two engines' cold and warm catch-ups, got %+v", res)
+	}
+	for _, w := range []string{ReadCold, ReadWarm} {
+		if p, l := seen[w+"/plain read"], seen[w+"/narad Log"]; p.VsPlain != 1 || l.VsPlain <= 0 {
+			t.Fatalf("%s: plain %+v, log %+v", w, p, l)
+		}
+	}
+}
+
+func TestMedianRead_TakesTheLowerMiddleRound(t *testing.T) {
+	rs := []ReadResult{{MBPerS: 4}, {MBPerS: 1}, {MBPerS: 3}, {MBPerS: 2}}
+	if got := medianRead(rs); got.MBPerS != 2 {
+		t.Fatalf("median of 1-4 MB/s: got %v, want 2 (the lower middle, as median takes)", got.MBPerS)
+	}
+	if got := medianRead(rs[:3]); got.MBPerS != 3 {
+		t.Fatalf("median of 4, 1, 3: got %v, want 3", got.MBPerS)
+	}
+}

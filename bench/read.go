@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,7 +41,14 @@ const (
 // offset with the history's pages dropped, again with them cached, and a
 // tail reader that reads each batch as soon as it is committed. Every
 // read is checked against what was written.
-func RunRead(base string, c Cell, bytes int64) ([]ReadResult, error) {
+//
+// A catch-up is measured in rounds, a plain read then narad's, each
+// round's narad read against the plain read just before it: a disk whose
+// speed drifts between two reads (cold reads here ranged over 3x from one
+// minute to the next) moves a single round's ratio, and the median of
+// rounds' ratios much less. Each engine's figures are its median round's
+// (by MB/s), so a ratio is not always the quotient of the two medians.
+func RunRead(base string, c Cell, bytes int64, rounds int) ([]ReadResult, error) {
 	dir, err := os.MkdirTemp(base, "read-")
 	if err != nil {
 		return nil, err
@@ -95,70 +104,84 @@ func RunRead(base string, c Cell, bytes int64) ([]ReadResult, error) {
 		return nil, fmt.Errorf("tail read: %w", err)
 	}
 
-	var out []ReadResult
-	add := func(workload, engine string, v Verifier, d time.Duration) {
-		out = append(out, ReadResult{Workload: workload, Engine: engine, RecordBytes: c.RecordBytes, Batch: c.Batch,
-			Records: v.Records(), Seconds: d.Seconds(), RecordsPerS: float64(v.Records()) / d.Seconds(),
-			MBPerS: float64(v.Bytes()) / d.Seconds() / 1e6})
-	}
-	add(ReadTail, "narad Log", tail, tailRead)
+	out := []ReadResult{readResult(ReadTail, "narad Log", c, tail, tailRead)}
 	for _, workload := range []string{ReadCold, ReadWarm} {
-		if workload == ReadCold {
-			if err := dropCaches(dir); err != nil {
+		var plains, logs []ReadResult
+		var ratios []float64
+		for range rounds {
+			plain, log, err := catchUpRound(workload, c, dir, logDir, raw, written)
+			if err != nil {
 				return nil, err
 			}
+			plains, logs = append(plains, plain), append(logs, log)
+			ratios = append(ratios, log.MBPerS/plain.MBPerS)
 		}
-		var plain Verifier
-		t0 := time.Now()
-		if err := raw.ReadAll(plain.Add); err != nil {
-			return nil, err
-		}
-		add(workload, "plain read", plain, time.Since(t0))
-		if err := written.Check(plain); err != nil {
-			return nil, fmt.Errorf("plain read: %w", err)
-		}
-		l, err := partition.Open(logDir, partition.Options{FS: vfs.OS{}, Logger: zap.NewNop()})
-		if err != nil {
-			return nil, err
-		}
-		if workload == ReadCold {
-			// After the open, whose walk of the active segment reads it
-			// into the page cache; the log's pages only, so the warm
-			// plain read after finds raw's file cached.
-			if err := dropCaches(logDir); err != nil {
-				l.Close()
-				return nil, err
-			}
-		}
-		var got Verifier
-		t0 = time.Now()
-		err = readLog(l.StartOffset(), l.HighWatermark(), func(o int64, lend func(partition.ReadRecord) error) (partition.ReadSummary, error) {
-			return l.ReadFunc(o, 1<<16, 8<<20, lend)
-		}, got.Add)
-		d := time.Since(t0)
-		if cerr := l.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return nil, err
-		}
-		if err := written.Check(got); err != nil {
-			return nil, fmt.Errorf("%s read: %w", workload, err)
-		}
-		add(workload, "narad Log", got, d)
-	}
-	plainOf := map[string]float64{}
-	for _, r := range out {
-		if r.Engine == "plain read" {
-			plainOf[r.Workload] = r.MBPerS
-		}
-	}
-	for i := range out {
-		if p := plainOf[out[i].Workload]; p > 0 {
-			out[i].VsPlain = out[i].MBPerS / p
-		}
+		plain, log := medianRead(plains), medianRead(logs)
+		plain.VsPlain, log.VsPlain = 1, median(ratios)
+		out = append(out, plain, log)
 	}
 	return out, nil
+}
+
+// catchUpRound reads the history once plainly and once through the log,
+// from the disk (cold: every page of dir dropped first, and the log's
+// again after its open has walked the active segment) or from the page
+// cache (warm), each read checked against what was written.
+func catchUpRound(workload string, c Cell, dir, logDir string, raw Engine, written Verifier) (plain, log ReadResult, err error) {
+	if workload == ReadCold {
+		if err := dropCaches(dir); err != nil {
+			return plain, log, err
+		}
+	}
+	var plainRead Verifier
+	t0 := time.Now()
+	if err := raw.ReadAll(plainRead.Add); err != nil {
+		return plain, log, err
+	}
+	plain = readResult(workload, "plain read", c, plainRead, time.Since(t0))
+	if err := written.Check(plainRead); err != nil {
+		return plain, log, fmt.Errorf("plain read: %w", err)
+	}
+	l, err := partition.Open(logDir, partition.Options{FS: vfs.OS{}, Logger: zap.NewNop()})
+	if err != nil {
+		return plain, log, err
+	}
+	if workload == ReadCold {
+		if err := dropCaches(logDir); err != nil {
+			l.Close()
+			return plain, log, err
+		}
+	}
+	var got Verifier
+	t0 = time.Now()
+	err = readLog(l.StartOffset(), l.HighWatermark(), func(o int64, lend func(partition.ReadRecord) error) (partition.ReadSummary, error) {
+		return l.ReadFunc(o, 1<<16, 8<<20, lend)
+	}, got.Add)
+	d := time.Since(t0)
+	if cerr := l.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return plain, log, err
+	}
+	if err := written.Check(got); err != nil {
+		return plain, log, fmt.Errorf("%s read: %w", workload, err)
+	}
+	return plain, readResult(workload, "narad Log", c, got, d), nil
+}
+
+func readResult(workload, engine string, c Cell, v Verifier, d time.Duration) ReadResult {
+	return ReadResult{Workload: workload, Engine: engine, RecordBytes: c.RecordBytes, Batch: c.Batch,
+		Records: v.Records(), Seconds: d.Seconds(), RecordsPerS: float64(v.Records()) / d.Seconds(),
+		MBPerS: float64(v.Bytes()) / d.Seconds() / 1e6}
+}
+
+// medianRead is the round of the median MB/s (of an even count, the
+// slower of the middle two, as median takes).
+func medianRead(rs []ReadResult) ReadResult {
+	sorted := slices.Clone(rs)
+	slices.SortFunc(sorted, func(a, b ReadResult) int { return cmp.Compare(a.MBPerS, b.MBPerS) })
+	return sorted[(len(sorted)-1)/2]
 }
 
 func mustCodec(id codec.ID) codec.Codec {

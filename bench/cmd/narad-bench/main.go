@@ -124,7 +124,7 @@ func runSuites(r *bench.Run, work string, suites []string, only, inCells *regexp
 				return err
 			}
 		case "read":
-			if err := readSuite(r, work, readBytes); err != nil {
+			if err := readSuite(r, work, readBytes, sizes.readRounds); err != nil {
 				return err
 			}
 		case "open":
@@ -194,7 +194,7 @@ func engineSuite(r *bench.Run, work string, only, inCells *regexp.Regexp, reps i
 	return nil
 }
 
-func readSuite(r *bench.Run, work string, bytes int64) error {
+func readSuite(r *bench.Run, work string, bytes int64, rounds int) error {
 	for _, c := range []bench.Cell{{RecordBytes: 256, Batch: 1}, {RecordBytes: 256, Batch: 256}, {RecordBytes: 4096, Batch: 4096}} {
 		fmt.Printf("read suite: %s\n", c)
 		// Batch 1 writes one frame a record: its history is kept small
@@ -203,7 +203,7 @@ func readSuite(r *bench.Run, work string, bytes int64) error {
 		if c.Batch == 1 {
 			b = min(bytes, 16<<20)
 		}
-		res, err := bench.RunRead(work, c, b)
+		res, err := bench.RunRead(work, c, b, rounds)
 		if err != nil {
 			return err
 		}
@@ -215,8 +215,10 @@ func readSuite(r *bench.Run, work string, bytes int64) error {
 	return nil
 }
 
-// suiteSizes are the shapes of the open, partitions and http suites.
+// suiteSizes are the shapes of the read suite's catch-ups and of the open,
+// partitions and http suites.
 type suiteSizes struct {
+	readRounds  int // catch-up rounds of the read suite (bench.RunRead)
 	openHistory []int64
 	openActive  int64
 	openReps    int
@@ -228,6 +230,7 @@ type suiteSizes struct {
 }
 
 var fullSizes = suiteSizes{
+	readRounds:  5,
 	openHistory: []int64{0, 1 << 30, 4 << 30}, openActive: 32 << 20, openReps: 5,
 	partitions: []int{1000, 10000}, idle: 30 * time.Second, producers: 64, produceFor: 10 * time.Second,
 	http: []bench.HTTPLoad{
@@ -237,6 +240,7 @@ var fullSizes = suiteSizes{
 }
 
 var quickSizes = suiteSizes{
+	readRounds:  1,
 	openHistory: []int64{0, 64 << 20}, openActive: 4 << 20, openReps: 3,
 	partitions: []int{200}, idle: time.Second, producers: 8, produceFor: 500 * time.Millisecond,
 	http: []bench.HTTPLoad{{Producers: 2, Partitions: 2, Batch: 16, RecordBytes: 256, Duration: 500 * time.Millisecond}},
