@@ -416,8 +416,11 @@ func onlyRecord(h wire.FrameHeader, payload []byte) (ReadRecord, error) {
 func lendOneRecordRun(sc *scanner, rd *reader, pos, expect int64, last *navEntry) (at, next int64) {
 	for !rd.full() && pos >= sc.at {
 		b := sc.buf[min(pos-sc.at, int64(sc.n)):sc.n]
-		h, ok := wire.ValidFrame(b) // no words: the frame a window cuts would cost an allocation a window
-		if !ok || h.RecordCount != 1 || h.Codec != wire.CodecNone || h.BaseOffset != expect || h.FrameLen() > proofPart || pos+h.FrameLen() > sc.limit {
+		// No words (the frame a window cuts would cost an allocation a
+		// window), and the CRC last: the frame that ends the run is
+		// checked once, by the general path.
+		h, ok := wire.WholeFrame(b)
+		if !ok || h.RecordCount != 1 || h.Codec != wire.CodecNone || h.BaseOffset != expect || h.FrameLen() > proofPart || pos+h.FrameLen() > sc.limit || !h.CRCMatches(b) {
 			break
 		}
 		r, err := onlyRecord(h, h.Stored(b))

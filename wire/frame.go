@@ -146,20 +146,28 @@ func headerFields(b []byte) FrameHeader {
 	}
 }
 
-// ValidFrame is CheckFrame's verdict without its words, for a read path's
-// loop over the frames of a window, where building an error for the frame
-// a window cuts would cost an allocation a window: b's frame header and
-// true exactly when CheckFrame(b) returns nil (FuzzCheckFrame holds it to
-// that).
-func ValidFrame(b []byte) (FrameHeader, bool) {
+// WholeFrame is CheckFrame's verdict before the CRC, without its words,
+// for a read path's loop over the frames of a window, where building an
+// error for the frame a window cuts would cost an allocation a window:
+// b's frame header and true when CheckFrame finds nothing wrong but,
+// maybe, the CRC (CRCMatches checks it; FuzzCheckFrame holds the pair to
+// CheckFrame). A loop that takes only frames of some kind decides on the
+// header first and pays for the CRC only of a frame it takes.
+func WholeFrame(b []byte) (FrameHeader, bool) {
 	if len(b) < FrameHeaderSize || binary.BigEndian.Uint16(b) != FrameMagic || b[frameFlagsAt]&^codecMask != 0 {
 		return FrameHeader{}, false
 	}
 	h := headerFields(b)
-	if !plausible(&h) || int64(len(b)) < h.FrameLen() || frameCRC(b[:FrameHeaderSize], h.Stored(b)) != h.CRC {
+	if !plausible(&h) || int64(len(b)) < h.FrameLen() {
 		return FrameHeader{}, false
 	}
 	return h, true
+}
+
+// CRCMatches reports whether the frame b holds, whose header WholeFrame
+// returned as h, matches its CRC.
+func (h FrameHeader) CRCMatches(b []byte) bool {
+	return frameCRC(b[:FrameHeaderSize], h.Stored(b)) == h.CRC
 }
 
 // plausible is headerProblem's verdict without its words, cheap enough

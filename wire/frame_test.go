@@ -438,8 +438,11 @@ func FuzzCheckFrame(f *testing.F) {
 		}
 		h, err := CheckFrame(b)
 		checkFrameSumAgrees(t, b, err)
-		if vh, ok := ValidFrame(b); ok != (err == nil) || vh != h {
-			t.Fatalf("ValidFrame: %+v, %v; CheckFrame: %+v, %v", vh, ok, h, err)
+		// A frame CheckFrame refuses for anything but its CRC, WholeFrame
+		// refuses too: CRCMatches cannot rescue it.
+		wh, whole := WholeFrame(b)
+		if valid := whole && wh.CRCMatches(b); valid != (err == nil) || valid && wh != h {
+			t.Fatalf("WholeFrame: %+v, %v, CRC matching %v; CheckFrame: %+v, %v", wh, whole, valid, h, err)
 		}
 		if err != nil {
 			if !errorIsAny(err, ErrCorrupt, ErrTruncated) {
