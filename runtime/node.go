@@ -402,7 +402,7 @@ func (n *Node) key(topic string, p int) (supervisor.Key, error) {
 	if err := wire.ValidateTopicName(topic); err != nil {
 		return supervisor.Key{}, err
 	}
-	if p < 0 || p > wire.MaxPartitions {
+	if p < 0 || p >= wire.MaxPartitions {
 		return supervisor.Key{}, fmt.Errorf("%w: %s/%d", ErrPartitionNotFound, topic, p)
 	}
 	return supervisor.Key{Topic: topic, Partition: p}, nil

@@ -650,6 +650,30 @@ func TestIncarnation_DeletedTopicNeverServedWhenItsDirectoryReappears(t *testing
 	}
 }
 
+// TestNode_PartitionsAreBoundedByTheirDirectoryNames: a partition's
+// directory name holds five digits, so a topic has at most
+// wire.MaxPartitions partitions, numbered below it: a wider topic is
+// refused at create, and a partition number past the names is not found
+// (before, a topic of one more was created and its last partition failed
+// every produce on its directory name).
+func TestNode_PartitionsAreBoundedByTheirDirectoryNames(t *testing.T) {
+	n := startNode(t, nil, Config{})
+	if _, _, err := n.CreateTopic(bg, "wide", wire.MaxPartitions+1, Retention{}); err == nil {
+		t.Fatalf("created a topic of %d partitions, one more than a directory name holds", wire.MaxPartitions+1)
+	}
+	if _, _, err := n.CreateTopic(bg, "widest", wire.MaxPartitions, Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Produce(bg, "widest", wire.MaxPartitions-1, recs("widest", wire.MaxPartitions-1, 0, 1)); err != nil {
+		t.Fatalf("the last partition: %v", err)
+	}
+	for _, p := range []int{-1, wire.MaxPartitions} {
+		if _, err := n.key("widest", p); !errors.Is(err, ErrPartitionNotFound) {
+			t.Fatalf("partition %d: %v, want ErrPartitionNotFound", p, err)
+		}
+	}
+}
+
 // TestNode_SlowOpenOfOneTopicDoesNotBlockAnother: while one topic's open
 // is held inside the file system (a blocking hook, not a timer), produce
 // and read on another topic complete.

@@ -23,7 +23,7 @@ func (n *Node) CreateTopic(ctx context.Context, name string, partitions int, ret
 	if err := wire.ValidateTopicName(name); err != nil {
 		return rec, false, err
 	}
-	if partitions < 1 || partitions > wire.MaxPartitions+1 || retention.Ms < 0 || retention.Bytes < 0 {
+	if partitions < 1 || partitions > wire.MaxPartitions || retention.Ms < 0 || retention.Bytes < 0 {
 		return rec, false, fmt.Errorf("runtime: topic %s: %d partitions, retention %+v: out of range", name, partitions, retention)
 	}
 	rec, created, err = n.ms.CreateTopic(ctx, name, partitions, retention)
