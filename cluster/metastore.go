@@ -690,7 +690,10 @@ func notify(subs []func(string), topic string) {
 	}
 }
 
-// decodeTopic reads a topic record stored under name.
+// decodeTopic reads a topic record stored under name. A record whose
+// partitions or retention no node would have written (damage, or a
+// writer that is not a node) is refused, never served: the assigner
+// walks every partition of every topic, and a node opens any of them.
 func decodeTopic(name string, value []byte, modRev int64) (runtime.TopicRecord, error) {
 	var rec runtime.TopicRecord
 	if err := json.Unmarshal(value, &rec); err != nil {
@@ -698,6 +701,9 @@ func decodeTopic(name string, value []byte, modRev int64) (runtime.TopicRecord, 
 	}
 	if rec.Name != name {
 		return rec, fmt.Errorf("cluster: topic record under %s names %q", name, rec.Name)
+	}
+	if rec.Partitions < 1 || rec.Partitions > wire.MaxPartitions || rec.RetentionMs < 0 || rec.RetentionBytes < 0 {
+		return rec, fmt.Errorf("cluster: topic record %s: %d partitions, retention %d ms and %d bytes: out of range", name, rec.Partitions, rec.RetentionMs, rec.RetentionBytes)
 	}
 	rec.Version = uint64(modRev)
 	return rec, nil
