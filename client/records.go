@@ -218,6 +218,11 @@ func decodeFetched(br *bufio.Reader) ([]FetchedRecord, error) {
 // without bound.
 const maxChunk = 64 << 20
 
+// chunkStep is what readChunk reads (and allocates) at a time, so a
+// length the answer does not hold fails at the answer's end having
+// allocated about what the answer held, never the length it claimed.
+const chunkStep = 64 << 10
+
 func readChunk(br *bufio.Reader) ([]byte, error) {
 	n, err := binary.ReadUvarint(br)
 	if err != nil {
@@ -226,9 +231,13 @@ func readChunk(br *bufio.Reader) ([]byte, error) {
 	if n > maxChunk {
 		return nil, fmt.Errorf("narad: fetch answer has a %d-byte field", n)
 	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(br, b); err != nil {
-		return nil, fmt.Errorf("narad: fetch answer cut short: %w", err)
+	b := make([]byte, 0, min(n, chunkStep))
+	for uint64(len(b)) < n {
+		start := len(b)
+		b = append(b, make([]byte, min(n-uint64(start), chunkStep))...)
+		if _, err := io.ReadFull(br, b[start:]); err != nil {
+			return nil, fmt.Errorf("narad: fetch answer cut short: %w", err)
+		}
 	}
 	return b, nil
 }

@@ -1,0 +1,76 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"runtime"
+	"slices"
+	"testing"
+)
+
+// appendFetched is the binary fetch encoding decodeFetched reads.
+func appendFetched(b []byte, recs []FetchedRecord) []byte {
+	for _, r := range recs {
+		b = binary.BigEndian.AppendUint64(b, uint64(r.Offset))
+		b = binary.BigEndian.AppendUint64(b, uint64(r.CommittedAt.UnixMilli()))
+		b = binary.AppendUvarint(b, uint64(len(r.Key)))
+		b = append(b, r.Key...)
+		b = binary.AppendUvarint(b, uint64(len(r.Value)))
+		b = append(b, r.Value...)
+	}
+	return b
+}
+
+func decodeFetchedBytes(b []byte) ([]FetchedRecord, error) {
+	return decodeFetched(bufio.NewReader(bytes.NewReader(b)))
+}
+
+// FuzzDecodeFetched: whatever a server answers, decodeFetched returns an
+// error or records that hold no more than the answer did and encode back
+// into an answer that decodes to the same records.
+func FuzzDecodeFetched(f *testing.F) {
+	f.Add(appendFetched(nil, []FetchedRecord{{Offset: 3, Key: []byte("k"), Value: []byte("value")}, {Offset: 4, Value: []byte{}}}))
+	f.Add(appendFetched(nil, []FetchedRecord{{Offset: -1}})[:17])
+	f.Add(binary.AppendUvarint(make([]byte, 16), 64<<20))
+	f.Fuzz(func(t *testing.T, answer []byte) {
+		recs, err := decodeFetchedBytes(answer)
+		if err != nil {
+			return
+		}
+		held := 0
+		for _, r := range recs {
+			held += 16 + len(r.Key) + len(r.Value)
+		}
+		if held > len(answer) {
+			t.Fatalf("%d bytes of records out of a %d-byte answer", held, len(answer))
+		}
+		again, err := decodeFetchedBytes(appendFetched(nil, recs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.EqualFunc(recs, again, func(a, b FetchedRecord) bool {
+			return a.Offset == b.Offset && a.CommittedAt.Equal(b.CommittedAt) && bytes.Equal(a.Key, b.Key) && bytes.Equal(a.Value, b.Value)
+		}) {
+			t.Fatalf("%+v encoded again decoded as %+v", recs, again)
+		}
+	})
+}
+
+// TestDecodeFetched_AClaimedLengthIsNotAllocated: an answer of a few
+// bytes that claims a 64 MiB value fails at its end having allocated
+// about what it held (before, the whole claimed length, every time).
+func TestDecodeFetched_AClaimedLengthIsNotAllocated(t *testing.T) {
+	answer := binary.AppendUvarint(appendFetched(nil, []FetchedRecord{{Offset: 1}})[:17], maxChunk)
+	answer = append(answer, "only this"...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := decodeFetchedBytes(answer)
+	runtime.ReadMemStats(&after)
+	if err == nil {
+		t.Fatal("a cut answer decoded")
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Fatalf("a %d-byte answer claiming a %d-byte value allocated %d bytes", len(answer), maxChunk, got)
+	}
+}
