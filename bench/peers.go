@@ -182,27 +182,34 @@ func openJetStream(dir string, c Cell) (Engine, error) {
 	}
 	go s.Start()
 	if !s.ReadyForConnections(30 * time.Second) {
-		s.Shutdown()
+		stopNATS(s)
 		return nil, errors.New("jetstream: server not ready")
 	}
 	nc, err := nats.Connect(s.ClientURL())
 	if err != nil {
-		s.Shutdown()
+		stopNATS(s)
 		return nil, err
 	}
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(2*max(c.Batch, 1)))
 	if err != nil {
 		nc.Close()
-		s.Shutdown()
+		stopNATS(s)
 		return nil, err
 	}
 	stream, err := js.CreateStream(bg, jetstream.StreamConfig{Name: "BENCH", Subjects: []string{jsSubject}, Storage: jetstream.FileStorage})
 	if err != nil {
 		nc.Close()
-		s.Shutdown()
+		stopNATS(s)
 		return nil, err
 	}
 	return &jetStream{s: s, nc: nc, js: js, stream: stream}, nil
+}
+
+// stopNATS shuts the embedded server down and waits until it has, so
+// none of its goroutines outlives the engine that failed to open.
+func stopNATS(s *server.Server) {
+	s.Shutdown()
+	s.WaitForShutdown()
 }
 
 func (j *jetStream) Commit(batch [][]byte) error {
@@ -259,7 +266,6 @@ func (j *jetStream) ReadAll(fn func([]byte)) error {
 
 func (j *jetStream) Close() error {
 	j.nc.Close()
-	j.s.Shutdown()
-	j.s.WaitForShutdown()
+	stopNATS(j.s)
 	return os.RemoveAll(j.s.StoreDir())
 }
