@@ -218,9 +218,10 @@ func decodeFetched(br *bufio.Reader) ([]FetchedRecord, error) {
 // without bound.
 const maxChunk = 64 << 20
 
-// chunkStep is what readChunk reads (and allocates) at a time, so a
-// length the answer does not hold fails at the answer's end having
-// allocated about what the answer held, never the length it claimed.
+// chunkStep is what readChunk reads first; it doubles what it holds
+// after, so a length the answer does not hold fails at the answer's end
+// having allocated at most about twice what the answer held, never the
+// length it claimed, and a whole field costs about twice its length.
 const chunkStep = 64 << 10
 
 func readChunk(br *bufio.Reader) ([]byte, error) {
@@ -231,15 +232,18 @@ func readChunk(br *bufio.Reader) ([]byte, error) {
 	if n > maxChunk {
 		return nil, fmt.Errorf("narad: fetch answer has a %d-byte field", n)
 	}
-	b := make([]byte, 0, min(n, chunkStep))
-	for uint64(len(b)) < n {
-		start := len(b)
-		b = append(b, make([]byte, min(n-uint64(start), chunkStep))...)
-		if _, err := io.ReadFull(br, b[start:]); err != nil {
+	b := make([]byte, min(n, chunkStep))
+	for read := 0; ; {
+		if _, err := io.ReadFull(br, b[read:]); err != nil {
 			return nil, fmt.Errorf("narad: fetch answer cut short: %w", err)
 		}
+		if read = len(b); uint64(read) == n {
+			return b, nil
+		}
+		grown := make([]byte, min(n, 2*uint64(read)))
+		copy(grown, b)
+		b = grown
 	}
-	return b, nil
 }
 
 // Ack settles offsets of a partition for its consumer and returns the

@@ -300,9 +300,9 @@ func tokenName(tok json.Token) string {
 
 // decodeBatch reads the binary batch: for each record uvarint(len(key))
 // key uvarint(len(value)) value. Lengths are bounded by the record bound
-// and read in steps, so a length larger than the body fails at the body's
-// end without being allocated; the record count and total are bounded as
-// the records come.
+// and read in growing steps, so a length larger than the body fails at
+// the body's end without being allocated; the record count and total are
+// bounded as the records come.
 func decodeBatch(body io.Reader) ([]partition.Record, error) {
 	br := bufio.NewReader(body)
 	var out []partition.Record
@@ -339,23 +339,25 @@ func readChunk(br *bufio.Reader) ([]byte, error) {
 	if n > wire.MaxRecordBytes {
 		return nil, fmt.Errorf("length %d over the %d-byte record bound", n, wire.MaxRecordBytes)
 	}
-	var out []byte
-	for remaining := int(n); remaining > 0; {
-		step := min(remaining, 64<<10)
-		start := len(out)
-		out = append(out, make([]byte, step)...)
-		if _, err := io.ReadFull(br, out[start:]); err != nil {
+	// 64 KiB first, then twice what it holds: a length the body does not
+	// hold fails at the body's end having allocated at most about twice
+	// what the body held.
+	out := make([]byte, min(int(n), 64<<10))
+	for read := 0; ; {
+		got, err := io.ReadFull(br, out[read:])
+		if err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return nil, fmt.Errorf("the body ends %d bytes into its %d", len(out)-step, n)
+				return nil, fmt.Errorf("the body ends %d bytes into its %d", read+got, n)
 			}
 			return nil, err
 		}
-		remaining -= step
+		if read = len(out); read == int(n) {
+			return out, nil
+		}
+		grown := make([]byte, min(int(n), 2*read))
+		copy(grown, out)
+		out = grown
 	}
-	if out == nil {
-		out = []byte{}
-	}
-	return out, nil
 }
 
 // fetch serves records below the high watermark; at the high watermark

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"runtime"
 	"slices"
 	"testing"
 	"unicode/utf8"
@@ -57,6 +58,32 @@ func FuzzDecodeBatch(f *testing.F) {
 			t.Fatalf("%d records encoded again decoded as %d: %v", len(recs), len(again), err)
 		}
 	})
+}
+
+// allocatedBy is the bytes fn allocates.
+func allocatedBy(fn func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	fn()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestDecodeBatch_AllocatesAboutWhatTheBodyHolds: a body of a few bytes
+// that claims a value of the record bound fails at its end having
+// allocated little, and a whole 4 MiB value costs about twice its length
+// (reading in fixed steps cost about six times).
+func TestDecodeBatch_AllocatesAboutWhatTheBodyHolds(t *testing.T) {
+	cut := append(binary.AppendUvarint([]byte{0}, 4<<20), "only this"...)
+	var err error
+	if got := allocatedBy(func() { _, err = decodeBatch(bytes.NewReader(cut)) }); err == nil || got > 1<<20 {
+		t.Fatalf("a %d-byte body claiming a 4 MiB value: %v, allocated %d bytes", len(cut), err, got)
+	}
+	whole := appendBatch(nil, []partition.Record{{Value: make([]byte, 4<<20)}})
+	var recs []partition.Record
+	if got := allocatedBy(func() { recs, err = decodeBatch(bytes.NewReader(whole)) }); err != nil || len(recs) != 1 || got > 10<<20 {
+		t.Fatalf("a body of one 4 MiB value: %d records, %v, allocated %d bytes", len(recs), err, got)
+	}
 }
 
 // FuzzDecodeJSONRecords: whatever a JSON produce body holds, decoded as
