@@ -231,9 +231,7 @@ func (l *Log) readFrames(v *view, rd *reader, lend bool) (more bool, err error) 
 	// run lends a run of one-record frames from the window in one loop
 	// (lendOneRecordRun), after a one-record frame the visit below took
 	// whole; after any other frame it leaves the next to the visit, so a
-	// frame of several records is checked once, not by the run (which
-	// then leaves it) and again by the visit; only the frame that ends a
-	// run is checked twice.
+	// run starts only where frames of one record do.
 	oneRecord := false // the frame visited last is of one record, uncompressed
 	run := func(sc *scanner, pos, expect int64) (int64, int64, bool) {
 		if !oneRecord {
@@ -417,8 +415,9 @@ func lendOneRecordRun(sc *scanner, rd *reader, pos, expect int64, last *navEntry
 	for !rd.full() && pos >= sc.at {
 		b := sc.buf[min(pos-sc.at, int64(sc.n)):sc.n]
 		// No words (the frame a window cuts would cost an allocation a
-		// window), and the CRC last: the frame that ends the run is
-		// checked once, by the general path.
+		// window), and the CRC last: a frame the run would not take
+		// anyway (of several records, compressed, based elsewhere) is
+		// left to the general path unchecked.
 		h, ok := wire.WholeFrame(b)
 		if !ok || h.RecordCount != 1 || h.Codec != wire.CodecNone || h.BaseOffset != expect || h.FrameLen() > proofPart || pos+h.FrameLen() > sc.limit || !h.CRCMatches(b) {
 			break

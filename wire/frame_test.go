@@ -438,9 +438,12 @@ func FuzzCheckFrame(f *testing.F) {
 		}
 		h, err := CheckFrame(b)
 		checkFrameSumAgrees(t, b, err)
-		// A frame CheckFrame refuses for anything but its CRC, WholeFrame
-		// refuses too: CRCMatches cannot rescue it.
+		// WholeFrame is the verdict before the CRC, exactly: the header
+		// parses and b holds the whole frame; with CRCMatches, CheckFrame's.
 		wh, whole := WholeFrame(b)
+		if ph, perr := ParseFrameHeader(b); whole != (perr == nil && int64(len(b)) >= ph.FrameLen()) || whole && wh != ph {
+			t.Fatalf("WholeFrame: %+v, %v; ParseFrameHeader: %+v, %v, %d bytes", wh, whole, ph, perr, len(b))
+		}
 		if valid := whole && wh.CRCMatches(b); valid != (err == nil) || valid && wh != h {
 			t.Fatalf("WholeFrame: %+v, %v, CRC matching %v; CheckFrame: %+v, %v", wh, whole, valid, h, err)
 		}
