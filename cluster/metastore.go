@@ -180,6 +180,9 @@ func (m *EtcdMetastore) CreateTopic(ctx context.Context, name string, partitions
 		return runtime.TopicRecord{}, false, err
 	}
 	rec := runtime.TopicRecord{Name: name, Incarnation: id, Partitions: partitions, RetentionMs: retention.Ms, RetentionBytes: retention.Bytes}
+	if err := servable(rec); err != nil {
+		return runtime.TopicRecord{}, false, err
+	}
 	val, err := json.Marshal(rec)
 	if err != nil {
 		return runtime.TopicRecord{}, false, err
@@ -231,6 +234,9 @@ func (m *EtcdMetastore) UpdateRetention(ctx context.Context, name string, change
 		}
 		next := cur
 		next.RetentionMs, next.RetentionBytes, next.Version = retention.Ms, retention.Bytes, 0
+		if err := servable(next); err != nil {
+			return runtime.TopicRecord{}, err
+		}
 		val, err := json.Marshal(next)
 		if err != nil {
 			return runtime.TopicRecord{}, err
@@ -694,6 +700,9 @@ func notify(subs []func(string), topic string) {
 // partitions or retention no node would have written (damage, or a
 // writer that is not a node) is refused, never served: the assigner
 // walks every partition of every topic, and a node opens any of them.
+// Like a record that is not JSON, it is left out of the replica, so no
+// node serves, changes or deletes that topic until the record in etcd is
+// rewritten or deleted (etcdctl).
 func decodeTopic(name string, value []byte, modRev int64) (runtime.TopicRecord, error) {
 	var rec runtime.TopicRecord
 	if err := json.Unmarshal(value, &rec); err != nil {
@@ -702,11 +711,21 @@ func decodeTopic(name string, value []byte, modRev int64) (runtime.TopicRecord, 
 	if rec.Name != name {
 		return rec, fmt.Errorf("cluster: topic record under %s names %q", name, rec.Name)
 	}
-	if rec.Partitions < 1 || rec.Partitions > wire.MaxPartitions || rec.RetentionMs < 0 || rec.RetentionBytes < 0 {
-		return rec, fmt.Errorf("cluster: topic record %s: %d partitions, retention %d ms and %d bytes: out of range", name, rec.Partitions, rec.RetentionMs, rec.RetentionBytes)
+	if err := servable(rec); err != nil {
+		return rec, err
 	}
 	rec.Version = uint64(modRev)
 	return rec, nil
+}
+
+// servable checks what decodeTopic takes of a record read and what the
+// writes put in one: partitions a directory name holds, and no negative
+// retention.
+func servable(rec runtime.TopicRecord) error {
+	if rec.Partitions < 1 || rec.Partitions > wire.MaxPartitions || rec.RetentionMs < 0 || rec.RetentionBytes < 0 {
+		return fmt.Errorf("cluster: topic record %s: %d partitions, retention %d ms and %d bytes: out of range", rec.Name, rec.Partitions, rec.RetentionMs, rec.RetentionBytes)
+	}
+	return nil
 }
 
 // keys is the key layout under one prefix (the package doc).

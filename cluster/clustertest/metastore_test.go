@@ -11,6 +11,7 @@ import (
 
 	"github.com/narad-io/storage/cluster"
 	"github.com/narad-io/storage/runtime"
+	"github.com/narad-io/storage/wire"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 )
@@ -153,6 +154,25 @@ func TestEtcdMetastore_TopicRecords(t *testing.T) {
 	}
 	if _, _, err := m.CreateTopic(bg, "bad/name", 1, runtime.Retention{}); err == nil {
 		t.Fatal("a topic name with a slash was taken")
+	}
+	// What no node may read back is never written: partitions a directory
+	// name cannot hold, a negative retention.
+	for _, partitions := range []int{0, wire.MaxPartitions + 1} {
+		if _, _, err := m.CreateTopic(bg, "wide", partitions, runtime.Retention{}); err == nil {
+			t.Fatalf("a topic of %d partitions was created", partitions)
+		}
+	}
+	if _, ok, _ := m.Topic(bg, "wide"); ok {
+		t.Fatal("a refused topic is served")
+	}
+	if _, err := m.UpdateRetention(bg, "payments", func(r runtime.Retention) (runtime.Retention, error) {
+		r.Ms = -1
+		return r, nil
+	}); err == nil {
+		t.Fatal("a negative retention was written")
+	}
+	if got, _, _ := m.Topic(bg, "payments"); got.RetentionMs != 0 {
+		t.Fatalf("payments after a refused change: %+v", got)
 	}
 }
 
