@@ -138,6 +138,9 @@ func TestRunPartitions(t *testing.T) {
 // wrote, and reports each catch-up once per engine with its median
 // round's ratio to the plain read.
 func TestRunRead(t *testing.T) {
+	if _, err := RunRead(t.TempDir(), Cell{RecordBytes: 256, Batch: 16}, 1<<20, 0); err == nil {
+		t.Fatal("ran a catch-up in no rounds")
+	}
 	res, err := RunRead(t.TempDir(), Cell{RecordBytes: 256, Batch: 16}, 1<<20, 3)
 	if err != nil {
 		t.Fatal(err)

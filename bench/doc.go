@@ -12,8 +12,9 @@
 //     best peer, then a read back of everything written (warm page cache),
 //     MB/s against a plain sequential read of the raw file;
 //   - read: narad catch-up reads of cold segments (pages dropped) and of
-//     cached ones, in rounds alternating with a plain read (the median
-//     round's ratio), and tail reads through the frame cache;
+//     cached ones, in rounds beside a plain read, each first in turn
+//     (the median of the rounds' ratios), and tail reads through the
+//     frame cache;
 //   - open: a log's open time and allocations, after a clean close and
 //     after a crash, against its sealed history (which it should not
 //     depend on);

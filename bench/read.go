@@ -26,7 +26,7 @@ type ReadResult struct {
 	Seconds     float64 `json:"seconds"`
 	RecordsPerS float64 `json:"records_per_s"`
 	MBPerS      float64 `json:"mb_per_s"`
-	VsPlain     float64 `json:"vs_plain"` // against the plain read of the same workload
+	VsPlain     float64 `json:"vs_plain"` // against the plain read of the same workload: a catch-up's, the median of its rounds' ratios
 }
 
 // Read workloads.
@@ -42,13 +42,16 @@ const (
 // tail reader that reads each batch as soon as it is committed. Every
 // read is checked against what was written.
 //
-// A catch-up is measured in rounds, a plain read then narad's, each
-// round's narad read against the plain read just before it: a disk whose
+// A catch-up is measured in rounds, a plain read and narad's (in turn
+// first), each round's narad read against its plain read: a disk whose
 // speed drifts between two reads (cold reads here ranged over 3x from one
 // minute to the next) moves a single round's ratio, and the median of
 // rounds' ratios much less. Each engine's figures are its median round's
 // (by MB/s), so a ratio is not always the quotient of the two medians.
 func RunRead(base string, c Cell, bytes int64, rounds int) ([]ReadResult, error) {
+	if rounds < 1 {
+		return nil, fmt.Errorf("bench: %d catch-up rounds: want at least one", rounds)
+	}
 	dir, err := os.MkdirTemp(base, "read-")
 	if err != nil {
 		return nil, err
@@ -108,8 +111,8 @@ func RunRead(base string, c Cell, bytes int64, rounds int) ([]ReadResult, error)
 	for _, workload := range []string{ReadCold, ReadWarm} {
 		var plains, logs []ReadResult
 		var ratios []float64
-		for range rounds {
-			plain, log, err := catchUpRound(workload, c, dir, logDir, raw, written)
+		for round := range rounds {
+			plain, log, err := catchUpRound(workload, round%2 == 1, c, dir, logDir, raw, written)
 			if err != nil {
 				return nil, err
 			}
@@ -123,37 +126,61 @@ func RunRead(base string, c Cell, bytes int64, rounds int) ([]ReadResult, error)
 	return out, nil
 }
 
-// catchUpRound reads the history once plainly and once through the log,
-// from the disk (cold: every page of dir dropped first, and the log's
-// again after its open has walked the active segment) or from the page
-// cache (warm), each read checked against what was written.
-func catchUpRound(workload string, c Cell, dir, logDir string, raw Engine, written Verifier) (plain, log ReadResult, err error) {
+// catchUpRound reads the history once plainly and once through the log
+// (the log first when logFirst: rounds alternate, so neither read always
+// finds the disk as the other left it), from the disk (cold: every page
+// of dir dropped first, and the log's again after its open has walked
+// the active segment) or from the page cache (warm), each read checked
+// against what was written.
+func catchUpRound(workload string, logFirst bool, c Cell, dir, logDir string, raw Engine, written Verifier) (plain, log ReadResult, err error) {
 	if workload == ReadCold {
 		if err := dropCaches(dir); err != nil {
 			return plain, log, err
 		}
 	}
-	var plainRead Verifier
-	t0 := time.Now()
-	if err := raw.ReadAll(plainRead.Add); err != nil {
+	if logFirst {
+		if log, err = readThroughLog(workload, c, logDir, written); err != nil {
+			return plain, log, err
+		}
+		plain, err = readPlainly(workload, c, raw, written)
 		return plain, log, err
 	}
-	plain = readResult(workload, "plain read", c, plainRead, time.Since(t0))
-	if err := written.Check(plainRead); err != nil {
-		return plain, log, fmt.Errorf("plain read: %w", err)
+	if plain, err = readPlainly(workload, c, raw, written); err != nil {
+		return plain, log, err
 	}
+	log, err = readThroughLog(workload, c, logDir, written)
+	return plain, log, err
+}
+
+// readPlainly reads raw's file in 1 MiB reads.
+func readPlainly(workload string, c Cell, raw Engine, written Verifier) (ReadResult, error) {
+	var got Verifier
+	t0 := time.Now()
+	if err := raw.ReadAll(got.Add); err != nil {
+		return ReadResult{}, err
+	}
+	d := time.Since(t0)
+	if err := written.Check(got); err != nil {
+		return ReadResult{}, fmt.Errorf("plain read: %w", err)
+	}
+	return readResult(workload, "plain read", c, got, d), nil
+}
+
+// readThroughLog opens the log (its frame cache empty) and lends every
+// record from its first offset on.
+func readThroughLog(workload string, c Cell, logDir string, written Verifier) (ReadResult, error) {
 	l, err := partition.Open(logDir, partition.Options{FS: vfs.OS{}, Logger: zap.NewNop()})
 	if err != nil {
-		return plain, log, err
+		return ReadResult{}, err
 	}
 	if workload == ReadCold {
 		if err := dropCaches(logDir); err != nil {
 			l.Close()
-			return plain, log, err
+			return ReadResult{}, err
 		}
 	}
 	var got Verifier
-	t0 = time.Now()
+	t0 := time.Now()
 	err = readLog(l.StartOffset(), l.HighWatermark(), func(o int64, lend func(partition.ReadRecord) error) (partition.ReadSummary, error) {
 		return l.ReadFunc(o, 1<<16, 8<<20, lend)
 	}, got.Add)
@@ -162,12 +189,12 @@ func catchUpRound(workload string, c Cell, dir, logDir string, raw Engine, writt
 		err = cerr
 	}
 	if err != nil {
-		return plain, log, err
+		return ReadResult{}, err
 	}
 	if err := written.Check(got); err != nil {
-		return plain, log, fmt.Errorf("%s read: %w", workload, err)
+		return ReadResult{}, fmt.Errorf("%s read: %w", workload, err)
 	}
-	return plain, readResult(workload, "narad Log", c, got, d), nil
+	return readResult(workload, "narad Log", c, got, d), nil
 }
 
 func readResult(workload, engine string, c Cell, v Verifier, d time.Duration) ReadResult {
