@@ -2,6 +2,7 @@ package client
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
@@ -218,10 +219,7 @@ func decodeFetched(br *bufio.Reader) ([]FetchedRecord, error) {
 // without bound.
 const maxChunk = 64 << 20
 
-// chunkStep is what readChunk reads first; it doubles what it holds
-// after, so a length the answer does not hold fails at the answer's end
-// having allocated at most about twice what the answer held, never the
-// length it claimed, and a whole field costs about twice its length.
+// chunkStep is the first piece readChunk reads.
 const chunkStep = 64 << 10
 
 func readChunk(br *bufio.Reader) ([]byte, error) {
@@ -232,18 +230,23 @@ func readChunk(br *bufio.Reader) ([]byte, error) {
 	if n > maxChunk {
 		return nil, fmt.Errorf("narad: fetch answer has a %d-byte field", n)
 	}
-	b := make([]byte, min(n, chunkStep))
-	for read := 0; ; {
-		if _, err := io.ReadFull(br, b[read:]); err != nil {
+	// In pieces, each as large as all before it, joined once: a whole
+	// field costs about twice its length, and a length the answer does
+	// not hold fails at the answer's end having allocated about twice
+	// what it held, never the length it claimed.
+	var pieces [][]byte
+	for read := uint64(0); read < n || pieces == nil; {
+		piece := make([]byte, min(n-read, max(read, chunkStep)))
+		if _, err := io.ReadFull(br, piece); err != nil {
 			return nil, fmt.Errorf("narad: fetch answer cut short: %w", err)
 		}
-		if read = len(b); uint64(read) == n {
-			return b, nil
-		}
-		grown := make([]byte, min(n, 2*uint64(read)))
-		copy(grown, b)
-		b = grown
+		pieces = append(pieces, piece)
+		read += uint64(len(piece))
 	}
+	if len(pieces) == 1 {
+		return pieces[0], nil
+	}
+	return bytes.Join(pieces, nil), nil
 }
 
 // Ack settles offsets of a partition for its consumer and returns the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -339,25 +340,27 @@ func readChunk(br *bufio.Reader) ([]byte, error) {
 	if n > wire.MaxRecordBytes {
 		return nil, fmt.Errorf("length %d over the %d-byte record bound", n, wire.MaxRecordBytes)
 	}
-	// 64 KiB first, then twice what it holds: a length the body does not
-	// hold fails at the body's end having allocated at most about twice
-	// what the body held.
-	out := make([]byte, min(int(n), 64<<10))
-	for read := 0; ; {
-		got, err := io.ReadFull(br, out[read:])
+	// In pieces, each as large as all before it (64 KiB first), joined
+	// once: a whole value costs about twice its length, and a length the
+	// body does not hold fails at the body's end having allocated about
+	// twice what the body held.
+	var pieces [][]byte
+	for read := 0; read < int(n) || pieces == nil; {
+		piece := make([]byte, min(int(n)-read, max(read, 64<<10)))
+		got, err := io.ReadFull(br, piece)
 		if err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 				return nil, fmt.Errorf("the body ends %d bytes into its %d", read+got, n)
 			}
 			return nil, err
 		}
-		if read = len(out); read == int(n) {
-			return out, nil
-		}
-		grown := make([]byte, min(int(n), 2*read))
-		copy(grown, out)
-		out = grown
+		pieces = append(pieces, piece)
+		read += got
 	}
+	if len(pieces) == 1 {
+		return pieces[0], nil
+	}
+	return bytes.Join(pieces, nil), nil
 }
 
 // fetch serves records below the high watermark; at the high watermark
