@@ -4,9 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
-	"runtime"
 	"slices"
 	"testing"
+
+	"github.com/narad-io/storage/internal/testmem"
 )
 
 // appendFetched is the binary fetch encoding decodeFetched reads.
@@ -57,15 +58,6 @@ func FuzzDecodeFetched(f *testing.F) {
 	})
 }
 
-// allocatedBy is the bytes fn allocates.
-func allocatedBy(fn func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	fn()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
-
 // TestDecodeFetched_AllocatesAboutWhatTheAnswerHolds: an answer of a few
 // bytes that claims a 64 MiB value fails at its end having allocated
 // little (before, the whole claimed length, every time), and a whole
@@ -76,13 +68,13 @@ func TestDecodeFetched_AllocatesAboutWhatTheAnswerHolds(t *testing.T) {
 	cut := binary.AppendUvarint(appendFetched(nil, []FetchedRecord{{Offset: 1}})[:17], maxChunk)
 	cut = append(cut, "only this"...)
 	var err error
-	if got := allocatedBy(func() { _, err = decodeFetchedBytes(cut) }); err == nil || got > 1<<20 {
+	if got := testmem.Allocated(func() { _, err = decodeFetchedBytes(cut) }); err == nil || got > 1<<20 {
 		t.Fatalf("a %d-byte answer claiming a %d-byte value: %v, allocated %d bytes", len(cut), maxChunk, err, got)
 	}
 	for _, size := range []int{4 << 20, 4<<20 + 1} {
 		whole := appendFetched(nil, []FetchedRecord{{Offset: 1, Value: make([]byte, size)}})
 		var recs []FetchedRecord
-		if got := allocatedBy(func() { recs, err = decodeFetchedBytes(whole) }); err != nil || len(recs) != 1 || len(recs[0].Value) != size || got > 2*uint64(size)+1<<20 {
+		if got := testmem.Allocated(func() { recs, err = decodeFetchedBytes(whole) }); err != nil || len(recs) != 1 || len(recs[0].Value) != size || got > 2*uint64(size)+1<<20 {
 			t.Fatalf("an answer of one %d-byte value: %d records, %v, allocated %d bytes", size, len(recs), err, got)
 		}
 	}

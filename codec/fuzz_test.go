@@ -3,6 +3,8 @@ package codec
 import (
 	"bytes"
 	"testing"
+
+	"github.com/narad-io/storage/internal/testmem"
 )
 
 // fuzzAllocationSlack is what a zstd Decode may allocate beyond decodedSize:
@@ -37,7 +39,7 @@ func FuzzZstdDecode(f *testing.F) {
 		original := bytes.Clone(src)
 		var decoded []byte
 		var err error
-		allocated := bytesAllocated(func() {
+		allocated := testmem.Allocated(func() {
 			decoded, err = (zstdCodec{}).Decode(nil, src, decodedSize)
 		})
 		checkDecodeOutcome(t, "zstd Decode", decoded, err, decodedSize)

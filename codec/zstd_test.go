@@ -5,10 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"runtime"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/narad-io/storage/internal/testmem"
 )
 
 // Hand-built zstd frames (RFC 8878, section 3.1.1).
@@ -62,15 +62,6 @@ func reframe(t testing.TB, encoded []byte, contentSize uint64) []byte {
 		t.Fatalf("reframe: %v", err)
 	}
 	return append(handFrame(contentSize, header.HasCheckSum), encoded[header.HeaderSize:]...)
-}
-
-// bytesAllocated returns how many bytes the process allocated while f ran.
-func bytesAllocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
 }
 
 // warmZstd creates the shared encoder and decoder, fills the decoder's
@@ -184,7 +175,7 @@ func TestZstdRejectsHostileFrames(t *testing.T) {
 		t.Run(test.name, func(t *testing.T) {
 			var decoded []byte
 			var err error
-			allocated := bytesAllocated(func() {
+			allocated := testmem.Allocated(func() {
 				decoded, err = (zstdCodec{}).Decode(nil, test.src, test.decodedSize)
 			})
 			if !errors.Is(err, ErrCorrupt) || decoded != nil {
@@ -233,7 +224,7 @@ func TestZstdOverrunNeverGrowsBuffer(t *testing.T) {
 			// A garbage collection since the warm-up may have emptied the
 			// scratch pool: fill it again.
 			zstdScratchPool.Put(getZstdScratch())
-			allocated := bytesAllocated(func() {
+			allocated := testmem.Allocated(func() {
 				decoded, err = (zstdCodec{}).Decode(nil, src, int(decodedSize))
 			})
 			if !errors.Is(err, ErrCorrupt) || decoded != nil {
@@ -261,7 +252,7 @@ func TestZstdDeclaredSizeIsHonoured(t *testing.T) {
 		rleBlock(true, zstdMaxBlockBytes, 'q'))
 	var decoded []byte
 	var err error
-	allocated := bytesAllocated(func() {
+	allocated := testmem.Allocated(func() {
 		decoded, err = (zstdCodec{}).Decode(nil, src, decodedSize)
 	})
 	if err != nil {

@@ -4,25 +4,15 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"runtime"
 	"sync"
 	"syscall"
 	"testing"
 
 	"github.com/narad-io/storage/codec"
+	"github.com/narad-io/storage/internal/testmem"
 	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
 )
-
-// allocated returns the bytes fn allocates (runtime.MemStats.TotalAlloc).
-func allocated(fn func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	fn()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
 
 // TestRead_AOneRecordReadHoldsOnlyItsRecords: a read of one record of a
 // frame of many tiny records hands its caller a result holding that
@@ -45,7 +35,7 @@ func TestRead_AOneRecordReadHoldsOnlyItsRecords(t *testing.T) {
 	defer closeLog(t, l)
 	l.cache.budget = NewCacheBudget(0) // nothing can be cached: every read reads the disk
 	var res ReadResult
-	bytes := allocated(func() {
+	bytes := testmem.Allocated(func() {
 		var err error
 		if res, err = l.Read(n/2, 1, 1<<20); err != nil || len(res.Records) != 1 {
 			t.Fatalf("read: %d records, %v", len(res.Records), err)
@@ -111,14 +101,14 @@ func TestRead_ACompressedFrameAllocatesAboutItsSize(t *testing.T) {
 	l = openLog(t, opts)
 	defer closeLog(t, l)
 	const decoded = n * (4096 + 16)
-	whole := allocated(func() {
+	whole := testmem.Allocated(func() {
 		res, err := l.Read(0, n, 64<<20)
 		if err != nil || len(res.Records) != n {
 			t.Fatalf("read: %d records, %v", len(res.Records), err)
 		}
 	})
 	l.cache.forgetFrom(0)
-	part := allocated(func() {
+	part := testmem.Allocated(func() {
 		if _, err := l.Read(0, 1, 1); err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +140,7 @@ func TestRead_ABadBlockCostsFewFailedReads(t *testing.T) {
 		}
 		inj := d.Inject(sim.Fault{Op: sim.OpRead, Path: path, Off: bad, Len: 512, Sticky: true, Err: syscall.EIO})
 		l := openLog(t, opts)
-		bytes := allocated(func() {
+		bytes := testmem.Allocated(func() {
 			res, err := l.Read(frames[target].BaseOffset, 1, 1<<20)
 			if err != nil || len(res.Records) != 1 {
 				t.Fatalf("read at %d: %d records, %v", frames[target].BaseOffset, len(res.Records), err)
@@ -256,7 +246,7 @@ func TestRead_AOneRecordReadOfAColdSegmentAllocatesAWindow(t *testing.T) {
 	last := frames[len(frames)-1].BaseOffset
 	l := openLog(t, opts)
 	defer closeLog(t, l)
-	bytes := allocated(func() {
+	bytes := testmem.Allocated(func() {
 		if res, err := l.Read(last, 1, 1<<20); err != nil || len(res.Records) != 1 {
 			t.Fatalf("read at %d: %d records, %v", last, len(res.Records), err)
 		}

@@ -5,11 +5,11 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"runtime"
 	"slices"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/narad-io/storage/internal/testmem"
 	"github.com/narad-io/storage/partition"
 )
 
@@ -60,15 +60,6 @@ func FuzzDecodeBatch(f *testing.F) {
 	})
 }
 
-// allocatedBy is the bytes fn allocates.
-func allocatedBy(fn func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	fn()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
-
 // TestDecodeBatch_AllocatesAboutWhatTheBodyHolds: a body of a few bytes
 // that claims a value of the record bound fails at its end having
 // allocated little, and a whole value costs about twice its length, also
@@ -77,13 +68,13 @@ func allocatedBy(fn func()) uint64 {
 func TestDecodeBatch_AllocatesAboutWhatTheBodyHolds(t *testing.T) {
 	cut := append(binary.AppendUvarint([]byte{0}, 4<<20), "only this"...)
 	var err error
-	if got := allocatedBy(func() { _, err = decodeBatch(bytes.NewReader(cut)) }); err == nil || got > 1<<20 {
+	if got := testmem.Allocated(func() { _, err = decodeBatch(bytes.NewReader(cut)) }); err == nil || got > 1<<20 {
 		t.Fatalf("a %d-byte body claiming a 4 MiB value: %v, allocated %d bytes", len(cut), err, got)
 	}
 	for _, size := range []int{4 << 20, 4<<20 + 1} {
 		whole := appendBatch(nil, []partition.Record{{Value: make([]byte, size)}})
 		var recs []partition.Record
-		if got := allocatedBy(func() { recs, err = decodeBatch(bytes.NewReader(whole)) }); err != nil || len(recs) != 1 || len(recs[0].Value) != size || got > 2*uint64(size)+1<<20 {
+		if got := testmem.Allocated(func() { recs, err = decodeBatch(bytes.NewReader(whole)) }); err != nil || len(recs) != 1 || len(recs[0].Value) != size || got > 2*uint64(size)+1<<20 {
 			t.Fatalf("a body of one %d-byte value: %d records, %v, allocated %d bytes", size, len(recs), err, got)
 		}
 	}
