@@ -719,11 +719,10 @@ func decodeTopic(name string, value []byte, modRev int64) (runtime.TopicRecord, 
 }
 
 // servable checks what decodeTopic takes of a record read and what the
-// writes put in one: partitions a directory name holds, and no negative
-// retention.
+// writes put in one (runtime.ValidateTopicSettings).
 func servable(rec runtime.TopicRecord) error {
-	if rec.Partitions < 1 || rec.Partitions > wire.MaxPartitions || rec.RetentionMs < 0 || rec.RetentionBytes < 0 {
-		return fmt.Errorf("cluster: topic record %s: %d partitions, retention %d ms and %d bytes: out of range", rec.Name, rec.Partitions, rec.RetentionMs, rec.RetentionBytes)
+	if err := runtime.ValidateTopicSettings(rec.Partitions, rec.Retention()); err != nil {
+		return fmt.Errorf("cluster: topic record %s: %w", rec.Name, err)
 	}
 	return nil
 }

@@ -23,8 +23,8 @@ func (n *Node) CreateTopic(ctx context.Context, name string, partitions int, ret
 	if err := wire.ValidateTopicName(name); err != nil {
 		return rec, false, err
 	}
-	if partitions < 1 || partitions > wire.MaxPartitions || retention.Ms < 0 || retention.Bytes < 0 {
-		return rec, false, fmt.Errorf("runtime: topic %s: %d partitions, retention %+v: out of range", name, partitions, retention)
+	if err := ValidateTopicSettings(partitions, retention); err != nil {
+		return rec, false, fmt.Errorf("runtime: topic %s: %w", name, err)
 	}
 	rec, created, err = n.ms.CreateTopic(ctx, name, partitions, retention)
 	if err != nil {
@@ -125,6 +125,17 @@ func (n *Node) purgeLocked(t *supervisor.GuardedTopic, deleted TopicRecord) erro
 // commits), so they reopen under the new bound.
 func (n *Node) SetRetention(ctx context.Context, name string, retention Retention) (TopicRecord, error) {
 	return n.UpdateRetention(ctx, name, func(Retention) (Retention, error) { return retention, nil })
+}
+
+// ValidateTopicSettings checks what a topic record may hold: 1 to
+// wire.MaxPartitions partitions (a partition's directory name holds five
+// digits) and no negative retention bound. Every writer of a record
+// checks it, and so does a metastore reading one it did not write.
+func ValidateTopicSettings(partitions int, retention Retention) error {
+	if partitions < 1 || partitions > wire.MaxPartitions || retention.Ms < 0 || retention.Bytes < 0 {
+		return fmt.Errorf("%d partitions, retention %+v: out of range", partitions, retention)
+	}
+	return nil
 }
 
 // ErrBadRetention: retention bounds out of range (negative).

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/narad-io/storage/runtime"
+	"github.com/narad-io/storage/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
@@ -26,7 +27,7 @@ const (
 	maxFetchBytes   = 64 << 20
 	maxWait         = 60_000 // ms
 	maxAcks         = 100000
-	maxPartitions   = 100000
+	maxPartitions   = wire.MaxPartitions // what a directory name holds
 )
 
 type apiOptions struct {
