@@ -103,7 +103,8 @@ func (b *CacheBudget) over() bool { return b != nil && b.used.Load() > b.limit }
 //
 // Invariants, under mu: frames, large, nav and proofs hold no entry for
 // an offset that is not in the log, or whose bytes differ from what is in
-// the log; bytes, the sum of frames' and large's bytes, and the proofs'
+// the log; no frame is both among frames and large (it would be counted
+// twice); bytes, the sum of frames' and large's bytes, and the proofs'
 // memory are together exactly what the log holds of budget;
 // nProofs is len(proofs); once closed, frames, large and proofs stay
 // empty.
@@ -208,13 +209,16 @@ func (c *frameCache) dropLargeLocked() {
 
 // put caches a decoded frame, and reports whether the cache holds it
 // after: not when it was refused, nor when the budget evicted it at once.
+// A frame that is the large frame already (a read's decode racing another's
+// putStopped) is refused, as putStopped refuses one the frames hold: it
+// would be counted twice.
 func (c *frameCache) put(f *cachedFrame) (held bool) {
 	if f.bytes > frameCacheBytes {
 		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || f.base < c.floor {
+	if c.closed || f.base < c.floor || (c.large != nil && c.large.base == f.base) {
 		return false
 	}
 	for _, g := range c.frames {

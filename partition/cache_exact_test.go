@@ -12,8 +12,8 @@ import (
 
 // TestFrameCache_BudgetStaysExact: random puts, stopped puts, forgets
 // and a close over two caches sharing a small budget; after every step
-// each cache's bytes is the sum of its frames and large frame, and the
-// budget's used is the sum of the caches' bytes.
+// each cache's bytes is the sum of its frames and large frame, no frame
+// is both, and the budget's used is the sum of the caches' bytes.
 func TestFrameCache_BudgetStaysExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := range 200 {
@@ -42,6 +42,9 @@ func TestFrameCache_BudgetStaysExact(t *testing.T) {
 				sum := c.largeBytes()
 				for _, f := range c.frames {
 					sum += f.bytes
+					if c.large != nil && f.base == c.large.base {
+						t.Fatalf("round %d step %d: the frame at %d is both among the frames and the large frame", round, step, f.base)
+					}
 				}
 				if sum != c.bytes {
 					t.Fatalf("round %d step %d: bytes %d, frames and large hold %d", round, step, c.bytes, sum)

@@ -136,3 +136,25 @@ func TestFrameCache_AStoppedFrameTheFramesHoldIsNotCachedAgainAsLarge(t *testing
 		t.Fatalf("large %v, buffer pooled again %v, counted %d (budget %d); want only the written frame's %d", c.large != nil, stopped.recycled, c.bytes, c.budget.Used(), written.bytes)
 	}
 }
+
+// TestFrameCache_TheLargeFrameIsNotCachedAgainAmongTheFrames: the other order
+// of the race above: a read's decode of a frame (frameAt, after missing
+// the cache) put after another read stopped inside the same frame and
+// cached it as large. It is refused, so the frame is counted once, and
+// get serves the large frame.
+func TestFrameCache_TheLargeFrameIsNotCachedAgainAmongTheFrames(t *testing.T) {
+	c := &frameCache{budget: NewCacheBudget(64 << 20)}
+	buf, pooled := getBuf(2 << 20)
+	stopped := &cachedFrame{base: 0, end: 1, records: []ReadRecord{{Value: buf}}, bytes: len(buf) + 64, pooled: pooled}
+	c.putStopped(stopped)
+	if c.large != stopped {
+		t.Fatal("the stopped frame was not cached as large")
+	}
+	decoded := &cachedFrame{base: 0, end: 1, records: []ReadRecord{{}}, bytes: 1536 << 10}
+	if c.put(decoded) {
+		t.Fatal("put cached a frame the large frame already is")
+	}
+	if len(c.frames) != 0 || c.bytes != stopped.bytes || c.budget.Used() != int64(stopped.bytes) || c.get(0, false) != stopped {
+		t.Fatalf("frames %d, counted %d (budget %d); want only the large frame's %d, served", len(c.frames), c.bytes, c.budget.Used(), stopped.bytes)
+	}
+}
