@@ -180,36 +180,29 @@ func openJetStream(dir string, c Cell) (Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	go s.Start()
+	s.Start() // does not block; its accept loops are the server's goroutines, which Shutdown waits for
 	if !s.ReadyForConnections(30 * time.Second) {
-		stopNATS(s)
+		s.Shutdown()
 		return nil, errors.New("jetstream: server not ready")
 	}
 	nc, err := nats.Connect(s.ClientURL())
 	if err != nil {
-		stopNATS(s)
+		s.Shutdown()
 		return nil, err
 	}
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(2*max(c.Batch, 1)))
 	if err != nil {
 		nc.Close()
-		stopNATS(s)
+		s.Shutdown()
 		return nil, err
 	}
 	stream, err := js.CreateStream(bg, jetstream.StreamConfig{Name: "BENCH", Subjects: []string{jsSubject}, Storage: jetstream.FileStorage})
 	if err != nil {
 		nc.Close()
-		stopNATS(s)
+		s.Shutdown()
 		return nil, err
 	}
 	return &jetStream{s: s, nc: nc, js: js, stream: stream}, nil
-}
-
-// stopNATS shuts the embedded server down and waits until it has, so
-// none of its goroutines outlives the engine that failed to open.
-func stopNATS(s *server.Server) {
-	s.Shutdown()
-	s.WaitForShutdown()
 }
 
 func (j *jetStream) Commit(batch [][]byte) error {
@@ -266,6 +259,6 @@ func (j *jetStream) ReadAll(fn func([]byte)) error {
 
 func (j *jetStream) Close() error {
 	j.nc.Close()
-	stopNATS(j.s)
+	j.s.Shutdown()
 	return os.RemoveAll(j.s.StoreDir())
 }
