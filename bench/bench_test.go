@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -74,6 +76,24 @@ func TestRunCell_FailsOnAWrongReadBack(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "read back") {
 			t.Fatalf("%s: %v", mode, err)
 		}
+	}
+}
+
+// TestOpenJetStream_SaysWhenItsStoreCannotBeOpened: a JetStream whose
+// store directory cannot be made (here, under a regular file) fails its
+// open with that, rather than waiting out the wait for a listener that
+// Start, having given up, never opens; the server it started is stopped
+// (TestMain checks no goroutine is left).
+func TestOpenJetStream_SaysWhenItsStoreCannotBeOpened(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := openJetStream(filepath.Join(file, "store"), Cell{256, 1}); err == nil || !strings.Contains(err.Error(), "did not start") {
+		if e != nil {
+			e.Close()
+		}
+		t.Fatalf("open over a file: %v, want the server not started", err)
 	}
 }
 

@@ -180,7 +180,15 @@ func openJetStream(dir string, c Cell) (Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Start() // does not block; its accept loops are the server's goroutines, which Shutdown waits for
+	// Start does not block: it opens the store and the client listener and
+	// leaves the accept loops to the server's goroutines, which Shutdown
+	// waits for. When it gives up (a store directory it cannot make, a
+	// port) it returns with no listener, and none will come.
+	s.Start()
+	if s.Addr() == nil {
+		s.Shutdown()
+		return nil, fmt.Errorf("jetstream: the server did not start (its store directory %s, or its port)", dir)
+	}
 	if !s.ReadyForConnections(30 * time.Second) {
 		s.Shutdown()
 		return nil, errors.New("jetstream: server not ready")
