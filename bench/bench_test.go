@@ -130,15 +130,44 @@ func TestRatios(t *testing.T) {
 	}
 }
 
-// TestRunOpen: the open suite builds the log it says it measures and
-// opens it both ways.
+// TestRunOpen: the open suite builds the log it says it measures, an
+// empty one too, and opens it both ways; it refuses an active segment
+// that would roll.
 func TestRunOpen(t *testing.T) {
-	res, err := RunOpen(t.TempDir(), 70<<20, 2<<20, 2)
+	res, err := RunOpen(t.TempDir(), OpenShape{History: 70 << 20, Active: 2 << 20}, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Segments < 2 || res.HistoryBytes < 64<<20 || res.ActiveBytes < 2<<20 || res.CleanMicros <= 0 || res.CrashMicros <= 0 {
 		t.Fatalf("%+v", res)
+	}
+	empty, err := RunOpen(t.TempDir(), OpenShape{}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if empty.HistoryBytes != 0 || empty.ActiveBytes != 0 || empty.CleanMicros <= 0 {
+		t.Fatalf("an empty log: %+v", empty)
+	}
+	if _, err := RunOpen(t.TempDir(), OpenShape{Active: 64 << 20}, 1); err == nil {
+		t.Fatal("an active segment of a whole segment was taken")
+	}
+}
+
+// TestOpenVsNoHistory: each shape is set against the one of the same
+// active size and no history; a shape without one is left at 0.
+func TestOpenVsNoHistory(t *testing.T) {
+	rs := []OpenResult{
+		{Shape: OpenShape{Active: 8}, CleanMicros: 100},
+		{Shape: OpenShape{History: 1 << 30, Active: 8}, CleanMicros: 120},
+		{Shape: OpenShape{Active: 32}, CleanMicros: 400},
+		{Shape: OpenShape{History: 1 << 30, Active: 32}, CleanMicros: 200},
+		{Shape: OpenShape{History: 1 << 30, Active: 64}, CleanMicros: 300},
+	}
+	OpenVsNoHistory(rs)
+	for i, want := range []float64{1, 1.2, 1, 0.5, 0} {
+		if rs[i].VsNoHistory != want {
+			t.Fatalf("%+v: VsNoHistory %v, want %v", rs[i].Shape, rs[i].VsNoHistory, want)
+		}
 	}
 }
 

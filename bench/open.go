@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,11 +14,19 @@ import (
 	"go.uber.org/zap"
 )
 
+// OpenShape is a log the open suite builds: about History bytes of
+// sealed segments, then Active bytes in its active segment.
+type OpenShape struct {
+	History int64 `json:"history"`
+	Active  int64 `json:"active"`
+}
+
 // OpenResult is the open suite's figures for one log shape.
 type OpenResult struct {
-	HistoryBytes int64 `json:"history_bytes"` // in sealed segments
-	ActiveBytes  int64 `json:"active_bytes"`
-	Segments     int   `json:"segments"`
+	Shape        OpenShape `json:"shape"`         // as asked for
+	HistoryBytes int64     `json:"history_bytes"` // in sealed segments, as built
+	ActiveBytes  int64     `json:"active_bytes"`
+	Segments     int       `json:"segments"`
 	// Clean: the open after a clean close (the hwm file vouches for the
 	// tail: one walk of the active segment). Crash: the open after a crash
 	// (the hwm file empty: walk, fsync, drop the pages, walk again). Both
@@ -25,16 +34,32 @@ type OpenResult struct {
 	CleanMicros     float64 `json:"clean_open_us"`
 	CrashMicros     float64 `json:"crash_open_us"`
 	CleanAllocBytes uint64  `json:"clean_open_alloc_bytes"`
-	// VsEmpty: the clean open against the clean open of an empty log in
-	// the same run (history should not matter).
-	VsEmpty float64 `json:"clean_vs_empty"`
+	// VsNoHistory: the clean open against the clean open, in the same
+	// run, of the shape with the same active segment and no history
+	// (OpenVsNoHistory): history should not matter.
+	VsNoHistory float64 `json:"clean_vs_no_history"`
 }
 
-// RunOpen builds a log of about history bytes of sealed segments and
-// active bytes in its active segment (64 MiB segments, 16 MiB frames of
-// 4 KiB records, then 1 MiB frames), then opens it reps times after a
-// clean close and reps times after a simulated crash.
-func RunOpen(base string, history, active int64, reps int) (OpenResult, error) {
+// OpenVsNoHistory sets each result's VsNoHistory from the result of the
+// same active size and no history among rs, when there is one.
+func OpenVsNoHistory(rs []OpenResult) {
+	for i := range rs {
+		for _, base := range rs {
+			if base.Shape == (OpenShape{Active: rs[i].Shape.Active}) && base.CleanMicros > 0 {
+				rs[i].VsNoHistory = rs[i].CleanMicros / base.CleanMicros
+			}
+		}
+	}
+}
+
+// RunOpen builds a log of the shape (64 MiB segments, 16 MiB frames of
+// 4 KiB records for the history, then 1 MiB frames for the active
+// segment, which must stay below a segment), then opens it reps times
+// after a clean close and reps times after a simulated crash.
+func RunOpen(base string, shape OpenShape, reps int) (OpenResult, error) {
+	if shape.Active >= partition.DefaultSegmentMaxBytes-2<<20 {
+		return OpenResult{}, fmt.Errorf("open suite: an active segment of %d bytes would roll", shape.Active)
+	}
 	dir, err := os.MkdirTemp(base, "open-")
 	if err != nil {
 		return OpenResult{}, err
@@ -48,7 +73,7 @@ func RunOpen(base string, history, active int64, reps int) (OpenResult, error) {
 	}
 	big := asRecords(Records(0, 4096, 4096))
 	small := asRecords(Records(0, 256, 4096))
-	for sealed := int64(0); sealed < history; {
+	for sealed := int64(0); sealed < shape.History; {
 		if _, err := l.Produce(bg, big); err != nil {
 			l.Close()
 			return OpenResult{}, err
@@ -57,13 +82,16 @@ func RunOpen(base string, history, active int64, reps int) (OpenResult, error) {
 	}
 	activeSize := func() int64 {
 		files := segmentFiles(logDir)
+		if len(files) == 0 {
+			return 0
+		}
 		fi, err := os.Stat(files[len(files)-1])
 		if err != nil {
 			return 0
 		}
 		return fi.Size()
 	}
-	for activeSize() < active {
+	for activeSize() < shape.Active {
 		if _, err := l.Produce(bg, small); err != nil {
 			l.Close()
 			return OpenResult{}, err
@@ -73,8 +101,8 @@ func RunOpen(base string, history, active int64, reps int) (OpenResult, error) {
 		return OpenResult{}, err
 	}
 	files := segmentFiles(logDir)
-	res := OpenResult{Segments: len(files), ActiveBytes: activeSize()}
-	for _, f := range files[:len(files)-1] {
+	res := OpenResult{Shape: shape, Segments: len(files), ActiveBytes: activeSize()}
+	for _, f := range files[:max(len(files)-1, 0)] {
 		if fi, err := os.Stat(f); err == nil {
 			res.HistoryBytes += fi.Size()
 		}

@@ -155,10 +155,10 @@ func (r *Run) tablesOfOtherSuites(w io.Writer) {
 	if len(r.Open) > 0 {
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "sealed history\tactive\tsegments\tclean open us\tx empty log\tcrash open us\tallocated\t")
+		fmt.Fprintln(tw, "sealed history\tactive\tsegments\tclean open us\tx no history\tcrash open us\tallocated\t")
 		for _, o := range r.Open {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.2f\t%.0f\t%s\t\n", bytesText(o.HistoryBytes), bytesText(o.ActiveBytes), o.Segments,
-				o.CleanMicros, o.VsEmpty, o.CrashMicros, bytesText(int64(o.CleanAllocBytes)))
+				o.CleanMicros, o.VsNoHistory, o.CrashMicros, bytesText(int64(o.CleanAllocBytes)))
 		}
 		tw.Flush()
 	}
@@ -187,10 +187,10 @@ func (r *Run) tablesOfOtherSuites(w io.Writer) {
 // markdownOfOtherSuites writes the open, partitions and http sections.
 func (r *Run) markdownOfOtherSuites(w io.Writer) {
 	if len(r.Open) > 0 {
-		fmt.Fprint(w, "## Open (page cache warm)\n\n| sealed history | active segment | segments | clean open (us) | x empty log | crash open (us) | allocated |\n|---|---|---|---|---|---|---|\n")
+		fmt.Fprint(w, "## Open (page cache warm)\n\n| sealed history | active segment | segments | clean open (us) | x no history | crash open (us) | allocated |\n|---|---|---|---|---|---|---|\n")
 		for _, o := range r.Open {
 			fmt.Fprintf(w, "| %s | %s | %d | %.0f | %.2f | %.0f | %s |\n", bytesText(o.HistoryBytes), bytesText(o.ActiveBytes), o.Segments,
-				o.CleanMicros, o.VsEmpty, o.CrashMicros, bytesText(int64(o.CleanAllocBytes)))
+				o.CleanMicros, o.VsNoHistory, o.CrashMicros, bytesText(int64(o.CleanAllocBytes)))
 		}
 		fmt.Fprintln(w)
 	}

@@ -218,20 +218,23 @@ func readSuite(r *bench.Run, work string, bytes int64, rounds int) error {
 // suiteSizes are the shapes of the read suite's catch-ups and of the open,
 // partitions and http suites.
 type suiteSizes struct {
-	readRounds  int // catch-up rounds of the read suite (bench.RunRead)
-	openHistory []int64
-	openActive  int64
-	openReps    int
-	partitions  []int
-	idle        time.Duration
-	producers   int
-	produceFor  time.Duration
-	http        []bench.HTTPLoad
+	readRounds int // catch-up rounds of the read suite (bench.RunRead)
+	openShapes []bench.OpenShape
+	openReps   int
+	partitions []int
+	idle       time.Duration
+	producers  int
+	produceFor time.Duration
+	http       []bench.HTTPLoad
 }
 
 var fullSizes = suiteSizes{
-	readRounds:  5,
-	openHistory: []int64{0, 1 << 30, 4 << 30}, openActive: 32 << 20, openReps: 5,
+	readRounds: 5,
+	// History at one active size, and active sizes with no history: an
+	// open costs O(active segment), whatever the history.
+	openShapes: []bench.OpenShape{{}, {Active: 8 << 20}, {Active: 32 << 20}, {Active: 56 << 20},
+		{History: 1 << 30, Active: 32 << 20}, {History: 4 << 30, Active: 32 << 20}},
+	openReps:   5,
 	partitions: []int{1000, 10000}, idle: 30 * time.Second, producers: 64, produceFor: 10 * time.Second,
 	http: []bench.HTTPLoad{
 		{Producers: 8, Partitions: 8, Batch: 1, RecordBytes: 256, Duration: 10 * time.Second},
@@ -240,27 +243,23 @@ var fullSizes = suiteSizes{
 }
 
 var quickSizes = suiteSizes{
-	readRounds:  1,
-	openHistory: []int64{0, 64 << 20}, openActive: 4 << 20, openReps: 3,
+	readRounds: 1,
+	openShapes: []bench.OpenShape{{}, {Active: 4 << 20}, {History: 64 << 20, Active: 4 << 20}}, openReps: 3,
 	partitions: []int{200}, idle: time.Second, producers: 8, produceFor: 500 * time.Millisecond,
 	http: []bench.HTTPLoad{{Producers: 2, Partitions: 2, Batch: 16, RecordBytes: 256, Duration: 500 * time.Millisecond}},
 }
 
 func openSuite(r *bench.Run, work string, sizes suiteSizes) error {
-	for _, h := range sizes.openHistory {
-		fmt.Printf("open suite: %d MiB of sealed history\n", h>>20)
-		res, err := bench.RunOpen(work, h, sizes.openActive, sizes.openReps)
+	for _, shape := range sizes.openShapes {
+		fmt.Printf("open suite: %d MiB of sealed history, %d MiB active\n", shape.History>>20, shape.Active>>20)
+		res, err := bench.RunOpen(work, shape, sizes.openReps)
 		if err != nil {
 			return err
 		}
 		fmt.Printf("  clean open %8.0f us, crash open %8.0f us, %d segments\n", res.CleanMicros, res.CrashMicros, res.Segments)
 		r.Open = append(r.Open, res)
 	}
-	for i := range r.Open {
-		if r.Open[0].CleanMicros > 0 {
-			r.Open[i].VsEmpty = r.Open[i].CleanMicros / r.Open[0].CleanMicros
-		}
-	}
+	bench.OpenVsNoHistory(r.Open)
 	return nil
 }
 
