@@ -11,13 +11,16 @@
 //     plain append + fdatasync of the same bytes ("raw") and against the
 //     best peer, then a read back of everything written (warm page cache),
 //     MB/s against a plain sequential read of the raw file;
+//   - producers: commits of one small record from 1 to 64 producers at
+//     once through the engines that take concurrent commits
+//     (ConcurrentEngines): group commit against pebble's;
 //   - read: narad catch-up reads of cold segments (pages dropped) and of
 //     cached ones, in rounds beside a plain read, each first in turn
 //     (the median of the rounds' ratios), and tail reads through the
 //     frame cache;
 //   - open: a log's open time and allocations, after a clean close and
-//     after a crash, against its sealed history (which it should not
-//     depend on);
+//     after a crash, against the size of its active segment and its
+//     sealed history (which it should not depend on);
 //   - partitions: a node with 1,000 and 10,000 open partitions: idle CPU,
 //     memory and descriptors a partition, and the commits/s of many
 //     partitions producing at once;

@@ -18,6 +18,7 @@ type Run struct {
 	Date       time.Time          `json:"date"`
 	Machine    Machine            `json:"machine"`
 	Engine     []EngineResult     `json:"engine,omitempty"`
+	Producers  []EngineResult     `json:"producers,omitempty"` // the producers suite
 	Read       []ReadResult       `json:"read,omitempty"`
 	Open       []OpenResult       `json:"open,omitempty"`
 	Partitions []PartitionsResult `json:"partitions,omitempty"`
@@ -66,6 +67,10 @@ func (r *Run) Table(w io.Writer) {
 				e.RecordsPerS, e.VsRaw, e.VsBestPeer, e.P99Micros, e.ReadMBPerS, e.ReadVsPlain)
 		}
 		tw.Flush()
+	}
+	if len(r.Producers) > 0 {
+		fmt.Fprintln(w)
+		r.producersTable(w)
 	}
 	r.tablesOfOtherSuites(w)
 	if len(r.Read) > 0 {
@@ -126,6 +131,9 @@ func (r *Run) Markdown(w io.Writer) {
 		table("Read back (warm page cache): MB/s, and ratio to a plain read of raw's file", func(e EngineResult) string {
 			return fmt.Sprintf("%.0f (%.2f)", e.ReadMBPerS, e.ReadVsPlain)
 		})
+	}
+	if len(r.Producers) > 0 {
+		r.producersMarkdown(w)
 	}
 	r.markdownOfOtherSuites(w)
 	if len(r.Read) > 0 {

@@ -8,10 +8,14 @@ import (
 )
 
 // Charts returns the run's charts as SVG files by name: commit latency
-// against batch size per engine (one chart per record size), and each
-// engine's records/s as a ratio to raw across the cells.
+// against batch size per engine (one chart per record size), each
+// engine's records/s as a ratio to raw across the cells, and records/s
+// against concurrent producers.
 func (r *Run) Charts() map[string]string {
 	out := map[string]string{}
+	if len(r.Producers) > 0 {
+		out["throughput-vs-producers.svg"] = r.producersChart()
+	}
 	if len(r.Engine) == 0 {
 		return out
 	}

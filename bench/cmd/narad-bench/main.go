@@ -1,7 +1,7 @@
 // Command narad-bench measures Narad storage side by side with the raw
 // disk and with peer engines, in one run (package bench has the suites).
 //
-//	narad-bench [--suites engine,read,open,partitions,http] [--quick]
+//	narad-bench [--suites engine,producers,read,open,partitions,http] [--quick]
 //	            [--out DIR] [--dir DIR] [--reps N] [--duration D]
 //	            [--engines REGEXP] [--daemon BIN | --http-addr URL]
 //
@@ -36,7 +36,7 @@ func main() {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("narad-bench", flag.ContinueOnError)
-	suites := fs.String("suites", "engine,read,open,partitions,http", "suites to run, comma-separated: engine, read, open, partitions, http")
+	suites := fs.String("suites", "engine,producers,read,open,partitions,http", "suites to run, comma-separated: engine, producers, read, open, partitions, http")
 	quick := fs.Bool("quick", false, "every suite at tiny sizes: checks read-back, not speed")
 	out := fs.String("out", "bench-results", "directory for results.json, report.md and the charts")
 	dir := fs.String("dir", ".", "directory on the disk to measure; each engine gets a temporary directory in it")
@@ -63,7 +63,7 @@ func run(args []string) error {
 		return errors.New("--reps, --duration, --bytes and --read-bytes must be positive")
 	}
 	for _, suite := range strings.Split(*suites, ",") {
-		if !slices.Contains([]string{"engine", "read", "open", "partitions", "http"}, suite) {
+		if !slices.Contains([]string{"engine", "producers", "read", "open", "partitions", "http"}, suite) {
 			return fmt.Errorf("--suites: unknown suite %q", suite)
 		}
 	}
@@ -123,6 +123,10 @@ func runSuites(r *bench.Run, work string, suites []string, only, inCells *regexp
 			if err := engineSuite(r, work, only, inCells, reps, budget); err != nil {
 				return err
 			}
+		case "producers":
+			if err := producersSuite(r, work, only, reps, budget, sizes.producerCounts); err != nil {
+				return err
+			}
 		case "read":
 			if err := readSuite(r, work, readBytes, sizes.readRounds); err != nil {
 				return err
@@ -165,32 +169,70 @@ func engineSuite(r *bench.Run, work string, only, inCells *regexp.Regexp, reps i
 	var results []bench.EngineResult
 	for _, c := range cells {
 		fmt.Printf("engine suite: %s\n", c)
-		runs := make([][]bench.EngineResult, len(specs))
-		// Engines interleaved, so drift hits them alike, every other
-		// repetition in reverse, so no engine always runs right after
-		// the same one.
-		for rep := range reps {
-			for k := range specs {
-				i := k
-				if rep%2 == 1 {
-					i = len(specs) - 1 - k
-				}
-				s := specs[i]
-				res, err := bench.RunCell(work, s, c, budget)
-				if err != nil {
-					return err
-				}
-				runs[i] = append(runs[i], res)
-			}
+		medians, err := runInterleaved(work, specs, c, reps, budget)
+		if err != nil {
+			return err
 		}
-		for i := range specs {
-			m := bench.Median(runs[i])
-			bench.PrintEngineRow(os.Stdout, m)
-			results = append(results, m)
-		}
+		results = append(results, medians...)
 	}
 	bench.Ratios(results)
 	r.Engine = results
+	return nil
+}
+
+// runInterleaved runs each engine in cell c reps times and returns each
+// one's median run. Engines are interleaved, so drift hits them alike,
+// every other repetition in reverse, so no engine always runs right
+// after the same one.
+func runInterleaved(work string, specs []bench.EngineSpec, c bench.Cell, reps int, budget bench.Budget) ([]bench.EngineResult, error) {
+	runs := make([][]bench.EngineResult, len(specs))
+	for rep := range reps {
+		for k := range specs {
+			i := k
+			if rep%2 == 1 {
+				i = len(specs) - 1 - k
+			}
+			res, err := bench.RunCell(work, specs[i], c, budget)
+			if err != nil {
+				return nil, err
+			}
+			runs[i] = append(runs[i], res)
+		}
+	}
+	medians := make([]bench.EngineResult, len(specs))
+	for i := range specs {
+		medians[i] = bench.Median(runs[i])
+		bench.PrintEngineRow(os.Stdout, medians[i])
+	}
+	return medians, nil
+}
+
+// producersSuite commits bench.ProducersCell from each count of
+// producers through the engines that take concurrent commits.
+func producersSuite(r *bench.Run, work string, only *regexp.Regexp, reps int, budget bench.Budget, counts []int) error {
+	for _, n := range counts {
+		fmt.Printf("producers suite: %d producers, %s\n", n, bench.ProducersCell)
+		var specs []bench.EngineSpec
+		if n == 1 { // raw, the baseline, with one producer only
+			for _, s := range bench.Engines() {
+				if s.Name == bench.RawName {
+					specs = append(specs, s)
+				}
+			}
+		}
+		for _, s := range bench.ConcurrentEngines() {
+			if only.MatchString(s.Name) {
+				s.Producers = n
+				specs = append(specs, s)
+			}
+		}
+		medians, err := runInterleaved(work, specs, bench.ProducersCell, reps, budget)
+		if err != nil {
+			return err
+		}
+		r.Producers = append(r.Producers, medians...)
+	}
+	bench.ProducersVsRaw(r.Producers)
 	return nil
 }
 
@@ -218,18 +260,20 @@ func readSuite(r *bench.Run, work string, bytes int64, rounds int) error {
 // suiteSizes are the shapes of the read suite's catch-ups and of the open,
 // partitions and http suites.
 type suiteSizes struct {
-	readRounds int // catch-up rounds of the read suite (bench.RunRead)
-	openShapes []bench.OpenShape
-	openReps   int
-	partitions []int
-	idle       time.Duration
-	producers  int
-	produceFor time.Duration
-	http       []bench.HTTPLoad
+	readRounds     int   // catch-up rounds of the read suite (bench.RunRead)
+	producerCounts []int // the producers suite's counts of producers
+	openShapes     []bench.OpenShape
+	openReps       int
+	partitions     []int
+	idle           time.Duration
+	producers      int
+	produceFor     time.Duration
+	http           []bench.HTTPLoad
 }
 
 var fullSizes = suiteSizes{
-	readRounds: 5,
+	readRounds:     5,
+	producerCounts: []int{1, 4, 16, 64},
 	// History at one active size, and active sizes with no history: an
 	// open costs O(active segment), whatever the history.
 	openShapes: []bench.OpenShape{{}, {Active: 8 << 20}, {Active: 32 << 20}, {Active: 56 << 20},
@@ -243,8 +287,9 @@ var fullSizes = suiteSizes{
 }
 
 var quickSizes = suiteSizes{
-	readRounds: 1,
-	openShapes: []bench.OpenShape{{}, {Active: 4 << 20}, {History: 64 << 20, Active: 4 << 20}}, openReps: 3,
+	readRounds:     1,
+	producerCounts: []int{1, 4},
+	openShapes:     []bench.OpenShape{{}, {Active: 4 << 20}, {History: 64 << 20, Active: 4 << 20}}, openReps: 3,
 	partitions: []int{200}, idle: time.Second, producers: 8, produceFor: 500 * time.Millisecond,
 	http: []bench.HTTPLoad{{Producers: 2, Partitions: 2, Batch: 16, RecordBytes: 256, Duration: 500 * time.Millisecond}},
 }
