@@ -89,15 +89,12 @@ func (r *Run) producersTable(w io.Writer) {
 // producersMarkdown writes the producers suite's section of the report.
 func (r *Run) producersMarkdown(w io.Writer) {
 	engines, counts, at := producersGrid(r.Producers)
-	fmt.Fprintf(w, "## Commits of %s from concurrent producers: records/s (x raw, one producer), p50 / p99 (us)\n\n| engine |", ProducersCell)
-	for _, n := range counts {
-		fmt.Fprintf(w, " %d |", n)
+	fmt.Fprintf(w, "## Commits of %s from concurrent producers: records/s (x raw, one producer), p50 / p99 (us)\n\n", ProducersCell)
+	columns := make([]string, len(counts))
+	for i, n := range counts {
+		columns[i] = fmt.Sprint(n)
 	}
-	fmt.Fprint(w, "\n|---|")
-	for range counts {
-		fmt.Fprint(w, "---|")
-	}
-	fmt.Fprintln(w)
+	markdownHeader(w, "engine", columns)
 	for _, e := range engines {
 		fmt.Fprintf(w, "| %s |", e)
 		for _, n := range counts {

@@ -99,15 +99,8 @@ func (r *Run) Markdown(w io.Writer) {
 			at[e.Engine][Cell{e.RecordBytes, e.Batch}] = e
 		}
 		table := func(title string, cellText func(EngineResult) string) {
-			fmt.Fprintf(w, "## %s\n\n| record x batch |", title)
-			for _, e := range engines {
-				fmt.Fprintf(w, " %s |", e)
-			}
-			fmt.Fprint(w, "\n|---|")
-			for range engines {
-				fmt.Fprint(w, "---|")
-			}
-			fmt.Fprintln(w)
+			fmt.Fprintf(w, "## %s\n\n", title)
+			markdownHeader(w, "record x batch", engines)
 			for _, c := range cells {
 				fmt.Fprintf(w, "| %s |", c)
 				for _, e := range engines {
@@ -143,6 +136,20 @@ func (r *Run) Markdown(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// markdownHeader writes a table's header row, first then columns, and
+// its separator.
+func markdownHeader(w io.Writer, first string, columns []string) {
+	fmt.Fprintf(w, "| %s |", first)
+	for _, c := range columns {
+		fmt.Fprintf(w, " %s |", c)
+	}
+	fmt.Fprint(w, "\n|---|")
+	for range columns {
+		fmt.Fprint(w, "---|")
+	}
+	fmt.Fprintln(w)
 }
 
 // enginesAndCells lists the engines and cells of rs in first-seen order.
