@@ -40,6 +40,9 @@ type Retention struct {
 	Bytes int64
 }
 
+// inRange reports whether no bound is negative (0 is no bound).
+func (r Retention) inRange() bool { return r.Ms >= 0 && r.Bytes >= 0 }
+
 // Retention is the record's retention bounds.
 func (r TopicRecord) Retention() Retention {
 	return Retention{Ms: r.RetentionMs, Bytes: r.RetentionBytes}

@@ -132,7 +132,7 @@ func (n *Node) SetRetention(ctx context.Context, name string, retention Retentio
 // digits) and no negative retention bound. Every writer of a record
 // checks it, and so does a metastore reading one it did not write.
 func ValidateTopicSettings(partitions int, retention Retention) error {
-	if partitions < 1 || partitions > wire.MaxPartitions || retention.Ms < 0 || retention.Bytes < 0 {
+	if partitions < 1 || partitions > wire.MaxPartitions || !retention.inRange() {
 		return fmt.Errorf("%d partitions, retention %+v: out of range", partitions, retention)
 	}
 	return nil
@@ -151,7 +151,7 @@ func (n *Node) UpdateRetention(ctx context.Context, name string, change func(Ret
 	}
 	rec, err := n.ms.UpdateRetention(ctx, name, func(cur Retention) (Retention, error) {
 		r, err := change(cur)
-		if err == nil && (r.Ms < 0 || r.Bytes < 0) {
+		if err == nil && !r.inRange() {
 			err = fmt.Errorf("%w: %+v", ErrBadRetention, r)
 		}
 		return r, err
