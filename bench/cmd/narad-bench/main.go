@@ -257,8 +257,8 @@ func readSuite(r *bench.Run, work string, bytes int64, rounds int) error {
 	return nil
 }
 
-// suiteSizes are the shapes of the read suite's catch-ups and of the open,
-// partitions and http suites.
+// suiteSizes are the shapes of the read suite's catch-ups and of the
+// producers, open, partitions and http suites.
 type suiteSizes struct {
 	readRounds     int   // catch-up rounds of the read suite (bench.RunRead)
 	producerCounts []int // the producers suite's counts of producers
@@ -266,9 +266,11 @@ type suiteSizes struct {
 	openReps       int
 	partitions     []int
 	idle           time.Duration
-	producers      int
-	produceFor     time.Duration
-	http           []bench.HTTPLoad
+	// partitionProducers of the partitions suite's partitions produce at
+	// once, for produceFor.
+	partitionProducers int
+	produceFor         time.Duration
+	http               []bench.HTTPLoad
 }
 
 var fullSizes = suiteSizes{
@@ -279,7 +281,7 @@ var fullSizes = suiteSizes{
 	openShapes: []bench.OpenShape{{}, {Active: 8 << 20}, {Active: 32 << 20}, {Active: 56 << 20},
 		{History: 1 << 30, Active: 32 << 20}, {History: 4 << 30, Active: 32 << 20}},
 	openReps:   5,
-	partitions: []int{1000, 10000}, idle: 30 * time.Second, producers: 64, produceFor: 10 * time.Second,
+	partitions: []int{1000, 10000}, idle: 30 * time.Second, partitionProducers: 64, produceFor: 10 * time.Second,
 	http: []bench.HTTPLoad{
 		{Producers: 8, Partitions: 8, Batch: 1, RecordBytes: 256, Duration: 10 * time.Second},
 		{Producers: 8, Partitions: 8, Batch: 256, RecordBytes: 256, Duration: 10 * time.Second},
@@ -290,7 +292,7 @@ var quickSizes = suiteSizes{
 	readRounds:     1,
 	producerCounts: []int{1, 4},
 	openShapes:     []bench.OpenShape{{}, {Active: 4 << 20}, {History: 64 << 20, Active: 4 << 20}}, openReps: 3,
-	partitions: []int{200}, idle: time.Second, producers: 8, produceFor: 500 * time.Millisecond,
+	partitions: []int{200}, idle: time.Second, partitionProducers: 8, produceFor: 500 * time.Millisecond,
 	http: []bench.HTTPLoad{{Producers: 2, Partitions: 2, Batch: 16, RecordBytes: 256, Duration: 500 * time.Millisecond}},
 }
 
@@ -311,7 +313,7 @@ func openSuite(r *bench.Run, work string, sizes suiteSizes) error {
 func partitionsSuite(r *bench.Run, work string, sizes suiteSizes) error {
 	for _, n := range sizes.partitions {
 		fmt.Printf("partitions suite: %d partitions\n", n)
-		res, err := bench.RunPartitions(work, n, sizes.idle, min(sizes.producers, n), sizes.produceFor)
+		res, err := bench.RunPartitions(work, n, sizes.idle, min(sizes.partitionProducers, n), sizes.produceFor)
 		if err != nil {
 			return err
 		}
