@@ -46,13 +46,15 @@ func TestDecodeTopic_RefusesWhatNoNodeWrites(t *testing.T) {
 		{Name: "orders", Partitions: 1 << 40},
 		{Name: "orders", Partitions: 1, RetentionMs: -1},
 		{Name: "orders", Partitions: 1, RetentionBytes: -1},
+		{Name: "orders", Partitions: 1, RetentionMs: runtime.MaxRetentionMs + 1},
+		{Name: "orders", Partitions: 1, RetentionMs: 18446744073710}, // a duration of 448 us once wrapped
 	} {
 		b, _ := json.Marshal(rec)
 		if _, err := decodeTopic("orders", b, 1); err == nil {
 			t.Errorf("took %s", b)
 		}
 	}
-	b, _ := json.Marshal(runtime.TopicRecord{Name: "orders", Partitions: wire.MaxPartitions, RetentionMs: 1, RetentionBytes: 1})
+	b, _ := json.Marshal(runtime.TopicRecord{Name: "orders", Partitions: wire.MaxPartitions, RetentionMs: runtime.MaxRetentionMs, RetentionBytes: 1})
 	if _, err := decodeTopic("orders", b, 1); err != nil {
 		t.Errorf("refused the widest topic: %v", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"time"
 
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/supervisor"
@@ -69,7 +68,7 @@ func (n *Node) openAdmitted(key supervisor.Key, rec TopicRecord) (*partition.Log
 		Logger:            n.logger.With(zap.String("topic", key.Topic), zap.Int("partition", key.Partition)),
 		Metrics:           n.metrics,
 		SegmentMaxBytes:   n.cfg.SegmentMaxBytes,
-		RetentionMaxAge:   time.Duration(rec.RetentionMs) * time.Millisecond,
+		RetentionMaxAge:   rec.Retention().maxAge(),
 		RetentionMaxBytes: rec.RetentionBytes,
 		CacheBudget:       n.cacheBudget,
 	})
@@ -372,7 +371,7 @@ func (n *Node) recheck(topic string) {
 		}
 		for _, p := range t.Open() {
 			if l, ok := t.Lookup(p); ok {
-				if err := l.SetRetention(ctx, time.Duration(rec.RetentionMs)*time.Millisecond, rec.RetentionBytes); err != nil && !errors.Is(err, partition.ErrLogClosed) {
+				if err := l.SetRetention(ctx, rec.Retention().maxAge(), rec.RetentionBytes); err != nil && !errors.Is(err, partition.ErrLogClosed) {
 					return err
 				}
 			}

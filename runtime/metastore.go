@@ -10,10 +10,12 @@ import (
 	"hash/crc32"
 	"io"
 	"io/fs"
+	"math"
 	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
@@ -40,8 +42,22 @@ type Retention struct {
 	Bytes int64
 }
 
-// inRange reports whether no bound is negative (0 is no bound).
-func (r Retention) inRange() bool { return r.Ms >= 0 && r.Bytes >= 0 }
+// MaxRetentionMs is the longest age bound a retention holds: the most
+// milliseconds a time.Duration holds (about 292 years). A longer one
+// would wrap to a short or negative age when converted, and a short one
+// deletes the topic's history.
+const MaxRetentionMs = math.MaxInt64 / int64(time.Millisecond)
+
+// inRange reports whether no bound is negative (0 is no bound) and the
+// age bound is a duration.
+func (r Retention) inRange() bool { return r.Ms >= 0 && r.Ms <= MaxRetentionMs && r.Bytes >= 0 }
+
+// maxAge is the age bound as a duration; one past MaxRetentionMs (a
+// record written before the bound was checked) is held at the longest,
+// never wrapped.
+func (r Retention) maxAge() time.Duration {
+	return time.Duration(min(r.Ms, MaxRetentionMs)) * time.Millisecond
+}
 
 // Retention is the record's retention bounds.
 func (r TopicRecord) Retention() Retention {

@@ -65,7 +65,7 @@ func (c coldNode) CaughtUp() bool { return c.n.ms.CaughtUp() }
 
 func (c coldNode) Retention(ctx context.Context, topic string) (maxAge time.Duration, maxBytes int64, ok bool, err error) {
 	rec, ok, err := c.n.ms.Topic(ctx, topic)
-	return time.Duration(rec.RetentionMs) * time.Millisecond, rec.RetentionBytes, ok, err
+	return rec.Retention().maxAge(), rec.RetentionBytes, ok, err
 }
 
 func (c coldNode) Assigned(ctx context.Context, topic string, p int) (bool, error) {

@@ -2,7 +2,9 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"path"
 	"sync"
 	"syscall"
@@ -677,4 +679,31 @@ func TestRetention_ByteBoundReachesOpenAndClosedPartitions(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRetention_AnAgeBoundNoDurationHoldsIsRefusedOrHeldAtTheLongest: an
+// age bound past MaxRetentionMs wrapped when made a duration
+// (18446744073710 ms became 448 us, and the sweep deleted every sealed
+// segment; found by review). Create and change refuse it; a record
+// holding one from before the bound was checked keeps the longest age
+// a duration holds, never a wrapped one.
+func TestRetention_AnAgeBoundNoDurationHoldsIsRefusedOrHeldAtTheLongest(t *testing.T) {
+	n := startNode(t, nil, Config{})
+	for _, ms := range []int64{MaxRetentionMs + 1, 18446744073710} {
+		if _, _, err := n.CreateTopic(bg, "t", 1, Retention{Ms: ms}); err == nil {
+			t.Fatalf("created a topic with an age bound of %d ms", ms)
+		}
+	}
+	if _, _, err := n.CreateTopic(bg, "t", 1, Retention{Ms: MaxRetentionMs}); err != nil {
+		t.Fatalf("the longest age bound: %v", err)
+	}
+	if _, err := n.SetRetention(bg, "t", Retention{Ms: MaxRetentionMs + 1}); !errors.Is(err, ErrBadRetention) {
+		t.Fatalf("a change past the longest age bound: %v, want ErrBadRetention", err)
+	}
+	longest := time.Duration(MaxRetentionMs) * time.Millisecond
+	for _, ms := range []int64{MaxRetentionMs, MaxRetentionMs + 1, 18446744073710, math.MaxInt64} {
+		if got := (Retention{Ms: ms}).maxAge(); got != longest {
+			t.Fatalf("the age bound of %d ms: %v, want %v", ms, got, longest)
+		}
+	}
 }

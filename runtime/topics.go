@@ -129,7 +129,8 @@ func (n *Node) SetRetention(ctx context.Context, name string, retention Retentio
 
 // ValidateTopicSettings checks what a topic record may hold: 1 to
 // wire.MaxPartitions partitions (a partition's directory name holds five
-// digits) and no negative retention bound. Every writer of a record
+// digits), no negative retention bound and an age bound of at most
+// MaxRetentionMs. Every writer of a record
 // checks it, and so does a metastore reading one it did not write.
 func ValidateTopicSettings(partitions int, retention Retention) error {
 	if partitions < 1 || partitions > wire.MaxPartitions || !retention.inRange() {
@@ -138,7 +139,8 @@ func ValidateTopicSettings(partitions int, retention Retention) error {
 	return nil
 }
 
-// ErrBadRetention: retention bounds out of range (negative).
+// ErrBadRetention: retention bounds out of range (negative, or an age
+// over MaxRetentionMs).
 var ErrBadRetention = errors.New("runtime: retention bound out of range")
 
 // UpdateRetention is SetRetention with the new bounds made from the

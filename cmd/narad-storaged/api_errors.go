@@ -37,7 +37,7 @@ func (a *api) writeNodeError(w http.ResponseWriter, r *http.Request, err error) 
 	case errors.Is(err, runtime.ErrPartitionNotFound), errors.Is(err, runtime.ErrNotAssigned):
 		writeError(w, http.StatusNotFound, "partition_not_found", fmt.Sprintf("topic %q has no partition %s", topic, p))
 	case errors.Is(err, runtime.ErrBadRetention):
-		writeError(w, http.StatusBadRequest, "invalid_body", "retention_ms and retention_bytes must be 0 (no bound) or more")
+		writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("retention_ms must be from 0 (no bound) to %d and retention_bytes 0 (no bound) or more", runtime.MaxRetentionMs))
 	case errors.Is(err, runtime.ErrTopicExists):
 		writeError(w, http.StatusConflict, "topic_exists", fmt.Sprintf("topic %q exists with other settings; delete it first to change its partitions", topic))
 	case errors.Is(err, partition.ErrLogPoisoned):

@@ -230,8 +230,8 @@ func (a *api) badBody(w http.ResponseWriter, err error) {
 // retentionProblem says what is wrong with retention bounds, or "".
 func retentionProblem(r runtime.Retention) string {
 	switch {
-	case r.Ms < 0:
-		return fmt.Sprintf("retention_ms must be 0 (no age bound) or more, not %d", r.Ms)
+	case r.Ms < 0 || r.Ms > runtime.MaxRetentionMs:
+		return fmt.Sprintf("retention_ms must be from 0 (no age bound) to %d, not %d", runtime.MaxRetentionMs, r.Ms)
 	case r.Bytes < 0:
 		return fmt.Sprintf("retention_bytes must be 0 (no size bound) or more, not %d", r.Bytes)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -67,5 +68,43 @@ func TestPatchTopic_TwoBoundsAtOnceBothLand(t *testing.T) {
 	rec, _, _ := local.Topic(context.Background(), "t")
 	if rec.RetentionMs != 60000 || rec.RetentionBytes != 1048576 {
 		t.Fatalf("the record holds retention_ms=%d retention_bytes=%d, want 60000 and 1048576", rec.RetentionMs, rec.RetentionBytes)
+	}
+}
+
+// TestTopics_AnAgeBoundNoDurationHoldsIsRefused: a retention_ms past
+// runtime.MaxRetentionMs is a 400 on create and on change, never a topic
+// whose age bound wraps to microseconds when made a duration (found by
+// review: 18446744073710 ms became 448 us and the sweep deleted every
+// sealed segment); the longest bound is taken.
+func TestTopics_AnAgeBoundNoDurationHoldsIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	ms, err := runtime.OpenLocalMetastore(nil, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := runtime.New(runtime.Config{DataDir: dir, Metastore: ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	if err := node.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a := newAPI(node, ms, zap.NewNop(), prometheus.NewRegistry(), apiOptions{maxBody: 1 << 20})
+	serve := func(method, body string) int {
+		w := httptest.NewRecorder()
+		a.ServeHTTP(w, httptest.NewRequest(method, "/v1/topics/t", strings.NewReader(body)))
+		return w.Code
+	}
+	for _, ms := range []string{"18446744073710", fmt.Sprint(runtime.MaxRetentionMs + 1)} {
+		if code := serve(http.MethodPut, `{"partitions": 1, "retention_ms": `+ms+`}`); code != http.StatusBadRequest {
+			t.Fatalf("create with retention_ms %s: %d", ms, code)
+		}
+	}
+	if code := serve(http.MethodPut, `{"partitions": 1, "retention_ms": `+fmt.Sprint(runtime.MaxRetentionMs)+`}`); code != http.StatusCreated {
+		t.Fatalf("create with the longest age bound: %d", code)
+	}
+	if code := serve(http.MethodPatch, `{"retention_ms": `+fmt.Sprint(runtime.MaxRetentionMs+1)+`}`); code != http.StatusBadRequest {
+		t.Fatalf("change to an age bound past the longest: %d", code)
 	}
 }
