@@ -66,7 +66,8 @@ type ReadSummary struct {
 // reuses its buffers, so a consumer that copies records out (to a socket,
 // an encoder) reads at the speed of the page cache with nothing allocated
 // per read. It lends the records Read would return, with the same limits,
-// checks and errors, but one: a large frame this log proved (proof.go) is
+// checks and errors, but one: a large frame this log proved (proof.go; a
+// read that streams a frame larger than 8 MiB proves it first) is
 // lent a part at a time, so damage that came to one of its parts since
 // the proof ends the read before that part, after the records of the
 // parts before (their bytes are the ones proven) were lent, and a read
@@ -134,6 +135,9 @@ func (l *Log) read(rd *reader, lend bool) (int64, error) {
 		return 0, fmt.Errorf("%w: offset %d, high watermark %d", ErrBeyondHighWatermark, offset, v.hwm)
 	}
 	l.readSinceWrite.Store(true) // a tail reader: cache the next frame written
+	// A lending read proves large frames in parts (readFrames) until a
+	// proof fails it: then the ordinary way says what is wrong.
+	inParts := lend
 	for rd.next < v.hwm && !rd.full() {
 		if f := l.cache.get(rd.next, lend); f != nil {
 			l.metrics.frameCacheHits.Inc()
@@ -145,21 +149,28 @@ func (l *Log) read(rd *reader, lend bool) (int64, error) {
 			continue
 		}
 		l.metrics.frameCacheMisses.Inc()
-		if p := l.proofFor(rd, lend); p != nil {
-			more, fallback := l.lendProven(v, rd, p)
-			if !fallback {
+		p := l.proofFor(rd, lend)
+		if p == nil {
+			var more bool
+			var err error
+			p, more, err = l.readFrames(v, rd, lend, inParts)
+			if err != nil {
+				if rd.records > 0 && (lend || !errors.Is(err, ErrLogClosed)) {
+					break // serve what came before (lent records cannot be taken back); the next read meets the error
+				}
+				return 0, err
+			}
+			if p == nil {
 				if !more {
 					break
 				}
 				continue
 			}
 		}
-		more, err := l.readFrames(v, rd, lend)
-		if err != nil {
-			if rd.records > 0 && (lend || !errors.Is(err, ErrLogClosed)) {
-				break // serve what came before (lent records cannot be taken back); the next read meets the error
-			}
-			return 0, err
+		more, fallback := l.lendProven(v, rd, p)
+		if fallback {
+			inParts = false
+			continue
 		}
 		if !more {
 			break
@@ -217,8 +228,10 @@ func takeRecords(rd *reader, records []ReadRecord) bool {
 // a private copy: stoppedFrame), so the next read of it (a large frame
 // served in parts) costs no disk read or decode; every other frame only has its position
 // remembered. It reports whether the read may go on (it took every record
-// of the last frame).
-func (l *Log) readFrames(v *view, rd *reader, lend bool) (more bool, err error) {
+// of the last frame). With inParts, a lending read proves a large frame it
+// will stream in parts (scanner.proveInParts) and stops there, returning
+// the frame's proof for the caller to lend it with lendProven.
+func (l *Log) readFrames(v *view, rd *reader, lend, inParts bool) (proven *frameProof, more bool, err error) {
 	var arena []byte
 	var last navEntry // the last frame visited; its segment is the scan's one
 	scratch, used := getRecordScratch(), 0
@@ -244,7 +257,16 @@ func (l *Log) readFrames(v *view, rd *reader, lend bool) (more bool, err error) 
 	if !lend {
 		run = nil // records must point into windows never reused: the general path's keep scan
 	}
-	err = l.scanFrom(v, rd.next, lend, run, func(sc *scanner, seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error) {
+	var prove func(wire.FrameHeader) bool
+	if lend && inParts {
+		prove = func(h wire.FrameHeader) bool { return rd.streamsFrame(h.FrameLen(), h.BaseOffset, h.EndOffset()) }
+	}
+	err = l.scanFrom(v, rd.next, lend, prove, run, func(sc *scanner, seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error) {
+		if frame == nil { // proven in parts (never nil: proveInParts proves only what newProof takes)
+			proven, more = newProof(sc, seg, pos, h), true
+			l.cache.putProof(proven)
+			return false, nil
+		}
 		oneRecord = h.RecordCount == 1 && h.Codec == wire.CodecNone
 		if oneRecord { // a trickle-fed partition's frame: straight to rd
 			r, err := onlyRecord(h, h.Stored(frame))
@@ -303,7 +325,7 @@ func (l *Log) readFrames(v *view, rd *reader, lend bool) (more bool, err error) 
 	if last.seg != nil {
 		l.cache.remember(last.seg, last.base, last.end, last.pos, last.bytes)
 	}
-	return more, err
+	return proven, more, err
 }
 
 // framePayload returns a CRC-checked frame's records: an uncompressed
@@ -447,7 +469,7 @@ func (l *Log) frameAt(v *view, offset int64) (*cachedFrame, error) {
 	}
 	l.metrics.frameCacheMisses.Inc()
 	var found *cachedFrame
-	err := l.scanFrom(v, offset, true, nil, func(_ *scanner, seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error) {
+	err := l.scanFrom(v, offset, true, nil, nil, func(_ *scanner, seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error) {
 		f, err := decodeFrame(h, frame)
 		if err != nil {
 			return false, err
@@ -472,7 +494,7 @@ func (l *Log) frameAt(v *view, offset int64) (*cachedFrame, error) {
 // block) after it ends the scan quietly, for the next read to meet. A
 // visit error on the frame holding offset marks it damaged; on a later
 // frame it ends the scan the same way.
-func (l *Log) scanFrom(v *view, offset int64, lend bool, run func(sc *scanner, pos, expect int64) (at, next int64, more bool), visit func(sc *scanner, seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error)) error {
+func (l *Log) scanFrom(v *view, offset int64, lend bool, inParts func(wire.FrameHeader) bool, run func(sc *scanner, pos, expect int64) (at, next int64, more bool), visit func(sc *scanner, seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error)) error {
 	seg, endOffset, limit := v.segmentFor(offset)
 	if g, ok := seg.gapAt(offset); ok {
 		return &UnreadableError{Offset: offset, Next: g.to, Cause: errors.New("recorded gap: damaged frame found by recovery")}
@@ -495,6 +517,7 @@ func (l *Log) scanFrom(v *view, offset int64, lend bool, run func(sc *scanner, p
 	var sc *scanner
 	if lend {
 		sc = newLendingScanner(file, limit, pos)
+		sc.inParts = inParts
 		defer sc.release()
 	} else {
 		sc = &scanner{file: file, limit: limit, buf: make([]byte, min(readWindow, max(limit-pos, wire.FrameHeaderSize))), skipUnreadable: true}

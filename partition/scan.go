@@ -60,6 +60,10 @@ type scanner struct {
 	sums   []wire.FrameSum
 	parts  partIndex
 	sumsAt int64
+	// inParts, when set (a lending read), says whether a large frame is to
+	// be proven in parts (proveInParts) rather than read whole: frameAt
+	// then returns it valid with no bytes, its proof in sums and parts.
+	inParts func(h wire.FrameHeader) bool
 }
 
 // newLendingScanner starts a scan for a lending read at pos, with a
@@ -270,7 +274,8 @@ func (s *scanner) readChecked(pos int64, h wire.FrameHeader) (frame []byte, err 
 }
 
 // frameAt checks the frame starting at pos. For a valid frame it returns
-// its header and bytes (valid until the next call); otherwise the status
+// its header and bytes (valid until the next call; nil for a frame it
+// proved in parts: inParts); otherwise the status
 // says why, err describes it, and the header is returned when it parsed
 // (RecordCount >= 1), CRC unchecked. err is also set, with frameCorrupt,
 // for an I/O error; isIOError tells that case apart.
@@ -299,6 +304,9 @@ func (s *scanner) readFrame(pos int64) (wire.FrameHeader, []byte, frameStatus, e
 		return h, nil, frameTorn, fmt.Errorf("%w: frame at byte %d claims %d bytes, %d left", wire.ErrTruncated, pos, h.FrameLen(), s.limit-pos)
 	}
 	if h.FrameLen() > proofPart {
+		if s.inParts != nil && h.FrameLen() > proveInPartsOver && h.Codec == wire.CodecNone && h.RecordCount >= 2 && s.inParts(h) && s.proveInParts(pos, h) {
+			return h, nil, frameValid, nil
+		}
 		if frame, err, ok := s.readChecked(pos, h); ok {
 			switch {
 			case errors.Is(err, wire.ErrTruncated):
