@@ -2,6 +2,7 @@ package partition
 
 import (
 	"errors"
+	"path"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -228,5 +229,52 @@ func TestReadFunc_AFrameProvenInPartsWhoseSecondReadFailsIsReadTheOrdinaryWay(t 
 				t.Fatalf("the failure passing: %+v, %v; want every record from %d", sum, err, from)
 			}
 		})
+	}
+}
+
+// TestReadFunc_AProofWhoseSegmentCannotBeOpenedFailsTheRead: a proof
+// outlives its sealed segment's handle (the segment left the hot set),
+// and the segment will not open again (EMFILE). The lending read that
+// meets the proof goes the ordinary way at once and fails with the open's
+// error, rather than meeting the proof again and again.
+func TestReadFunc_AProofWhoseSegmentCannotBeOpenedFailsTheRead(t *testing.T) {
+	d := newDisk(t, 1)
+	l := openLog(t, Options{FS: d, SegmentMaxBytes: 1 << 20})
+	a := spread(450)
+	want := map[int64][]byte{}
+	recs := make([]Record, len(a))
+	for i, n := range a {
+		recs[i].Value = bigValue(int64(i), n)
+		want[int64(i)] = recs[i].Value
+	}
+	produce(t, l, recs)
+	for i := range int64(hotSetSize + 1) { // a segment each
+		produce(t, l, []Record{{Value: bigValue(int64(len(a))+i, 1<<20+100)}})
+	}
+	closeLog(t, l)
+	l = openLog(t, Options{FS: d, SegmentMaxBytes: 1 << 20, CacheBudget: NewCacheBudget(64 << 20)})
+	defer closeLog(t, l)
+	if sum, err := l.ReadFunc(0, len(a), 1<<30, asWritten(t, want, nil)); err != nil || sum.Next != int64(len(a)) {
+		t.Fatalf("the first read: %+v, %v", sum, err)
+	}
+	if l.cache.proof(0) == nil {
+		t.Fatal("no proof of the first frame")
+	}
+	for i := range int64(hotSetSize) { // the first segment leaves the hot set
+		if _, err := l.ReadFunc(int64(len(a))+i, 1, 1<<30, func(ReadRecord) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var opens atomic.Int64
+	d.SetHook(func(c sim.Call) error {
+		if c.Op == sim.OpOpen && path.Clean(c.Path) == firstSegment && opens.Add(1) <= 100 {
+			return syscall.EMFILE // for long enough to tell one attempt from a loop
+		}
+		return nil
+	})
+	defer d.SetHook(nil)
+	_, err := l.ReadFunc(0, len(a), 1<<30, func(ReadRecord) error { return nil })
+	if !errors.Is(err, syscall.EMFILE) || opens.Load() > 2 {
+		t.Fatalf("the read of a proven frame whose segment cannot be opened: %v after %d opens; want EMFILE after one or two", err, opens.Load())
 	}
 }

@@ -135,9 +135,7 @@ func (l *Log) read(rd *reader, lend bool) (int64, error) {
 		return 0, fmt.Errorf("%w: offset %d, high watermark %d", ErrBeyondHighWatermark, offset, v.hwm)
 	}
 	l.readSinceWrite.Store(true) // a tail reader: cache the next frame written
-	// A lending read proves large frames in parts (readFrames) until a
-	// proof fails it: then the ordinary way says what is wrong.
-	inParts := lend
+	inParts := lend              // until a proof fails this read (readMissed)
 	for rd.next < v.hwm && !rd.full() {
 		if f := l.cache.get(rd.next, lend); f != nil {
 			l.metrics.frameCacheHits.Inc()
@@ -149,28 +147,12 @@ func (l *Log) read(rd *reader, lend bool) (int64, error) {
 			continue
 		}
 		l.metrics.frameCacheMisses.Inc()
-		p := l.proofFor(rd, lend)
-		if p == nil {
-			var more bool
-			var err error
-			p, more, err = l.readFrames(v, rd, lend, inParts)
-			if err != nil {
-				if rd.records > 0 && (lend || !errors.Is(err, ErrLogClosed)) {
-					break // serve what came before (lent records cannot be taken back); the next read meets the error
-				}
-				return 0, err
+		more, err := l.readMissed(v, rd, lend, &inParts)
+		if err != nil {
+			if rd.records > 0 && (lend || !errors.Is(err, ErrLogClosed)) {
+				break // serve what came before (lent records cannot be taken back); the next read meets the error
 			}
-			if p == nil {
-				if !more {
-					break
-				}
-				continue
-			}
-		}
-		more, fallback := l.lendProven(v, rd, p)
-		if fallback {
-			inParts = false
-			continue
+			return 0, err
 		}
 		if !more {
 			break
@@ -179,6 +161,29 @@ func (l *Log) read(rd *reader, lend bool) (int64, error) {
 	l.metrics.recordsRead.Add(float64(rd.records))
 	l.metrics.bytesRead.Add(float64(rd.bytes))
 	return v.hwm, nil
+}
+
+// readMissed serves a read that missed the frame cache: a proven frame
+// part by part (lendProven), else from the segment (readFrames), where a
+// lending read proves a large frame in parts while *inParts and lends it
+// the same way. A proof that fails (lendProven's fallback) sends the read
+// the ordinary way at once, which says what is wrong, and keeps it off
+// proofs made in parts for the rest of the read. It reports whether the
+// read may go on.
+func (l *Log) readMissed(v *view, rd *reader, lend bool, inParts *bool) (more bool, err error) {
+	p := l.proofFor(rd, lend)
+	if p == nil {
+		if p, more, err = l.readFrames(v, rd, lend, *inParts); p == nil || err != nil {
+			return more, err
+		}
+	}
+	more, fallback := l.lendProven(v, rd, p)
+	if !fallback {
+		return more, nil
+	}
+	*inParts = false
+	_, more, err = l.readFrames(v, rd, lend, false)
+	return more, err
 }
 
 // recordScratch pools the slices reads decode a frame's records into
