@@ -85,7 +85,10 @@ type EtcdMetastore struct {
 	done   sync.WaitGroup
 }
 
-var _ runtime.Metastore = (*EtcdMetastore)(nil)
+var (
+	_ runtime.Metastore           = (*EtcdMetastore)(nil)
+	_ runtime.RefusedTopicDeleter = (*EtcdMetastore)(nil)
+)
 
 // partitionKey names one partition of a topic.
 type partitionKey struct {
@@ -275,6 +278,40 @@ func (m *EtcdMetastore) DeleteTopic(ctx context.Context, name string) error {
 		return fmt.Errorf("%w: %s", runtime.ErrTopicNotFound, name)
 	}
 	return m.waitApplied(ctx, resp.Header.Revision)
+}
+
+// DeleteRefusedTopic implements runtime.RefusedTopicDeleter: it deletes
+// the record under name, with the topic's assignments and moves as
+// DeleteTopic does, when decodeTopic refuses it (deleted true). A name
+// with no record, or one that decodes, is left alone. The delete holds
+// only while the record is the one read (its revision), so a repair that
+// rewrote it meanwhile is never deleted on the strength of the damaged
+// one.
+func (m *EtcdMetastore) DeleteRefusedTopic(ctx context.Context, name string) (bool, error) {
+	key := m.keys.topic(name)
+	got, err := m.cli.Get(ctx, key)
+	if err != nil {
+		return false, fmt.Errorf("cluster: read topic %s: %w", name, err)
+	}
+	if len(got.Kvs) == 0 {
+		return false, nil
+	}
+	kv := got.Kvs[0]
+	if _, err := decodeTopic(name, kv.Value, kv.ModRevision); err == nil {
+		return false, nil
+	}
+	resp, err := m.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+		Then(clientv3.OpDelete(key), clientv3.OpDelete(m.keys.assignments(name), clientv3.WithPrefix()),
+			clientv3.OpDelete(m.keys.moves(name), clientv3.WithPrefix())).
+		Commit()
+	if err != nil {
+		return false, fmt.Errorf("cluster: delete topic %s: %w", name, err)
+	}
+	if !resp.Succeeded {
+		return false, nil
+	}
+	return true, m.waitApplied(ctx, resp.Header.Revision)
 }
 
 // Assigned implements runtime.Metastore, from the replica: the topic is
@@ -701,8 +738,8 @@ func notify(subs []func(string), topic string) {
 // writer that is not a node) is refused, never served: the assigner
 // walks every partition of every topic, and a node opens any of them.
 // Like a record that is not JSON, it is left out of the replica, so no
-// node serves, changes or deletes that topic until the record in etcd is
-// rewritten or deleted (etcdctl).
+// node serves or changes that topic until the record in etcd is
+// rewritten (etcdctl) or the topic deleted (DeleteRefusedTopic).
 func decodeTopic(name string, value []byte, modRev int64) (runtime.TopicRecord, error) {
 	var rec runtime.TopicRecord
 	if err := json.Unmarshal(value, &rec); err != nil {

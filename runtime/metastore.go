@@ -94,6 +94,18 @@ type Metastore interface {
 	IncarnationGone(ctx context.Context, name string, id wire.IncarnationID) (bool, error)
 }
 
+// RefusedTopicDeleter is a Metastore that may hold a topic record it
+// refuses to serve (cluster.EtcdMetastore: a record no node would have
+// written), which no listing or lookup shows. Node.DeleteTopic deletes
+// such a record when asked to delete the topic, rather than answering
+// that there is none: the operator's way out without editing the store
+// by hand. DeleteRefusedTopic deletes the record under name only while
+// it is one the metastore refuses (deleted true); a name with no record,
+// or with one it serves, is left alone.
+type RefusedTopicDeleter interface {
+	DeleteRefusedTopic(ctx context.Context, name string) (deleted bool, err error)
+}
+
 // ErrTopicNotFound: no topic of that name.
 var ErrTopicNotFound = errors.New("runtime: topic not found")
 

@@ -44,7 +44,8 @@ func (n *Node) CreateTopic(ctx context.Context, name string, partitions int, ret
 // DeleteTopic deletes a topic and purges its data: under the topic's
 // guard its open logs are closed (no produce gate: a deleted topic has no
 // valid commit left to protect), its consumer state dropped and its
-// directory removed, durably.
+// directory removed, durably. A topic whose record the metastore refuses
+// (RefusedTopicDeleter) is deleted too: deleteRefusedTopic.
 func (n *Node) DeleteTopic(ctx context.Context, name string) error {
 	if err := wire.ValidateTopicName(name); err != nil {
 		return err
@@ -54,13 +55,39 @@ func (n *Node) DeleteTopic(ctx context.Context, name string) error {
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("%w: %s", ErrTopicNotFound, name)
+		return n.deleteRefusedTopic(ctx, name)
 	}
 	if err := n.ms.DeleteTopic(ctx, name); err != nil {
 		return err
 	}
 	n.logger.Info("topic deleted", zap.String("topic", name), zap.String("incarnation", string(rec.Incarnation)))
 	return n.purge(rec)
+}
+
+// deleteRefusedTopic is DeleteTopic for a name the metastore shows no
+// record of: ErrTopicNotFound, unless the metastore holds one it refuses.
+// That record deleted, no incarnation of the name is left, so the
+// directory is purged as the incarnation its marker names, the record's
+// being unknown: purge keeps it if a recreate stamped it since. A
+// directory without a marker that reads is left to the orphan sweep.
+func (n *Node) deleteRefusedTopic(ctx context.Context, name string) error {
+	d, ok := n.ms.(RefusedTopicDeleter)
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrTopicNotFound, name)
+	}
+	deleted, err := d.DeleteRefusedTopic(ctx, name)
+	if err != nil {
+		return err
+	}
+	if !deleted {
+		return fmt.Errorf("%w: %s", ErrTopicNotFound, name)
+	}
+	marker, err := n.readMarker(filepath.Join(n.topicsDir, name))
+	n.logger.Warn("deleted a topic record the metastore refused", zap.String("topic", name), zap.String("incarnation_on_disk", string(marker)))
+	if err != nil {
+		return nil // no directory, or none this delete may name
+	}
+	return n.purge(TopicRecord{Name: name, Incarnation: marker})
 }
 
 // purge removes a deleted incarnation's directory, unless the name now

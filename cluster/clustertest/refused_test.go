@@ -4,14 +4,84 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/narad-io/storage/cluster"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
+
+// refusedTopic starts a node on metastore m with a topic of one
+// partition it owns, produces records to it, then damages the topic's
+// record in etcd and waits for the replica to refuse it, caught up. It
+// returns the node, its data directory, the records and the record as
+// the node wrote it.
+func refusedTopic(t *testing.T, te *testEtcd, m *cluster.EtcdMetastore, topic string, damage func(*testing.T, []byte) []byte) (*runtime.Node, string, []partition.Record, []byte) {
+	t.Helper()
+	cli := te.client()
+	heard := subscribe(m)
+	dataDir := t.TempDir()
+	n, err := runtime.New(runtime.Config{DataDir: dataDir, Metastore: m, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	if err := n.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := n.CreateTopic(bg, topic, 1, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(bg, "/narad/assign/"+topic+"/0", "a"); err != nil {
+		t.Fatal(err)
+	}
+	heard.waitFor(t, "the assignment", func() bool { ok, _ := m.Assigned(bg, topic, 0); return ok })
+	records := make([]partition.Record, 10)
+	for j := range records {
+		records[j].Value = fmt.Appendf(nil, "record %d", j)
+	}
+	if _, err := n.Produce(bg, topic, 0, records); err != nil {
+		t.Fatal(err)
+	}
+
+	key := "/narad/topics/" + topic
+	got, err := cli.Get(bg, key)
+	if err != nil || got.Count != 1 {
+		t.Fatalf("the topic's record in etcd: %+v, %v", got, err)
+	}
+	record := got.Kvs[0].Value
+	if _, err := cli.Put(bg, key, string(damage(t, record))); err != nil {
+		t.Fatal(err)
+	}
+	heard.waitFor(t, "the damaged record refused", func() bool { _, ok, _ := m.Topic(bg, topic); return !ok })
+	waitCaughtUp(t, m, true) // or the sweep would not judge the directory at all
+	return n, dataDir, records, record
+}
+
+// refusals are the damages a replica refuses a topic record for.
+var refusals = []struct {
+	name   string
+	damage func(t *testing.T, record []byte) []byte
+}{
+	{"not JSON", func(*testing.T, []byte) []byte { return []byte("{") }},
+	{"partitions out of range", func(t *testing.T, record []byte) []byte {
+		var fields map[string]any
+		if err := json.Unmarshal(record, &fields); err != nil {
+			t.Fatal(err)
+		}
+		fields["partitions"] = 1 << 40
+		b, err := json.Marshal(fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}},
+}
 
 // TestRefusedTopicRecord_LeavesTheTopicsDataInPlace: a topic record the
 // replica refuses (damage, or a writer that is not a node) takes the
@@ -23,63 +93,11 @@ import (
 func TestRefusedTopicRecord_LeavesTheTopicsDataInPlace(t *testing.T) {
 	te := startEtcd(t)
 	cli := te.client()
-	for i, damage := range []struct {
-		name   string
-		damage func(t *testing.T, record []byte) []byte
-	}{
-		{"not JSON", func(*testing.T, []byte) []byte { return []byte("{") }},
-		{"partitions out of range", func(t *testing.T, record []byte) []byte {
-			var fields map[string]any
-			if err := json.Unmarshal(record, &fields); err != nil {
-				t.Fatal(err)
-			}
-			fields["partitions"] = 1 << 40
-			b, err := json.Marshal(fields)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return b
-		}},
-	} {
-		t.Run(damage.name, func(t *testing.T) {
+	for i, refusal := range refusals {
+		t.Run(refusal.name, func(t *testing.T) {
 			topic := fmt.Sprintf("orders-%d", i)
 			m := openMetastore(t, te, "a")
-			heard := subscribe(m)
-			dataDir := t.TempDir()
-			n, err := runtime.New(runtime.Config{DataDir: dataDir, Metastore: m, Logger: zap.NewNop()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { n.Close() })
-			if err := n.Start(bg); err != nil {
-				t.Fatal(err)
-			}
-			if _, _, err := n.CreateTopic(bg, topic, 1, runtime.Retention{}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := cli.Put(bg, "/narad/assign/"+topic+"/0", "a"); err != nil {
-				t.Fatal(err)
-			}
-			heard.waitFor(t, "the assignment", func() bool { ok, _ := m.Assigned(bg, topic, 0); return ok })
-			records := make([]partition.Record, 10)
-			for j := range records {
-				records[j].Value = fmt.Appendf(nil, "record %d", j)
-			}
-			if _, err := n.Produce(bg, topic, 0, records); err != nil {
-				t.Fatal(err)
-			}
-
-			key := "/narad/topics/" + topic
-			got, err := cli.Get(bg, key)
-			if err != nil || got.Count != 1 {
-				t.Fatalf("the topic's record in etcd: %+v, %v", got, err)
-			}
-			record := got.Kvs[0].Value
-			if _, err := cli.Put(bg, key, string(damage.damage(t, record))); err != nil {
-				t.Fatal(err)
-			}
-			heard.waitFor(t, "the damaged record refused", func() bool { _, ok, _ := m.Topic(bg, topic); return !ok })
-			waitCaughtUp(t, m, true) // or the sweep would not judge the directory at all
+			n, dataDir, records, record := refusedTopic(t, te, m, topic, refusal.damage)
 			if _, err := n.Produce(bg, topic, 0, records[:1]); !errors.Is(err, runtime.ErrTopicNotFound) {
 				t.Fatalf("a produce to the topic of a refused record: %v, want ErrTopicNotFound", err)
 			}
@@ -90,7 +108,8 @@ func TestRefusedTopicRecord_LeavesTheTopicsDataInPlace(t *testing.T) {
 				t.Fatalf("the topic's directory: %v", err)
 			}
 
-			if _, err := cli.Put(bg, key, string(record)); err != nil { // the operator's repair
+			heard := subscribe(m)
+			if _, err := cli.Put(bg, "/narad/topics/"+topic, string(record)); err != nil { // the operator's repair
 				t.Fatal(err)
 			}
 			heard.waitFor(t, "the repaired record", func() bool { _, ok, _ := m.Topic(bg, topic); return ok })
@@ -102,6 +121,60 @@ func TestRefusedTopicRecord_LeavesTheTopicsDataInPlace(t *testing.T) {
 				if string(r.Value) != string(records[j].Value) {
 					t.Fatalf("record %d after the repair: %q, want %q", j, r.Value, records[j].Value)
 				}
+			}
+		})
+	}
+}
+
+// TestRefusedTopicRecord_DeleteTopicDeletesItAndItsData: the operator's
+// other way out, without etcdctl. DeleteTopic of a topic whose record the
+// replica refuses deletes the record and the topic's assignment from
+// etcd and the topic's directory from the node's disk; a second delete
+// finds no topic, and the name can be created again, empty. A record
+// that decodes is never deleted that way (DeleteRefusedTopic leaves it).
+func TestRefusedTopicRecord_DeleteTopicDeletesItAndItsData(t *testing.T) {
+	te := startEtcd(t)
+	cli := te.client()
+	for i, refusal := range refusals {
+		t.Run(refusal.name, func(t *testing.T) {
+			topic := fmt.Sprintf("orders-%d", i)
+			m := openMetastore(t, te, "a")
+			if _, _, err := m.CreateTopic(bg, "kept", 1, runtime.Retention{}); err != nil {
+				t.Fatal(err)
+			}
+			if deleted, err := m.DeleteRefusedTopic(bg, "kept"); err != nil || deleted {
+				t.Fatalf("DeleteRefusedTopic of a record that decodes: deleted %v, %v", deleted, err)
+			}
+			if _, ok, err := m.Topic(bg, "kept"); !ok || err != nil {
+				t.Fatalf("the record that decodes, after DeleteRefusedTopic: %v, %v", ok, err)
+			}
+
+			n, dataDir, _, _ := refusedTopic(t, te, m, topic, refusal.damage)
+			if err := n.DeleteTopic(bg, topic); err != nil {
+				t.Fatalf("DeleteTopic of a topic whose record is refused: %v", err)
+			}
+			for _, key := range []string{"/narad/topics/" + topic, "/narad/assign/" + topic + "/"} {
+				if got, err := cli.Get(bg, key, clientv3.WithPrefix()); err != nil || got.Count != 0 {
+					t.Fatalf("etcd under %s after the delete: %d keys, %v", key, got.Count, err)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(dataDir, "topics", topic)); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("the topic's directory after the delete: %v", err)
+			}
+			if err := n.DeleteTopic(bg, topic); !errors.Is(err, runtime.ErrTopicNotFound) {
+				t.Fatalf("a second delete: %v, want ErrTopicNotFound", err)
+			}
+
+			heard := subscribe(m)
+			if _, _, err := n.CreateTopic(bg, topic, 1, runtime.Retention{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cli.Put(bg, "/narad/assign/"+topic+"/0", "a"); err != nil {
+				t.Fatal(err)
+			}
+			heard.waitFor(t, "the new assignment", func() bool { ok, _ := m.Assigned(bg, topic, 0); return ok })
+			if hwm, err := n.HighWatermark(bg, topic, 0); err != nil || hwm != 0 {
+				t.Fatalf("the topic created again: high watermark %d, %v; want an empty partition", hwm, err)
 			}
 		})
 	}
