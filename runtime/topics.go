@@ -66,15 +66,19 @@ func (n *Node) DeleteTopic(ctx context.Context, name string) error {
 
 // deleteRefusedTopic is DeleteTopic for a name the metastore shows no
 // record of: ErrTopicNotFound, unless the metastore holds one it refuses.
-// That record deleted, no incarnation of the name is left, so the
-// directory is purged as the incarnation its marker names, the record's
-// being unknown: purge keeps it if a recreate stamped it since. A
-// directory without a marker that reads is left to the orphan sweep.
+// The directory's marker is read before that record is deleted: while it
+// stands, no node can create the name again (the create finds a record)
+// or stamp the directory (the open finds no topic), so what the marker
+// names then is an incarnation the delete ends, never a recreate's. Read
+// after, it could be a recreate's that landed in between (found by
+// review). The directory is then purged as that incarnation, or, with no
+// marker that reads, only while it still has none.
 func (n *Node) deleteRefusedTopic(ctx context.Context, name string) error {
 	d, ok := n.ms.(RefusedTopicDeleter)
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrTopicNotFound, name)
 	}
+	marker, markerErr := n.readMarker(filepath.Join(n.topicsDir, name))
 	deleted, err := d.DeleteRefusedTopic(ctx, name)
 	if err != nil {
 		return err
@@ -82,12 +86,30 @@ func (n *Node) deleteRefusedTopic(ctx context.Context, name string) error {
 	if !deleted {
 		return fmt.Errorf("%w: %s", ErrTopicNotFound, name)
 	}
-	marker, err := n.readMarker(filepath.Join(n.topicsDir, name))
 	n.logger.Warn("deleted a topic record the metastore refused", zap.String("topic", name), zap.String("incarnation_on_disk", string(marker)))
-	if err != nil {
-		return nil // no directory, or none this delete may name
+	switch {
+	case markerErr == nil:
+		return n.purge(TopicRecord{Name: name, Incarnation: marker})
+	case errors.Is(markerErr, fs.ErrNotExist) || errors.Is(markerErr, wire.ErrCorrupt):
+		return n.purgeUnmarked(name)
 	}
-	return n.purge(TopicRecord{Name: name, Incarnation: marker})
+	return fmt.Errorf("purge %s: %w", name, markerErr) // the disk's error: the directory stays
+}
+
+// purgeUnmarked purges a deleted topic's directory that no marker named
+// when its record was deleted, unless one names an incarnation now (a
+// recreate's, stamped since).
+func (n *Node) purgeUnmarked(name string) error {
+	return n.withTopic(name, func(t *supervisor.GuardedTopic) error {
+		_, err := n.readMarker(filepath.Join(n.topicsDir, name))
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, wire.ErrCorrupt):
+			return n.purgeLocked(t, TopicRecord{Name: name})
+		}
+		return fmt.Errorf("purge %s: %w", name, err)
+	})
 }
 
 // purge removes a deleted incarnation's directory, unless the name now

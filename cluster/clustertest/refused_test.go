@@ -1,6 +1,7 @@
 package clustertest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -177,5 +178,127 @@ func TestRefusedTopicRecord_DeleteTopicDeletesItAndItsData(t *testing.T) {
 				t.Fatalf("the topic created again: high watermark %d, %v; want an empty partition", hwm, err)
 			}
 		})
+	}
+}
+
+// deleteHookedMetastore runs after once DeleteRefusedTopic has deleted a
+// record in etcd, before the node goes on with the delete.
+type deleteHookedMetastore struct {
+	*cluster.EtcdMetastore
+	after func()
+}
+
+func (h *deleteHookedMetastore) DeleteRefusedTopic(ctx context.Context, name string) (bool, error) {
+	deleted, err := h.EtcdMetastore.DeleteRefusedTopic(ctx, name)
+	if deleted && err == nil && h.after != nil {
+		h.after()
+	}
+	return deleted, err
+}
+
+// startNodeOn starts a node on metastore ms with a fresh data directory.
+func startNodeOn(t *testing.T, ms runtime.Metastore) *runtime.Node {
+	t.Helper()
+	n, err := runtime.New(runtime.Config{DataDir: t.TempDir(), Metastore: ms, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	if err := n.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// assignAndProduce assigns partition 0 of topic to node "a", waits for m
+// to see it, and produces values to it, if any.
+func assignAndProduce(t *testing.T, te *testEtcd, m *cluster.EtcdMetastore, n *runtime.Node, topic string, values ...string) {
+	t.Helper()
+	heard := subscribe(m)
+	if _, err := te.client().Put(bg, "/narad/assign/"+topic+"/0", "a"); err != nil {
+		t.Fatal(err)
+	}
+	heard.waitFor(t, "the assignment", func() bool { ok, _ := m.Assigned(bg, topic, 0); return ok })
+	if len(values) == 0 {
+		return
+	}
+	records := make([]partition.Record, len(values))
+	for i, v := range values {
+		records[i].Value = []byte(v)
+	}
+	if _, err := n.Produce(bg, topic, 0, records); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// refuse writes a record under topic that no node would and waits for m
+// to refuse it.
+func refuse(t *testing.T, te *testEtcd, m *cluster.EtcdMetastore, topic string) {
+	t.Helper()
+	heard := subscribe(m)
+	if _, err := te.client().Put(bg, "/narad/topics/"+topic, "{"); err != nil {
+		t.Fatal(err)
+	}
+	heard.waitFor(t, "the record refused", func() bool { _, ok, _ := m.Topic(bg, topic); return !ok })
+}
+
+// TestRefusedTopicRecord_DeleteKeepsARecreatesDirectory: the name is
+// created again, and records acked to it, between the refused record's
+// delete in etcd and the node's purge. The purge goes by the marker the
+// directory had while the refused record stood, so the recreate's
+// directory, stamped with the new incarnation, stays with its records.
+// Reading the marker after the etcd delete purged it (found by review).
+func TestRefusedTopicRecord_DeleteKeepsARecreatesDirectory(t *testing.T) {
+	te := startEtcd(t)
+	m := openMetastore(t, te, "a")
+	h := &deleteHookedMetastore{EtcdMetastore: m}
+	n := startNodeOn(t, h)
+	if _, _, err := n.CreateTopic(bg, "orders", 1, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	assignAndProduce(t, te, m, n, "orders", "old")
+	refuse(t, te, m, "orders")
+	fresh := []string{"new 0", "new 1", "new 2"}
+	h.after = func() {
+		if _, _, err := n.CreateTopic(bg, "orders", 1, runtime.Retention{}); err != nil {
+			t.Fatal(err)
+		}
+		assignAndProduce(t, te, m, n, "orders", fresh...)
+	}
+	if err := n.DeleteTopic(bg, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := n.Read(bg, "orders", 0, 0, 100, 1<<20)
+	if err != nil || len(res.Records) != len(fresh) || string(res.Records[0].Value) != fresh[0] {
+		t.Fatalf("the recreated topic after the refused record's delete: %d records, %v; want the %d acked to it", len(res.Records), err, len(fresh))
+	}
+}
+
+// TestRefusedTopicRecord_DeletePurgesADirectoryWithNoMarker: a record
+// with no incarnation id (as etcdctl writes one) is served with no
+// marker on disk; damaged, then deleted through the node, its directory
+// goes all the same, so the name created again starts empty. Left in
+// place (no marker to name it for the orphan sweep), the new incarnation
+// adopted it and served the deleted topic's record (found by review).
+func TestRefusedTopicRecord_DeletePurgesADirectoryWithNoMarker(t *testing.T) {
+	te := startEtcd(t)
+	m := openMetastore(t, te, "a")
+	n := startNodeOn(t, m)
+	heard := subscribe(m)
+	if _, err := te.client().Put(bg, "/narad/topics/orders", `{"name":"orders","partitions":1,"retention_ms":0}`); err != nil {
+		t.Fatal(err)
+	}
+	heard.waitFor(t, "the record", func() bool { _, ok, _ := m.Topic(bg, "orders"); return ok })
+	assignAndProduce(t, te, m, n, "orders", "old")
+	refuse(t, te, m, "orders")
+	if err := n.DeleteTopic(bg, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := n.CreateTopic(bg, "orders", 1, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	assignAndProduce(t, te, m, n, "orders")
+	if hwm, err := n.HighWatermark(bg, "orders", 0); err != nil || hwm != 0 {
+		t.Fatalf("the name created again after the delete: high watermark %d, %v; want an empty partition", hwm, err)
 	}
 }
