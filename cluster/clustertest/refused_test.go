@@ -24,42 +24,23 @@ import (
 // the node wrote it.
 func refusedTopic(t *testing.T, te *testEtcd, m *cluster.EtcdMetastore, topic string, damage func(*testing.T, []byte) []byte) (*runtime.Node, string, []partition.Record, []byte) {
 	t.Helper()
-	cli := te.client()
-	heard := subscribe(m)
-	dataDir := t.TempDir()
-	n, err := runtime.New(runtime.Config{DataDir: dataDir, Metastore: m, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	if err := n.Start(bg); err != nil {
-		t.Fatal(err)
-	}
+	n, dataDir := startNodeOn(t, m)
 	if _, _, err := n.CreateTopic(bg, topic, 1, runtime.Retention{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Put(bg, "/narad/assign/"+topic+"/0", "a"); err != nil {
-		t.Fatal(err)
+	values := make([]string, 10)
+	records := make([]partition.Record, len(values))
+	for j := range values {
+		values[j] = fmt.Sprintf("record %d", j)
+		records[j].Value = []byte(values[j])
 	}
-	heard.waitFor(t, "the assignment", func() bool { ok, _ := m.Assigned(bg, topic, 0); return ok })
-	records := make([]partition.Record, 10)
-	for j := range records {
-		records[j].Value = fmt.Appendf(nil, "record %d", j)
-	}
-	if _, err := n.Produce(bg, topic, 0, records); err != nil {
-		t.Fatal(err)
-	}
-
-	key := "/narad/topics/" + topic
-	got, err := cli.Get(bg, key)
+	assignAndProduce(t, te, m, n, topic, values...)
+	got, err := te.client().Get(bg, "/narad/topics/"+topic)
 	if err != nil || got.Count != 1 {
 		t.Fatalf("the topic's record in etcd: %+v, %v", got, err)
 	}
 	record := got.Kvs[0].Value
-	if _, err := cli.Put(bg, key, string(damage(t, record))); err != nil {
-		t.Fatal(err)
-	}
-	heard.waitFor(t, "the damaged record refused", func() bool { _, ok, _ := m.Topic(bg, topic); return !ok })
+	refuse(t, te, m, topic, damage(t, record))
 	waitCaughtUp(t, m, true) // or the sweep would not judge the directory at all
 	return n, dataDir, records, record
 }
@@ -196,10 +177,12 @@ func (h *deleteHookedMetastore) DeleteRefusedTopic(ctx context.Context, name str
 	return deleted, err
 }
 
-// startNodeOn starts a node on metastore ms with a fresh data directory.
-func startNodeOn(t *testing.T, ms runtime.Metastore) *runtime.Node {
+// startNodeOn starts a node on metastore ms and returns it with its data
+// directory.
+func startNodeOn(t *testing.T, ms runtime.Metastore) (*runtime.Node, string) {
 	t.Helper()
-	n, err := runtime.New(runtime.Config{DataDir: t.TempDir(), Metastore: ms, Logger: zap.NewNop()})
+	dataDir := t.TempDir()
+	n, err := runtime.New(runtime.Config{DataDir: dataDir, Metastore: ms, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +190,7 @@ func startNodeOn(t *testing.T, ms runtime.Metastore) *runtime.Node {
 	if err := n.Start(bg); err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return n, dataDir
 }
 
 // assignAndProduce assigns partition 0 of topic to node "a", waits for m
@@ -231,12 +214,12 @@ func assignAndProduce(t *testing.T, te *testEtcd, m *cluster.EtcdMetastore, n *r
 	}
 }
 
-// refuse writes a record under topic that no node would and waits for m
+// refuse writes record, one no node would, under topic and waits for m
 // to refuse it.
-func refuse(t *testing.T, te *testEtcd, m *cluster.EtcdMetastore, topic string) {
+func refuse(t *testing.T, te *testEtcd, m *cluster.EtcdMetastore, topic string, record []byte) {
 	t.Helper()
 	heard := subscribe(m)
-	if _, err := te.client().Put(bg, "/narad/topics/"+topic, "{"); err != nil {
+	if _, err := te.client().Put(bg, "/narad/topics/"+topic, string(record)); err != nil {
 		t.Fatal(err)
 	}
 	heard.waitFor(t, "the record refused", func() bool { _, ok, _ := m.Topic(bg, topic); return !ok })
@@ -252,12 +235,12 @@ func TestRefusedTopicRecord_DeleteKeepsARecreatesDirectory(t *testing.T) {
 	te := startEtcd(t)
 	m := openMetastore(t, te, "a")
 	h := &deleteHookedMetastore{EtcdMetastore: m}
-	n := startNodeOn(t, h)
+	n, _ := startNodeOn(t, h)
 	if _, _, err := n.CreateTopic(bg, "orders", 1, runtime.Retention{}); err != nil {
 		t.Fatal(err)
 	}
 	assignAndProduce(t, te, m, n, "orders", "old")
-	refuse(t, te, m, "orders")
+	refuse(t, te, m, "orders", []byte("{"))
 	fresh := []string{"new 0", "new 1", "new 2"}
 	h.after = func() {
 		if _, _, err := n.CreateTopic(bg, "orders", 1, runtime.Retention{}); err != nil {
@@ -283,14 +266,14 @@ func TestRefusedTopicRecord_DeleteKeepsARecreatesDirectory(t *testing.T) {
 func TestRefusedTopicRecord_DeletePurgesADirectoryWithNoMarker(t *testing.T) {
 	te := startEtcd(t)
 	m := openMetastore(t, te, "a")
-	n := startNodeOn(t, m)
+	n, _ := startNodeOn(t, m)
 	heard := subscribe(m)
 	if _, err := te.client().Put(bg, "/narad/topics/orders", `{"name":"orders","partitions":1,"retention_ms":0}`); err != nil {
 		t.Fatal(err)
 	}
 	heard.waitFor(t, "the record", func() bool { _, ok, _ := m.Topic(bg, "orders"); return ok })
 	assignAndProduce(t, te, m, n, "orders", "old")
-	refuse(t, te, m, "orders")
+	refuse(t, te, m, "orders", []byte("{"))
 	if err := n.DeleteTopic(bg, "orders"); err != nil {
 		t.Fatal(err)
 	}
