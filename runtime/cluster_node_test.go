@@ -3,11 +3,12 @@ package runtime
 import (
 	"context"
 	"errors"
-	"github.com/narad-io/storage/internal/crashtest"
+	"io/fs"
 	"path/filepath"
 	"syscall"
 	"testing"
 
+	"github.com/narad-io/storage/internal/crashtest"
 	"github.com/narad-io/storage/supervisor"
 	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/vfs/sim"
@@ -406,5 +407,43 @@ func TestSweep_AMarkerFailingReadsDecidesNothing(t *testing.T) {
 	}
 	if b, _ := d.Contents(filepath.Join(topicDir, wire.IncarnationCopyFileName)); string(b) != string(rec.Incarnation)+"\n" {
 		t.Fatalf("the open did not repair the copy: %q", b)
+	}
+}
+
+// TestSweep_AnUnmarkedDirectoryNoRecordNamesIsPurged: a topic directory
+// with no marker that no record names is a deleted topic's whose purge
+// never ran (a record without an incarnation id leaves its directories
+// unmarked); the sweep purges it, where a recreate's open would adopt it
+// and serve the deleted records (found by review). One with both markers
+// damaged goes the same way. An unmarked directory of a topic a record
+// names stays, and serves its records.
+func TestSweep_AnUnmarkedDirectoryNoRecordNamesIsPurged(t *testing.T) {
+	d := newTestDisk(t, 1)
+	n := startNode(t, d, Config{})
+	closedTopicOfThree(t, n)
+	topics := filepath.Join(dataDir, wire.TopicsDirName)
+	for _, name := range []string{"ghost", "damaged"} {
+		if err := d.MkdirAll(filepath.Join(topics, name, "00000")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{wire.IncarnationFileName, wire.IncarnationCopyFileName} {
+		if err := vfs.WriteFileAtomic(d, filepath.Join(topics, "damaged", f), []byte("not an id\n")); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Remove(filepath.Join(topics, "orders", f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if removed := n.SweepQuarantine(bg); removed != 2 {
+		t.Fatalf("the sweep removed %d directories, want the 2 no record names", removed)
+	}
+	for _, name := range []string{"ghost", "damaged"} {
+		if _, err := d.Stat(filepath.Join(topics, name)); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%s after the sweep: %v", name, err)
+		}
+	}
+	if got := readValues(t, n, "orders", 0); len(got) != 3 {
+		t.Fatalf("the named topic's unmarked directory serves %d records, want its 3", len(got))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	goruntime "runtime"
 	"sync/atomic"
@@ -246,12 +247,15 @@ func (n *Node) EvictIdle(now time.Time) int {
 // topic's partitions, so no open here would find the leftover; a marker
 // a bit flip made another id is repaired from its copy, as an open
 // would). The marker is read again under the guard and must still be
-// that incarnation's: a directory a recreate has stamped since, or one
-// without a marker (nothing to confirm), is left alone. It reports
-// whether it removed or moved the directory.
+// that incarnation's: a directory a recreate has stamped since is left
+// alone. A directory with no marker that reads is purgeUnmarkedOrphan's.
+// It reports whether it removed or moved the directory.
 func (n *Node) purgeOrphan(ctx context.Context, name string) bool {
 	dir := filepath.Join(n.topicsDir, name)
 	marker, err := n.readMarker(dir)
+	if unmarked(err) {
+		return n.purgeUnmarkedOrphan(ctx, name)
+	}
 	if err != nil {
 		return false
 	}
@@ -308,3 +312,55 @@ func (n *Node) purgeOrphan(ctx context.Context, name string) bool {
 }
 
 var errOrphanChanged = errors.New("the directory changed incarnation meanwhile")
+
+// unmarked reports whether a marker read failed for want of a marker
+// that reads (none, or both copies damaged), not for an I/O error.
+func unmarked(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, wire.ErrCorrupt)
+}
+
+// purgeUnmarkedOrphan purges a topic directory with no marker that reads
+// when no record names the topic: the replica, caught up, names none, and
+// the metastore confirms no record without an incarnation id either
+// (IncarnationGone of the empty id; one with an id the replica would
+// name). Such a directory is a deleted topic's whose purge never ran on
+// it (a record without an incarnation id, as etcdctl writes one, leaves
+// its directories unmarked; so do both markers damaged), which the open
+// of a recreate would adopt and stamp, serving the deleted topic's
+// records (found by review). A refused record (IncarnationGone fails)
+// keeps it. The checks are made again under the topic's guard, where no
+// open can stamp the directory meanwhile. It reports whether it removed
+// the directory.
+func (n *Node) purgeUnmarkedOrphan(ctx context.Context, name string) bool {
+	dir := filepath.Join(n.topicsDir, name)
+	if fi, err := n.cfg.FS.Stat(dir); err != nil || !fi.IsDir() || !n.ms.CaughtUp() {
+		return false
+	}
+	if _, named, err := n.ms.Topic(ctx, name); err != nil || named {
+		return false
+	}
+	if gone, err := n.ms.IncarnationGone(ctx, name, ""); err != nil || !gone {
+		return false
+	}
+	err := n.withTopic(name, func(t *supervisor.GuardedTopic) error {
+		if fi, err := n.cfg.FS.Stat(dir); err != nil || !fi.IsDir() {
+			return errOrphanChanged
+		}
+		if _, err := n.readMarker(dir); !unmarked(err) {
+			return errOrphanChanged // stamped since, or the disk's error
+		}
+		if _, named, err := n.ms.Topic(ctx, name); err != nil || named {
+			return errOrphanChanged
+		}
+		return n.purgeLocked(t, TopicRecord{Name: name})
+	})
+	if errors.Is(err, errOrphanChanged) {
+		return false
+	}
+	if err != nil {
+		n.logger.Warn("quarantine sweep: a deleted topic's unmarked directory", zap.String("topic", name), zap.Error(err))
+		return false
+	}
+	n.logger.Info("purged the unmarked directory of a deleted topic whose purge never ran", zap.String("topic", name))
+	return true
+}

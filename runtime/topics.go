@@ -72,13 +72,22 @@ func (n *Node) DeleteTopic(ctx context.Context, name string) error {
 // names then is an incarnation the delete ends, never a recreate's. Read
 // after, it could be a recreate's that landed in between (found by
 // review). The directory is then purged as that incarnation, or, with no
-// marker that reads, only while it still has none.
+// marker that reads, only while it still has none (a record without an
+// incarnation id rewritten by hand meanwhile and opened here is purged
+// with it, as purge does for such a record). A marker that cannot be
+// read for the disk's error fails the delete before anything changes. A
+// purge that does not run here (a close, a crash, the context's end, the
+// other nodes' directories) is the orphan sweep's and the change feed's
+// recheck (purgeOrphan), marked or not.
 func (n *Node) deleteRefusedTopic(ctx context.Context, name string) error {
 	d, ok := n.ms.(RefusedTopicDeleter)
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrTopicNotFound, name)
 	}
 	marker, markerErr := n.readMarker(filepath.Join(n.topicsDir, name))
+	if markerErr != nil && !unmarked(markerErr) {
+		return fmt.Errorf("delete %s: %w", name, markerErr)
+	}
 	deleted, err := d.DeleteRefusedTopic(ctx, name)
 	if err != nil {
 		return err
@@ -87,13 +96,10 @@ func (n *Node) deleteRefusedTopic(ctx context.Context, name string) error {
 		return fmt.Errorf("%w: %s", ErrTopicNotFound, name)
 	}
 	n.logger.Warn("deleted a topic record the metastore refused", zap.String("topic", name), zap.String("incarnation_on_disk", string(marker)))
-	switch {
-	case markerErr == nil:
+	if markerErr == nil {
 		return n.purge(TopicRecord{Name: name, Incarnation: marker})
-	case errors.Is(markerErr, fs.ErrNotExist) || errors.Is(markerErr, wire.ErrCorrupt):
-		return n.purgeUnmarked(name)
 	}
-	return fmt.Errorf("purge %s: %w", name, markerErr) // the disk's error: the directory stays
+	return n.purgeUnmarked(name)
 }
 
 // purgeUnmarked purges a deleted topic's directory that no marker named
@@ -105,7 +111,7 @@ func (n *Node) purgeUnmarked(name string) error {
 		switch {
 		case err == nil:
 			return nil
-		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, wire.ErrCorrupt):
+		case unmarked(err):
 			return n.purgeLocked(t, TopicRecord{Name: name})
 		}
 		return fmt.Errorf("purge %s: %w", name, err)

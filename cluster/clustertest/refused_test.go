@@ -267,11 +267,7 @@ func TestRefusedTopicRecord_DeletePurgesADirectoryWithNoMarker(t *testing.T) {
 	te := startEtcd(t)
 	m := openMetastore(t, te, "a")
 	n, _ := startNodeOn(t, m)
-	heard := subscribe(m)
-	if _, err := te.client().Put(bg, "/narad/topics/orders", `{"name":"orders","partitions":1,"retention_ms":0}`); err != nil {
-		t.Fatal(err)
-	}
-	heard.waitFor(t, "the record", func() bool { _, ok, _ := m.Topic(bg, "orders"); return ok })
+	unmarkedTopic(t, te, "orders", 1, m)
 	assignAndProduce(t, te, m, n, "orders", "old")
 	refuse(t, te, m, "orders", []byte("{"))
 	if err := n.DeleteTopic(bg, "orders"); err != nil {
@@ -283,5 +279,111 @@ func TestRefusedTopicRecord_DeletePurgesADirectoryWithNoMarker(t *testing.T) {
 	assignAndProduce(t, te, m, n, "orders")
 	if hwm, err := n.HighWatermark(bg, "orders", 0); err != nil || hwm != 0 {
 		t.Fatalf("the name created again after the delete: high watermark %d, %v; want an empty partition", hwm, err)
+	}
+}
+
+// sweepUntilGone runs n's orphan sweep, each time with m caught up (the
+// sweep judges nothing otherwise), until dir is gone.
+func sweepUntilGone(t *testing.T, n *runtime.Node, m *cluster.EtcdMetastore, dir string) {
+	t.Helper()
+	for range 20 {
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+		waitCaughtUp(t, m, true)
+		n.SweepQuarantine(bg)
+	}
+	t.Fatalf("%s outlived 20 orphan sweeps", dir)
+}
+
+// unmarkedTopic writes a record of a topic of partitions partitions with
+// no incarnation id (as etcdctl would: nodes serve it and stamp no
+// marker) and waits for every metastore of ms to serve it.
+func unmarkedTopic(t *testing.T, te *testEtcd, topic string, partitions int, ms ...*cluster.EtcdMetastore) {
+	t.Helper()
+	heard := make([]*changes, len(ms))
+	for i, m := range ms {
+		heard[i] = subscribe(m)
+	}
+	if _, err := te.client().Put(bg, "/narad/topics/"+topic, fmt.Sprintf(`{"name":%q,"partitions":%d,"retention_ms":0}`, topic, partitions)); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range ms {
+		heard[i].waitFor(t, "the record", func() bool { _, ok, _ := m.Topic(bg, topic); return ok })
+	}
+}
+
+// TestRefusedTopicRecord_AnInterruptedDeleteIsFinishedByTheSweep: the
+// node closes (a crash alike) between the refused record's delete in
+// etcd and its purge, the topic's directory unmarked. After a restart the
+// orphan sweep purges it, so the name created again starts empty (it
+// adopted the directory and served the deleted record: found by review).
+func TestRefusedTopicRecord_AnInterruptedDeleteIsFinishedByTheSweep(t *testing.T) {
+	te := startEtcd(t)
+	m := openMetastore(t, te, "a")
+	h := &deleteHookedMetastore{EtcdMetastore: m}
+	n, dataDir := startNodeOn(t, h)
+	unmarkedTopic(t, te, "orders", 1, m)
+	assignAndProduce(t, te, m, n, "orders", "old")
+	refuse(t, te, m, "orders", []byte("{"))
+	h.after = func() { n.Close() }
+	if err := n.DeleteTopic(bg, "orders"); !errors.Is(err, runtime.ErrNodeClosed) {
+		t.Fatalf("the delete the close cut short: %v, want ErrNodeClosed", err)
+	}
+
+	again, err := runtime.New(runtime.Config{DataDir: dataDir, Metastore: m, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { again.Close() })
+	if err := again.Start(bg); err != nil {
+		t.Fatal(err)
+	}
+	sweepUntilGone(t, again, m, filepath.Join(dataDir, "topics", "orders"))
+	if _, _, err := again.CreateTopic(bg, "orders", 1, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	assignAndProduce(t, te, m, again, "orders")
+	if hwm, err := again.HighWatermark(bg, "orders", 0); err != nil || hwm != 0 {
+		t.Fatalf("the name created again after the restart: high watermark %d, %v; want an empty partition", hwm, err)
+	}
+}
+
+// TestRefusedTopicRecord_AnotherNodesUnmarkedDirectoryIsPurged: the
+// topic's partition 1 lives on node b, unmarked; the refused record is
+// deleted through node a. Node b purges its directory (the change feed's
+// recheck or its orphan sweep), so the name created again starts empty
+// there too (it adopted the directory: found by review).
+func TestRefusedTopicRecord_AnotherNodesUnmarkedDirectoryIsPurged(t *testing.T) {
+	te := startEtcd(t)
+	ma, mb := openMetastore(t, te, "a"), openMetastore(t, te, "b")
+	na, _ := startNodeOn(t, ma)
+	nb, dirB := startNodeOn(t, mb)
+	unmarkedTopic(t, te, "orders", 2, ma, mb)
+	heardB := subscribe(mb)
+	if _, err := te.client().Put(bg, "/narad/assign/orders/1", "b"); err != nil {
+		t.Fatal(err)
+	}
+	heardB.waitFor(t, "the assignment", func() bool { ok, _ := mb.Assigned(bg, "orders", 1); return ok })
+	if _, err := nb.Produce(bg, "orders", 1, []partition.Record{{Value: []byte("old")}}); err != nil {
+		t.Fatal(err)
+	}
+	refuse(t, te, ma, "orders", []byte("{"))
+	if err := na.DeleteTopic(bg, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	heardB.waitFor(t, "the delete", func() bool { _, ok, _ := mb.Topic(bg, "orders"); return !ok })
+	sweepUntilGone(t, nb, mb, filepath.Join(dirB, "topics", "orders"))
+
+	if _, _, err := na.CreateTopic(bg, "orders", 2, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	heardB.waitFor(t, "the new record", func() bool { _, ok, _ := mb.Topic(bg, "orders"); return ok })
+	if _, err := te.client().Put(bg, "/narad/assign/orders/1", "b"); err != nil {
+		t.Fatal(err)
+	}
+	heardB.waitFor(t, "the new assignment", func() bool { ok, _ := mb.Assigned(bg, "orders", 1); return ok })
+	if hwm, err := nb.HighWatermark(bg, "orders", 1); err != nil || hwm != 0 {
+		t.Fatalf("the name created again, on node b: high watermark %d, %v; want an empty partition", hwm, err)
 	}
 }
