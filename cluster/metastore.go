@@ -438,6 +438,9 @@ func (m *EtcdMetastore) IncarnationGone(ctx context.Context, name string, id wir
 	if len(got.Kvs) == 0 {
 		return true, nil
 	}
+	if id == "" {
+		return false, nil // a record is there, whatever it says: an unmarked directory may be its
+	}
 	rec, err := decodeTopic(name, got.Kvs[0].Value, got.Kvs[0].ModRevision)
 	if err != nil {
 		return false, err

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io/fs"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -435,8 +437,22 @@ func TestSweep_AnUnmarkedDirectoryNoRecordNamesIsPurged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if removed := n.SweepQuarantine(bg); removed != 2 {
+	var underLiveName []string // files the purge removed under a topic's own name
+	d.SetHook(func(c sim.Call) error {
+		for _, name := range []string{"ghost", "damaged"} {
+			if live := filepath.Join(topics, name); c.Op == sim.OpRemove && (c.Path == live || strings.HasPrefix(c.Path, live+"/")) {
+				underLiveName = append(underLiveName, c.Path)
+			}
+		}
+		return nil
+	})
+	removed := n.SweepQuarantine(bg)
+	d.SetHook(nil)
+	if removed != 2 {
 		t.Fatalf("the sweep removed %d directories, want the 2 no record names", removed)
+	}
+	if len(underLiveName) > 0 {
+		t.Fatalf("the purge unlinked %v under the topic's name: a crash there leaves deleted data a recreate adopts", underLiveName)
 	}
 	for _, name := range []string{"ghost", "damaged"} {
 		if _, err := d.Stat(filepath.Join(topics, name)); !errors.Is(err, fs.ErrNotExist) {
@@ -445,5 +461,48 @@ func TestSweep_AnUnmarkedDirectoryNoRecordNamesIsPurged(t *testing.T) {
 	}
 	if got := readValues(t, n, "orders", 0); len(got) != 3 {
 		t.Fatalf("the named topic's unmarked directory serves %d records, want its 3", len(got))
+	}
+}
+
+// laggingReplica is a metastore whose replica does not name hidden yet,
+// while the leader (IncarnationGone) holds its record.
+type laggingReplica struct {
+	*LocalMetastore
+	hidden atomic.Value // string
+}
+
+func (m *laggingReplica) Topic(ctx context.Context, name string) (TopicRecord, bool, error) {
+	if h, _ := m.hidden.Load().(string); name == h {
+		return TopicRecord{}, false, nil
+	}
+	return m.LocalMetastore.Topic(ctx, name)
+}
+
+// TestSweep_AnUnmarkedDirectoryALaggingReplicaDoesNotNameStays: a live
+// topic's directory with both markers damaged (the open adopts and serves
+// it) while the replica, caught up by its own account, does not name the
+// topic yet (a record rewritten just now): the leader holds a record, so
+// the sweep keeps the directory and its records. Taking IncarnationGone
+// of the empty id for "no record without an id" purged it (found by
+// review).
+func TestSweep_AnUnmarkedDirectoryALaggingReplicaDoesNotNameStays(t *testing.T) {
+	d := newTestDisk(t, 1)
+	var lag *laggingReplica
+	n := startNodeWith(t, d, Config{}, func(l *LocalMetastore) Metastore { lag = &laggingReplica{LocalMetastore: l}; return lag })
+	closedTopicOfThree(t, n)
+	dir := filepath.Join(dataDir, wire.TopicsDirName, "orders")
+	for _, f := range []string{wire.IncarnationFileName, wire.IncarnationCopyFileName} {
+		if err := vfs.WriteFileAtomic(d, filepath.Join(dir, f), []byte("not an id\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lag.hidden.Store("orders")
+	removed := n.SweepQuarantine(bg)
+	lag.hidden.Store("")
+	if removed != 0 {
+		t.Fatalf("the sweep removed %d directories while the leader holds a record of orders", removed)
+	}
+	if got := readValues(t, n, "orders", 0); len(got) != 3 {
+		t.Fatalf("orders serves %d records, want its 3", len(got))
 	}
 }

@@ -90,7 +90,9 @@ type Metastore interface {
 	// leader.
 	CaughtUp() bool
 	// IncarnationGone confirms, with the leader, that a topic incarnation
-	// no longer exists (the record is absent or carries another id).
+	// no longer exists (the record is absent or carries another id). For
+	// the empty id (a directory with no marker, which could be any
+	// incarnation's) it confirms that no record exists at all.
 	IncarnationGone(ctx context.Context, name string, id wire.IncarnationID) (bool, error)
 }
 
@@ -507,6 +509,9 @@ func (m *LocalMetastore) IncarnationGone(_ context.Context, name string, id wire
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t, ok := m.topics[name]
+	if id == "" {
+		return !ok, nil
+	}
 	return !ok || t.Incarnation != id, nil
 }
 

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -151,7 +152,14 @@ func (n *Node) purgeLocked(t *supervisor.GuardedTopic, deleted TopicRecord) erro
 	n.topicMetrics.remove(deleted.Name)
 	n.dropConsumerState(deleted.Name, deleted.Incarnation)
 	dir := filepath.Join(n.topicsDir, deleted.Name)
-	if stale, err := wire.StaleDirName(deleted.Name, deleted.Incarnation); err == nil {
+	id := deleted.Incarnation
+	if id == "" {
+		// No incarnation to name the leftover by (a record without an id,
+		// a directory without a marker): a fresh id no record holds, so
+		// the quarantine sweep reclaims a leftover all the same.
+		id, _ = wire.NewIncarnationID(rand.Reader)
+	}
+	if stale, err := wire.StaleDirName(deleted.Name, id); err == nil {
 		// Out of the topic's name first, durably: the unlinks of a
 		// RemoveAll go in directory order, and one cut short (a crash)
 		// must never leave the deleted data under the live name without
