@@ -131,8 +131,12 @@ func (n *Node) purge(deleted TopicRecord) error {
 			// marker: the directory may be a recreate's, holding acked
 			// records. The quarantine sweep or the next open settles it.
 			return fmt.Errorf("purge %s: %w", deleted.Name, err)
-		case err == nil && deleted.Incarnation != "" && marker != deleted.Incarnation:
-			return nil // the directory is a newer incarnation's
+		case err == nil && marker != deleted.Incarnation:
+			// A newer incarnation's; or, the deleted record having no
+			// id (which stamps no marker), another incarnation's: a
+			// recreate's stamped since (found by review), or an older
+			// one's, which the orphan sweep purges once no record names it.
+			return nil
 		}
 		// The deleted incarnation's, or with neither marker decoding still
 		// its: a recreate that had opened it under this guard would have
@@ -158,6 +162,7 @@ func (n *Node) purgeLocked(t *supervisor.GuardedTopic, deleted TopicRecord) erro
 		// a directory without a marker): a fresh id no record holds, so
 		// the quarantine sweep reclaims a leftover all the same.
 		id, _ = wire.NewIncarnationID(rand.Reader)
+		n.logger.Info("purging a topic directory no incarnation names, under a fresh id", zap.String("topic", deleted.Name), zap.String("stale_id", string(id)))
 	}
 	if stale, err := wire.StaleDirName(deleted.Name, id); err == nil {
 		// Out of the topic's name first, durably: the unlinks of a
