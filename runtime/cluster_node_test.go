@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -437,17 +438,22 @@ func TestSweep_AnUnmarkedDirectoryNoRecordNamesIsPurged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	var mu sync.Mutex
 	var underLiveName []string // files the purge removed under a topic's own name
 	d.SetHook(func(c sim.Call) error {
 		for _, name := range []string{"ghost", "damaged"} {
 			if live := filepath.Join(topics, name); c.Op == sim.OpRemove && (c.Path == live || strings.HasPrefix(c.Path, live+"/")) {
+				mu.Lock()
 				underLiveName = append(underLiveName, c.Path)
+				mu.Unlock()
 			}
 		}
 		return nil
 	})
 	removed := n.SweepQuarantine(bg)
 	d.SetHook(nil)
+	mu.Lock()
+	defer mu.Unlock()
 	if removed != 2 {
 		t.Fatalf("the sweep removed %d directories, want the 2 no record names", removed)
 	}
@@ -512,13 +518,13 @@ func TestSweep_AnUnmarkedDirectoryALaggingReplicaDoesNotNameStays(t *testing.T) 
 // runs after once a delete has removed the record.
 type idlessRecord struct {
 	*LocalMetastore
-	strip bool
-	after func()
+	strip atomic.Bool // read by the node's change-feed rechecks too
+	after func()      // set before the delete that runs it
 }
 
 func (m *idlessRecord) Topic(ctx context.Context, name string) (TopicRecord, bool, error) {
 	rec, ok, err := m.LocalMetastore.Topic(ctx, name)
-	if m.strip && name == "orders" {
+	if m.strip.Load() && name == "orders" {
 		rec.Incarnation = ""
 	}
 	return rec, ok, err
@@ -528,7 +534,7 @@ func (m *idlessRecord) DeleteTopic(ctx context.Context, name string) error {
 	if err := m.LocalMetastore.DeleteTopic(ctx, name); err != nil {
 		return err
 	}
-	m.strip = false
+	m.strip.Store(false)
 	if m.after != nil {
 		m.after()
 	}
@@ -547,7 +553,7 @@ func TestDeleteTopic_ARecordWithoutAnIDNeverPurgesARecreatesDirectory(t *testing
 	var ms *idlessRecord
 	n := startNodeWith(t, d, Config{}, func(l *LocalMetastore) Metastore { ms = &idlessRecord{LocalMetastore: l}; return ms })
 	closedTopicOfThree(t, n)
-	ms.strip = true
+	ms.strip.Store(true)
 	ms.after = func() {
 		if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
 			t.Fatal(err)
