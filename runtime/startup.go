@@ -323,11 +323,12 @@ func unmarked(err error) bool {
 // when no record names the topic: the replica, caught up, names none, and
 // the leader holds no record under the name at all (IncarnationGone of
 // the empty id: the replica may trail the leader by a record written
-// just now, whose directory this could be). Such a directory is a deleted topic's whose purge never ran on
-// it (a record without an incarnation id, as etcdctl writes one, leaves
-// its directories unmarked; so do both markers damaged), which the open
-// of a recreate would adopt and stamp, serving the deleted topic's
-// records (found by review). A refused record keeps it. The checks are made again under the topic's guard, where no
+// just now, whose directory this could be). Such a directory is a deleted
+// topic's whose purge never ran on it (a record without an incarnation
+// id, as etcdctl writes one, leaves its directories unmarked; so do both
+// markers damaged), which the open of a recreate would adopt and stamp,
+// serving the deleted topic's records (found by review). A refused record
+// keeps it. The checks are made again under the topic's guard, where no
 // open can stamp the directory meanwhile. It reports whether it removed
 // the directory.
 func (n *Node) purgeUnmarkedOrphan(ctx context.Context, name string) bool {
