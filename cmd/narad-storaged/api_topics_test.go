@@ -14,6 +14,26 @@ import (
 	"go.uber.org/zap"
 )
 
+// startLocalNode starts a node on an embedded metastore in a fresh data
+// directory, through wrap, and closes it when the test ends.
+func startLocalNode(t *testing.T, wrap func(*runtime.LocalMetastore) runtime.Metastore) *runtime.Node {
+	t.Helper()
+	dir := t.TempDir()
+	local, err := runtime.OpenLocalMetastore(nil, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := runtime.New(runtime.Config{DataDir: dir, Metastore: wrap(local)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { node.Close() })
+	if err := node.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return node
+}
+
 // barrierMetastore holds every retention update until two have arrived,
 // so two PATCHes are both past their reads before either writes.
 type barrierMetastore struct {
@@ -33,20 +53,12 @@ func (m *barrierMetastore) UpdateRetention(ctx context.Context, name string, cha
 // lost though both answered 200). The merge is the metastore's, under its
 // lock.
 func TestPatchTopic_TwoBoundsAtOnceBothLand(t *testing.T) {
-	dir := t.TempDir()
-	local, err := runtime.OpenLocalMetastore(nil, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms := &barrierMetastore{LocalMetastore: local}
-	node, err := runtime.New(runtime.Config{DataDir: dir, Metastore: ms})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer node.Close()
-	if err := node.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	var ms *barrierMetastore
+	node := startLocalNode(t, func(local *runtime.LocalMetastore) runtime.Metastore {
+		ms = &barrierMetastore{LocalMetastore: local}
+		return ms
+	})
+	local := ms.LocalMetastore
 	if _, _, err := node.CreateTopic(context.Background(), "t", 1, runtime.Retention{}); err != nil {
 		t.Fatal(err)
 	}
@@ -77,19 +89,11 @@ func TestPatchTopic_TwoBoundsAtOnceBothLand(t *testing.T) {
 // review: 18446744073710 ms became 448 us and the sweep deleted every
 // sealed segment); the longest bound is taken.
 func TestTopics_AnAgeBoundNoDurationHoldsIsRefused(t *testing.T) {
-	dir := t.TempDir()
-	ms, err := runtime.OpenLocalMetastore(nil, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	node, err := runtime.New(runtime.Config{DataDir: dir, Metastore: ms})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer node.Close()
-	if err := node.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	var ms runtime.Metastore
+	node := startLocalNode(t, func(local *runtime.LocalMetastore) runtime.Metastore {
+		ms = local
+		return ms
+	})
 	a := newAPI(node, ms, zap.NewNop(), prometheus.NewRegistry(), apiOptions{maxBody: 1 << 20})
 	serve := func(method, body string) int {
 		w := httptest.NewRecorder()
