@@ -65,6 +65,17 @@ var refusals = []struct {
 	}},
 }
 
+// eachRefusal runs check once for each refusal, as a subtest, on a fresh
+// metastore of node "a" over one etcd, with a topic name of its own.
+func eachRefusal(t *testing.T, check func(t *testing.T, te *testEtcd, m *cluster.EtcdMetastore, topic string, damage func(*testing.T, []byte) []byte)) {
+	te := startEtcd(t)
+	for i, refusal := range refusals {
+		t.Run(refusal.name, func(t *testing.T) {
+			check(t, te, openMetastore(t, te, "a"), fmt.Sprintf("orders-%d", i), refusal.damage)
+		})
+	}
+}
+
 // TestRefusedTopicRecord_LeavesTheTopicsDataInPlace: a topic record the
 // replica refuses (damage, or a writer that is not a node) takes the
 // topic out of service on the node, never off its disk. The orphan
@@ -73,39 +84,34 @@ var refusals = []struct {
 // name, only an unreadable one. Once the record is written back the node
 // serves every record it had acknowledged.
 func TestRefusedTopicRecord_LeavesTheTopicsDataInPlace(t *testing.T) {
-	te := startEtcd(t)
-	cli := te.client()
-	for i, refusal := range refusals {
-		t.Run(refusal.name, func(t *testing.T) {
-			topic := fmt.Sprintf("orders-%d", i)
-			m := openMetastore(t, te, "a")
-			n, dataDir, records, record := refusedTopic(t, te, m, topic, refusal.damage)
-			if _, err := n.Produce(bg, topic, 0, records[:1]); !errors.Is(err, runtime.ErrTopicNotFound) {
-				t.Fatalf("a produce to the topic of a refused record: %v, want ErrTopicNotFound", err)
-			}
-			if removed := n.SweepQuarantine(bg); removed != 0 {
-				t.Fatalf("the orphan sweep removed %d directories while etcd holds the topic's record", removed)
-			}
-			if _, err := os.Stat(filepath.Join(dataDir, "topics", topic)); err != nil {
-				t.Fatalf("the topic's directory: %v", err)
-			}
+	eachRefusal(t, func(t *testing.T, te *testEtcd, m *cluster.EtcdMetastore, topic string, damage func(*testing.T, []byte) []byte) {
+		cli := te.client()
+		n, dataDir, records, record := refusedTopic(t, te, m, topic, damage)
+		if _, err := n.Produce(bg, topic, 0, records[:1]); !errors.Is(err, runtime.ErrTopicNotFound) {
+			t.Fatalf("a produce to the topic of a refused record: %v, want ErrTopicNotFound", err)
+		}
+		if removed := n.SweepQuarantine(bg); removed != 0 {
+			t.Fatalf("the orphan sweep removed %d directories while etcd holds the topic's record", removed)
+		}
+		if _, err := os.Stat(filepath.Join(dataDir, "topics", topic)); err != nil {
+			t.Fatalf("the topic's directory: %v", err)
+		}
 
-			heard := subscribe(m)
-			if _, err := cli.Put(bg, "/narad/topics/"+topic, string(record)); err != nil { // the operator's repair
-				t.Fatal(err)
+		heard := subscribe(m)
+		if _, err := cli.Put(bg, "/narad/topics/"+topic, string(record)); err != nil { // the operator's repair
+			t.Fatal(err)
+		}
+		heard.waitFor(t, "the repaired record", func() bool { _, ok, _ := m.Topic(bg, topic); return ok })
+		res, err := n.Read(bg, topic, 0, 0, 100, 1<<20)
+		if err != nil || len(res.Records) != len(records) {
+			t.Fatalf("read after the repair: %d records, %v; want %d", len(res.Records), err, len(records))
+		}
+		for j, r := range res.Records {
+			if string(r.Value) != string(records[j].Value) {
+				t.Fatalf("record %d after the repair: %q, want %q", j, r.Value, records[j].Value)
 			}
-			heard.waitFor(t, "the repaired record", func() bool { _, ok, _ := m.Topic(bg, topic); return ok })
-			res, err := n.Read(bg, topic, 0, 0, 100, 1<<20)
-			if err != nil || len(res.Records) != len(records) {
-				t.Fatalf("read after the repair: %d records, %v; want %d", len(res.Records), err, len(records))
-			}
-			for j, r := range res.Records {
-				if string(r.Value) != string(records[j].Value) {
-					t.Fatalf("record %d after the repair: %q, want %q", j, r.Value, records[j].Value)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // TestRefusedTopicRecord_DeleteTopicDeletesItAndItsData: the operator's
@@ -115,51 +121,46 @@ func TestRefusedTopicRecord_LeavesTheTopicsDataInPlace(t *testing.T) {
 // finds no topic, and the name can be created again, empty. A record
 // that decodes is never deleted that way (DeleteRefusedTopic leaves it).
 func TestRefusedTopicRecord_DeleteTopicDeletesItAndItsData(t *testing.T) {
-	te := startEtcd(t)
-	cli := te.client()
-	for i, refusal := range refusals {
-		t.Run(refusal.name, func(t *testing.T) {
-			topic := fmt.Sprintf("orders-%d", i)
-			m := openMetastore(t, te, "a")
-			if _, _, err := m.CreateTopic(bg, "kept", 1, runtime.Retention{}); err != nil {
-				t.Fatal(err)
-			}
-			if deleted, err := m.DeleteRefusedTopic(bg, "kept"); err != nil || deleted {
-				t.Fatalf("DeleteRefusedTopic of a record that decodes: deleted %v, %v", deleted, err)
-			}
-			if _, ok, err := m.Topic(bg, "kept"); !ok || err != nil {
-				t.Fatalf("the record that decodes, after DeleteRefusedTopic: %v, %v", ok, err)
-			}
+	eachRefusal(t, func(t *testing.T, te *testEtcd, m *cluster.EtcdMetastore, topic string, damage func(*testing.T, []byte) []byte) {
+		cli := te.client()
+		if _, _, err := m.CreateTopic(bg, "kept", 1, runtime.Retention{}); err != nil {
+			t.Fatal(err)
+		}
+		if deleted, err := m.DeleteRefusedTopic(bg, "kept"); err != nil || deleted {
+			t.Fatalf("DeleteRefusedTopic of a record that decodes: deleted %v, %v", deleted, err)
+		}
+		if _, ok, err := m.Topic(bg, "kept"); !ok || err != nil {
+			t.Fatalf("the record that decodes, after DeleteRefusedTopic: %v, %v", ok, err)
+		}
 
-			n, dataDir, _, _ := refusedTopic(t, te, m, topic, refusal.damage)
-			if err := n.DeleteTopic(bg, topic); err != nil {
-				t.Fatalf("DeleteTopic of a topic whose record is refused: %v", err)
+		n, dataDir, _, _ := refusedTopic(t, te, m, topic, damage)
+		if err := n.DeleteTopic(bg, topic); err != nil {
+			t.Fatalf("DeleteTopic of a topic whose record is refused: %v", err)
+		}
+		for _, key := range []string{"/narad/topics/" + topic, "/narad/assign/" + topic + "/"} {
+			if got, err := cli.Get(bg, key, clientv3.WithPrefix()); err != nil || got.Count != 0 {
+				t.Fatalf("etcd under %s after the delete: %d keys, %v", key, got.Count, err)
 			}
-			for _, key := range []string{"/narad/topics/" + topic, "/narad/assign/" + topic + "/"} {
-				if got, err := cli.Get(bg, key, clientv3.WithPrefix()); err != nil || got.Count != 0 {
-					t.Fatalf("etcd under %s after the delete: %d keys, %v", key, got.Count, err)
-				}
-			}
-			if _, err := os.Stat(filepath.Join(dataDir, "topics", topic)); !errors.Is(err, fs.ErrNotExist) {
-				t.Fatalf("the topic's directory after the delete: %v", err)
-			}
-			if err := n.DeleteTopic(bg, topic); !errors.Is(err, runtime.ErrTopicNotFound) {
-				t.Fatalf("a second delete: %v, want ErrTopicNotFound", err)
-			}
+		}
+		if _, err := os.Stat(filepath.Join(dataDir, "topics", topic)); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("the topic's directory after the delete: %v", err)
+		}
+		if err := n.DeleteTopic(bg, topic); !errors.Is(err, runtime.ErrTopicNotFound) {
+			t.Fatalf("a second delete: %v, want ErrTopicNotFound", err)
+		}
 
-			heard := subscribe(m)
-			if _, _, err := n.CreateTopic(bg, topic, 1, runtime.Retention{}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := cli.Put(bg, "/narad/assign/"+topic+"/0", "a"); err != nil {
-				t.Fatal(err)
-			}
-			heard.waitFor(t, "the new assignment", func() bool { ok, _ := m.Assigned(bg, topic, 0); return ok })
-			if hwm, err := n.HighWatermark(bg, topic, 0); err != nil || hwm != 0 {
-				t.Fatalf("the topic created again: high watermark %d, %v; want an empty partition", hwm, err)
-			}
-		})
-	}
+		heard := subscribe(m)
+		if _, _, err := n.CreateTopic(bg, topic, 1, runtime.Retention{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cli.Put(bg, "/narad/assign/"+topic+"/0", "a"); err != nil {
+			t.Fatal(err)
+		}
+		heard.waitFor(t, "the new assignment", func() bool { ok, _ := m.Assigned(bg, topic, 0); return ok })
+		if hwm, err := n.HighWatermark(bg, topic, 0); err != nil || hwm != 0 {
+			t.Fatalf("the topic created again: high watermark %d, %v; want an empty partition", hwm, err)
+		}
+	})
 }
 
 // deleteHookedMetastore runs after once DeleteRefusedTopic has deleted a
