@@ -79,6 +79,8 @@
 //	topics/<topic>/pNNNNN/hwm                HWMFileName
 //	topics/<topic>/pNNNNN/consumer.offset    ConsumerOffsetFileName
 //	topics/<topic>/pNNNNN/consumer.ahead     ConsumerAheadFileName
+//	topics/<topic>/pNNNNN/consumer.acked     ConsumerAckedFileName
+//	topics/<topic>/pNNNNN/consumer.lease     ConsumerLeaseFileName
 //	topics/<topic>/pNNNNN/cursor.<name>      CursorFileName: a fan-out cursor's position, 8 bytes as consumer.offset
 //	topics/<topic>.stale-<id>/               StaleDirName: a quarantined incarnation
 //	lost/<topic>.<id>/pNNNNN.<unix ms>/      LostDirName: a partition set aside, never served
@@ -128,6 +130,41 @@
 // to the expected incarnation; the usable slot with the larger sequence
 // wins (on a tie, the lower frontier). With no usable slot the caller falls
 // back to consumer.offset.
+//
+// # consumer.acked
+//
+// The whole acked-ahead set, written by a clean close whose consumer.ahead
+// record could hold only the set's lowest offsets: a temporary file,
+// fdatasynced, renamed into place, the directory synced. It only adds
+// acks: every offset in it was acked, so recovery adds those above the
+// recovered frontier (and below the high watermark) to the set.
+//
+//	offset  size  field        rule
+//	0       4     magic        "NRCK" (AckedMagic)
+//	4       1     version      1 (AckedVersion)
+//	5       3     reserved     zero
+//	8       8     sequence     of the consumer.ahead record written with it
+//	16      8     incarnation  as in consumer.ahead
+//	24      8     frontier     int64 >= 0
+//	32      4     count        offsets in the list, <= 100,000 (AckedMaxOffsets)
+//	36      4     listLen      bytes of the list: the rest of the file but the crc
+//	40      L     list         count minimal uvarints, as in consumer.ahead
+//	40+L    4     crc32c       Castagnoli over bytes [0:40+L]
+//
+// # consumer.lease
+//
+// The partition's queue lease id floor: every lease id ever given for the
+// partition is at most the floor, written (in place, fdatasynced) before
+// an id above the floor it held is given. 20 bytes, one sector.
+//
+//	offset  size  field
+//	0       4     magic     "NRLF" (LeaseFloorMagic)
+//	4       1     version   1 (LeaseFloorVersion)
+//	5       3     reserved  zero
+//	8       8     floor     uint64 <= 2^53 (MaxLeaseID)
+//	16      4     crc32c    Castagnoli over bytes [0:16]
+//
+// An empty file holds no floor.
 //
 // # Incarnation marker
 //

@@ -28,6 +28,12 @@ const (
 	ConsumerOffsetFileName = "consumer.offset"
 	// ConsumerAheadFileName is the two-slot consumer frontier and acked-ahead set.
 	ConsumerAheadFileName = "consumer.ahead"
+	// ConsumerAckedFileName is the whole acked-ahead set a clean close
+	// left when consumer.ahead's slot could hold only its lowest offsets.
+	ConsumerAckedFileName = "consumer.acked"
+	// ConsumerLeaseFileName is the queue's lease id floor: every lease id
+	// given for the partition is at most the floor it holds.
+	ConsumerLeaseFileName = "consumer.lease"
 	// CursorFilePrefix begins the name of a fan-out cursor's position
 	// file in a partition directory: the prefix, then the cursor's name.
 	// The file has consumer.offset's 8-byte format.
