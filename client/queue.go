@@ -30,7 +30,7 @@ type LeasedRecord struct {
 	Key, Value    []byte
 	CommittedAt   time.Time
 	LeaseDeadline time.Time
-	LeaseID       uint64 // one per consume
+	LeaseID       uint64 // one per partition a consume leased from; never repeated for a partition
 }
 
 // Consume leases records of a topic (docs/http-api.md, "Queue consume"):

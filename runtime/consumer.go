@@ -71,6 +71,9 @@ type consumer struct {
 	windowFrontier int64     // frontier of the record in the window
 	levelled       int64     // what consumer.offset holds (or -1: nothing)
 	levelAt        time.Time // last levelling
+	ackedOnDisk    bool      // consumer.acked may exist (consumer_acked.go)
+	ackedSeq       uint64    // the sequence consumer.acked holds the set of (0: none known)
+	lostAcks       bool      // settled by a close that failed to write its acks out
 	dropped        bool
 }
 
@@ -177,6 +180,14 @@ func (c *consumer) frontierNow() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.frontier
+}
+
+// lostAcksAtClose reports that c was settled by a close that could not
+// write its acks out: the progress recovered next may hold fewer.
+func (c *consumer) lostAcksAtClose() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lostAcks
 }
 
 // frontierIfLive is c's frontier; live is false once c was settled or
@@ -445,6 +456,9 @@ func (n *Node) recoverConsumer(c *consumer, hwm int64) (err error) {
 		c.frontier, c.durable = offset, offset
 	}
 	c.levelled = offset
+	if err := n.mergeAcked(c, hwm); err != nil {
+		return err
+	}
 	if repair {
 		return n.committer.repairLocked(c, maxSeq)
 	}
@@ -490,8 +504,13 @@ func (cs *consumers) settle(key supervisor.Key) {
 	if c.dropped {
 		return
 	}
-	if err := cs.n.committer.writeOutLocked(c, true); err != nil {
+	err := cs.n.committer.writeOutLocked(c, true)
+	if err == nil {
+		err = cs.n.committer.writeAckedLocked(c)
+	}
+	if err != nil {
 		cs.n.logger.Warn("consumer progress at close", zap.String("dir", c.dir), zap.Error(err))
+		c.lostAcks = true // its queue checks the progress recovered next
 	}
 	c.dropped = true // a later touch recovers afresh from the files
 	if c.file != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 	"time"
 
@@ -164,13 +163,8 @@ func (cm *committer) tickLocked(c *consumer) error {
 		}
 		c.file = f
 	}
-	ahead := make([]int64, 0, len(c.ahead))
-	for o := range c.ahead {
-		ahead = append(ahead, o)
-	}
-	sort.Slice(ahead, func(i, j int) bool { return ahead[i] < ahead[j] })
 	var slot [wire.AheadSlotSize]byte
-	rec := wire.AheadRecord{Sequence: c.seq + 1, Incarnation: c.incarnation, Frontier: c.frontier, Ahead: ahead}
+	rec := wire.AheadRecord{Sequence: c.seq + 1, Incarnation: c.incarnation, Frontier: c.frontier, Ahead: c.sortedAhead()}
 	if _, err := wire.EncodeAheadSlot(&slot, rec); err != nil {
 		return err
 	}

@@ -50,9 +50,10 @@
 //     from a durable frontier, so one above consumer.ahead's is damage and
 //     is rejected (docs/design.md R4). Recovery is lazy, on first touch, from
 //     both files; a frontier above the high watermark is rejected and
-//     counted. A set too large for a slot keeps its lowest offsets: the
-//     frontier is never moved, the rest are redelivered after a crash.
-//     Closing a log writes both files out and closes the held descriptor.
+//     counted. A set too large for a slot keeps its lowest offsets there,
+//     and a clean close writes it whole to consumer.acked
+//     (consumer_acked.go), so only a crash loses acks. Closing a log
+//     writes the files out and closes the held descriptor.
 //   - TransferListing, ReceivePartition and InstallPartition are the
 //     storage side of a partition move: the listing reads the directory
 //     without opening the log and refuses a stale incarnation; a receive
@@ -86,7 +87,7 @@
 // Each multi-step operation on the data directory, with the locks held
 // across it (the order is always produce gate, then topic guard, then map
 // lock) and why a crash at any of its steps is safe. "Synced" means the
-// directory holding the entry was fsynced (fsys.SyncDir); the simulated
+// directory holding the entry was fsynced (vfs.FS.SyncDir); the simulated
 // disk's crash images prove each argument (fences_test.go and
 // protocols_crash_test.go).
 //
@@ -104,7 +105,7 @@
 //
 // Topic directory create (under the topic's guard, in the open path): the
 // directory and its missing parents are created and each created entry's
-// parent synced (fsys.MkdirAllDurable; a failed sync removes what it
+// parent synced (vfs.MkdirAllDurable; a failed sync removes what it
 // created, so the retry syncs it again), topics/ is synced once more, and
 // then the incarnation marker is written atomically (temporary file,
 // fdatasync, rename, directory sync), and its copy after it the same way. A crash before the marker's rename
@@ -212,6 +213,36 @@
 // two unlinks leaves a contiguous suffix, never a hole. An unlink that
 // fails stays pending for the next sweep (and, if the log closes first,
 // the file is listed again by the next open, intact).
+//
+// Whole acked-ahead set at a clean close (consumer_acked.go), under the
+// consumer's lock, after the close's write-out: a set over a slot is
+// written to consumer.acked by vfs.WriteFileAtomic (temporary file,
+// fdatasync, rename, directory sync), a set that fits removes the file
+// (unlink, directory sync). Recovery adds the file's offsets (this
+// incarnation's, above the frontier, below the high watermark) to the
+// slots' set. A crash at any step leaves the old file, the new one or
+// none: each holds only offsets that were acked, so adding them is safe
+// whatever the slots say, and once the close returned the file holds
+// every ack the slots do not.
+//
+// Queue position (queue_lease.go, bindLocked), under the queue's lock and
+// then its consumer's: a queue takes its position from the consumer
+// progress it leases against, never from progress looked up before the
+// lock (an install may have replaced it). When that progress is recovered
+// afresh after a close, every offset below the queue's next that it does
+// not hold acked, and the queue neither leased nor given back, is given
+// back for redelivery: memory only, nothing to crash.
+//
+// Lease ids (queue_leaseid.go), under the queue's lock: a queue's first
+// lease reads consumer.lease (the floor no id given for the partition
+// exceeds) and starts its ids above it and above the clock; an id above
+// the floor on disk first raises it by a block (20 bytes in place in
+// one sector, fdatasync, the directory synced when the file may be new),
+// and only then is a record read for the lease. A crash before the sync
+// loses no id given (none was given above the old floor); a move's
+// listing is taken after the old owner's log closed, which no lease with
+// an id drawn after the copy survives (its reads fail), so the new
+// owner starts above every id the old one gave.
 //
 // Consumer write-out (consumer_commit.go): every tick writes the frontier
 // and acked-ahead set into consumer.ahead's window slot through a held

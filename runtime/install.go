@@ -26,8 +26,8 @@ type InstallFile struct {
 // partition's directory holds, from files held in memory: a
 // ReceivePartition, a WriteFile of each file, and the Commit (receive.go),
 // so it is atomic across a crash as they are. Only segment files, the
-// hwm file and cursor position files are accepted; a moved partition's
-// marker is the record's.
+// hwm file, cursor position files and the queue consumer's progress
+// files are accepted; a moved partition's marker is the record's.
 func (n *Node) InstallPartition(ctx context.Context, topic string, p int, incarnation wire.IncarnationID, files []InstallFile) error {
 	for _, f := range files {
 		if err := checkInstallFile(f.Name, int64(len(f.Data))); err != nil {
@@ -56,14 +56,12 @@ func checkInstallFile(name string, size int64) error {
 		}
 		return nil
 	}
-	switch name {
-	case wire.HWMFileName, wire.ConsumerOffsetFileName:
-		if size > wire.OffsetFileSize {
-			return fmt.Errorf("%s file of %d bytes", name, size)
-		}
-		return nil
-	case wire.ConsumerAheadFileName: // checked, against the incarnation, when the consumer recovers
-		if size > wire.AheadFileSize {
+	limit, consumer := consumerFileLimit(name) // its content checked when the queue reads it
+	if name == wire.HWMFileName {
+		limit, consumer = wire.OffsetFileSize, true
+	}
+	if consumer {
+		if size > limit {
 			return fmt.Errorf("%s file of %d bytes", name, size)
 		}
 		return nil

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/narad-io/storage/partition"
@@ -50,8 +49,10 @@ type LeasedRecord struct {
 	Partition int
 	partition.ReadRecord
 	LeaseDeadline time.Time
-	// LeaseID names the lease (one per consume): a Nack gives a record
-	// back only under the lease it was given with, never a later one.
+	// LeaseID names the lease (one per partition a consume leased from):
+	// a Nack gives a record back only under the lease it was given with.
+	// An id is never given twice for a partition, across restarts, nodes
+	// and moves, and is below 2^53.
 	LeaseID uint64
 }
 
@@ -64,29 +65,38 @@ type LeasedRecord struct {
 // incarnation, like the rest of the consumer state, and when its
 // partition is installed anew.
 //
-// Invariants, under mu, with low = max(the consumer's frontier, the log's
-// start): every offset in [low, next) is acked, leased, in redeliver, or
-// was settled as unreadable; no offset at or past next is leased or in
-// redeliver; leased and redeliver are disjoint; redeliver is sorted;
-// given holds only offsets of redeliver (given back after a delivery);
-// len(leased) <= MaxLeasedPerPartition. Lock order: queues.mu is never
-// held while a queue's mu is taken; a queue's mu, then its consumer's mu;
-// never the other way.
+// Its position comes only from the consumer progress it leases against
+// (bound), under mu, never from progress looked up before: a queue made
+// with progress an install replaced meanwhile takes nothing from it. When
+// the progress is recovered afresh (the log reopened after a close), the
+// queue checks its offsets against it (bindLocked).
+//
+// Invariants, under mu, with low = max(the bound consumer's frontier, the
+// log's start): every offset in [low, next) is acked, leased, in
+// redeliver, or was settled as unreadable; no offset at or past next is
+// leased or in redeliver; leased and redeliver are disjoint; redeliver is
+// sorted; given holds only offsets of redeliver (given back after a
+// delivery); len(leased) <= MaxLeasedPerPartition; every lease's id came
+// from ids. Lock order: queues.mu is never held while a queue's mu is
+// taken; a queue's mu, then its consumer's mu; never the other way.
 type queue struct {
 	key         supervisor.Key
 	incarnation wire.IncarnationID
 
 	mu        sync.Mutex
+	bound     *consumer          // the progress leased against; nil before the first lease
 	next      int64              // the lowest offset never handed out
 	leased    map[int64]lease    // offset -> its lease
 	redeliver []int64            // given back (nack, expiry, a failed read), sorted
 	given     map[int64]struct{} // of redeliver: delivered before (a nack, an expiry)
+	ids       leaseIDs           // this partition's lease ids (queue_leaseid.go)
 	timer     *time.Timer        // fires at the earliest lease deadline
 	armedFor  time.Time          // the deadline timer is set for
 	dropped   bool
 }
 
-// lease is one record's lease: until deadline, to the consume that got id.
+// lease is one record's lease: until deadline, to the lease of one
+// partition by one consume, named id.
 type lease struct {
 	deadline time.Time
 	id       uint64
@@ -95,8 +105,7 @@ type lease struct {
 // queues holds the node's queue state, by partition, and the queue
 // consumers parked on each topic.
 type queues struct {
-	n      *Node
-	leases atomic.Uint64 // the last lease id handed out
+	n *Node
 
 	mu     sync.Mutex // guards by and parked; a leaf
 	by     map[supervisor.Key]*queue
@@ -107,8 +116,9 @@ func newQueues(n *Node) *queues {
 	return &queues{n: n, by: map[supervisor.Key]*queue{}, parked: map[string]*parking{}}
 }
 
-// of returns key's queue for the consumer c belongs to, creating it at
-// c's frontier; a queue of another incarnation is replaced (and dropped).
+// of returns key's queue for the incarnation of the consumer c, creating
+// it (unbound: its first lease takes its position); a queue of another
+// incarnation is replaced (and dropped).
 func (qs *queues) of(key supervisor.Key, c *consumer) *queue {
 	qs.mu.Lock()
 	q := qs.by[key]
@@ -116,7 +126,6 @@ func (qs *queues) of(key supervisor.Key, c *consumer) *queue {
 	if q == nil || q.incarnation != c.incarnation {
 		old = q
 		q = &queue{key: key, incarnation: c.incarnation, leased: map[int64]lease{}, given: map[int64]struct{}{}}
-		q.next = c.frontierNow()
 		qs.by[key] = q
 	}
 	qs.mu.Unlock()
@@ -262,6 +271,53 @@ func (q *queue) reclaim(now time.Time) int {
 		}
 	}
 	return n
+}
+
+// bindLocked makes c the progress q leases against. A queue's first
+// binding takes its position from c (trim, next, does it). A later one
+// (the log reopened after a close: idle eviction, the open-log budget, a
+// retention change) gives back for redelivery every offset of [low,
+// next) that c does not hold acked and q neither leased nor given back:
+// acks a close failed to write out are delivered again, never passed
+// over. The caller holds q.mu.
+func (q *queue) bindLocked(c *consumer, low int64) {
+	if q.bound != nil {
+		var lost []int64
+		r := q.redeliver // sorted: walked beside o
+		c.mu.Lock()
+		for o := max(low, c.frontier); o < q.next; o++ {
+			for len(r) > 0 && r[0] < o {
+				r = r[1:]
+			}
+			_, acked := c.ahead[o]
+			_, leased := q.leased[o]
+			if !acked && !leased && (len(r) == 0 || r[0] != o) {
+				lost = append(lost, o)
+			}
+		}
+		c.mu.Unlock()
+		for _, o := range lost {
+			q.given[o] = struct{}{}
+		}
+		q.redeliver = mergeSorted(q.redeliver, lost)
+	}
+	q.bound = c
+}
+
+// mergeSorted merges two sorted lists of distinct offsets.
+func mergeSorted(a, b []int64) []int64 {
+	if len(b) == 0 {
+		return a
+	}
+	out := make([]int64, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if a[0] < b[0] {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return append(append(out, a...), b...)
 }
 
 // trim drops what lies below low (acked past, or deleted by retention);
@@ -473,7 +529,6 @@ func (n *Node) rotation(ctx context.Context, rec TopicRecord) ([]int, error) {
 func (n *Node) leaseAny(ctx context.Context, topic string, partitions []int, opts ConsumeOptions) ([]LeasedRecord, error) {
 	var out []LeasedRecord
 	bytes, capped := 0, false
-	id := n.queues.leases.Add(1)
 	for _, p := range partitions {
 		if len(out) >= opts.MaxRecords || bytes >= opts.MaxBytes {
 			break
@@ -482,7 +537,7 @@ func (n *Node) leaseAny(ctx context.Context, topic string, partitions []int, opt
 		if len(partitions) > 1 && n.nothingFree(key) {
 			continue
 		}
-		got, err := n.leaseFrom(ctx, key, id, opts.MaxRecords-len(out), opts.MaxBytes-bytes, opts.Lease)
+		got, err := n.leaseFrom(ctx, key, opts.MaxRecords-len(out), opts.MaxBytes-bytes, opts.Lease)
 		if errors.Is(err, ErrTooManyLeased) {
 			capped = true
 			continue
@@ -525,5 +580,8 @@ func (n *Node) nothingFree(key supervisor.Key) bool {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.bound != nil && q.bound.lostAcksAtClose() {
+		return false // its next lease checks the progress recovered since
+	}
 	return !q.dropped && q.idle(hwm, time.Now())
 }

@@ -17,16 +17,16 @@ import (
 var errConsumerGone = errors.New("consumer state settled under a lease")
 
 // leaseFrom leases up to max records, and about maxBytes, of one
-// partition under lease id: first the ones given back, lowest first, then
-// the ones never handed out.
-func (n *Node) leaseFrom(ctx context.Context, key supervisor.Key, id uint64, max, maxBytes int, leaseFor time.Duration) ([]LeasedRecord, error) {
+// partition under one new lease id: first the ones given back, lowest
+// first, then the ones never handed out.
+func (n *Node) leaseFrom(ctx context.Context, key supervisor.Key, max, maxBytes int, leaseFor time.Duration) ([]LeasedRecord, error) {
 	for attempt := 0; ; attempt++ {
 		c, _, err := n.consumerOf(ctx, key.Topic, key.Partition)
 		if err != nil {
 			return nil, err
 		}
 		q := n.queues.of(key, c)
-		out, err := n.leaseLocked(q, c, id, max, maxBytes, leaseFor)
+		out, err := n.leaseLocked(q, c, max, maxBytes, leaseFor)
 		if !errors.Is(err, errConsumerGone) {
 			return out, err
 		}
@@ -38,8 +38,10 @@ func (n *Node) leaseFrom(ctx context.Context, key supervisor.Key, id uint64, max
 
 // leaseLocked is leaseFrom's work under q's lock (the partition's single
 // pump: one lease at a time per partition, so no record goes to two
-// callers).
-func (n *Node) leaseLocked(q *queue, c *consumer, id uint64, max, maxBytes int, leaseFor time.Duration) (out []LeasedRecord, err error) {
+// callers). The lease's id is drawn (and its floor made durable) before
+// any record is read: a read that finds the log closed (a move's freeze)
+// gives nothing under it.
+func (n *Node) leaseLocked(q *queue, c *consumer, max, maxBytes int, leaseFor time.Duration) (out []LeasedRecord, err error) {
 	gaveBack := false
 	defer func() {
 		if gaveBack {
@@ -60,6 +62,9 @@ func (n *Node) leaseLocked(q *queue, c *consumer, id uint64, max, maxBytes int, 
 		}
 		frontier = start
 	}
+	if q.bound != c {
+		q.bindLocked(c, frontier)
+	}
 	q.trim(frontier)
 	now := time.Now()
 	if expired := q.reclaim(now); expired > 0 {
@@ -67,6 +72,10 @@ func (n *Node) leaseLocked(q *queue, c *consumer, id uint64, max, maxBytes int, 
 	}
 	if len(q.leased) >= MaxLeasedPerPartition {
 		return nil, fmt.Errorf("%w: %s/%d holds %d", ErrTooManyLeased, q.key.Topic, q.key.Partition, len(q.leased))
+	}
+	id, err := q.ids.next(n, c.dir)
+	if err != nil {
+		return nil, err
 	}
 	deadline := now.Add(leaseFor)
 	bytes, redelivered := 0, 0

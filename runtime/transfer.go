@@ -43,10 +43,32 @@ type TransferListing struct {
 	HighWatermark int64
 	Known         bool // false: no boundary on disk (an empty hwm file after a crash)
 	Cursors       []CursorFile
-	// Consumer is the queue consumer's progress files present
-	// (consumer.offset, consumer.ahead; Base unused): final once the
-	// partition's log is closed, which writes them out.
+	// Consumer is the queue consumer's progress files present (those of
+	// consumerFiles; Base unused): final once the partition's log is
+	// closed, which writes them out.
 	Consumer []SegmentFile
+}
+
+// consumerFiles are the queue consumer's progress files, which move with
+// a partition: its frontier (consumer.offset, consumer.ahead), the whole
+// acked-ahead set a clean close left (consumer.acked), and its lease id
+// floor (consumer.lease).
+var consumerFiles = []string{wire.ConsumerOffsetFileName, wire.ConsumerAheadFileName, wire.ConsumerAckedFileName, wire.ConsumerLeaseFileName}
+
+// consumerFileLimit is the largest a consumer progress file can be; ok is
+// false for a name that is not one.
+func consumerFileLimit(name string) (limit int64, ok bool) {
+	switch name {
+	case wire.ConsumerOffsetFileName:
+		return wire.OffsetFileSize, true
+	case wire.ConsumerAheadFileName:
+		return wire.AheadFileSize, true
+	case wire.ConsumerAckedFileName:
+		return wire.AckedMaxFileSize, true
+	case wire.ConsumerLeaseFileName:
+		return wire.LeaseFloorFileSize, true
+	}
+	return 0, false
 }
 
 // TransferListing lists a partition's segment files and boundary from its
@@ -87,7 +109,7 @@ func (n *Node) TransferListing(ctx context.Context, topic string, p int) (Transf
 			return err
 		}
 		dir, _ := wire.PartitionDirName(p)
-		for _, name := range []string{wire.ConsumerOffsetFileName, wire.ConsumerAheadFileName} {
+		for _, name := range consumerFiles {
 			fi, err := n.cfg.FS.Stat(filepath.Join(n.topicsDir, topic, dir, name))
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
@@ -113,8 +135,10 @@ func (n *Node) OpenTransferFile(ctx context.Context, topic string, p int, name s
 	if err != nil {
 		return nil, err
 	}
-	if _, err := wire.ParseSegmentFileName(name); err != nil && name != wire.ConsumerOffsetFileName && name != wire.ConsumerAheadFileName {
-		return nil, fmt.Errorf("%w: %q is not a segment or consumer progress file", ErrPartitionNotFound, name)
+	if _, consumer := consumerFileLimit(name); !consumer {
+		if _, err := wire.ParseSegmentFileName(name); err != nil {
+			return nil, fmt.Errorf("%w: %q is not a segment or consumer progress file", ErrPartitionNotFound, name)
+		}
 	}
 	rec, ok, err := n.ms.Topic(ctx, topic)
 	if err != nil {
