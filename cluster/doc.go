@@ -15,6 +15,7 @@
 //	assigner/...           the election of the node that writes assign/
 //	drain/<id>             the node is draining: its partitions move off
 //	lost/<id>              the node is marked lost: its partitions go to live nodes (lost.go)
+//	fence/<id>             the node's fence horizon in ms, put at each registration; it outlives the lease (lost.go)
 //	rebalanced             the members the assigner last rebalanced for
 //	cluster-id             the cluster's id, made by its first node
 //
