@@ -30,9 +30,11 @@ type Options struct {
 	HTTPClient *http.Client
 	// Retries is how many times a request is sent again, with backoff
 	// from 50 ms (or the server's Retry-After), when the answer says
-	// nothing was done: 503 busy (no open-log slot or descriptor free)
-	// for any request, 503 commit_failed for a produce. 0 is 3, a
-	// negative value none.
+	// nothing was done and soon may be: 503 busy (no open-log slot or
+	// descriptor free), 503 unassigned (the partition has no owner yet)
+	// and 503 moving (a move froze the partition) for any request, 503
+	// commit_failed for a produce (counted apart from the others). 0 is
+	// 3, a negative value none.
 	Retries int
 }
 

@@ -1,15 +1,42 @@
 // Package client is the Go client of narad-storaged's HTTP API
 // (docs/http-api.md): topics, produce, fetch with long polls, acks and
-// consumer state.
+// consumer state, queue consumes, fan-out cursors, and a cluster's moves
+// and nodes.
 //
 // Every call takes a context. Records travel in the binary batch encoding
 // by default, so keys and values are exact bytes; Produce can send JSON
 // text or base64 instead (WithEncoding). An error answer is an *Error
 // carrying the API's code; errors.Is matches it against the sentinels
 // (ErrTopicNotFound, ErrOffsetDeleted, ...). An answer that says the node
-// did nothing is retried, with backoff, up to Options.Retries times: 503
-// busy (no open-log slot or descriptor free) for any call, 503
-// commit_failed for a produce. Connections are kept alive and reused.
+// did nothing, and soon may, is retried with backoff (the server's
+// Retry-After, else 50 ms doubling up to 2 s), up to Options.Retries
+// times: 503 busy (no open-log slot or descriptor free), 503 unassigned
+// (the partition has no owner yet) and 503 moving (a move froze the
+// partition) for any call, 503 commit_failed for a produce. Any other
+// error answer but a 421 (below) is the caller's at once, 503
+// owner_unavailable and 503 fenced among them. Connections are kept alive
+// and reused.
+//
+// A queue consumer leases records with Consume (each record leased to one
+// caller at a time), settles them with Ack and gives them back with Nack.
+// A fan-out cursor (CreateCursor) is a named reader of a topic with a
+// position of its own in each partition: ReadCursor reads from it and
+// moves it past what it returns (with Peek, CommitCursor moves it).
+//
+// In a cluster, a node answers a call for a partition another node owns
+// with 421 and the owner's address: the client sends the call there (up to
+// 3 hops, and only over the scheme it was made with, so a redirect never
+// takes the token off TLS) and sends the partition's later calls straight
+// to that owner. An owner it learned that cannot be reached, or answers
+// 503 fenced, is forgotten: the partition's next call asks the node the
+// client was made with. Calls that name no partition in their path
+// (topics, a queue consume, a cursor's create, lookup and delete) go to
+// that node, which answers a consume or cursor call for the partitions it
+// owns (a consume naming another node's partition is followed to its
+// owner, not remembered). MovePartition, Moves and CancelMove ask for,
+// list and cancel moves; Nodes, Drain and MarkLost list a cluster's live
+// nodes, drain one and mark one lost. A node alone answers these with
+// ErrNotACluster.
 //
 // The package depends on nothing of the engine: a program that talks to a
 // daemon does not build the storage engine.

@@ -172,6 +172,56 @@ func TestClient_RetriesAPartitionWithoutAnOwnerYet(t *testing.T) {
 	})
 }
 
+// TestClient_RetriesAFrozenPartition: 503 moving (a move froze the
+// partition; no node serves it until the move completes) said nothing
+// was done, so the call is sent again after its Retry-After.
+func TestClient_RetriesAFrozenPartition(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var sent []time.Time
+		c := fakeClient(t, func(r *http.Request) *http.Response {
+			sent = append(sent, time.Now())
+			if len(sent) == 1 {
+				return answer(503, `{"error":{"code":"moving","message":"m"}}`, "Retry-After", "2")
+			}
+			return answer(200, `{"frontier":1}`)
+		}, Options{})
+		if frontier, err := c.Ack(context.Background(), "orders", 0, 0); err != nil || frontier != 1 {
+			t.Fatalf("ack: %d, %v", frontier, err)
+		}
+		if len(sent) != 2 || sent[1].Sub(sent[0]) != 2*time.Second {
+			t.Fatalf("%d sends at %v; want 2, two seconds apart (Retry-After)", len(sent), sent)
+		}
+	})
+}
+
+// TestClient_ForgetsAFencedOwner: an owner the client learned that
+// answers 503 fenced (it stopped serving: it may be marked lost and its
+// partitions given away) is the call's error, not retried, and is
+// forgotten: the next call asks the node the client was made with.
+func TestClient_ForgetsAFencedOwner(t *testing.T) {
+	cl := &cluster{}
+	cl.nodes = map[string]func(*http.Request) *http.Response{
+		"127.0.0.1:7480": func(*http.Request) *http.Response { return misdirected("http://127.0.0.1:7481") },
+		"127.0.0.1:7481": func(*http.Request) *http.Response {
+			return answer(503, `{"error":{"code":"fenced","message":"m"}}`)
+		},
+	}
+	c, err := New("127.0.0.1:7480", Options{HTTPClient: &http.Client{Transport: cl}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := c.Ack(context.Background(), "orders", 3, 0); !errors.Is(err, ErrFenced) {
+			t.Fatalf("ack through a fenced owner: %v; want ErrFenced", err)
+		}
+	}
+	want := []string{"127.0.0.1:7480 POST /v1/topics/orders/partitions/3/acks", "127.0.0.1:7481 POST /v1/topics/orders/partitions/3/acks",
+		"127.0.0.1:7480 POST /v1/topics/orders/partitions/3/acks", "127.0.0.1:7481 POST /v1/topics/orders/partitions/3/acks"}
+	if got := cl.took(); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("calls went %v; want %v", got, want)
+	}
+}
+
 // TestClient_NeverFollowsARedirectOffTLS: a 421 naming an http owner to a
 // client made for https is the call's error: the token never crosses the
 // network in clear (found by review).

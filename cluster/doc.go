@@ -15,16 +15,16 @@
 //	assigner/...           the election of the node that writes assign/
 //	drain/<id>             the node is draining: its partitions move off
 //	lost/<id>              the node is marked lost: its partitions go to live nodes (lost.go)
+//	fence/<id>             the node's fence horizon in ms, put at each registration; it outlives the lease (lost.go)
 //	rebalanced             the members the assigner last rebalanced for
 //	cluster-id             the cluster's id, made by its first node
 //
-// As built so far (issue 16 lands in steps): the metastore, membership
-// with a fence (a node serves only while its lease renewals are answered
-// within its fence horizon), an elected assigner that gives each new
-// partition an owner and takes one away only from a node an operator
-// marked lost (lost.go), and the records of partition moves (moves.go);
-// narad-storaged runs on them with --metastore etcd://..., answers calls
-// for other nodes' partitions with 421, and runs the moves an operator
-// asks for or the assigner plans when the members change (a join, a
-// drain); its mover pulls the files.
+// Its parts: the metastore, membership with a fence (a node serves only
+// while its lease renewals are answered within its fence horizon), an
+// elected assigner that gives each new partition an owner and takes one
+// away only from a node an operator marked lost (lost.go), and the
+// records of partition moves (moves.go). narad-storaged runs on them with
+// --metastore etcd://..., answers calls for other nodes' partitions with
+// 421, and runs the moves an operator asks for or the assigner plans when
+// the members change (a join, a drain); its mover pulls the files.
 package cluster

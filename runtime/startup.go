@@ -151,7 +151,8 @@ func (n *Node) openAtStartup(ctx context.Context, topic string, p int) error {
 }
 
 // startLoops starts the node's own supervised loops: idle eviction, the
-// periodic quarantine sweep, the reaper and the cold walk (retention.go).
+// periodic quarantine sweep, the cursor writer (moved cursor positions
+// written out), the reaper and the cold walk (retention.go).
 func (n *Node) startLoops() {
 	n.loops = append(n.loops,
 		supervisor.StartLoop(supervisor.LoopConfig{

@@ -1,7 +1,9 @@
 // Command narad-storaged serves one node's partitions over HTTP (the
-// contract is docs/http-api.md), and carries the operator commands verify
-// (an fsck of a data directory) and inspect (a dump of one segment), and
-// produce and consume, clients for a terminal.
+// contract is docs/http-api.md), alone or as a node of a cluster on etcd
+// (docs/scaling.md), and carries the operator commands verify (an fsck of
+// a data directory) and inspect (a dump of one segment); produce and
+// consume, clients for a terminal; move, a cluster's moves, drains and
+// lost nodes; version and completion.
 package main
 
 import (

@@ -86,15 +86,17 @@ func (in *Injection) Remove() {
 	in.removed = true
 }
 
-// Inject puts a fault in force until it is removed.
+// Inject puts a fault in force until it is removed. It panics on a fault
+// that cannot be: one with none of Err, Lie and Short, a lie from a call
+// other than a sync, a short call other than a write.
 func (d *Disk) Inject(f Fault) *Injection {
 	switch {
 	case f.Err == nil && !f.Lie && f.Short == 0:
-		panic("fsys: a Fault needs Err, Lie or Short")
+		panic("sim: a Fault needs Err, Lie or Short")
 	case f.Lie && f.Op != OpSync && f.Op != OpSyncDir:
-		panic("fsys: only a sync can lie")
+		panic("sim: only a sync can lie")
 	case f.Short != 0 && f.Op != OpWrite:
-		panic("fsys: only a write can be short")
+		panic("sim: only a write can be short")
 	}
 	in := &Injection{fault: f, disk: d}
 	d.mu.Lock()
@@ -114,8 +116,8 @@ func (d *Disk) SetHook(hook func(Call) error) {
 
 // errLie and errShortWrite are internal verdicts of enter, never returned.
 var (
-	errLie        = errors.New("fsys: lie")
-	errShortWrite = errors.New("fsys: short write")
+	errLie        = errors.New("sim: lie")
+	errShortWrite = errors.New("sim: short write")
 )
 
 // enter runs the hook and the faults for a call. It returns nil to go on,

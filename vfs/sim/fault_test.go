@@ -197,6 +197,29 @@ func TestFault_RenameMatchesEitherPath(t *testing.T) {
 	}
 }
 
+// TestInject_RefusesAFaultThatCannotBe: a fault that does nothing, a lie
+// from a call other than a sync, or a short call other than a write is a
+// test's mistake; Inject panics naming it, in the package's name.
+func TestInject_RefusesAFaultThatCannotBe(t *testing.T) {
+	for _, tc := range []struct {
+		fault Fault
+		want  string
+	}{
+		{Fault{Op: OpWrite}, "sim: a Fault needs Err, Lie or Short"},
+		{Fault{Op: OpWrite, Lie: true}, "sim: only a sync can lie"},
+		{Fault{Op: OpSync, Short: 1}, "sim: only a write can be short"},
+	} {
+		got := func() (msg any) {
+			defer func() { msg = recover() }()
+			NewDisk(1).Inject(tc.fault)
+			return nil
+		}()
+		if got != tc.want {
+			t.Errorf("Inject(%+v) panicked with %v; want %q", tc.fault, got, tc.want)
+		}
+	}
+}
+
 // TestHook_BlocksOneCallOnly: a hook that holds one call back does not
 // hold back calls on other paths (how tests prove one topic's slow open
 // does not stall another's produce).
