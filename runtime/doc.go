@@ -2,6 +2,30 @@
 // open partition logs (supervisor.Registry), the metastore, and the open
 // policy around them.
 //
+// Where each part lives:
+//
+//	node.go, startup.go        Config, New, Start, Close; the lazy open; the loops
+//	incarnation.go             the incarnation check, quarantine and its sweep
+//	topics.go                  create, delete and purge, describes, Partitions
+//	metastore.go               the Metastore contract and LocalMetastore
+//	budget.go                  the open-log budget and the frame-cache budget
+//	retention.go               the reaper and the cold walk, retention changes
+//	diskguard.go               the disk floor
+//	consumer.go                acks and consumer progress recovery
+//	consumer_commit.go         consumer.ahead ticks, write-outs, consumer.offset
+//	consumer_acked.go          the whole acked-ahead set at a clean close
+//	queue.go, queue_lease.go   queue consume: leases, nacks, expiry, position
+//	queue_parking.go           consumers waiting for records (long polls)
+//	queue_leaseid.go           lease ids and consumer.lease
+//	cursor.go                  fan-out cursors
+//	lag.go, metrics.go         consumer lag and per-topic metrics
+//	transfer.go, receive.go,
+//	install.go                 a move's listing, freeze, receive and install
+//	setaside.go                drop and set-aside of a copy no longer owned
+//	datadir.go, identity.go    the data directory's lock and a node's identity
+//
+// What it does:
+//
 //   - Lazy open: a partition's log opens on first use, under its topic's
 //     guard, after the metastore lookup, the assignment check and the
 //     incarnation check (docs/design.md, "The incarnation marker"): a
@@ -243,6 +267,38 @@
 // listing is taken after the old owner's log closed, which no lease with
 // an id drawn after the copy survives (its reads fail), so the new
 // owner starts above every id the old one gave.
+//
+// Queue consume (queue.go, queue_lease.go): a lease is the partition's
+// queue lock (the single pump), then its consumer's lock for the frontier
+// and the acked set, then reads of the open log; the topic's guard is
+// never taken under a queue's lock (a log is opened before it). Leases,
+// redeliveries and parked consumers live in memory only: a crash or a
+// restart delivers again every record not acked (at-least-once), which
+// needs no file. What a lease writes is the lease id floor (above) and,
+// for a damaged frame or records retention deleted, an ack without a
+// consumer (skipRange), persisted as every ack is.
+//
+// Fan-out cursors (cursor.go): a create writes cursor.<name> in each
+// owned partition's directory (create, write 8 bytes, fdatasync, close,
+// directory sync) under the topic's guard, with the log open and the
+// directory's marker the record's; a crash leaves no file, an empty one
+// (read as not made: the next create makes it) or the position. Reads
+// move the position in memory under the cursor's reading lock, then its
+// mu; the position is written out in place (8 bytes, fdatasync, no
+// create) by the cursor_writer loop every ConsumerOffsetCommitInterval
+// and at Close, so a crash steps a cursor back, never forward; a file
+// above the high watermark is damage and reads as the first record. A
+// delete removes each file and syncs the directory, under the guard,
+// after dropping the state in memory (nothing writes it again); a crash
+// partway leaves some partitions' files, removed by the next delete.
+// Cursor files move with their partition (the listing writes each
+// position out first) and go with their incarnation.
+//
+// Frame-cache budget (budget.go, partition.CacheBudget): memory only. The
+// open logs' decoded frames count against one node-wide bound; a log over
+// it drops its own oldest frames, and a closed log gives its bytes back.
+// Nothing is written, so nothing to crash; the bound is checked at each
+// cache insert, atomically, with no lock shared between logs.
 //
 // Consumer write-out (consumer_commit.go): every tick writes the frontier
 // and acked-ahead set into consumer.ahead's window slot through a held
