@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -160,6 +159,13 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", "the request target must be a path")
 		return
 	}
+	if p := r.URL.EscapedPath(); !cleanPath(p) {
+		// The router would answer a redirect to the cleaned path, which a
+		// client following it takes for another resource. (An escaped
+		// segment, %2E%2E or a%2Fb, is a name, for its handler to judge.)
+		writeError(w, http.StatusBadRequest, "invalid_path", fmt.Sprintf("the path %q has an empty, \".\" or \"..\" segment", p))
+		return
+	}
 	if len(a.opts.token) > 0 && r.URL.Path != "/healthz" {
 		scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimLeft(got, " ")), a.opts.token) != 1 {
@@ -217,11 +223,23 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // partitionParam reads {p}: a decimal partition number.
 func partitionParam(r *http.Request) (int, bool) {
 	s := r.PathValue("p")
-	p, err := strconv.Atoi(s)
-	if err != nil || p < 0 || p >= maxPartitions || strconv.Itoa(p) != s {
+	p, ok := decimal(s)
+	if !ok || p >= maxPartitions {
 		return 0, false
 	}
-	return p, true
+	return int(p), true
+}
+
+// cleanPath reports a path with no empty, "." or ".." segment (a
+// trailing slash aside).
+func cleanPath(p string) bool {
+	segments := strings.Split(strings.TrimSuffix(p[1:], "/"), "/")
+	for i, s := range segments {
+		if s == "." || s == ".." || s == "" && !(i == 0 && len(segments) == 1) {
+			return false
+		}
+	}
+	return true
 }
 
 // isTooLarge reports a body over the cap.

@@ -155,8 +155,12 @@ func (a *api) commitCursor(w http.ResponseWriter, r *http.Request) {
 		a.badBody(w, err)
 		return
 	}
-	if body.Position == nil || *body.Position < 0 {
+	if body.Position == nil {
 		writeError(w, http.StatusBadRequest, "invalid_body", "position is required: the next offset the cursor reads, from 0 up to the high watermark")
+		return
+	}
+	if *body.Position < 0 {
+		writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("position must be from 0 up to the high watermark, not %d", *body.Position))
 		return
 	}
 	err := a.node.CommitCursor(r.Context(), topic, name, p, *body.Position)

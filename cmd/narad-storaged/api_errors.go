@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/narad-io/storage/partition"
@@ -32,8 +31,8 @@ func (a *api) writeNodeError(w http.ResponseWriter, r *http.Request, err error) 
 	case errors.Is(err, runtime.ErrTopicNotFound):
 		writeError(w, http.StatusNotFound, "topic_not_found", fmt.Sprintf("no topic %q", topic))
 	case errors.Is(err, runtime.ErrNotAssigned) && a.opts.owners != nil && p != "":
-		pn, _ := strconv.Atoi(p)
-		a.writeNotOwner(w, topic, pn)
+		pn, _ := decimal(p)
+		a.writeNotOwner(w, topic, int(pn))
 	case errors.Is(err, runtime.ErrPartitionNotFound), errors.Is(err, runtime.ErrNotAssigned):
 		writeError(w, http.StatusNotFound, "partition_not_found", fmt.Sprintf("topic %q has no partition %s", topic, p))
 	case errors.Is(err, runtime.ErrBadRetention):

@@ -66,19 +66,31 @@ func base64Param(w http.ResponseWriter, q url.Values) (b64, ok bool) {
 	}
 }
 
+// decimal reads a whole number from 0 up in its one canonical form, as a
+// path's partition number is read: decimal digits, no sign, no leading
+// zero, within int64. Every integer of a query and a path is read by it.
+func decimal(s string) (int64, bool) {
+	if s == "" || len(s) > 1 && s[0] == '0' || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	return v, err == nil
+}
+
 // intParam reads the integer parameter name, def when absent, answering
-// 400 invalid_parameter itself when it is not an integer from lo to hi.
+// 400 invalid_parameter itself when it is not an integer from lo to hi
+// (lo >= 0) in canonical decimal.
 func intParam(w http.ResponseWriter, q url.Values, name string, def, lo, hi int) (int, bool) {
 	s, ok := q[name]
 	if !ok {
 		return def, true
 	}
-	v, err := strconv.Atoi(s[0])
-	if err != nil || v < lo || v > hi {
+	v, ok := decimal(s[0])
+	if !ok || v < int64(lo) || v > int64(hi) {
 		writeError(w, http.StatusBadRequest, "invalid_parameter", fmt.Sprintf("%s must be an integer from %d to %d, not %q", name, lo, hi, s[0]))
 		return 0, false
 	}
-	return v, true
+	return int(v), true
 }
 
 // decodeJSON reads a JSON body into v, a pointer to a struct: one
@@ -165,6 +177,10 @@ func jsonError(err error, fields []string) error {
 		if field == "" {
 			field = "the body"
 		}
+		if lo, hi, ok := intRange(typ.Type); ok && isIntegerLiteral(typ.Value) {
+			// An integer the field's type cannot hold: name its range.
+			return fmt.Errorf("%s: %s is not an integer from %s to %s", field, strings.TrimPrefix(typ.Value, "number "), lo, hi)
+		}
 		return fmt.Errorf("%s must be %s, not %s", field, jsonKind(typ.Type), jsonArticle(typ.Value))
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
@@ -180,6 +196,30 @@ func jsonInsideError(err error) error {
 		err = io.ErrUnexpectedEOF
 	}
 	return jsonError(err, nil)
+}
+
+// intRange is the range of an integer type (through pointers and
+// slices), in decimal; ok is false for any other type.
+func intRange(t reflect.Type) (lo, hi string, ok bool) {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		bits := t.Bits()
+		return strconv.FormatInt(-1<<(bits-1), 10), strconv.FormatInt(1<<(bits-1)-1, 10), true
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "0", strconv.FormatUint(1<<t.Bits()-1, 10), true
+	}
+	return "", "", false
+}
+
+// isIntegerLiteral reports an encoding/json value name ("number -1") of a
+// JSON number without a fraction or an exponent.
+func isIntegerLiteral(v string) bool {
+	n, ok := strings.CutPrefix(v, "number ")
+	n = strings.TrimPrefix(n, "-")
+	return ok && n != "" && strings.TrimLeft(n, "0123456789") == ""
 }
 
 // jsonKind names, in JSON's words, what a Go type decodes from.

@@ -276,8 +276,8 @@ func (a *api) moveFile(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	size, err := strconv.ParseInt(q.Get("size"), 10, 64)
-	if err != nil || size < 0 {
+	size, ok := decimal(q.Get("size"))
+	if !ok {
 		writeError(w, http.StatusBadRequest, "invalid_parameter", "size must be the file's size in the listing")
 		return
 	}

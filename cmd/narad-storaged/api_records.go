@@ -505,8 +505,8 @@ func (a *api) fetchOffset(w http.ResponseWriter, r *http.Request, q url.Values, 
 		}
 		return offset, true
 	}
-	offset, err := strconv.ParseInt(q.Get("offset"), 10, 64)
-	if err != nil || offset < 0 {
+	offset, ok := decimal(q.Get("offset"))
+	if !ok {
 		msg := fmt.Sprintf("offset must be an integer from 0 up, not %q", q.Get("offset"))
 		if !q.Has("offset") {
 			msg = "offset is required (or at_ms): the first offset to read"
@@ -523,8 +523,8 @@ func atMsParam(w http.ResponseWriter, q url.Values) (int64, bool) {
 		writeError(w, http.StatusBadRequest, "invalid_parameter", "at_ms is given once: milliseconds since the epoch")
 		return 0, false
 	}
-	at, err := strconv.ParseInt(q.Get("at_ms"), 10, 64)
-	if err != nil || at < 0 {
+	at, ok := decimal(q.Get("at_ms"))
+	if !ok {
 		writeError(w, http.StatusBadRequest, "invalid_parameter", fmt.Sprintf("at_ms must be milliseconds since the epoch, from 0 up, not %q", q.Get("at_ms")))
 		return 0, false
 	}

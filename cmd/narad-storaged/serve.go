@@ -217,6 +217,9 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		ReadTimeout:       5 * time.Minute, // a body trickled slower than this is cut
 		WriteTimeout:      5 * time.Minute, // above the longest long poll
 		IdleTimeout:       2 * time.Minute,
+		// OPTIONS * reaches the API, which answers it as every request
+		// that is not a path: 400 in JSON.
+		DisableGeneralOptionsHandler: true,
 		ErrorLog:          zap.NewStdLog(logger.Named("http")),
 	}
 	served := make(chan error, 1)
