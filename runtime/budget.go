@@ -80,7 +80,9 @@ func (n *Node) evictable(_ supervisor.Key, l *partition.Log) bool {
 // which would do the same: found by review).
 //
 // Invariant, under mu: each channel in by is open and is closed (and
-// removed) by the next open of its partition.
+// removed) by the next open of its partition, or when its topic's
+// incarnation is dropped (deleted, or found replaced): a waiter then
+// finds the topic gone instead of waiting for an open that never comes.
 type openSignals struct {
 	mu sync.Mutex
 	by map[supervisor.Key]chan struct{}
@@ -111,6 +113,18 @@ func (o *openSignals) opened(key supervisor.Key, _ *partition.Log) {
 	}
 }
 
+// gone wakes the waiters of every partition of topic.
+func (o *openSignals) gone(topic string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for key, ch := range o.by {
+		if key.Topic == topic {
+			close(ch)
+			delete(o.by, key)
+		}
+	}
+}
+
 // LogIfOpen returns the partition's log if it is open, without opening
 // it.
 func (n *Node) LogIfOpen(topic string, p int) (*partition.Log, bool) {
@@ -122,9 +136,11 @@ func (n *Node) LogIfOpen(topic string, p int) (*partition.Log, bool) {
 }
 
 // LogOpened returns a channel closed the next time the partition's log
-// is opened (by a produce, a read with records to serve, ...): a waiter
-// whose log was closed under it waits on it rather than reopening the log
-// itself. Take it before checking LogIfOpen, so no open is missed.
+// is opened (by a produce, a read with records to serve, ...), or when
+// its topic's incarnation is dropped (the topic deleted or recreated): a
+// waiter whose log was closed under it waits on it rather than reopening
+// the log itself. Take it before checking LogIfOpen and the topic's
+// record, so no open and no delete is missed.
 func (n *Node) LogOpened(topic string, p int) <-chan struct{} {
 	return n.opens.next(supervisor.Key{Topic: topic, Partition: p})
 }

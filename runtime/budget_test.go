@@ -194,3 +194,32 @@ func TestBudget_StartupRecoversEveryPartitionUnderATinyBudget(t *testing.T) {
 		t.Fatalf("after startup %d open, %d evicted; want 1 and 59", n.reg.Len(), n.reg.Evictions())
 	}
 }
+
+// TestLogOpened_ADeleteWakesItsWaiters: a waiter for a closed partition's
+// log to open again (a long poll whose log was closed under it) is woken
+// when its topic is deleted, never left waiting for an open that cannot
+// come; a waiter on another topic is not.
+func TestLogOpened_ADeleteWakesItsWaiters(t *testing.T) {
+	n := startNode(t, nil, Config{})
+	makeTopic(t, n, "gone", 1, 1)
+	makeTopic(t, n, "kept", 1, 1)
+	for _, topic := range []string{"gone", "kept"} {
+		if err := n.reg.CloseLive(key(topic, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone, kept := n.LogOpened("gone", 0), n.LogOpened("kept", 0)
+	if err := n.DeleteTopic(bg, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-gone:
+	default:
+		t.Fatal("the delete left the waiter of its partition waiting")
+	}
+	select {
+	case <-kept:
+		t.Fatal("a delete woke the waiter of another topic")
+	default:
+	}
+}

@@ -267,6 +267,7 @@ func New(cfg Config) (n *Node, err error) {
 		n.consumers.drop(topic, id)
 		n.queues.drop(topic)
 		n.cursors.forget(ofTopic(topic))
+		n.opens.gone(topic)
 	}
 	n.reg = supervisor.NewRegistry(supervisor.RegistryOptions{
 		CheckLockOrder: cfg.Testing != nil && cfg.Testing.CheckLockOrder,

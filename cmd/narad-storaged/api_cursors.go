@@ -201,6 +201,10 @@ func (a *api) readCursor(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_parameter", fmt.Sprintf("advance must be true or false, not %q", v))
 		return
 	}
+	inc, ok := a.readIncarnation(w, r, q, topic)
+	if !ok {
+		return
+	}
 	deadline := time.Now().Add(time.Duration(waitMs) * time.Millisecond)
 	var res runtime.CursorRead
 	skipped := int64(0)
@@ -224,17 +228,21 @@ func (a *api) readCursor(w http.ResponseWriter, r *http.Request) {
 		if len(res.Records) > 0 || waitMs == 0 || res.Next < res.HighWatermark {
 			break
 		}
-		var ok bool
-		if l, ok = a.waitForCommit(r, topic, p, l, wake, deadline); !ok {
+		var end waitEnd
+		if l, end = a.waitForCommit(r, topic, p, l, wake, deadline, inc); end != waitWoken {
 			break
 		}
+	}
+	if !a.stillIncarnation(w, r, topic, inc) {
+		return
 	}
 	out := struct {
 		Records       []fetchedRecord `json:"records"`
 		NextOffset    int64           `json:"next_offset"`
 		HighWatermark int64           `json:"high_watermark"`
 		Skipped       int64           `json:"skipped"`
-	}{Records: make([]fetchedRecord, 0, len(res.Records)), NextOffset: res.Next, HighWatermark: res.HighWatermark, Skipped: skipped}
+		Incarnation   string          `json:"incarnation"`
+	}{Records: make([]fetchedRecord, 0, len(res.Records)), NextOffset: res.Next, HighWatermark: res.HighWatermark, Skipped: skipped, Incarnation: string(inc)}
 	for _, rec := range res.Records {
 		out.Records = append(out.Records, jsonRecordOf(rec, b64))
 	}

@@ -370,7 +370,11 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	q, ok := query(w, r, "offset", "at_ms", "max_records", "max_bytes", "wait_ms", "encoding")
+	q, ok := query(w, r, "offset", "at_ms", "max_records", "max_bytes", "wait_ms", "encoding", "incarnation")
+	if !ok {
+		return
+	}
+	inc, ok := a.readIncarnation(w, r, q, topic)
 	if !ok {
 		return
 	}
@@ -396,10 +400,13 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) {
 		if err != nil || len(res.Records) > 0 || waitMs == 0 || offset < res.HighWatermark {
 			break
 		}
-		var ok bool
-		if l, ok = a.waitForCommit(r, topic, p, l, wake, deadline); !ok {
+		var end waitEnd
+		if l, end = a.waitForCommit(r, topic, p, l, wake, deadline, inc); end != waitWoken {
 			break
 		}
+	}
+	if err == nil && !a.stillIncarnation(w, r, topic, inc) {
+		return // the read may have met another incarnation's log: never served as this one's
 	}
 	if err != nil {
 		if errors.Is(err, partition.ErrOffsetDeleted) {
@@ -417,25 +424,92 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if accept, _, _ := mime.ParseMediaType(r.Header.Get("Accept")); accept == batchContentType {
+		w.Header().Set("Narad-Incarnation", string(inc))
 		writeBatch(w, res)
 		return
 	}
-	writeRecordsJSON(w, res, b64)
+	writeRecordsJSON(w, res, inc, b64)
 }
+
+// readIncarnation is the topic's incarnation now, which a read serves:
+// with the incarnation parameter, the one the client expects, and 404
+// topic_not_found (answered here) when the topic is another one now.
+func (a *api) readIncarnation(w http.ResponseWriter, r *http.Request, q url.Values, topic string) (wire.IncarnationID, bool) {
+	var want wire.IncarnationID
+	if q.Has("incarnation") {
+		id, err := wire.ParseIncarnationID(q.Get("incarnation"))
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_parameter", fmt.Sprintf("incarnation must be a topic's incarnation (16 hex digits), not %q", q.Get("incarnation")))
+			return "", false
+		}
+		want = id
+	}
+	rec, ok, err := a.ms.Topic(r.Context(), topic)
+	if err != nil {
+		a.writeNodeError(w, r, err)
+		return "", false
+	}
+	switch {
+	case !ok:
+		writeError(w, http.StatusNotFound, "topic_not_found", fmt.Sprintf("no topic %q", topic))
+		return "", false
+	case want != "" && rec.Incarnation != want:
+		writeError(w, http.StatusNotFound, "topic_not_found", fmt.Sprintf("topic %q is incarnation %s now: incarnation %s was deleted", topic, rec.Incarnation, want))
+		return "", false
+	}
+	return rec.Incarnation, true
+}
+
+// stillIncarnation reports that topic is still incarnation inc, answering
+// 404 topic_not_found itself when it is not (deleted, or deleted and made
+// again, while a read waited or ran).
+func (a *api) stillIncarnation(w http.ResponseWriter, r *http.Request, topic string, inc wire.IncarnationID) bool {
+	rec, ok, err := a.ms.Topic(r.Context(), topic)
+	switch {
+	case err != nil:
+		a.writeNodeError(w, r, err)
+		return false
+	case !ok:
+		writeError(w, http.StatusNotFound, "topic_not_found", fmt.Sprintf("topic %q was deleted while the read waited", topic))
+		return false
+	case rec.Incarnation != inc:
+		writeError(w, http.StatusNotFound, "topic_not_found", fmt.Sprintf("topic %q was deleted and made again (incarnation %s, not %s) while the read waited", topic, rec.Incarnation, inc))
+		return false
+	}
+	return true
+}
+
+// gone reports, without answering, that topic is no longer incarnation
+// inc (a metastore error is not taken for gone: the read goes on).
+func (a *api) gone(r *http.Request, topic string, inc wire.IncarnationID) bool {
+	rec, ok, err := a.ms.Topic(r.Context(), topic)
+	return err == nil && (!ok || rec.Incarnation != inc)
+}
+
+// waitEnd says why a long poll's wait ended.
+type waitEnd int
+
+const (
+	waitWoken waitEnd = iota // a commit, or the log open again: read again
+	waitOver                 // the deadline, the request's end, shutdown
+	waitGone                 // the topic's incarnation inc is gone
+)
 
 // waitForCommit waits, until deadline, for the partition to announce a
 // commit on l's broadcast channel (wake, fetched before the caller's last
 // check). When l closes under the wait (idle eviction, the open-log
-// budget), it waits for someone with a reason to (a produce) to open the
-// partition's log again, and never reopens it itself: a long poll that
-// reopened its log to wait would evict another waiter's, which would do
-// the same, without end (found by review). It returns the log to read
-// next, or false at the deadline, the request's end or shutdown.
-func (a *api) waitForCommit(r *http.Request, topic string, p int, l *partition.Log, wake <-chan struct{}, deadline time.Time) (*partition.Log, bool) {
+// budget, a delete), it waits for someone with a reason to (a produce)
+// to open the partition's log again, and never reopens it itself: a long
+// poll that reopened its log to wait would evict another waiter's, which
+// would do the same, without end (found by review). A delete (or a
+// delete and a create) of the topic wakes it too, and it ends at once,
+// waitGone: a read never waits out a topic that went, nor crosses into
+// its next incarnation. It returns the log to read next (waitWoken).
+func (a *api) waitForCommit(r *http.Request, topic string, p int, l *partition.Log, wake <-chan struct{}, deadline time.Time, inc wire.IncarnationID) (*partition.Log, waitEnd) {
 	for {
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
-			return nil, false
+			return nil, waitOver
 		}
 		timer := time.NewTimer(remaining)
 		select {
@@ -446,19 +520,22 @@ func (a *api) waitForCommit(r *http.Request, topic string, p int, l *partition.L
 		}
 		timer.Stop()
 		if r.Context().Err() != nil || time.Now().After(deadline) {
-			return nil, false
+			return nil, waitOver
 		}
 		select {
 		case <-a.closing:
-			return nil, false
+			return nil, waitOver
 		default:
 		}
 		if !l.Closed() {
-			return l, true
+			return l, waitWoken
 		}
-		wake = a.node.LogOpened(topic, p) // taken before the check: no open is missed
+		wake = a.node.LogOpened(topic, p) // taken before the checks: no open and no delete is missed
+		if a.gone(r, topic, inc) {
+			return nil, waitGone
+		}
 		if open, ok := a.node.LogIfOpen(topic, p); ok {
-			return open, true
+			return open, waitWoken
 		}
 	}
 }
@@ -577,12 +654,13 @@ type fetchedRecord struct {
 	CommittedAtMs int64   `json:"committed_at_ms"`
 }
 
-func writeRecordsJSON(w http.ResponseWriter, res partition.ReadResult, b64 bool) {
+func writeRecordsJSON(w http.ResponseWriter, res partition.ReadResult, inc wire.IncarnationID, b64 bool) {
 	out := struct {
 		Records       []fetchedRecord `json:"records"`
 		NextOffset    int64           `json:"next_offset"`
 		HighWatermark int64           `json:"high_watermark"`
-	}{Records: make([]fetchedRecord, 0, len(res.Records)), NextOffset: res.Next, HighWatermark: res.HighWatermark}
+		Incarnation   string          `json:"incarnation"`
+	}{Records: make([]fetchedRecord, 0, len(res.Records)), NextOffset: res.Next, HighWatermark: res.HighWatermark, Incarnation: string(inc)}
 	for _, rec := range res.Records {
 		out.Records = append(out.Records, jsonRecordOf(rec, b64))
 	}

@@ -74,3 +74,64 @@ func TestE2E_OddRequestsAreAnsweredExactly(t *testing.T) {
 	expectMessage(t, d.req("POST", "/v1/topics/in/partitions/0/acks", `{"offsets": [99999999999999999999]}`), 400, "invalid_body", "offsets", "99999999999999999999 is not an integer from")
 	expectMessage(t, d.req("POST", "/v1/topics/in/partitions/0/acks", `{"offsets": [1.5]}`), 400, "invalid_body", "offsets", "must be an integer")
 }
+
+// longPoll starts a GET in the background; its answer comes on the
+// channel.
+func (d *daemon) longPoll(path string) <-chan response {
+	out := make(chan response, 1)
+	go func() {
+		resp, err := http.Get(d.addr + path)
+		if err != nil {
+			out <- response{status: -1, body: []byte(err.Error())}
+			return
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		bufio.NewReader(resp.Body).WriteTo(&b)
+		out <- response{resp.StatusCode, resp.Header, []byte(b.String())}
+	}()
+	return out
+}
+
+// TestE2E_AReadNeverOutlivesItsTopic: a long poll (a fetch, a read
+// through a cursor) on a topic deleted during its wait answers 404 at
+// the delete, not 200 empty when its wait runs out; and a read never
+// crosses into the topic's next incarnation silently: a fetch carrying
+// the incarnation it read is answered 404 once the name is another
+// topic's, and every answer says which incarnation it read (issue: a
+// daemon no client can take down, item 8). Whether a poll arrives
+// before or after the delete, 404 is the one right answer, so the test
+// does not depend on when it starts waiting.
+func TestE2E_AReadNeverOutlivesItsTopic(t *testing.T) {
+	d := startDaemon(t, t.TempDir())
+	var desc struct {
+		Incarnation string `json:"incarnation"`
+	}
+	r := d.req("PUT", "/v1/topics/t", map[string]any{"partitions": 1})
+	expect(t, r, 201, "")
+	r.json(t, &desc)
+	expect(t, d.req("POST", "/v1/topics/t/partitions/0/records", `{"records":[{"value":"old"}]}`), 200, "")
+	expect(t, d.req("PUT", "/v1/topics/t/cursors/audit", `{"from": "latest"}`), 201, "")
+	var f struct {
+		Incarnation string `json:"incarnation"`
+	}
+	r = d.req("GET", "/v1/topics/t/partitions/0/records?offset=0", nil)
+	expect(t, r, 200, "")
+	if r.json(t, &f); f.Incarnation != desc.Incarnation {
+		t.Fatalf("the fetch says incarnation %q, the topic is %q", f.Incarnation, desc.Incarnation)
+	}
+
+	fetch := d.longPoll("/v1/topics/t/partitions/0/records?offset=1&wait_ms=60000")
+	carried := d.longPoll("/v1/topics/t/partitions/0/records?offset=1&wait_ms=60000&incarnation=" + desc.Incarnation)
+	cursor := d.longPoll("/v1/topics/t/cursors/audit/partitions/0/records?wait_ms=60000")
+	expect(t, d.req("DELETE", "/v1/topics/t", nil), 204, "")
+	expect(t, <-fetch, 404, "topic_not_found")
+	expect(t, <-cursor, 404, "")
+
+	// Made again, with records at the offsets the old one had.
+	expect(t, d.req("PUT", "/v1/topics/t", map[string]any{"partitions": 1}), 201, "")
+	expect(t, d.req("POST", "/v1/topics/t/partitions/0/records", `{"records":[{"value":"new0"},{"value":"new1"}]}`), 200, "")
+	expect(t, <-carried, 404, "topic_not_found")
+	expectMessage(t, d.req("GET", "/v1/topics/t/partitions/0/records?offset=1&incarnation="+desc.Incarnation, nil), 404, "topic_not_found", desc.Incarnation)
+	expectMessage(t, d.req("GET", "/v1/topics/t/partitions/0/records?offset=0&incarnation=xyz", nil), 400, "invalid_parameter", "incarnation")
+}

@@ -220,7 +220,7 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		// OPTIONS * reaches the API, which answers it as every request
 		// that is not a path: 400 in JSON.
 		DisableGeneralOptionsHandler: true,
-		ErrorLog:          zap.NewStdLog(logger.Named("http")),
+		ErrorLog:                     zap.NewStdLog(logger.Named("http")),
 	}
 	served := make(chan error, 1)
 	if certs != nil {
