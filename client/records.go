@@ -151,6 +151,11 @@ type FetchOptions struct {
 	MaxRecords int           // default 1,000; at most 10,000
 	MaxBytes   int           // default 1 MiB (at least one record comes)
 	Wait       time.Duration // at the high watermark, wait this long for a commit (a long poll; at most 60 s)
+	// Incarnation, when set, is the topic's incarnation the caller read
+	// before: once the name is another topic's (deleted, or deleted and
+	// made again) the fetch is ErrTopicNotFound, never the new topic's
+	// records at the same offsets.
+	Incarnation string
 }
 
 // Fetched is a fetch's answer.
@@ -158,6 +163,7 @@ type Fetched struct {
 	Records       []FetchedRecord
 	NextOffset    int64 // where to fetch next
 	HighWatermark int64
+	Incarnation   string // the topic incarnation the records are of
 }
 
 // Fetch reads committed records from offset on. A fetch below the start
@@ -174,20 +180,39 @@ func (c *Client) Fetch(ctx context.Context, topic string, p int, offset int64, o
 	if opts.Wait > 0 {
 		q.Set("wait_ms", strconv.FormatInt(opts.Wait.Milliseconds(), 10))
 	}
+	if opts.Incarnation != "" {
+		q.Set("incarnation", opts.Incarnation)
+	}
 	resp, err := c.do(ctx, request{method: http.MethodGet, path: partitionPath(topic, p) + "/records", query: q, accept: batchContentType})
 	if err != nil {
 		return Fetched{}, err
 	}
 	defer drain(resp)
-	var out Fetched
-	if out.NextOffset, err = strconv.ParseInt(resp.Header.Get("Narad-Next-Offset"), 10, 64); err != nil {
-		return out, errors.New("narad: fetch answer without Narad-Next-Offset")
+	out := Fetched{Incarnation: resp.Header.Get("Narad-Incarnation")}
+	if out.Records, err = decodeFetched(bufio.NewReader(resp.Body)); err != nil {
+		return out, err
 	}
-	if out.HighWatermark, err = strconv.ParseInt(resp.Header.Get("Narad-High-Watermark"), 10, 64); err != nil {
-		return out, errors.New("narad: fetch answer without Narad-High-Watermark")
+	// A large answer, streamed, gives its boundary after its records: in
+	// the trailer, read once the body is.
+	if out.NextOffset, err = boundary(resp, "Narad-Next-Offset"); err != nil {
+		return out, err
 	}
-	out.Records, err = decodeFetched(bufio.NewReader(resp.Body))
+	out.HighWatermark, err = boundary(resp, "Narad-High-Watermark")
 	return out, err
+}
+
+// boundary reads a fetch answer's offset field from its header, or from
+// its trailer when the header lacks it.
+func boundary(resp *http.Response, name string) (int64, error) {
+	v := resp.Header.Get(name)
+	if v == "" {
+		v = resp.Trailer.Get(name)
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("narad: fetch answer without %s", name)
+	}
+	return n, nil
 }
 
 // decodeFetched reads the binary fetch encoding: for each record int64

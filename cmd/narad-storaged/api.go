@@ -9,6 +9,7 @@ import (
 	"net/http/pprof"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/narad-io/storage/runtime"
@@ -35,11 +36,14 @@ type apiOptions struct {
 	// maxInflight bounds the produce bodies held at once, in bytes
 	// (--max-inflight-bytes); 0: none.
 	maxInflight int64
-	pprof       bool
-	access      bool            // log every request (--access-log)
-	closing     <-chan struct{} // closed at shutdown: long polls answer at once
-	owners      ownerLocator    // a cluster's node: where other nodes' partitions are; nil alone
-	cluster     *clusterNode    // a cluster's node: its moves; nil alone
+	// maxAnswer bounds the records answers in flight, each counted at its
+	// max_bytes (--max-answer-bytes); 0: none.
+	maxAnswer int64
+	pprof     bool
+	access    bool            // log every request (--access-log)
+	closing   <-chan struct{} // closed at shutdown: long polls answer at once
+	owners    ownerLocator    // a cluster's node: where other nodes' partitions are; nil alone
+	cluster   *clusterNode    // a cluster's node: its moves; nil alone
 }
 
 // api is the HTTP API of docs/http-api.md over a runtime.Node.
@@ -55,6 +59,11 @@ type api struct {
 	// body cap when it has none) from before it is read until its records
 	// are committed; nil: no bound.
 	inflight *semaphore.Weighted
+	// answers holds a records answer's max_bytes while it is read and
+	// written (a queue consume's wait included); nil: no bound.
+	answers *semaphore.Weighted
+	// answerBytes is what answers holds now (narad_http_answer_bytes_in_flight).
+	answerBytes atomic.Int64
 }
 
 func newAPI(node *runtime.Node, ms runtime.Metastore, logger *zap.Logger, reg *prometheus.Registry, opts apiOptions) *api {
@@ -65,6 +74,12 @@ func newAPI(node *runtime.Node, ms runtime.Metastore, logger *zap.Logger, reg *p
 	if opts.maxInflight > 0 {
 		a.inflight = semaphore.NewWeighted(opts.maxInflight)
 	}
+	if opts.maxAnswer > 0 {
+		a.answers = semaphore.NewWeighted(opts.maxAnswer)
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "narad_http_answer_bytes_in_flight",
+		Help: "Bytes of --max-answer-bytes held by records answers being read and written (each at its max_bytes)."},
+		func() float64 { return float64(a.answerBytes.Load()) }))
 	a.mux.HandleFunc("PUT /v1/topics/{topic}", a.putTopic)
 	a.mux.HandleFunc("GET /v1/topics", a.listTopics)
 	a.mux.HandleFunc("GET /v1/topics/{topic}", a.getTopic)

@@ -205,6 +205,11 @@ func (a *api) readCursor(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	release, ok := a.admitAnswer(w, maxBytes)
+	if !ok {
+		return
+	}
+	defer release()
 	deadline := time.Now().Add(time.Duration(waitMs) * time.Millisecond)
 	var res runtime.CursorRead
 	skipped := int64(0)
@@ -236,15 +241,7 @@ func (a *api) readCursor(w http.ResponseWriter, r *http.Request) {
 	if !a.stillIncarnation(w, r, topic, inc) {
 		return
 	}
-	out := struct {
-		Records       []fetchedRecord `json:"records"`
-		NextOffset    int64           `json:"next_offset"`
-		HighWatermark int64           `json:"high_watermark"`
-		Skipped       int64           `json:"skipped"`
-		Incarnation   string          `json:"incarnation"`
-	}{Records: make([]fetchedRecord, 0, len(res.Records)), NextOffset: res.Next, HighWatermark: res.HighWatermark, Skipped: skipped, Incarnation: string(inc)}
-	for _, rec := range res.Records {
-		out.Records = append(out.Records, jsonRecordOf(rec, b64))
-	}
-	writeJSON(w, http.StatusOK, out)
+	s := newRecordStream(w, false, b64, maxBytes)
+	s.writeAll(len(res.Records), func(i int) (partition.ReadRecord, string) { return res.Records[i], "" })
+	s.finish(res.Next, res.HighWatermark, fmt.Appendf(nil, `,"next_offset":%d,"high_watermark":%d,"skipped":%d,"incarnation":%q`, res.Next, res.HighWatermark, skipped, inc))
 }

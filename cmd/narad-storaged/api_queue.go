@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
 )
 
@@ -23,14 +25,6 @@ type consumeRequest struct {
 	MaxBytes   *int `json:"max_bytes"`
 	LeaseMs    *int `json:"lease_ms"`
 	WaitMs     *int `json:"wait_ms"`
-}
-
-// leasedRecord is one record of a consume answer.
-type leasedRecord struct {
-	Partition int `json:"partition"`
-	fetchedRecord
-	LeaseDeadlineMs int64  `json:"lease_deadline_ms"`
-	LeaseID         uint64 `json:"lease_id"`
 }
 
 // consume leases records of a topic (docs/http-api.md, "Queue consume").
@@ -104,6 +98,11 @@ func (a *api) consume(w http.ResponseWriter, r *http.Request) {
 		case <-ctx.Done():
 		}
 	}()
+	release, ok := a.admitAnswer(w, cmp.Or(opts.MaxBytes, 1<<20)) // the default max_bytes when none is given
+	if !ok {
+		return
+	}
+	defer release()
 	recs, err := a.node.Consume(ctx, topic, opts)
 	select {
 	case <-closing:
@@ -129,11 +128,12 @@ func (a *api) consume(w http.ResponseWriter, r *http.Request) {
 		a.writeNodeError(w, r, err)
 		return
 	}
-	out := make([]leasedRecord, len(recs))
-	for i, rec := range recs {
-		out[i] = leasedRecord{Partition: rec.Partition, fetchedRecord: jsonRecordOf(rec.ReadRecord, b64), LeaseDeadlineMs: rec.LeaseDeadline.UnixMilli(), LeaseID: rec.LeaseID}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"records": out})
+	s := newRecordStream(w, false, b64, opts.MaxBytes)
+	s.writeAll(len(recs), func(i int) (partition.ReadRecord, string) {
+		rec := recs[i]
+		return rec.ReadRecord, fmt.Sprintf(`,"partition":%d,"lease_deadline_ms":%d,"lease_id":%d`, rec.Partition, rec.LeaseDeadline.UnixMilli(), rec.LeaseID)
+	})
+	s.finish(0, 0, nil)
 }
 
 // nack gives leased records back for redelivery.

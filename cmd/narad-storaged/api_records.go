@@ -12,12 +12,11 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/wire"
 )
 
@@ -107,6 +106,26 @@ func (a *api) admitBody(w http.ResponseWriter, r *http.Request) (release func(),
 		return nil, false
 	}
 	return func() { a.inflight.Release(n) }, true
+}
+
+// admitAnswer takes a records answer's max_bytes from the answer budget,
+// or answers 503 busy: the daemon reads and writes at most
+// --max-answer-bytes of records answers at once, however many clients
+// ask. release gives them back once the answer is written.
+func (a *api) admitAnswer(w http.ResponseWriter, maxBytes int) (release func(), ok bool) {
+	n := int64(max(maxBytes, 1))
+	if a.answers != nil && !a.answers.TryAcquire(n) {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "busy", "the node writes as many records answers as it takes at once (--max-answer-bytes); nothing was read; retry")
+		return nil, false
+	}
+	a.answerBytes.Add(n)
+	return func() {
+		a.answerBytes.Add(-n)
+		if a.answers != nil {
+			a.answers.Release(n)
+		}
+	}, true
 }
 
 // hwm is the partition's high watermark now, at least floor.
@@ -386,18 +405,17 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	maxRecords, maxBytes, waitMs, b64 := rp.maxRecords, rp.maxBytes, rp.waitMs, rp.b64
 	l, err := a.node.Log(r.Context(), topic, p)
 	if err != nil {
 		a.writeNodeError(w, r, err)
 		return
 	}
-	deadline := time.Now().Add(time.Duration(waitMs) * time.Millisecond)
-	var res partition.ReadResult
-	for {
+	// A long poll at the high watermark waits for a commit first: the
+	// answer budget is held only while records are read and written.
+	deadline := time.Now().Add(time.Duration(rp.waitMs) * time.Millisecond)
+	for rp.waitMs > 0 {
 		wake := l.NotifyC() // fetched before the check, so no commit is missed
-		res, err = a.node.Read(r.Context(), topic, p, offset, maxRecords, maxBytes)
-		if err != nil || len(res.Records) > 0 || waitMs == 0 || offset < res.HighWatermark {
+		if offset != l.HighWatermark() {
 			break
 		}
 		var end waitEnd
@@ -405,30 +423,52 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 	}
-	if err == nil && !a.stillIncarnation(w, r, topic, inc) {
-		return // the read may have met another incarnation's log: never served as this one's
+	if !a.stillIncarnation(w, r, topic, inc) {
+		return
+	}
+	release, ok := a.admitAnswer(w, rp.maxBytes)
+	if !ok {
+		return
+	}
+	defer release()
+	accept, _, _ := mime.ParseMediaType(r.Header.Get("Accept"))
+	s := newRecordStream(w, accept == batchContentType, rp.b64, rp.maxBytes)
+	w.Header().Set("Narad-Incarnation", string(inc))
+	sum, err := a.node.ReadFunc(r.Context(), topic, p, offset, rp.maxRecords, rp.maxBytes, s.offer)
+	if errors.Is(err, errAnswerFull) {
+		err = nil
+	}
+	if err == nil && a.gone(r, topic, inc) {
+		// Deleted, and maybe made again, while the records were read: they
+		// may be the next incarnation's, never served as this one's.
+		err = fmt.Errorf("%w: %s was deleted while the fetch read it", runtime.ErrTopicNotFound, topic)
 	}
 	if err != nil {
-		if errors.Is(err, partition.ErrOffsetDeleted) {
-			start, serr := a.startOffset(r, topic, p)
-			if serr != nil {
-				a.writeNodeError(w, r, serr)
-				return
-			}
-			writeErrorBody(w, http.StatusGone, "offset_deleted",
-				fmt.Sprintf("offset %d is below the partition's start_offset %d: retention deleted it", offset, start),
-				func(b *errorBody) { b.StartOffset = &start })
+		s.fail(func(w http.ResponseWriter) { a.writeFetchError(w, r, topic, p, offset, err) })
+		return
+	}
+	next := offset
+	if s.count > 0 {
+		next = s.last + 1
+	}
+	s.finish(next, sum.HighWatermark, fmt.Appendf(nil, `,"next_offset":%d,"high_watermark":%d,"incarnation":%q`, next, sum.HighWatermark, inc))
+}
+
+// writeFetchError answers a fetch's error: 410 with the partition's start
+// for an offset retention deleted, else as every node error.
+func (a *api) writeFetchError(w http.ResponseWriter, r *http.Request, topic string, p int, offset int64, err error) {
+	if errors.Is(err, partition.ErrOffsetDeleted) {
+		start, serr := a.startOffset(r, topic, p)
+		if serr != nil {
+			a.writeNodeError(w, r, serr)
 			return
 		}
-		a.writeNodeError(w, r, err)
+		writeErrorBody(w, http.StatusGone, "offset_deleted",
+			fmt.Sprintf("offset %d is below the partition's start_offset %d: retention deleted it", offset, start),
+			func(b *errorBody) { b.StartOffset = &start })
 		return
 	}
-	if accept, _, _ := mime.ParseMediaType(r.Header.Get("Accept")); accept == batchContentType {
-		w.Header().Set("Narad-Incarnation", string(inc))
-		writeBatch(w, res)
-		return
-	}
-	writeRecordsJSON(w, res, inc, b64)
+	a.writeNodeError(w, r, err)
 }
 
 // readIncarnation is the topic's incarnation now, which a read serves:
@@ -641,71 +681,4 @@ func (a *api) startOffset(r *http.Request, topic string, p int) (int64, error) {
 		return 0, err
 	}
 	return l.StartOffset(), nil
-}
-
-// fetchedRecord is one record of a JSON fetch. Encoding is "base64" when
-// key and value are base64 though the fetch asked for text: the record's
-// bytes are not valid UTF-8, and JSON text cannot carry them exactly.
-type fetchedRecord struct {
-	Offset        int64   `json:"offset"`
-	Key           *string `json:"key,omitempty"`
-	Value         string  `json:"value"`
-	Encoding      string  `json:"encoding,omitempty"`
-	CommittedAtMs int64   `json:"committed_at_ms"`
-}
-
-func writeRecordsJSON(w http.ResponseWriter, res partition.ReadResult, inc wire.IncarnationID, b64 bool) {
-	out := struct {
-		Records       []fetchedRecord `json:"records"`
-		NextOffset    int64           `json:"next_offset"`
-		HighWatermark int64           `json:"high_watermark"`
-		Incarnation   string          `json:"incarnation"`
-	}{Records: make([]fetchedRecord, 0, len(res.Records)), NextOffset: res.Next, HighWatermark: res.HighWatermark, Incarnation: string(inc)}
-	for _, rec := range res.Records {
-		out.Records = append(out.Records, jsonRecordOf(rec, b64))
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-// jsonRecordOf is rec as JSON: text unless b64, or unless its bytes are
-// not valid UTF-8 (then base64, flagged).
-func jsonRecordOf(rec partition.ReadRecord, b64 bool) fetchedRecord {
-	fr := fetchedRecord{Offset: rec.Offset, CommittedAtMs: rec.CommittedAtUnixMs}
-	if !b64 && !(utf8.Valid(rec.Key) && utf8.Valid(rec.Value)) {
-		b64, fr.Encoding = true, "base64"
-	}
-	text := func(b []byte) string {
-		if b64 {
-			return base64.StdEncoding.EncodeToString(b)
-		}
-		return string(b)
-	}
-	fr.Value = text(rec.Value)
-	if len(rec.Key) > 0 {
-		k := text(rec.Key)
-		fr.Key = &k
-	}
-	return fr
-}
-
-// writeBatch writes the binary fetch encoding: for each record int64
-// offset, int64 committed_at_ms (big-endian), uvarint(len(key)) key
-// uvarint(len(value)) value.
-func writeBatch(w http.ResponseWriter, res partition.ReadResult) {
-	w.Header().Set("Content-Type", batchContentType)
-	w.Header().Set("Narad-Next-Offset", strconv.FormatInt(res.Next, 10))
-	w.Header().Set("Narad-High-Watermark", strconv.FormatInt(res.HighWatermark, 10))
-	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriter(w)
-	var buf []byte
-	for _, rec := range res.Records {
-		buf = binary.BigEndian.AppendUint64(buf[:0], uint64(rec.Offset))
-		buf = binary.BigEndian.AppendUint64(buf, uint64(rec.CommittedAtUnixMs))
-		buf = binary.AppendUvarint(buf, uint64(len(rec.Key)))
-		buf = append(buf, rec.Key...)
-		buf = binary.AppendUvarint(buf, uint64(len(rec.Value)))
-		bw.Write(buf)
-		bw.Write(rec.Value)
-	}
-	bw.Flush()
 }

@@ -41,6 +41,7 @@ type config struct {
 	MaxOpenLogs                  int      `json:"max_open_logs"`
 	FrameCacheBytes              int64    `json:"frame_cache_bytes"`
 	MaxInflightBytes             int64    `json:"max_inflight_bytes"`
+	MaxAnswerBytes               int64    `json:"max_answer_bytes"`
 	ShutdownTimeout              duration `json:"shutdown_timeout"`
 	Metastore                    string   `json:"metastore"`
 	NodeID                       string   `json:"node_id"`
@@ -68,6 +69,7 @@ func defaultConfig() config {
 		FrameCacheBytes:              runtime.DefaultFrameCacheBytes,
 		SegmentMaxBytes:              partition.DefaultSegmentMaxBytes,
 		MaxInflightBytes:             1 << 30,
+		MaxAnswerBytes:               1 << 30,
 		ShutdownTimeout:              duration(30 * time.Second),
 		Metastore:                    "local",
 		MemberTTL:                    duration(10 * time.Second),
@@ -141,6 +143,7 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", cfg.MaxBodyBytes, "largest request body accepted")
 	fs.Int64Var(&cfg.FrameCacheBytes, "frame-cache-bytes", cfg.FrameCacheBytes, "decoded frames the open logs keep cached for tail readers, together; -1: no bound but each log's 2 MiB")
 	fs.Int64Var(&cfg.MaxInflightBytes, "max-inflight-bytes", cfg.MaxInflightBytes, "produce bodies held at once (each counted at its Content-Length, or --max-body-bytes without one); past it produce is answered 503 busy; 0: no bound")
+	fs.Int64Var(&cfg.MaxAnswerBytes, "max-answer-bytes", cfg.MaxAnswerBytes, "records answers in flight (fetches, cursor reads, queue consumes; each counted at its max_bytes while it reads and writes, a consume's wait included); past it they are answered 503 busy; 0: no bound")
 	fs.IntVar(&cfg.MaxOpenLogs, "max-open-logs", cfg.MaxOpenLogs, "partition logs open at once; past it the least recently used idle one is closed first (0: from the open-file limit, 4 descriptors a log plus 256; -1: no bound)")
 	fs.StringVar(&cfg.Metastore, "metastore", cfg.Metastore, "where topic records and assignments live: local (this node alone), or a cluster's etcd: etcd://host:port[,host:port...] or etcd+unix:///path")
 	fs.StringVar(&cfg.NodeID, "node-id", cfg.NodeID, "this node's id in the cluster, 1 to 64 of [A-Za-z0-9._-]; stored in the data directory at the first start and checked after (default: the stored one, or a random one)")
@@ -195,6 +198,7 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 		merge("max-open-logs", func() { cfg.MaxOpenLogs = fromFile.MaxOpenLogs })
 		merge("frame-cache-bytes", func() { cfg.FrameCacheBytes = fromFile.FrameCacheBytes })
 		merge("max-inflight-bytes", func() { cfg.MaxInflightBytes = fromFile.MaxInflightBytes })
+		merge("max-answer-bytes", func() { cfg.MaxAnswerBytes = fromFile.MaxAnswerBytes })
 		merge("metastore", func() { cfg.Metastore = fromFile.Metastore })
 		merge("node-id", func() { cfg.NodeID = fromFile.NodeID })
 		merge("advertise-addr", func() { cfg.AdvertiseAddr = fromFile.AdvertiseAddr })
@@ -224,6 +228,9 @@ func (c config) validate() error {
 	}
 	if c.MaxInflightBytes != 0 && c.MaxInflightBytes < c.MaxBodyBytes {
 		return fmt.Errorf("max-inflight-bytes %d is under max-body-bytes %d: the largest body could never be taken; raise it, or 0 for no bound", c.MaxInflightBytes, c.MaxBodyBytes)
+	}
+	if c.MaxAnswerBytes != 0 && c.MaxAnswerBytes < maxFetchBytes {
+		return fmt.Errorf("max-answer-bytes %d is under %d, the largest max_bytes a read may ask for; raise it, or 0 for no bound", c.MaxAnswerBytes, maxFetchBytes)
 	}
 	endpoints, err := etcdEndpoints(c.Metastore)
 	if err != nil {

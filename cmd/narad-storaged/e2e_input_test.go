@@ -173,3 +173,14 @@ func TestE2E_ExactInput(t *testing.T) {
 		t.Fatalf("exit: %v\n%s", err, d.log())
 	}
 }
+
+// fetchedRecord is one record of a JSON fetch. Encoding is "base64" when
+// key and value are base64 though the fetch asked for text: the record's
+// bytes are not valid UTF-8, and JSON text cannot carry them exactly.
+type fetchedRecord struct {
+	Offset        int64   `json:"offset"`
+	Key           *string `json:"key,omitempty"`
+	Value         string  `json:"value"`
+	Encoding      string  `json:"encoding,omitempty"`
+	CommittedAtMs int64   `json:"committed_at_ms"`
+}

@@ -210,7 +210,7 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 	var closeOnce sync.Once
 	endLongPolls := func() { closeOnce.Do(func() { close(closing) }) }
 	defer endLongPolls()
-	api := newAPI(node, ms, logger, reg, apiOptions{token: token, maxBody: cfg.MaxBodyBytes, maxInflight: cfg.MaxInflightBytes, pprof: cfg.Pprof, access: cfg.AccessLog, closing: closing, owners: owners, cluster: member})
+	api := newAPI(node, ms, logger, reg, apiOptions{token: token, maxBody: cfg.MaxBodyBytes, maxInflight: cfg.MaxInflightBytes, maxAnswer: cfg.MaxAnswerBytes, pprof: cfg.Pprof, access: cfg.AccessLog, closing: closing, owners: owners, cluster: member})
 	server := &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,

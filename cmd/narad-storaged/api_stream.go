@@ -1,0 +1,267 @@
+package main
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"net/http"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/narad-io/storage/partition"
+)
+
+// answerBufferSize is the write buffer of a records answer: an answer that
+// fits in it goes out whole, with its headers exact; a larger one goes out
+// as the buffer fills.
+const answerBufferSize = 64 << 10
+
+// answerWriters pools the write buffers of records answers.
+var answerWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, answerBufferSize) }}
+
+// errAnswerFull ends a read whose next record would take the answer past
+// its max_bytes.
+var errAnswerFull = errors.New("the answer holds max_bytes")
+
+// recordStream writes a records answer (a fetch's, a cursor read's, a
+// queue consume's) as the records come, in JSON (text or base64) or the
+// binary batch encoding, through its own write buffer: no record is
+// copied anywhere else on its way out, and no escaping grows it beyond its
+// encoding (docs/http-api.md, "Fetch": how max_bytes bounds an answer).
+//
+// Invariants: until the buffer first fills nothing was sent, so an error
+// can still be answered in its place (discard); from then on (sent) the
+// answer can only be cut (abort). count records were written, the last at
+// offset last; used is their encoded bytes, separators included.
+type recordStream struct {
+	w     http.ResponseWriter
+	out   *sentWriter
+	bw    *bufio.Writer
+	batch bool
+	b64   bool
+	limit int // max_bytes of the records' encoding; the first record always goes
+
+	count int
+	used  int
+	last  int64
+	buf   []byte // scratch for a record's fixed fields
+}
+
+// sentWriter notes the first write through to the client.
+type sentWriter struct {
+	http.ResponseWriter
+	sent bool
+}
+
+func (s *sentWriter) Write(p []byte) (int, error) {
+	s.sent = true
+	return s.ResponseWriter.Write(p)
+}
+
+// newRecordStream starts an answer of 200 to w. The records go in JSON
+// unless batch, in base64 when b64 (JSON only).
+func newRecordStream(w http.ResponseWriter, batch, b64 bool, limit int) *recordStream {
+	out := &sentWriter{ResponseWriter: w}
+	bw := answerWriters.Get().(*bufio.Writer)
+	bw.Reset(out)
+	s := &recordStream{w: w, out: out, bw: bw, batch: batch, b64: b64, limit: limit, last: -1}
+	if batch {
+		w.Header().Set("Content-Type", batchContentType)
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+		s.bw.WriteString(`{"records":[`)
+	}
+	return s
+}
+
+// offer writes r unless it would take the answer past max_bytes (and it
+// is not the first), then errAnswerFull. A record at or below the last one
+// written (a read retried after its log closed lends again from its
+// start) is passed over.
+func (s *recordStream) offer(r partition.ReadRecord) error {
+	if s.count > 0 && r.Offset <= s.last {
+		return nil
+	}
+	b64 := s.base64(r)
+	size := s.size(r, b64)
+	if s.count > 0 && s.used+size > s.limit {
+		return errAnswerFull
+	}
+	s.write(r, b64, size, "")
+	return nil
+}
+
+// writeAll writes records already in hand (a cursor's read, a consume's
+// leases), each with the extra JSON fields extra gives it ("" none: it
+// must start with a comma), whatever their size.
+func (s *recordStream) writeAll(n int, record func(i int) (partition.ReadRecord, string)) {
+	for i := range n {
+		r, extra := record(i)
+		b64 := s.base64(r)
+		s.write(r, b64, s.size(r, b64)+len(extra), extra)
+	}
+}
+
+// base64 reports whether r goes in base64: asked for, or JSON text could
+// not carry its bytes exactly (not valid UTF-8; flagged in the record).
+func (s *recordStream) base64(r partition.ReadRecord) bool {
+	return !s.batch && (s.b64 || !utf8.Valid(r.Key) || !utf8.Valid(r.Value))
+}
+
+// write writes one record of size encoded bytes: separator, fixed
+// fields, key and value.
+func (s *recordStream) write(r partition.ReadRecord, b64 bool, size int, extra string) {
+	s.count, s.used, s.last = s.count+1, s.used+size, r.Offset
+	if s.batch {
+		b := binary.BigEndian.AppendUint64(s.buf[:0], uint64(r.Offset))
+		b = binary.BigEndian.AppendUint64(b, uint64(r.CommittedAtUnixMs))
+		b = binary.AppendUvarint(b, uint64(len(r.Key)))
+		s.bw.Write(b)
+		s.bw.Write(r.Key)
+		s.buf = binary.AppendUvarint(b[:0], uint64(len(r.Value)))
+		s.bw.Write(s.buf)
+		s.bw.Write(r.Value)
+		return
+	}
+	if s.count > 1 {
+		s.bw.WriteByte(',')
+	}
+	s.bw.Write(strconv.AppendInt(append(s.buf[:0], `{"offset":`...), r.Offset, 10))
+	if len(r.Key) > 0 {
+		s.bw.WriteString(`,"key":`)
+		s.bytes(r.Key, b64)
+	}
+	s.bw.WriteString(`,"value":`)
+	s.bytes(r.Value, b64)
+	if b64 && !s.b64 {
+		s.bw.WriteString(`,"encoding":"base64"`)
+	}
+	s.bw.Write(strconv.AppendInt(append(s.buf[:0], `,"committed_at_ms":`...), r.CommittedAtUnixMs, 10))
+	s.bw.WriteString(extra)
+	s.bw.WriteByte('}')
+}
+
+// size is a record's encoded bytes but its extra fields, exactly, so an
+// answer's records never pass max_bytes.
+func (s *recordStream) size(r partition.ReadRecord, b64 bool) int {
+	key, value := r.Key, r.Value
+	if s.batch {
+		return 16 + uvarintLen(len(key)) + len(key) + uvarintLen(len(value)) + len(value)
+	}
+	n := len(`{"offset":,"value":,"committed_at_ms":}`) + decimalLen(r.Offset) + decimalLen(r.CommittedAtUnixMs)
+	if s.count > 0 {
+		n++ // the separator
+	}
+	if len(key) > 0 {
+		n += len(`,"key":`) + jsonBytesLen(key, b64)
+	}
+	n += jsonBytesLen(value, b64)
+	if b64 && !s.b64 {
+		n += len(`,"encoding":"base64"`)
+	}
+	return n
+}
+
+// bytes writes b as a JSON string: base64, or text escaped as JSON needs
+// (quote, backslash, control characters) and nothing more.
+func (s *recordStream) bytes(b []byte, b64 bool) {
+	s.bw.WriteByte('"')
+	if b64 {
+		enc := base64.NewEncoder(base64.StdEncoding, s.bw)
+		enc.Write(b)
+		enc.Close()
+	} else {
+		start := 0
+		for i, c := range b {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				continue
+			}
+			s.bw.Write(b[start:i])
+			switch c {
+			case '"', '\\':
+				s.bw.Write([]byte{'\\', c})
+			case '\n':
+				s.bw.WriteString(`\n`)
+			case '\r':
+				s.bw.WriteString(`\r`)
+			case '\t':
+				s.bw.WriteString(`\t`)
+			default:
+				const hex = "0123456789abcdef"
+				s.bw.Write([]byte{'\\', 'u', '0', '0', hex[c>>4], hex[c&0xf]})
+			}
+			start = i + 1
+		}
+		s.bw.Write(b[start:])
+	}
+	s.bw.WriteByte('"')
+}
+
+// jsonBytesLen is the length of b as a JSON string (quotes included).
+func jsonBytesLen(b []byte, b64 bool) int {
+	if b64 {
+		return 2 + base64.StdEncoding.EncodedLen(len(b))
+	}
+	n := 2 + len(b)
+	for _, c := range b {
+		switch {
+		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
+			n++
+		case c < 0x20:
+			n += 5
+		}
+	}
+	return n
+}
+
+func uvarintLen(n int) int {
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(b[:], uint64(n))
+}
+
+func decimalLen(v int64) int {
+	var b [20]byte
+	return len(strconv.AppendInt(b[:0], v, 10))
+}
+
+// finish ends the answer: JSON's closing fields (tail holds them after
+// "]", starting with a comma), or the batch's Narad-Next-Offset and
+// Narad-High-Watermark, as headers when nothing was sent yet, else as
+// trailers.
+func (s *recordStream) finish(next, hwm int64, tail []byte) {
+	if s.batch {
+		prefix := ""
+		if s.out.sent {
+			prefix = http.TrailerPrefix
+		}
+		s.w.Header().Set(prefix+"Narad-Next-Offset", strconv.FormatInt(next, 10))
+		s.w.Header().Set(prefix+"Narad-High-Watermark", strconv.FormatInt(hwm, 10))
+	} else {
+		s.bw.WriteByte(']')
+		s.bw.Write(tail)
+		s.bw.WriteString("}\n")
+	}
+	s.bw.Flush()
+	s.release()
+}
+
+// release gives the write buffer back; the stream is done with.
+func (s *recordStream) release() {
+	s.bw.Reset(nil)
+	answerWriters.Put(s.bw)
+	s.bw = nil
+}
+
+// fail answers err in the stream's place when nothing was sent yet
+// (answer writes the error), and reports it; once part of the answer is
+// out, the answer is cut (the connection dropped), never ended as if
+// whole.
+func (s *recordStream) fail(answer func(http.ResponseWriter)) {
+	if s.out.sent {
+		panic(http.ErrAbortHandler)
+	}
+	s.release()
+	answer(s.w)
+}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/narad-io/storage/client"
+)
+
+// Tests of records answers streamed and bounded (docs/http-api.md,
+// "Fetch" and "Answer budget"): issue "a daemon no client can take
+// down", item 1.
+
+// peakRSS is the daemon's peak resident memory since the last
+// resetPeakRSS, in bytes (VmHWM).
+func (d *daemon) peakRSS() int64 {
+	d.t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				d.t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	d.t.Fatal("no VmHWM in the daemon's status")
+	return 0
+}
+
+// resetPeakRSS starts the peak over from the memory resident now
+// (clear_refs 5), and returns that.
+func (d *daemon) resetPeakRSS() int64 {
+	d.t.Helper()
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", d.cmd.Process.Pid), []byte("5"), 0); err != nil {
+		d.t.Fatal(err)
+	}
+	return d.peakRSS()
+}
+
+// produceLarge commits n records of size bytes of c each, up to three a
+// request.
+func produceLarge(t *testing.T, d *daemon, topic string, n, size int, c string) {
+	t.Helper()
+	record := `{"value":"` + strings.Repeat(c, size) + `"}`
+	for n > 0 {
+		batch := min(n, 3)
+		body := `{"records":[` + strings.Repeat(record+",", batch-1) + record + `]}`
+		expect(t, d.req("POST", "/v1/topics/"+topic+"/partitions/0/records", body), 200, "")
+		n -= batch
+	}
+}
+
+// TestE2E_LargeFetchesOfEscapedBytesStayWithinTheAnswerBudget: the
+// review's case. Four fetches at once, each of up to 64 MiB of values made
+// of '<' (which an HTML-escaping encoder makes six bytes), grow the
+// daemon's peak memory by less than the answer budget they are held to
+// (--max-answer-bytes, here the four fetches' max_bytes): the answers are
+// streamed, never built whole. Before, each cost about thirteen times its
+// max_bytes (3.3 GiB for four).
+func TestE2E_LargeFetchesOfEscapedBytesStayWithinTheAnswerBudget(t *testing.T) {
+	const budget = 4 * maxFetchBytes
+	d := startDaemon(t, t.TempDir(), "--max-answer-bytes", strconv.Itoa(budget), "--max-body-bytes", strconv.Itoa(4<<20))
+	expect(t, d.req("PUT", "/v1/topics/lt", map[string]any{"partitions": 1}), 201, "")
+	produceLarge(t, d, "lt", 75, 1<<20, "<")
+	before := d.resetPeakRSS()
+	answers := make(chan error, 4)
+	for range 4 {
+		go func() {
+			resp, err := http.Get(d.addr + fmt.Sprintf("/v1/topics/lt/partitions/0/records?offset=0&max_bytes=%d&max_records=10000", maxFetchBytes))
+			if err != nil {
+				answers <- err
+				return
+			}
+			defer resp.Body.Close()
+			var f struct {
+				Records []struct {
+					Value string `json:"value"`
+				} `json:"records"`
+				NextOffset int64 `json:"next_offset"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&f)
+			if err == nil && (resp.StatusCode != 200 || len(f.Records) == 0 || f.Records[0].Value[:3] != "<<<" || f.NextOffset != int64(len(f.Records))) {
+				err = fmt.Errorf("status %d, %d records, next %d", resp.StatusCode, len(f.Records), f.NextOffset)
+			}
+			answers <- err
+		}()
+	}
+	for range 4 {
+		if err := <-answers; err != nil {
+			t.Fatal(err)
+		}
+	}
+	grew := d.peakRSS() - before
+	t.Logf("peak RSS grew %d MiB over %d MiB under four 64 MiB fetches of '<' values", grew>>20, before>>20)
+	if grew >= budget {
+		t.Fatalf("peak RSS grew %d MiB, the answer budget is %d MiB", grew>>20, budget>>20)
+	}
+}
+
+// TestE2E_MaxBytesBoundsTheAnswerOnTheWire: a JSON fetch's records take at
+// most max_bytes of the answer as it is sent (escapes and base64
+// included), but the first record, which always comes.
+func TestE2E_MaxBytesBoundsTheAnswerOnTheWire(t *testing.T) {
+	d := startDaemon(t, t.TempDir())
+	expect(t, d.req("PUT", "/v1/topics/w", map[string]any{"partitions": 1}), 201, "")
+	produceLarge(t, d, "w", 20, 1000, `\"`) // 1,000 quotes, 2,000 bytes as JSON
+	for _, c := range []struct {
+		query   string
+		records int
+	}{
+		{"max_bytes=10000", 4},
+		{"max_bytes=10000&encoding=base64", 7},
+		{"max_bytes=10", 1},
+	} {
+		r := d.req("GET", "/v1/topics/w/partitions/0/records?offset=0&"+c.query, nil)
+		expect(t, r, 200, "")
+		var f struct {
+			Records    []json.RawMessage `json:"records"`
+			NextOffset int64             `json:"next_offset"`
+		}
+		r.json(t, &f)
+		size := 0
+		for i, rec := range f.Records {
+			size += len(rec)
+			if i > 0 {
+				size++ // the comma
+			}
+		}
+		if len(f.Records) != c.records || f.NextOffset != int64(c.records) {
+			t.Errorf("%s: %d records (next %d), %d bytes of them; want %d", c.query, len(f.Records), f.NextOffset, size, c.records)
+		}
+	}
+}
+
+// TestE2E_AnAnswerASlowReaderHoldsTakesItsBudget: a fetch whose reader
+// stops reading holds its max_bytes of --max-answer-bytes while the daemon
+// waits to write the rest; a fetch that does not fit is answered 503 busy
+// (Retry-After) meanwhile, and the gauge shows what is held.
+func TestE2E_AnAnswerASlowReaderHoldsTakesItsBudget(t *testing.T) {
+	d := startDaemon(t, t.TempDir(), "--max-answer-bytes", strconv.Itoa(maxFetchBytes), "--max-body-bytes", strconv.Itoa(4<<20))
+	expect(t, d.req("PUT", "/v1/topics/s", map[string]any{"partitions": 1}), 201, "")
+	produceLarge(t, d, "s", 16, 1<<20, "x")
+	c, err := net.Dial("tcp", strings.TrimPrefix(d.addr, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /v1/topics/s/partitions/0/records?offset=0&max_bytes=%d HTTP/1.1\r\nHost: x\r\n\r\n", maxFetchBytes)
+	resp, err := http.ReadResponse(bufio.NewReader(io.LimitReader(c, 1<<16)), nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the held fetch: %v, %v", resp, err)
+	}
+	// Its answer has begun (the header came with its first 64 KiB) and
+	// is not read on: it holds its budget.
+	r := d.req("GET", "/v1/topics/s/partitions/0/records?offset=0&max_bytes=1000", nil)
+	expect(t, r, 503, "busy")
+	if r.header.Get("Retry-After") == "" {
+		t.Error("503 busy without Retry-After")
+	}
+	expectMetric(t, string(d.req("GET", "/metrics", nil).body), "narad_http_answer_bytes_in_flight", maxFetchBytes)
+	c.Close() // the held answer's write fails; its budget comes back
+	// The client retries busy, as the 503 asks. Its answer is one record
+	// of 1 MiB (the first always comes), streamed: its boundary comes in
+	// the trailer.
+	cl, err := client.New(d.addr, client.Options{Retries: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := cl.Fetch(context.Background(), "s", 0, 0, client.FetchOptions{MaxBytes: 1000})
+	if err != nil || len(f.Records) != 1 || len(f.Records[0].Value) != 1<<20 || f.NextOffset != 1 || f.HighWatermark != 16 || len(f.Incarnation) != 16 {
+		t.Fatalf("after the held answer ended: %d records, next %d, hwm %d, incarnation %q, %v", len(f.Records), f.NextOffset, f.HighWatermark, f.Incarnation, err)
+	}
+}
