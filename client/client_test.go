@@ -222,7 +222,7 @@ func TestImports_NothingOfTheEngine(t *testing.T) {
 // TestErrors_EveryCodeHasItsSentinel: every code of the API, answered by a
 // daemon, is matched by errors.Is against its sentinel and no other.
 func TestErrors_EveryCodeHasItsSentinel(t *testing.T) {
-	sentinels := []*Error{ErrInvalidParameter, ErrInvalidBody, ErrInvalidOffset, ErrInvalidTopicName, ErrBadRequest,
+	sentinels := []*Error{ErrInvalidParameter, ErrInvalidBody, ErrInvalidOffset, ErrInvalidTopicName, ErrBadRequest, ErrInvalidPath, ErrBodyTooSlow,
 		ErrUnauthorized, ErrNotFound, ErrTopicNotFound, ErrPartitionNotFound, ErrMethodNotAllowed, ErrTopicExists,
 		ErrOffsetDeleted, ErrRecordUnreadable, ErrBatchTooLarge, ErrOffsetBeyondHighWatermark, ErrCommitFailed,
 		ErrLogPoisoned, ErrMetastoreBroken, ErrUnavailable, ErrNotReady, ErrNoSpace, ErrInternal,

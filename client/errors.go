@@ -49,6 +49,8 @@ var (
 	ErrInvalidOffset             = code("invalid_offset")
 	ErrInvalidTopicName          = code("invalid_topic_name")
 	ErrBadRequest                = code("bad_request")
+	ErrInvalidPath               = code("invalid_path")
+	ErrBodyTooSlow               = code("body_too_slow")
 	ErrUnauthorized              = code("unauthorized")
 	ErrNotFound                  = code("not_found")
 	ErrTopicNotFound             = code("topic_not_found")

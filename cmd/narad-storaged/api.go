@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -39,11 +40,16 @@ type apiOptions struct {
 	// maxAnswer bounds the records answers in flight, each counted at its
 	// max_bytes (--max-answer-bytes); 0: none.
 	maxAnswer int64
-	pprof     bool
-	access    bool            // log every request (--access-log)
-	closing   <-chan struct{} // closed at shutdown: long polls answer at once
-	owners    ownerLocator    // a cluster's node: where other nodes' partitions are; nil alone
-	cluster   *clusterNode    // a cluster's node: its moves; nil alone
+	// bodyGrace and minBodyRate: a produce body must arrive at
+	// minBodyRate bytes a second after bodyGrace (api_body.go); zero: the
+	// defaults.
+	bodyGrace   time.Duration
+	minBodyRate int64
+	pprof       bool
+	access      bool            // log every request (--access-log)
+	closing     <-chan struct{} // closed at shutdown: long polls answer at once
+	owners      ownerLocator    // a cluster's node: where other nodes' partitions are; nil alone
+	cluster     *clusterNode    // a cluster's node: its moves; nil alone
 }
 
 // api is the HTTP API of docs/http-api.md over a runtime.Node.
@@ -55,9 +61,8 @@ type api struct {
 	mux     *http.ServeMux
 	closing <-chan struct{}
 	metrics httpMetrics
-	// inflight holds a produce body's bytes (its Content-Length, or the
-	// body cap when it has none) from before it is read until its records
-	// are committed; nil: no bound.
+	// inflight holds a produce body's bytes as they are read, until its
+	// records are committed; nil: no bound.
 	inflight *semaphore.Weighted
 	// answers holds a records answer's max_bytes while it is read and
 	// written (a queue consume's wait included); nil: no bound.
@@ -67,6 +72,8 @@ type api struct {
 }
 
 func newAPI(node *runtime.Node, ms runtime.Metastore, logger *zap.Logger, reg *prometheus.Registry, opts apiOptions) *api {
+	opts.bodyGrace = cmp.Or(opts.bodyGrace, bodyGrace)
+	opts.minBodyRate = cmp.Or(opts.minBodyRate, minBodyRate)
 	a := &api{node: node, ms: ms, logger: logger, opts: opts, mux: http.NewServeMux(), closing: opts.closing, metrics: newHTTPMetrics(reg)}
 	if a.closing == nil {
 		a.closing = make(chan struct{})

@@ -39,11 +39,8 @@ func (a *api) produce(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	release, ok := a.admitBody(w, r)
-	if !ok {
-		return
-	}
-	defer release()
+	body := a.meterBody(w, r)
+	defer body.release()
 	var records []partition.Record
 	var err error
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == batchContentType {
@@ -51,9 +48,12 @@ func (a *api) produce(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "invalid_parameter", "encoding applies to JSON bodies; a binary batch carries bytes as they are")
 			return
 		}
-		records, err = decodeBatch(r.Body)
+		records, err = decodeBatch(body)
 	} else {
-		records, err = decodeJSONRecords(r.Body, b64)
+		records, err = decodeJSONRecords(body, b64)
+	}
+	if body.refused(w) {
+		return
 	}
 	if err != nil {
 		a.badBody(w, err)
@@ -86,26 +86,6 @@ func (a *api) produce(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]int64{"base_offset": base, "count": int64(len(records)), "high_watermark": a.hwm(r, topic, p, base+int64(len(records)))})
-}
-
-// admitBody takes a produce body's bytes from the in-flight budget, or
-// answers 503 busy: the daemon holds at most --max-inflight-bytes of
-// produce bodies and their records at once, however many clients send.
-func (a *api) admitBody(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
-	if a.inflight == nil {
-		return func() {}, true
-	}
-	n := a.opts.maxBody
-	if r.ContentLength >= 0 && r.ContentLength < n {
-		n = r.ContentLength
-	}
-	n = max(n, 1)
-	if !a.inflight.TryAcquire(n) {
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "busy", "the node holds as many produce bytes as it takes at once (--max-inflight-bytes); nothing was done; retry")
-		return nil, false
-	}
-	return func() { a.inflight.Release(n) }, true
 }
 
 // admitAnswer takes a records answer's max_bytes from the answer budget,

@@ -142,7 +142,7 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Int64Var(&cfg.SegmentMaxBytes, "segment-max-bytes", cfg.SegmentMaxBytes, "size at which a partition's active segment is sealed and a new one begun; retention deletes whole sealed segments")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", cfg.MaxBodyBytes, "largest request body accepted")
 	fs.Int64Var(&cfg.FrameCacheBytes, "frame-cache-bytes", cfg.FrameCacheBytes, "decoded frames the open logs keep cached for tail readers, together; -1: no bound but each log's 2 MiB")
-	fs.Int64Var(&cfg.MaxInflightBytes, "max-inflight-bytes", cfg.MaxInflightBytes, "produce bodies held at once (each counted at its Content-Length, or --max-body-bytes without one); past it produce is answered 503 busy; 0: no bound")
+	fs.Int64Var(&cfg.MaxInflightBytes, "max-inflight-bytes", cfg.MaxInflightBytes, "produce body bytes held at once, counted as they arrive (a body slower than 64 KiB/s after its first 10 s is cut); past it produce is answered 503 busy; 0: no bound")
 	fs.Int64Var(&cfg.MaxAnswerBytes, "max-answer-bytes", cfg.MaxAnswerBytes, "records answers in flight (fetches, cursor reads, queue consumes; each counted at its max_bytes while it reads and writes, a consume's wait included); past it they are answered 503 busy; 0: no bound")
 	fs.IntVar(&cfg.MaxOpenLogs, "max-open-logs", cfg.MaxOpenLogs, "partition logs open at once; past it the least recently used idle one is closed first (0: from the open-file limit, 4 descriptors a log plus 256; -1: no bound)")
 	fs.StringVar(&cfg.Metastore, "metastore", cfg.Metastore, "where topic records and assignments live: local (this node alone), or a cluster's etcd: etcd://host:port[,host:port...] or etcd+unix:///path")

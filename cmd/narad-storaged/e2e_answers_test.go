@@ -185,3 +185,29 @@ func TestE2E_AnAnswerASlowReaderHoldsTakesItsBudget(t *testing.T) {
 		t.Fatalf("after the held answer ended: %d records, next %d, hwm %d, incarnation %q, %v", len(f.Records), f.NextOffset, f.HighWatermark, f.Incarnation, err)
 	}
 }
+
+// TestE2E_SlowUploadsHoldOnlyWhatTheySent: the review's case. Sixteen
+// connections each declaring a 64 MiB body and sending one byte hold one
+// byte each of --max-inflight-bytes, not 64 MiB (which took the whole
+// 1 GiB budget and answered every other produce 503 busy): a produce from
+// another client is answered 200 meanwhile. Each slow upload has been
+// admitted when the test produces (the daemon answered its Expect:
+// 100-continue, which it does when the handler first reads the body).
+func TestE2E_SlowUploadsHoldOnlyWhatTheySent(t *testing.T) {
+	d := startDaemon(t, t.TempDir())
+	expect(t, d.req("PUT", "/v1/topics/up", map[string]any{"partitions": 1}), 201, "")
+	for range 16 {
+		c, err := net.Dial("tcp", strings.TrimPrefix(d.addr, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST /v1/topics/up/partitions/0/records HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", maxFetchBytes)
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
+			t.Fatalf("no 100 Continue: %q, %v", line, err)
+		}
+		c.Write([]byte("{"))
+	}
+	expect(t, d.req("POST", "/v1/topics/up/partitions/0/records", `{"records":[{"value":"meanwhile"}]}`), 200, "")
+}
