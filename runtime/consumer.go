@@ -73,7 +73,6 @@ type consumer struct {
 	levelAt        time.Time // last levelling
 	ackedOnDisk    bool      // consumer.acked may exist (consumer_acked.go)
 	ackedSeq       uint64    // the sequence consumer.acked holds the set of (0: none known)
-	lostAcks       bool      // settled by a close that failed to write its acks out
 	dropped        bool
 }
 
@@ -180,14 +179,6 @@ func (c *consumer) frontierNow() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.frontier
-}
-
-// lostAcksAtClose reports that c was settled by a close that could not
-// write its acks out: the progress recovered next may hold fewer.
-func (c *consumer) lostAcksAtClose() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lostAcks
 }
 
 // frontierIfLive is c's frontier; live is false once c was settled or
@@ -510,7 +501,12 @@ func (cs *consumers) settle(key supervisor.Key) {
 	}
 	if err != nil {
 		cs.n.logger.Warn("consumer progress at close", zap.String("dir", c.dir), zap.Error(err))
-		c.lostAcks = true // its queue checks the progress recovered next
+		// The progress recovered next may hold fewer acks: the queue's
+		// next lease checks it, whatever progress it leased against
+		// (the acks may have gone to progress it never met).
+		if q := cs.n.queues.lookup(key); q != nil {
+			q.recheck.Store(true)
+		}
 	}
 	c.dropped = true // a later touch recovers afresh from the files
 	if c.file != nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/narad-io/storage/partition"
@@ -85,6 +86,7 @@ type queue struct {
 
 	mu        sync.Mutex
 	bound     *consumer          // the progress leased against; nil before the first lease
+	recheck   atomic.Bool        // a close lost acks since bound was live (bindLocked clears it)
 	next      int64              // the lowest offset never handed out
 	leased    map[int64]lease    // offset -> its lease
 	redeliver []int64            // given back (nack, expiry, a failed read), sorted
@@ -281,10 +283,10 @@ func (q *queue) reclaim(now time.Time) int {
 // acks a close failed to write out are delivered again, never passed
 // over. The caller holds q.mu.
 func (q *queue) bindLocked(c *consumer, low int64) {
+	var lost []int64
+	c.mu.Lock()
 	if q.bound != nil {
-		var lost []int64
 		r := q.redeliver // sorted: walked beside o
-		c.mu.Lock()
 		for o := max(low, c.frontier); o < q.next; o++ {
 			for len(r) > 0 && r[0] < o {
 				r = r[1:]
@@ -295,12 +297,17 @@ func (q *queue) bindLocked(c *consumer, low int64) {
 				lost = append(lost, o)
 			}
 		}
-		c.mu.Unlock()
-		for _, o := range lost {
-			q.given[o] = struct{}{}
-		}
-		q.redeliver = mergeSorted(q.redeliver, lost)
 	}
+	if !c.dropped {
+		// Checked against progress recovered after every close that
+		// lost acks; a close of c sets it again (under c.mu).
+		q.recheck.Store(false)
+	}
+	c.mu.Unlock()
+	for _, o := range lost {
+		q.given[o] = struct{}{}
+	}
+	q.redeliver = mergeSorted(q.redeliver, lost)
 	q.bound = c
 }
 
@@ -560,9 +567,10 @@ func (n *Node) leaseAny(ctx context.Context, topic string, partitions []int, opt
 }
 
 // nothingFree reports, without opening the log, that key's queue has no
-// record to hand out: it has a queue, and its next offset has reached the
-// high watermark with nothing to redeliver; or the partition holds no
-// record at all.
+// record to hand out: it has a queue, no close lost acks since it last
+// leased (its next lease checks the progress recovered since, which may
+// give records back), and its next offset has reached the high watermark
+// with nothing to redeliver; or the partition holds no record at all.
 func (n *Node) nothingFree(key supervisor.Key) bool {
 	var hwm int64
 	if l, ok := n.reg.Lookup(key); ok && !l.Closed() {
@@ -580,7 +588,7 @@ func (n *Node) nothingFree(key supervisor.Key) bool {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.bound != nil && q.bound.lostAcksAtClose() {
+	if q.recheck.Load() {
 		return false // its next lease checks the progress recovered since
 	}
 	return !q.dropped && q.idle(hwm, time.Now())
