@@ -260,13 +260,16 @@
 // Lease ids (queue_leaseid.go), under the queue's lock: a queue's first
 // lease reads consumer.lease (the floor no id given for the partition
 // exceeds) and starts its ids above it and above the clock; an id above
-// the floor on disk first raises it by a block (20 bytes in place in
-// one sector, fdatasync, the directory synced when the file may be new),
-// and only then is a record read for the lease. A crash before the sync
-// loses no id given (none was given above the old floor); a move's
-// listing is taken after the old owner's log closed, which no lease with
-// an id drawn after the copy survives (its reads fail), so the new
-// owner starts above every id the old one gave.
+// the floor on disk first raises it by a block (written atomically:
+// temporary file, fdatasync, rename, directory sync), and only then is a
+// record read for the lease. A crash at any step leaves the old floor or
+// the new one whole, never a torn one, and loses no id given (none was
+// given above the old floor): the clock that starts the ids of a missing
+// or damaged file may be behind ids given (a load starts above the floor,
+// up to a block ahead of the clock). A move's listing is taken after the
+// old owner's log closed, which no lease with an id drawn after the copy
+// survives (its reads fail), so the new owner starts above every id the
+// old one gave.
 //
 // Queue consume (queue.go, queue_lease.go): a lease is the partition's
 // queue lock (the single pump), then its consumer's lock for the frontier

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -24,9 +23,12 @@ const leaseIDBlock = 1 << 20
 // consumer.lease holds a floor no id given for the partition exceeds,
 // raised durably before an id above it is given; it moves with the
 // partition. A queue reads it once (its first lease) and starts above it
-// and above the clock in microseconds (the start for a partition without
-// the file, or with a damaged one: ids given before were below the clock
-// unless their process gave more than one a microsecond).
+// and above the clock in microseconds. The clock alone starts a partition
+// without the file, or with a damaged one, and only on a best effort: a
+// load starts above the floor, a block above the clock when the last
+// raise was recent, so ids may run ahead of the clock by a block for
+// every load within a block's microseconds; the file is written
+// atomically, so a crash never damages it.
 //
 // Invariants, under its queue's mu, once loaded: last < MaxLeaseID is the
 // last id given (or where the ids start); reserved is the floor on disk;
@@ -55,7 +57,7 @@ func (ids *leaseIDs) next(n *Node, dir string) (uint64, error) {
 	}
 	if id > ids.reserved {
 		floor := min(id+leaseIDBlock, wire.MaxLeaseID)
-		if err := n.writeLeaseFloor(dir, floor, ids.reserved == 0); err != nil {
+		if err := n.writeLeaseFloor(dir, floor); err != nil {
 			return 0, fmt.Errorf("lease ids of %s: %w", dir, err)
 		}
 		ids.reserved = floor
@@ -84,29 +86,15 @@ func (n *Node) readLeaseFloor(dir string) (uint64, error) {
 	return floor, nil
 }
 
-// writeLeaseFloor writes floor into dir's consumer.lease: in place, one
-// sector, fdatasynced, the directory synced when the file may be new.
-func (n *Node) writeLeaseFloor(dir string, floor uint64, fresh bool) error {
+// writeLeaseFloor writes floor into dir's consumer.lease atomically (a
+// temporary file, fdatasync, rename, directory sync): a crash leaves the
+// old floor or the new one whole, never a torn sector that would start
+// the ids at the clock, below ids given before (they run up to a block
+// ahead of it: every load starts above the floor).
+func (n *Node) writeLeaseFloor(dir string, floor uint64) error {
 	content, err := wire.EncodeLeaseFloor(floor)
 	if err != nil {
 		return err
 	}
-	f, err := n.cfg.FS.OpenFile(filepath.Join(dir, wire.ConsumerLeaseFileName), os.O_WRONLY|os.O_CREATE)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if _, err := f.WriteAt(content[:], 0); err != nil {
-		return err
-	}
-	if err := f.Truncate(wire.LeaseFloorFileSize); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if fresh {
-		return n.cfg.FS.SyncDir(dir)
-	}
-	return nil
+	return vfs.WriteFileAtomic(n.cfg.FS, filepath.Join(dir, wire.ConsumerLeaseFileName), content[:])
 }

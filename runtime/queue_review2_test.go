@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -67,5 +68,96 @@ func TestReview2_AnyPartitionConsumeLeasesAcksLostByAProgressTheQueueNeverBound(
 		st, _ := n.ConsumerState(bg, "jobs", 0)
 		t.Fatalf("p0 holds %d records neither acked (frontier %d), leased (%d) nor given back, and a consume of any partition passes over it",
 			st.Lag, st.Frontier, st.Leased)
+	})
+}
+
+// TestReview2_LeaseIDsNeverRepeatAfterACrashTearsTheFloor: a crash in a
+// raise of consumer.lease, before its fdatasync, must leave a whole
+// floor. Written in place, its sector could be left garbage (fault model
+// row 4), and a damaged floor starts the ids at the clock, which is
+// behind ids given before: every load starts above the floor, a block of
+// 2^20 ids (about a second of the clock) above the last id given, so the
+// ids of a process that restarted within a second run ahead of the
+// clock, and the process after the crash gave them again. Each restart
+// here takes 100 ms of the bubble's clock; the leases the last process
+// gives before it would reach the held id are drawn directly (a consume
+// draws one each, even when it leases nothing).
+func TestReview2_LeaseIDsNeverRepeatAfterACrashTearsTheFloor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newTestDisk(t, 1)
+		consume := func(n *testNode) (LeasedRecord, error) {
+			got, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: 0, Lease: time.Hour})
+			if err == nil && len(got) != 1 {
+				t.Fatalf("leased %v", got)
+			}
+			if err != nil {
+				return LeasedRecord{}, err
+			}
+			return got[0], nil
+		}
+		n := startNode(t, d, Config{})
+		makeTopic(t, n, "jobs", 1, 1)
+		first, err := consume(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Close(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond) // a restart's duration, on the bubble's clock
+		n = startNode(t, d, Config{})
+		held, err := consume(n) // the lease a consumer holds across the next restarts
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Close(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("ids %d then %d, at the clock %d", first.LeaseID, held.LeaseID, time.Now().UnixMicro())
+		time.Sleep(100 * time.Millisecond)
+		// The next process raises the floor and the power fails before
+		// the raise's fdatasync.
+		n = startNode(t, d, Config{})
+		floor := filepath.Join(partitionPath("jobs", 0), wire.ConsumerLeaseFileName)
+		var crashed *sim.Disk
+		d.SetHook(func(c sim.Call) error {
+			if c.Op != sim.OpSync || !strings.HasPrefix(c.Path, floor) || crashed != nil {
+				return nil // the raise's fdatasync: of the file, or of a temporary beside it
+			}
+			// The power fails here: the raise's sector torn mid-write.
+			crashed = d.Crash(sim.CrashPlan{Data: sim.TearUnsynced, Garbage: true,
+				KeepSector: func(string, int64) bool { return false }})
+			return syscall.EIO // this process gives nothing more
+		})
+		if _, err := consume(n); err == nil || crashed == nil {
+			t.Fatalf("the consume met no crash at the floor's raise (%v)", err)
+		}
+		d.SetHook(nil)
+		time.Sleep(100 * time.Millisecond)
+		n = startNode(t, crashed, Config{})
+		c, _, err := n.consumerOf(bg, "jobs", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := n.queues.of(key("jobs", 0), c)
+		q.mu.Lock()
+		drawn := 0
+		for ; drawn <= 4<<20; drawn++ {
+			id, err := q.ids.next(n.Node, c.dir)
+			if err != nil {
+				q.mu.Unlock()
+				t.Fatal(err)
+			}
+			if id+1 >= held.LeaseID {
+				break
+			}
+		}
+		q.mu.Unlock()
+		t.Logf("%d ids drawn after the crash", drawn)
+		again, err := consume(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkStaleNack(t, n, "jobs", held, again)
 	})
 }

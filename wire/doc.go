@@ -154,8 +154,9 @@
 // # consumer.lease
 //
 // The partition's queue lease id floor: every lease id ever given for the
-// partition is at most the floor, written (in place, fdatasynced) before
-// an id above the floor it held is given. 20 bytes, one sector.
+// partition is at most the floor, written (a temporary file, fdatasynced,
+// renamed into place, the directory synced) before an id above the floor
+// it held is given. 20 bytes.
 //
 //	offset  size  field
 //	0       4     magic     "NRLF" (LeaseFloorMagic)

@@ -14,8 +14,8 @@ const (
 	// LeaseFloorVersion is the layout version this package reads and
 	// writes.
 	LeaseFloorVersion = 1
-	// LeaseFloorFileSize is the size of a consumer.lease file: within one
-	// sector, so it is overwritten in place atomically.
+	// LeaseFloorFileSize is the size of a consumer.lease file, which is
+	// replaced whole (a temporary file renamed over it).
 	LeaseFloorFileSize = 20
 	// MaxLeaseID bounds every lease id: 2^53, so an id is exact in any
 	// JSON parser (a JavaScript number among them).
