@@ -119,24 +119,43 @@ func newQueues(n *Node) *queues {
 }
 
 // of returns key's queue for the incarnation of the consumer c, creating
-// it (unbound: its first lease takes its position); a queue of another
-// incarnation is replaced (and dropped).
+// it (unbound: its first lease takes its position). A queue of another
+// incarnation is replaced (and dropped), unless a lease bound it and c is
+// no longer live: the deleted incarnation's queues were dropped with its
+// progress, so that queue is the live incarnation's, with live leases,
+// and c a deleted incarnation's, taken by a consume just before the
+// delete; of returns nil then, and the consume starts over. Any other
+// queue of another incarnation is such a consume's leftover.
 func (qs *queues) of(key supervisor.Key, c *consumer) *queue {
-	qs.mu.Lock()
-	q := qs.by[key]
-	var old *queue
-	if q == nil || q.incarnation != c.incarnation {
-		old = q
-		q = &queue{key: key, incarnation: c.incarnation, leased: map[int64]lease{}, given: map[int64]struct{}{}}
-		qs.by[key] = q
+	for {
+		qs.mu.Lock()
+		q := qs.by[key]
+		if q == nil {
+			q = &queue{key: key, incarnation: c.incarnation, leased: map[int64]lease{}, given: map[int64]struct{}{}}
+			qs.by[key] = q
+		}
+		qs.mu.Unlock()
+		if q.incarnation == c.incarnation {
+			return q
+		}
+		q.mu.Lock()
+		if q.bound != nil && !q.dropped {
+			if _, live := c.frontierIfLive(); !live {
+				q.mu.Unlock()
+				return nil
+			}
+		}
+		qs.mu.Lock()
+		replaced := qs.by[key] == q
+		if replaced {
+			delete(qs.by, key) // made afresh by the next turn
+		}
+		qs.mu.Unlock()
+		if replaced {
+			q.drop()
+		}
+		q.mu.Unlock()
 	}
-	qs.mu.Unlock()
-	if old != nil {
-		old.mu.Lock()
-		old.drop()
-		old.mu.Unlock()
-	}
-	return q
 }
 
 // lookup returns key's queue, if it has one.

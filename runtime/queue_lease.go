@@ -25,8 +25,10 @@ func (n *Node) leaseFrom(ctx context.Context, key supervisor.Key, max, maxBytes 
 		if err != nil {
 			return nil, err
 		}
-		q := n.queues.of(key, c)
-		out, err := n.leaseLocked(q, c, max, maxBytes, leaseFor)
+		out, err := []LeasedRecord(nil), errConsumerGone
+		if q := n.queues.of(key, c); q != nil { // nil: c's incarnation was deleted
+			out, err = n.leaseLocked(q, c, max, maxBytes, leaseFor)
+		}
 		if !errors.Is(err, errConsumerGone) {
 			return out, err
 		}

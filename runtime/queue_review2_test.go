@@ -161,3 +161,42 @@ func TestReview2_LeaseIDsNeverRepeatAfterACrashTearsTheFloor(t *testing.T) {
 		checkStaleNack(t, n, "jobs", held, again)
 	})
 }
+
+// TestReview2_AConsumeWithADeletedIncarnationsProgressKeepsTheLiveLeases:
+// a consume that took a partition's consumer progress just before its
+// topic was deleted and created again goes on to the queue with that
+// progress. The queue of the live incarnation, with its leases, must not
+// be replaced by one for the deleted incarnation: the consume's retry
+// would then replace that one in turn, with a fresh queue that leases
+// again every record the live leases hold.
+func TestReview2_AConsumeWithADeletedIncarnationsProgressKeepsTheLiveLeases(t *testing.T) {
+	n := startNode(t, nil, Config{})
+	makeTopic(t, n, "jobs", 1, 1)
+	stale, _, err := n.consumerOf(bg, "jobs", 0) // the consume's first step
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.DeleteTopic(bg, "jobs"); err != nil {
+		t.Fatal(err)
+	}
+	makeTopic(t, n, "jobs", 1, 1)
+	first, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: 0, Lease: time.Hour})
+	if err != nil || len(first) != 1 {
+		t.Fatalf("leased %v, %v", first, err)
+	}
+	// The consume's next steps, with the progress it held (leaseFrom):
+	// its queue, then its lease, which finds that progress dropped; the
+	// consume starts over.
+	if q := n.queues.of(key("jobs", 0), stale); q != nil {
+		if _, err := n.leaseLocked(q, stale, 100, 1<<20, time.Hour); err != errConsumerGone {
+			t.Fatalf("a lease with the deleted incarnation's progress: %v, want errConsumerGone", err)
+		}
+	}
+	again, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: 0, Lease: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again) != 0 {
+		t.Fatalf("offset %d leased again (lease %d) while lease %d holds it", again[0].Offset, again[0].LeaseID, first[0].LeaseID)
+	}
+}
