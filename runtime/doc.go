@@ -254,8 +254,9 @@
 // progress it leases against, never from progress looked up before the
 // lock (an install may have replaced it). When that progress is recovered
 // afresh after a close, every offset below the queue's next that it does
-// not hold acked, and the queue neither leased nor given back, is given
-// back for redelivery: memory only, nothing to crash.
+// not hold acked, and the queue neither leased, gave back nor passed over
+// as unreadable, is given back for redelivery: memory only, nothing to
+// crash.
 //
 // Lease ids (queue_leaseid.go), under the queue's lock: a queue's first
 // lease reads consumer.lease (the floor no id given for the partition

@@ -74,12 +74,13 @@ type LeasedRecord struct {
 //
 // Invariants, under mu, with low = max(the bound consumer's frontier, the
 // log's start): every offset in [low, next) is acked, leased, in
-// redeliver, or was settled as unreadable; no offset at or past next is
-// leased or in redeliver; leased and redeliver are disjoint; redeliver is
-// sorted; given holds only offsets of redeliver (given back after a
-// delivery); len(leased) <= MaxLeasedPerPartition; every lease's id came
-// from ids. Lock order: queues.mu is never held while a queue's mu is
-// taken; a queue's mu, then its consumer's mu; never the other way.
+// redeliver, or was settled as unreadable (in passed, when the acked-ahead
+// set had no room for it); no offset at or past next is leased or in
+// redeliver; leased and redeliver are disjoint; redeliver is sorted; given
+// holds only offsets of redeliver (given back after a delivery);
+// len(leased) <= MaxLeasedPerPartition; every lease's id came from ids.
+// Lock order: queues.mu is never held while a queue's mu is taken; a
+// queue's mu, then its consumer's mu; never the other way.
 type queue struct {
 	key         supervisor.Key
 	incarnation wire.IncarnationID
@@ -91,11 +92,15 @@ type queue struct {
 	leased    map[int64]lease    // offset -> its lease
 	redeliver []int64            // given back (nack, expiry, a failed read), sorted
 	given     map[int64]struct{} // of redeliver: delivered before (a nack, an expiry)
+	passed    []span             // settled as unreadable in memory only, sorted, disjoint
 	ids       leaseIDs           // this partition's lease ids (queue_leaseid.go)
 	timer     *time.Timer        // fires at the earliest lease deadline
 	armedFor  time.Time          // the deadline timer is set for
 	dropped   bool
 }
+
+// span is the offsets [from, to).
+type span struct{ from, to int64 }
 
 // lease is one record's lease: until deadline, to the lease of one
 // partition by one consume, named id.
@@ -298,15 +303,24 @@ func (q *queue) reclaim(now time.Time) int {
 // binding takes its position from c (trim, next, does it). A later one
 // (the log reopened after a close: idle eviction, the open-log budget, a
 // retention change) gives back for redelivery every offset of [low,
-// next) that c does not hold acked and q neither leased nor given back:
-// acks a close failed to write out are delivered again, never passed
-// over. The caller holds q.mu.
+// next) that c does not hold acked and q neither leased, gave back nor
+// passed over as unreadable: acks a close failed to write out are
+// delivered again, never passed over; the walk steps over each passed
+// range at once, so its cost is in what q handed out, not in the damage.
+// The caller holds q.mu.
 func (q *queue) bindLocked(c *consumer, low int64) {
 	var lost []int64
 	c.mu.Lock()
 	if q.bound != nil {
-		r := q.redeliver // sorted: walked beside o
+		r, p := q.redeliver, q.passed // sorted: walked beside o
 		for o := max(low, c.frontier); o < q.next; o++ {
+			for len(p) > 0 && p[0].to <= o {
+				p = p[1:]
+			}
+			if len(p) > 0 && p[0].from <= o {
+				o = p[0].to - 1 // never delivered: nothing of it was acked
+				continue
+			}
 			for len(r) > 0 && r[0] < o {
 				r = r[1:]
 			}
@@ -346,10 +360,25 @@ func mergeSorted(a, b []int64) []int64 {
 	return append(append(out, a...), b...)
 }
 
+// passOver records [from, to) as settled as unreadable in memory only;
+// the caller holds q.mu.
+func (q *queue) passOver(from, to int64) {
+	i := sort.Search(len(q.passed), func(i int) bool { return q.passed[i].to >= from })
+	j := i
+	for j < len(q.passed) && q.passed[j].from <= to {
+		from, to = min(from, q.passed[j].from), max(to, q.passed[j].to)
+		j++
+	}
+	q.passed = slices.Replace(q.passed, i, j, span{from, to})
+}
+
 // trim drops what lies below low (acked past, or deleted by retention);
 // the caller holds q.mu.
 func (q *queue) trim(low int64) {
 	q.next = max(q.next, low)
+	for len(q.passed) > 0 && q.passed[0].to <= low {
+		q.passed = q.passed[1:]
+	}
 	for o := range q.leased {
 		if o < low {
 			delete(q.leased, o)

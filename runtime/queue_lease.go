@@ -188,6 +188,7 @@ func (n *Node) settleUnreadable(q *queue, c *consumer, from, next int64) {
 	fields := []zap.Field{zap.String("topic", q.key.Topic), zap.Int("partition", q.key.Partition),
 		zap.Int64("from_offset", from), zap.Int64("to_offset", next-1)}
 	if err != nil {
+		q.passOver(from, next) // a reopen's check does not give them back (bindLocked)
 		n.logger.Warn("queue consume passed over permanently unreadable records it could not settle", append(fields, zap.Error(err))...)
 		return
 	}

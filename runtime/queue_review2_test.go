@@ -200,3 +200,54 @@ func TestReview2_AConsumeWithADeletedIncarnationsProgressKeepsTheLiveLeases(t *t
 		t.Fatalf("offset %d leased again (lease %d) while lease %d holds it", again[0].Offset, again[0].LeaseID, first[0].LeaseID)
 	}
 }
+
+// TestReview2_AReopenHoldsNoEntryPerOffsetOfADamagedRange: a damaged
+// frame larger than the acked-ahead set can hold, above a record still
+// leased, is passed over in memory (settleUnreadable). The check a
+// reopen makes (bindLocked) walks every offset below the queue's next and
+// gave each of that range back for redelivery: memory and time in the
+// size of the damage (a damaged frame of ten million records: a slice and
+// a map of ten million entries, walked under the consumer's lock, which
+// every ack waits for), at every reopen of the partition. What it gives
+// back must be what the progress lost, never the damage it passed over.
+func TestReview2_AReopenHoldsNoEntryPerOffsetOfADamagedRange(t *testing.T) {
+	const big = MaxAckedAhead + 10
+	d := newTestDisk(t, 1)
+	n := startNode(t, d, Config{SegmentMaxBytes: 1 << 30})
+	makeTopic(t, n, "jobs", 1, 0)
+	for _, count := range []int{1, big, 1} { // three frames: 0, 1..big, big+1
+		if _, err := n.Produce(bg, "jobs", 0, recs("jobs", 0, 0, count)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.reg.CloseLive(key("jobs", 0)); err != nil { // no frame cached
+		t.Fatal(err)
+	}
+	seg := filepath.Join(partitionPath("jobs", 0), "00000000000000000000.log")
+	if err := d.Damage(seg, frameStart(t, d, seg, 1)+40, []byte("rot")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: 0, MaxRecords: 1, Lease: time.Hour}); err != nil || len(got) != 1 || got[0].Offset != 0 {
+		t.Fatalf("leased %v, %v; want offset 0", got, err)
+	}
+	got, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: 0, Lease: time.Hour})
+	if err != nil || len(got) != 1 || got[0].Offset != big+1 {
+		t.Fatalf("leased %v, %v; want offset %d, past the damage", got, err, big+1)
+	}
+	if err := n.reg.CloseLive(key("jobs", 0)); err != nil { // idle eviction
+		t.Fatal(err)
+	}
+	c, _, err := n.consumerOf(bg, "jobs", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := n.queues.lookup(key("jobs", 0))
+	q.mu.Lock() // the next lease's first step (leaseLocked)
+	q.bindLocked(c, c.frontierNow())
+	given, redeliver := len(q.given), len(q.redeliver)
+	q.mu.Unlock()
+	if redeliver != 0 || given != 0 {
+		t.Fatalf("after the reopen the queue holds %d offsets to redeliver (%d marked given) for a damaged range it passed over; want none",
+			redeliver, given)
+	}
+}
