@@ -615,10 +615,12 @@ func (n *Node) leaseAny(ctx context.Context, topic string, partitions []int, opt
 }
 
 // nothingFree reports, without opening the log, that key's queue has no
-// record to hand out: it has a queue, no close lost acks since it last
-// leased (its next lease checks the progress recovered since, which may
-// give records back), and its next offset has reached the high watermark
-// with nothing to redeliver; or the partition holds no record at all.
+// record to hand out: it has a queue, it last leased against the
+// progress recovered for the open log and no close lost acks since (its
+// next lease checks progress recovered since, which may hold fewer acks:
+// a close that failed, a file damaged meanwhile), and its next offset has
+// reached the high watermark with nothing to redeliver; or the partition
+// holds no record at all.
 func (n *Node) nothingFree(key supervisor.Key) bool {
 	var hwm int64
 	if l, ok := n.reg.Lookup(key); ok && !l.Closed() {
@@ -634,9 +636,12 @@ func (n *Node) nothingFree(key supervisor.Key) bool {
 	if q == nil {
 		return hwm == 0
 	}
+	n.consumers.mu.Lock()
+	live := n.consumers.by[key] // the progress recovered for the open log, if any
+	n.consumers.mu.Unlock()
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.recheck.Load() {
+	if q.recheck.Load() || (live != nil && live != q.bound) {
 		return false // its next lease checks the progress recovered since
 	}
 	return !q.dropped && q.idle(hwm, time.Now())

@@ -251,3 +251,49 @@ func TestReview2_AReopenHoldsNoEntryPerOffsetOfADamagedRange(t *testing.T) {
 			redeliver, given)
 	}
 }
+
+// TestReview2_AnyPartitionConsumeLeasesAcksADamagedFileLost: progress
+// recovered with fewer acks than the close wrote (consumer.acked damaged
+// on the media meanwhile, fault model rows 8 and 15: the recovery rejects
+// it and keeps the slot's lowest offsets) is met by the queue only at its
+// next lease. A consume of any partition must not pass over the
+// partition as having nothing free before that: the records whose acks
+// were lost are neither acked, leased nor given back.
+func TestReview2_AnyPartitionConsumeLeasesAcksADamagedFileLost(t *testing.T) {
+	const count = 6000
+	d := newTestDisk(t, 1)
+	n := startNode(t, d, Config{SegmentMaxBytes: 1 << 20})
+	makeTopic(t, n, "jobs", 2, count)
+	for p := range 2 {
+		got, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: p, MaxRecords: count, MaxBytes: 1 << 30, Lease: time.Hour})
+		if err != nil || len(got) != count {
+			t.Fatalf("p%d: leased %d, %v", p, len(got), err)
+		}
+	}
+	if err := n.reg.CloseLive(key("jobs", 0)); err != nil { // idle eviction after the lease
+		t.Fatal(err)
+	}
+	ackAllBut(t, n, "jobs", 0, count, 0) // more than a slot holds: the close writes consumer.acked
+	if err := n.reg.CloseLive(key("jobs", 0)); err != nil {
+		t.Fatal(err)
+	}
+	acked := filepath.Join(partitionPath("jobs", 0), wire.ConsumerAckedFileName)
+	if err := d.Damage(acked, 100, []byte{0xff, 0xff}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := n.ConsumerState(bg, "jobs", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := count - 1 - len(st.AckedAhead)
+	if lost == 0 {
+		t.Fatal("the test needs acks lost with the file")
+	}
+	got, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: AnyPartition, MaxRecords: count, MaxBytes: 1 << 30, Lease: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != lost {
+		t.Fatalf("a consume of any partition leased %d records; want the %d whose acks the damaged file lost", len(got), lost)
+	}
+}
