@@ -38,12 +38,18 @@ const (
 // (RLIMIT_NOFILE, soft) allows: (limit - DescriptorHeadroom) /
 // DescriptorsPerLog, at least 16; 0 (no bound) when the limit is
 // unlimited or unknown.
-func DefaultMaxOpenLogs() int {
+func DefaultMaxOpenLogs() int { return DefaultMaxOpenLogsBeside(0) }
+
+// DefaultMaxOpenLogsBeside is DefaultMaxOpenLogs for a process that keeps
+// reserved descriptors for something else too (an embedder's own
+// connections): (limit - DescriptorHeadroom - reserved) /
+// DescriptorsPerLog, at least 16.
+func DefaultMaxOpenLogsBeside(reserved int) int {
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil || lim.Cur == unix.RLIM_INFINITY || lim.Cur > math.MaxInt32 {
 		return 0
 	}
-	return max(minOpenLogs, (int(lim.Cur)-DescriptorHeadroom)/DescriptorsPerLog)
+	return max(minOpenLogs, (int(lim.Cur)-DescriptorHeadroom-reserved)/DescriptorsPerLog)
 }
 
 // DefaultFrameCacheBytes is the node's default bound on cached decoded

@@ -188,10 +188,22 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_path", fmt.Sprintf("the path %q has an empty, \".\" or \"..\" segment", p))
 		return
 	}
-	if len(a.opts.token) > 0 && r.URL.Path != "/healthz" {
+	if len(a.opts.token) > 0 {
+		// A connection is kept alive only once it has authenticated
+		// (conns.go): a client that fails, or never tries, holds no
+		// descriptor past its answer.
+		conn := connAuthOf(r.Context())
 		scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimLeft(got, " ")), a.opts.token) != 1 {
+		valid := strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(strings.TrimLeft(got, " ")), a.opts.token) == 1
+		if valid && conn != nil {
+			conn.authenticated.Store(true)
+		}
+		if conn != nil && !conn.authenticated.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		if !valid && r.URL.Path != "/healthz" {
 			route = "unauthorized"
+			w.Header().Set("Connection", "close")
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			writeError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
 			return

@@ -42,6 +42,7 @@ type config struct {
 	FrameCacheBytes              int64    `json:"frame_cache_bytes"`
 	MaxInflightBytes             int64    `json:"max_inflight_bytes"`
 	MaxAnswerBytes               int64    `json:"max_answer_bytes"`
+	MaxConnections               int      `json:"max_connections"`
 	ShutdownTimeout              duration `json:"shutdown_timeout"`
 	Metastore                    string   `json:"metastore"`
 	NodeID                       string   `json:"node_id"`
@@ -144,7 +145,8 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Int64Var(&cfg.FrameCacheBytes, "frame-cache-bytes", cfg.FrameCacheBytes, "decoded frames the open logs keep cached for tail readers, together; -1: no bound but each log's 2 MiB")
 	fs.Int64Var(&cfg.MaxInflightBytes, "max-inflight-bytes", cfg.MaxInflightBytes, "produce body bytes held at once, counted as they arrive (a body slower than 64 KiB/s after its first 10 s is cut); past it produce is answered 503 busy; 0: no bound")
 	fs.Int64Var(&cfg.MaxAnswerBytes, "max-answer-bytes", cfg.MaxAnswerBytes, "records answers in flight (fetches, cursor reads, queue consumes; each counted at its max_bytes while it reads and writes, a consume's wait included); past it they are answered 503 busy; 0: no bound")
-	fs.IntVar(&cfg.MaxOpenLogs, "max-open-logs", cfg.MaxOpenLogs, "partition logs open at once; past it the least recently used idle one is closed first (0: from the open-file limit, 4 descriptors a log plus 256; -1: no bound)")
+	fs.IntVar(&cfg.MaxOpenLogs, "max-open-logs", cfg.MaxOpenLogs, "partition logs open at once; past it the least recently used idle one is closed first (0: from the open-file limit, 4 descriptors a log after 256 and --max-connections; -1: no bound)")
+	fs.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "client connections open at once; past it a new one waits in the listen backlog until one closes (0: an eighth of the open-file limit, at least 128; -1: no bound)")
 	fs.StringVar(&cfg.Metastore, "metastore", cfg.Metastore, "where topic records and assignments live: local (this node alone), or a cluster's etcd: etcd://host:port[,host:port...] or etcd+unix:///path")
 	fs.StringVar(&cfg.NodeID, "node-id", cfg.NodeID, "this node's id in the cluster, 1 to 64 of [A-Za-z0-9._-]; stored in the data directory at the first start and checked after (default: the stored one, or a random one)")
 	fs.StringVar(&cfg.AdvertiseAddr, "advertise-addr", cfg.AdvertiseAddr, "the address other nodes and clients reach this node at (default: the --listen address, unless it is a wildcard)")
@@ -196,6 +198,7 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 		merge("min-free-inodes", func() { cfg.MinFreeInodes = fromFile.MinFreeInodes })
 		merge("max-body-bytes", func() { cfg.MaxBodyBytes = fromFile.MaxBodyBytes })
 		merge("max-open-logs", func() { cfg.MaxOpenLogs = fromFile.MaxOpenLogs })
+		merge("max-connections", func() { cfg.MaxConnections = fromFile.MaxConnections })
 		merge("frame-cache-bytes", func() { cfg.FrameCacheBytes = fromFile.FrameCacheBytes })
 		merge("max-inflight-bytes", func() { cfg.MaxInflightBytes = fromFile.MaxInflightBytes })
 		merge("max-answer-bytes", func() { cfg.MaxAnswerBytes = fromFile.MaxAnswerBytes })

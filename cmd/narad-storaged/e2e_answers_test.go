@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/narad-io/storage/client"
 )
@@ -210,4 +211,43 @@ func TestE2E_SlowUploadsHoldOnlyWhatTheySent(t *testing.T) {
 		c.Write([]byte("{"))
 	}
 	expect(t, d.req("POST", "/v1/topics/up/partitions/0/records", `{"records":[{"value":"meanwhile"}]}`), 200, "")
+}
+
+// TestE2E_UnauthenticatedConnectionsCannotTakeTheDescriptors: the
+// review's case. Under an open-file limit of 1,024, 2,000 connections that
+// each send a request without the token, read the 401 and stay open on
+// their side held every descriptor of the daemon (1,013 of them did),
+// and an authenticated produce timed out. A connection is now closed
+// after an authentication failure, and the daemon holds at most
+// --max-connections (from the limit) at once: the produce is answered 200.
+func TestE2E_UnauthenticatedConnectionsCannotTakeTheDescriptors(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := dir + "/token"
+	if err := os.WriteFile(tokenFile, []byte("tok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	daemonWrap = []string{"bash", "-c", `ulimit -n 1024 && exec "$0" "$@"`}
+	defer func() { daemonWrap = nil }()
+	d := startDaemon(t, dir+"/data", "--auth-token-file", tokenFile)
+	auth := []string{"Authorization", "Bearer tok"}
+	expect(t, d.req("PUT", "/v1/topics/c", map[string]any{"partitions": 1}, auth...), 201, "")
+	addr := strings.TrimPrefix(d.addr, "http://")
+	for i := range 2000 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		defer c.Close() // held open on this side until the test ends
+		fmt.Fprintf(c, "GET /v1/topics HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		if resp.StatusCode != 401 || !resp.Close {
+			t.Fatalf("connection %d: %d, close %v; want 401 and the connection closed", i, resp.StatusCode, resp.Close)
+		}
+	}
+	hc := &http.Client{Timeout: time.Minute} // bounds a hang; the answer comes at once
+	d.http = hc
+	expect(t, d.req("POST", "/v1/topics/c/partitions/0/records", `{"records":[{"value":"through"}]}`, auth...), 200, "")
 }

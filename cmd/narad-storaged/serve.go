@@ -162,6 +162,12 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		}()
 		ms = member.ms
 	}
+	if cfg.MaxConnections == 0 {
+		cfg.MaxConnections = defaultMaxConnections()
+	}
+	if cfg.MaxOpenLogs == 0 {
+		cfg.MaxOpenLogs = runtime.DefaultMaxOpenLogsBeside(max(cfg.MaxConnections, 0))
+	}
 	node, err := runtime.New(runtime.Config{
 		DataDir:                      cfg.DataDir,
 		FS:                           files,
@@ -190,6 +196,9 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		node.Close()
 		return err
 	}
+	if cfg.MaxConnections > 0 {
+		listener = newLimitListener(listener, cfg.MaxConnections, reg)
+	}
 	scheme := "http"
 	if certs != nil {
 		scheme = "https"
@@ -217,6 +226,7 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		ReadTimeout:       5 * time.Minute, // a body trickled slower than this is cut
 		WriteTimeout:      5 * time.Minute, // above the longest long poll
 		IdleTimeout:       2 * time.Minute,
+		ConnContext:       withConnAuth,
 		// OPTIONS * reaches the API, which answers it as every request
 		// that is not a path: 400 in JSON.
 		DisableGeneralOptionsHandler: true,
