@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"sort"
 	"strconv"
 	"strings"
@@ -233,6 +232,7 @@ func (a *Assigner) assign(ctx context.Context, leader clientv3.Cmp, leaderKey st
 	if len(eligible) == 0 {
 		return resp.Header.Revision, time.Time{}, nil // nobody to assign to yet: a join wakes us
 	}
+	st.plan = Place(st.partitions(), eligible, st.current())
 	txn := a.txns(ctx, leader, leaderKey)
 	for _, t := range st.topics {
 		topicCmp := clientv3.Compare(clientv3.ModRevision(a.keys.topic(t.rec.Name)), "=", t.modRev)
@@ -241,7 +241,7 @@ func (a *Assigner) assign(ctx context.Context, leader clientv3.Cmp, leaderKey st
 				continue
 			}
 			key := a.keys.assignment(t.rec.Name, p)
-			if err := txn.add([]clientv3.Cmp{topicCmp}, clientv3.OpPut(key, rendezvous(t.rec.Name, p, eligible))); err != nil {
+			if err := txn.add([]clientv3.Cmp{topicCmp}, clientv3.OpPut(key, st.plan[Partition{t.rec.Name, p}])); err != nil {
 				return 0, time.Time{}, err
 			}
 		}
@@ -278,6 +278,7 @@ type clusterState struct {
 	lost       map[string]int64         // the nodes marked lost, and their marks' mod revisions
 	fence      map[string]time.Duration // each node's fence horizon, as its last registration wrote it
 	rebalanced string                   // the eligible members the last rebalance was for
+	plan       map[Partition]string     // the round's placement (placement.go)
 }
 
 // eligible lists the members that get partitions: the live ones not
@@ -295,6 +296,26 @@ func (st clusterState) eligible() []string {
 		out = all
 	}
 	sort.Strings(out)
+	return out
+}
+
+// partitions lists every partition of the topics read.
+func (st clusterState) partitions() []Partition {
+	var out []Partition
+	for _, t := range st.topics {
+		for p := range t.rec.Partitions {
+			out = append(out, Partition{t.rec.Name, p})
+		}
+	}
+	return out
+}
+
+// current is each owned partition's owner, as the placement takes it.
+func (st clusterState) current() map[Partition]string {
+	out := make(map[Partition]string, len(st.owners))
+	for k, owner := range st.owners {
+		out[Partition{k.topic, k.partition}] = owner
+	}
 	return out
 }
 
@@ -384,7 +405,7 @@ func (a *Assigner) reassignLost(txn *txnBatch, st clusterState, eligible []strin
 			if !due[owner] {
 				continue
 			}
-			target := rendezvous(t.rec.Name, p, eligible)
+			target := st.plan[Partition{t.rec.Name, p}]
 			assign := a.keys.assignment(t.rec.Name, p)
 			cmps := []clientv3.Cmp{
 				topicCmp,
@@ -441,7 +462,7 @@ func (a *Assigner) rebalance(ctx context.Context, txn *txnBatch, st clusterState
 			if !owned || !st.live[owner] || (!changed && !st.draining[owner]) {
 				continue
 			}
-			target := rendezvous(t.rec.Name, p, eligible)
+			target := st.plan[Partition{t.rec.Name, p}]
 			if target == owner || st.draining[target] {
 				continue // every live member draining: nowhere better to go (a move there would be cancelled as stranded, and planned again)
 			}
@@ -535,39 +556,4 @@ func (b *txnBatch) flush() error {
 		}
 	}
 	return nil
-}
-
-// PreferredOwner is the member the assigner gives partition p of topic
-// among members (highest random weight hashing): each member's score
-// depends on the partition and the member only, so a member that joins
-// takes about 1/n of the partitions and the rest keep their choice.
-func PreferredOwner(topic string, p int, members []string) string {
-	return rendezvous(topic, p, members)
-}
-
-// rendezvous is PreferredOwner.
-func rendezvous(topic string, p int, members []string) string {
-	best, bestScore := "", uint64(0)
-	for _, m := range members {
-		h := fnv.New64a()
-		h.Write([]byte(topic))
-		h.Write([]byte{0})
-		h.Write([]byte(strconv.Itoa(p)))
-		h.Write([]byte{0})
-		h.Write([]byte(m))
-		if s := mix64(h.Sum64()); best == "" || s > bestScore || (s == bestScore && m < best) {
-			best, bestScore = m, s
-		}
-	}
-	return best
-}
-
-// mix64 is splitmix64's finalizer: FNV alone leaves inputs that differ in
-// their last bytes (partition 1 and 2 of a topic) with close scores.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	return x ^ x>>31
 }
