@@ -36,14 +36,14 @@ type AssignerConfig struct {
 
 // Assigner is one node's candidacy for assigning partitions. Every node
 // runs one; the one etcd's election API makes leader gives each
-// partition without an owner one: of the live members not draining, the
-// one with the highest rendezvous score for the partition, so owners
-// spread evenly and a partition's choice depends on nothing but its name
-// and the members. An owner is never overwritten: a partition changes
+// partition without an owner the one the placement gives it (Place, over
+// the live members not draining: each topic, and each member's total,
+// within one of an even share, moving the fewest partitions that
+// balance allows). An owner is never overwritten: a partition changes
 // owner only by a move (moves.go), which its new owner pulls from the
 // live old one. When the eligible members change (a join, a return, a
-// drain) the leader asks each partition whose live owner is not its
-// preferred one to move there (rebalance); a node that dies keeps its
+// drain) the leader asks each partition whose live owner is not the one
+// the placement gives it to move there (rebalance); a node that dies keeps its
 // partitions (there is no replication: only it holds their files) until
 // it returns, an operator moves them, or an operator marks it lost
 // (lost.go: its partitions then go to live nodes, empty, once its fence
@@ -175,13 +175,14 @@ func (a *Assigner) waitForChange(ctx context.Context, rev int64, again time.Time
 	return ctx.Err()
 }
 
-// assign reads the topics, members and assignment, gives every
-// partition without an owner one (the eligible member with the highest
-// rendezvous score: a draining member is not eligible while another is),
-// and rebalances when the eligible members changed since the last
-// rebalance; it gives a lost node's partitions to live members once its
-// fence horizon has passed (reassignLost). It returns the revision it
-// read at, and when to look again without a change (zero: never).
+// assign reads the topics, members and assignment, makes the round's
+// placement (Place, over the eligible members: a draining member is not
+// eligible while another is), gives every partition without an owner the
+// one the placement gives it, gives a lost node's partitions to theirs
+// once its fence horizon has passed (reassignLost), and rebalances when
+// the eligible members changed since the last rebalance. It returns the
+// revision it read at, and when to look again without a change (zero:
+// never).
 func (a *Assigner) assign(ctx context.Context, leader clientv3.Cmp, leaderKey string) (int64, time.Time, error) {
 	resp, err := a.cfg.Client.Get(ctx, a.keys.root, clientv3.WithPrefix())
 	if err != nil {
@@ -232,8 +233,15 @@ func (a *Assigner) assign(ctx context.Context, leader clientv3.Cmp, leaderKey st
 	if len(eligible) == 0 {
 		return resp.Header.Revision, time.Time{}, nil // nobody to assign to yet: a join wakes us
 	}
-	st.plan = Place(st.partitions(), eligible, st.current())
 	txn := a.txns(ctx, leader, leaderKey)
+	if err := a.cancelStranded(ctx, txn, st); err != nil {
+		return 0, time.Time{}, err
+	}
+	due, again := a.dueLost(st, time.Now())
+	st.plan = &roundPlan{place: func() map[Partition]string {
+		parts, current := st.placeable(due)
+		return Place(parts, eligible, current)
+	}}
 	for _, t := range st.topics {
 		topicCmp := clientv3.Compare(clientv3.ModRevision(a.keys.topic(t.rec.Name)), "=", t.modRev)
 		for p := range t.rec.Partitions {
@@ -241,7 +249,7 @@ func (a *Assigner) assign(ctx context.Context, leader clientv3.Cmp, leaderKey st
 				continue
 			}
 			key := a.keys.assignment(t.rec.Name, p)
-			if err := txn.add([]clientv3.Cmp{topicCmp}, clientv3.OpPut(key, st.plan[Partition{t.rec.Name, p}])); err != nil {
+			if err := txn.add([]clientv3.Cmp{topicCmp}, clientv3.OpPut(key, st.plan.owner(t.rec.Name, p))); err != nil {
 				return 0, time.Time{}, err
 			}
 		}
@@ -249,11 +257,7 @@ func (a *Assigner) assign(ctx context.Context, leader clientv3.Cmp, leaderKey st
 			return 0, time.Time{}, err
 		}
 	}
-	if err := a.cancelStranded(ctx, txn, st); err != nil {
-		return 0, time.Time{}, err
-	}
-	again, err := a.reassignLost(txn, st, eligible, time.Now())
-	if err != nil {
+	if err := a.reassignLost(txn, st, due); err != nil {
 		return 0, time.Time{}, err
 	}
 	if err := a.rebalance(ctx, txn, st, eligible); err != nil {
@@ -278,7 +282,23 @@ type clusterState struct {
 	lost       map[string]int64         // the nodes marked lost, and their marks' mod revisions
 	fence      map[string]time.Duration // each node's fence horizon, as its last registration wrote it
 	rebalanced string                   // the eligible members the last rebalance was for
-	plan       map[Partition]string     // the round's placement (placement.go)
+	plan       *roundPlan               // the round's placement (placement.go)
+}
+
+// roundPlan is a round's placement, made when first asked: a round with
+// nothing to place (a move's progress, a deletion) never makes one.
+type roundPlan struct {
+	place func() map[Partition]string
+	plan  map[Partition]string
+}
+
+// owner is the owner the placement gives partition p of topic ("": none,
+// the partition is not placed this round).
+func (r *roundPlan) owner(topic string, p int) string {
+	if r.plan == nil {
+		r.plan = r.place()
+	}
+	return r.plan[Partition{topic, p}]
 }
 
 // eligible lists the members that get partitions: the live ones not
@@ -299,24 +319,32 @@ func (st clusterState) eligible() []string {
 	return out
 }
 
-// partitions lists every partition of the topics read.
-func (st clusterState) partitions() []Partition {
-	var out []Partition
+// placeable is what Place places this round: every partition but those
+// of a node down (not live) and not due to be given away (dueLost), which
+// stay its own (only its disk holds them) and count in nobody's share;
+// and where each is now: its owner, or the new owner of a move under way
+// (the move decides its owner).
+func (st clusterState) placeable(due map[string]bool) ([]Partition, map[Partition]string) {
+	var parts []Partition
+	current := map[Partition]string{}
 	for _, t := range st.topics {
 		for p := range t.rec.Partitions {
-			out = append(out, Partition{t.rec.Name, p})
+			k := partitionKey{t.rec.Name, p}
+			owner, owned := st.owners[k]
+			now := owner
+			if mv, moving := st.moves[k]; moving {
+				now = mv.To
+			}
+			if owned && !due[owner] && !st.live[now] && !due[now] {
+				continue
+			}
+			parts = append(parts, Partition{t.rec.Name, p})
+			if owned {
+				current[Partition{t.rec.Name, p}] = now
+			}
 		}
 	}
-	return out
-}
-
-// current is each owned partition's owner, as the placement takes it.
-func (st clusterState) current() map[Partition]string {
-	out := make(map[Partition]string, len(st.owners))
-	for k, owner := range st.owners {
-		out[Partition{k.topic, k.partition}] = owner
-	}
-	return out
+	return parts, current
 }
 
 // cancelStranded cancels the requested moves whose new owner is not live
@@ -347,20 +375,13 @@ type lostMark struct {
 	rev int64
 }
 
-// reassignLost gives each partition of a node marked lost, and not live,
-// to its preferred owner among the eligible members, once this leader
-// has seen the mark (so the node absent) for the node's fence horizon
-// (fence/<id>, which its last registration wrote; a node with none keeps
-// its partitions) (the node stopped
-// serving by then: lost.go); it returns when to look again for a node
-// still inside its horizon. Each write is conditional on the topic
-// record, on the partition still being the lost node's, and on the mark
-// being the one read (a node that cleared its mark after setting its
-// copies aside keeps what it still owns); a move of the partition under
-// way goes in the same transaction (its old or new owner is the lost
-// node: neither can finish it). The round's state follows, so the
-// rebalance plans from the new owners.
-func (a *Assigner) reassignLost(txn *txnBatch, st clusterState, eligible []string, now time.Time) (time.Time, error) {
+// dueLost lists the nodes marked lost, and not live, whose partitions go
+// to live members: once this leader has seen the mark (so the node
+// absent) for the node's fence horizon (fence/<id>, which its last
+// registration wrote; a node with none keeps its partitions) (the node
+// stopped serving by then: lost.go). It returns when to look again for a
+// node still inside its horizon.
+func (a *Assigner) dueLost(st clusterState, now time.Time) (map[string]bool, time.Time) {
 	var again time.Time
 	due := map[string]bool{}
 	for id := range st.lost {
@@ -393,8 +414,22 @@ func (a *Assigner) reassignLost(txn *txnBatch, st clusterState, eligible []strin
 		}
 		due[id] = true
 	}
+	return due, again
+}
+
+// reassignLost gives each partition of a due lost node (dueLost) the
+// owner the round's placement gives it. Each write is conditional on the
+// topic record, on the partition still being the lost node's, and on the
+// mark being the one read (a node that cleared its mark after setting its
+// copies aside keeps what it still owns); a move of the partition under
+// way goes in the same transaction (its old or new owner is the lost
+// node: neither can finish it). The round's state follows. The first
+// write also clears the record of the last rebalance: the placement may
+// move partitions between the live members too, to keep each one's total
+// within its share, and the next round's rebalance asks for those moves.
+func (a *Assigner) reassignLost(txn *txnBatch, st clusterState, due map[string]bool) error {
 	if len(due) == 0 {
-		return again, nil
+		return nil
 	}
 	moved := map[string]int{}
 	for _, t := range st.topics {
@@ -405,7 +440,15 @@ func (a *Assigner) reassignLost(txn *txnBatch, st clusterState, eligible []strin
 			if !due[owner] {
 				continue
 			}
-			target := st.plan[Partition{t.rec.Name, p}]
+			target := st.plan.owner(t.rec.Name, p)
+			if target == "" {
+				continue // cannot happen: placeable places a due node's partitions
+			}
+			if len(moved) == 0 {
+				if err := txn.add(nil, clientv3.OpPut(a.keys.rebalanced(), "")); err != nil {
+					return err
+				}
+			}
 			assign := a.keys.assignment(t.rec.Name, p)
 			cmps := []clientv3.Cmp{
 				topicCmp,
@@ -420,29 +463,30 @@ func (a *Assigner) reassignLost(txn *txnBatch, st clusterState, eligible []strin
 				delete(st.moves, k)
 			}
 			if err := txn.add(cmps, ops...); err != nil {
-				return again, err
+				return err
 			}
 			st.owners[k] = target
 			moved[owner]++
 		}
 		if err := txn.flush(); err != nil {
-			return again, err
+			return err
 		}
 	}
 	for id, n := range moved {
 		a.logger.Warn("partition assigner: gave a lost node's partitions to live nodes, empty (their records were on its disk only)",
 			zap.String("lost", id), zap.Int("partitions", n))
 	}
-	return again, nil
+	return nil
 }
 
-// rebalance moves partitions to their preferred owners. When the
-// eligible members differ from those of the last rebalance (a member
-// joined, left, came back, or was drained or undrained), every partition
-// whose owner is live, has no move under way, and is not the eligible
-// member with the highest rendezvous score for it is asked to move there:
-// a join thus moves about 1/n of the partitions to the new member and
-// nothing else. A partition a draining member owns is asked off it in
+// rebalance moves partitions to the owners the round's placement gives
+// them. When the eligible members differ from those of the last
+// rebalance (a member joined, left, came back, or was drained or
+// undrained; or a lost node's partitions were given away, which clears
+// the record), every partition whose owner is live, has no move under
+// way, and is not the member the placement gives it is asked to move
+// there: a join thus moves the new member its share, and only what the
+// per-member balance needs besides (Place). A partition a draining member owns is asked off it in
 // every round, whatever the members (it may have come back, or a move
 // may have landed on it meanwhile). A member that left keeps its
 // partitions (only its disk holds them), and a partition with a move
@@ -462,8 +506,8 @@ func (a *Assigner) rebalance(ctx context.Context, txn *txnBatch, st clusterState
 			if !owned || !st.live[owner] || (!changed && !st.draining[owner]) {
 				continue
 			}
-			target := st.plan[Partition{t.rec.Name, p}]
-			if target == owner || st.draining[target] {
+			target := st.plan.owner(t.rec.Name, p)
+			if target == "" || target == owner || st.draining[target] {
 				continue // every live member draining: nowhere better to go (a move there would be cancelled as stranded, and planned again)
 			}
 			if _, moving := st.moves[k]; moving {

@@ -16,7 +16,7 @@
 //	drain/<id>             the node is draining: its partitions move off
 //	lost/<id>              the node is marked lost: its partitions go to live nodes (lost.go)
 //	fence/<id>             the node's fence horizon in ms, put at each registration; it outlives the lease (lost.go)
-//	rebalanced             the members the assigner last rebalanced for
+//	rebalanced             the members the assigner last rebalanced for ("": rebalance next round)
 //	cluster-id             the cluster's id, made by its first node
 //
 // Its parts: the metastore, membership with a fence (a node serves only

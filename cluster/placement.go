@@ -1,7 +1,10 @@
 package cluster
 
 import (
+	"cmp"
 	"hash/fnv"
+	"maps"
+	"slices"
 	"strconv"
 )
 
@@ -12,44 +15,186 @@ type Partition struct {
 }
 
 // Place gives each of parts an owner among eligible, given their current
-// owners (a partition absent from current, or owned by a node not in
-// eligible, has none that counts): the eligible node with the highest
-// rendezvous score for it. It is a pure function of its arguments; with no
-// eligible node it places nothing.
+// owners (current: a partition absent from it, or owned by a node not
+// eligible, has no owner that counts and must be placed). With N eligible
+// nodes, P of a topic's partitions among parts and T parts in all:
+//
+//   - balance: every eligible node gets floor(P/N) or ceil(P/N) of each
+//     topic's partitions, and floor(T/N) or ceil(T/N) in all;
+//   - fewest moves: of all the placements with that balance, Place leaves
+//     the most partitions on their current owner, so it moves only what
+//     the balance makes it move;
+//   - a function of its sets: of the set of parts, the set of eligible
+//     nodes and current alone, not of the order either is given in.
+//
+// With no eligible node it places nothing.
+//
+// From a placement with that balance over the nodes it was made for, so:
+// with the same nodes nothing moves; new topics' partitions are placed and
+// nothing else moves; when a node joins, it takes floor(T/N) or ceil(T/N)
+// (N counting it), and at most floor(T/N) more move between the others;
+// when a node leaves (drained, or its partitions given away once lost),
+// its c partitions move, and at most c more between the others. Those
+// others are the price of the per-node balance: a topic's balance alone
+// never needs them (docs/scaling.md, "Placement", has an example). Why no
+// more: each topic's balance can be reached moving partitions only onto
+// the joining node, floor(T/N) of them (only off the leaving node); then,
+// while one node's total is over its share and another's under it, some
+// topic has one partition more on the first than on the second (their
+// totals differ, and no topic's counts differ by more than one), and
+// moving one of it mends one unit of each; and there are no more such
+// units than the joining node took (than the leaving node had).
+//
+// Which partitions move, and where, follows the balance: a node over its
+// share of a topic keeps the partitions it scores highest (rendezvous
+// scores of partition and node), and each partition to place goes to the
+// node with room that scores it highest; a topic's one-over-the-floor
+// places go first where they keep a partition in place, then to the
+// nodes with the fewest (placement_balance.go).
 func Place(parts []Partition, eligible []string, current map[Partition]string) map[Partition]string {
+	nodes := slices.Compact(slices.Sorted(slices.Values(eligible)))
 	out := make(map[Partition]string, len(parts))
-	if len(eligible) == 0 {
+	if len(nodes) == 0 {
 		return out
 	}
-	for _, p := range parts {
-		out[p] = rendezvous(p.Topic, p.Index, eligible)
+	topics := groupByTopic(parts, nodes, current)
+	keys := nodeKeys(nodes)
+	rows := make([]*extraRow, len(topics))
+	for i, t := range topics {
+		rows[i] = t.extraRow(keys)
+	}
+	chooseExtras(rows, len(nodes))
+	for i, t := range topics {
+		t.place(nodes, keys, rows[i], out)
 	}
 	return out
 }
 
-// PreferredOwner is the member the assigner gives partition p of topic
-// among members (highest random weight hashing): each member's score
-// depends on the partition and the member only, so a member that joins
-// takes about 1/n of the partitions and the rest keep their choice.
-func PreferredOwner(topic string, p int, members []string) string {
-	return rendezvous(topic, p, members)
+// topicParts is one topic's partitions among those to place, in order,
+// and the eligible node each is on now (-1: none).
+type topicParts struct {
+	name    string
+	indexes []int
+	on      []int
 }
 
-// rendezvous is PreferredOwner.
-func rendezvous(topic string, p int, members []string) string {
-	best, bestScore := "", uint64(0)
-	for _, m := range members {
-		h := fnv.New64a()
-		h.Write([]byte(topic))
-		h.Write([]byte{0})
-		h.Write([]byte(strconv.Itoa(p)))
-		h.Write([]byte{0})
-		h.Write([]byte(m))
-		if s := mix64(h.Sum64()); best == "" || s > bestScore || (s == bestScore && m < best) {
-			best, bestScore = m, s
+// groupByTopic groups parts by topic, topics and partitions in order,
+// each partition once, with the node each is on now.
+func groupByTopic(parts []Partition, nodes []string, current map[Partition]string) []topicParts {
+	byName := map[string][]int{}
+	for _, p := range parts {
+		byName[p.Topic] = append(byName[p.Topic], p.Index)
+	}
+	nodeIndex := make(map[string]int, len(nodes))
+	for i, node := range nodes {
+		nodeIndex[node] = i
+	}
+	out := make([]topicParts, 0, len(byName))
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		t := topicParts{name: name, indexes: slices.Compact(slices.Sorted(slices.Values(byName[name])))}
+		t.on = make([]int, len(t.indexes))
+		for j, p := range t.indexes {
+			if i, ok := nodeIndex[current[Partition{name, p}]]; ok {
+				t.on[j] = i
+			} else {
+				t.on[j] = -1
+			}
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// extraRow is the topic's part in choosing its one-over-the-floor places.
+func (t topicParts) extraRow(keys []uint64) *extraRow {
+	n, floor := len(keys), len(t.indexes)/len(keys)
+	row := &extraRow{need: len(t.indexes) % n, want: make([]bool, n), rank: make([]uint64, n), has: make([]bool, n)}
+	h := partitionHash(t.name, -1) // the topic's own
+	held := make([]int, n)
+	for _, i := range t.on {
+		if i >= 0 {
+			held[i]++
 		}
 	}
-	return best
+	for i, key := range keys {
+		row.rank[i] = score(h, key)
+		row.want[i] = held[i] > floor
+	}
+	return row
+}
+
+// place gives the topic's partitions owners: each node floor(P/N), plus
+// one where row has it. A node holding more than that keeps those it
+// scores highest; every other partition goes to the node with room that
+// scores it highest.
+func (t topicParts) place(nodes []string, keys []uint64, row *extraRow, out map[Partition]string) {
+	n := len(nodes)
+	room := make([]int, n)
+	holding := make([][]int, n)
+	var loose []int
+	for i := range room {
+		room[i] = len(t.indexes)/n + b2i(row.has[i])
+	}
+	for j, p := range t.indexes {
+		if i := t.on[j]; i >= 0 {
+			holding[i] = append(holding[i], p)
+		} else {
+			loose = append(loose, p)
+		}
+	}
+	for i, ps := range holding {
+		if len(ps) > room[i] {
+			scores := make(map[int]uint64, len(ps))
+			for _, p := range ps {
+				scores[p] = score(partitionHash(t.name, p), keys[i])
+			}
+			slices.SortStableFunc(ps, func(a, b int) int { return cmp.Compare(scores[b], scores[a]) })
+			loose = append(loose, ps[room[i]:]...)
+			ps = ps[:room[i]]
+		}
+		for _, p := range ps {
+			out[Partition{t.name, p}] = nodes[i]
+		}
+		room[i] -= len(ps)
+	}
+	slices.Sort(loose)
+	for _, p := range loose {
+		h, best := partitionHash(t.name, p), -1
+		for i := range nodes {
+			if room[i] > 0 && (best < 0 || score(h, keys[i]) > score(h, keys[best])) {
+				best = i
+			}
+		}
+		out[Partition{t.name, p}] = nodes[best]
+		room[best]--
+	}
+}
+
+// partitionHash hashes partition p of topic for score.
+func partitionHash(topic string, p int) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(topic))
+	h.Write([]byte{0})
+	h.Write([]byte(strconv.Itoa(p)))
+	return h.Sum64()
+}
+
+// nodeKeys are the nodes' keys for score.
+func nodeKeys(nodes []string) []uint64 {
+	out := make([]uint64, len(nodes))
+	for i, node := range nodes {
+		h := fnv.New64a()
+		h.Write([]byte(node))
+		out[i] = mix64(h.Sum64())
+	}
+	return out
+}
+
+// score is the rendezvous score of what h hashes (a partition, a topic)
+// for the node of key: pseudo-random, and the same wherever it is
+// computed.
+func score(h, key uint64) uint64 {
+	return mix64(h ^ key)
 }
 
 // mix64 is splitmix64's finalizer: FNV alone leaves inputs that differ in

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +65,23 @@ func owners(t *testing.T, m *cluster.EtcdMetastore, heard *changes, topic string
 		}
 		return true
 	})
+	return out
+}
+
+// placed is where cluster.Place puts the partitions of topic, given
+// their owners now, on members.
+func placed(topic string, owners []string, members []string) []string {
+	parts := make([]cluster.Partition, len(owners))
+	current := map[cluster.Partition]string{}
+	for p, o := range owners {
+		parts[p] = cluster.Partition{Topic: topic, Index: p}
+		current[parts[p]] = o
+	}
+	plan := cluster.Place(parts, members, current)
+	out := make([]string, len(owners))
+	for p := range out {
+		out[p] = plan[parts[p]]
+	}
 	return out
 }
 
@@ -286,8 +304,8 @@ func TestMember_ALiveIDIsNeverTakenTwice(t *testing.T) {
 }
 
 // TestAssigner_AJoinMovesItsShareThenALeaveCancelsThem: a member that
-// joins is asked exactly the partitions it is now the preferred owner of,
-// each from its live owner; nothing else moves. When it leaves before
+// joins is asked exactly the partitions the placement now gives it (its
+// share), each from its live owner; nothing else moves. When it leaves before
 // pulling them, those requested moves are cancelled (nobody would pull
 // them).
 func TestAssigner_AJoinMovesItsShareThenALeaveCancelsThem(t *testing.T) {
@@ -298,14 +316,14 @@ func TestAssigner_AJoinMovesItsShareThenALeaveCancelsThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	owner := owners(t, a.ms, heard, "orders", 24)
-	want := map[int]string{} // partition -> its owner, for those c is now preferred for
-	for p, o := range owner {
-		if cluster.PreferredOwner("orders", p, []string{"a", "b", "c"}) == "c" {
-			want[p] = o
+	want := map[int]string{} // partition -> its owner, for those the placement gives c
+	for p, to := range placed("orders", owner, []string{"a", "b", "c"}) {
+		if to == "c" {
+			want[p] = owner[p]
 		}
 	}
-	if len(want) == 0 || len(want) == 24 {
-		t.Fatalf("fixture: c preferred for %d of 24 partitions", len(want))
+	if len(want) != 8 {
+		t.Fatalf("fixture: the placement gives c %d of 24 partitions, not its share of 8", len(want))
 	}
 	c := joinNode(t, te, "c")
 	heard.waitFor(t, "the rebalance's moves", func() bool { return len(a.ms.Moves()) == len(want) })
@@ -327,8 +345,8 @@ func TestAssigner_AJoinMovesItsShareThenALeaveCancelsThem(t *testing.T) {
 }
 
 // TestAssigner_ADrainedNodeIsMovedOff: every partition a drained member
-// owns is asked to move to its preferred owner among the others, and it
-// gets no partition of a topic made while it is draining.
+// owns is asked to move where the placement among the others puts it, and
+// it gets no partition of a topic made while it is draining.
 func TestAssigner_ADrainedNodeIsMovedOff(t *testing.T) {
 	te := startEtcd(t)
 	a, _, _ := joinNode(t, te, "a"), joinNode(t, te, "b"), joinNode(t, te, "c")
@@ -350,9 +368,10 @@ func TestAssigner_ADrainedNodeIsMovedOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	heard.waitFor(t, "b's partitions to be asked off it", func() bool { return len(a.ms.Moves()) == ofB })
+	to := placed("orders", owner, []string{"a", "c"})
 	for _, mv := range a.ms.Moves() {
-		if mv.From != "b" || mv.To != cluster.PreferredOwner("orders", mv.Partition, []string{"a", "c"}) {
-			t.Fatalf("move %+v: want b's partition to its preferred owner among a and c", mv)
+		if mv.From != "b" || mv.To != to[mv.Partition] {
+			t.Fatalf("move %+v: want b's partition where the placement among a and c puts it (%v)", mv, to)
 		}
 	}
 	if _, _, err := a.ms.CreateTopic(bg, "payments", 12, runtime.Retention{}); err != nil {
@@ -484,58 +503,52 @@ func TestAssigner_EveryMemberDrainingMovesNothing(t *testing.T) {
 
 // TestAssigner_AStrandedMoveCancelledInARebalanceRoundIsPlannedAgain: a
 // membership change that strands a move (its new owner drained) also
-// rebalances, and the partition of that cancelled move is moved to its
-// preferred owner in the same round (found by review: the round skipped
-// it as moving and recorded the rebalance, so it stayed off its preferred
-// owner for good).
+// rebalances, and the partition of that cancelled move is moved where the
+// placement puts it in the same round (found by review: the round skipped
+// it as moving and recorded the rebalance, so it stayed off its placement
+// for good).
 func TestAssigner_AStrandedMoveCancelledInARebalanceRoundIsPlannedAgain(t *testing.T) {
 	te := startEtcd(t)
 	a, b, c := joinNode(t, te, "a"), joinNode(t, te, "b"), joinNode(t, te, "c")
 	node := map[string]*testNode{"a": a, "b": b, "c": c}
 	heard := subscribe(a.ms)
-	if _, _, err := a.ms.CreateTopic(bg, "orders", 12, runtime.Retention{}); err != nil {
+	if _, _, err := a.ms.CreateTopic(bg, "orders", 2, runtime.Retention{}); err != nil { // on two of the three
 		t.Fatal(err)
 	}
-	owner := owners(t, a.ms, heard, "orders", 12)
+	owner := owners(t, a.ms, heard, "orders", 2)
 	waitKey(t, te, "/narad/rebalanced", "a,b,c")
-	p := -1
-	for q, o := range owner {
-		if o != "c" {
-			p = q
-			break
+	from, to := owner[0], owner[1] // an operator moves partition 0 onto the other's owner
+	var drained string             // the third node
+	for id := range node {
+		if id != from && id != to {
+			drained = id
 		}
 	}
-	if p < 0 {
-		t.Fatal("fixture: c owns every partition")
+	for _, id := range []string{from, to} {
+		owners(t, node[id].ms, subscribe(node[id].ms), "orders", 2)
 	}
-	preferred, other := owner[p], "a" // an operator moves p off its preferred owner, to other
-	if preferred == "a" {
-		other = "b"
-	}
-	for _, n := range []*testNode{node[preferred], node[other]} {
-		owners(t, n.ms, subscribe(n.ms), "orders", 12)
-	}
-	mv, err := a.ms.RequestMove(bg, "orders", p, other)
+	mv, err := a.ms.RequestMove(bg, "orders", 0, to)
 	if err != nil {
 		t.Fatal(err)
 	}
-	frozen, err := node[preferred].ms.FreezeMove(bg, mv, time.Now())
+	frozen, err := node[from].ms.FreezeMove(bg, mv, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := node[other].ms.CompleteMove(bg, frozen); err != nil {
+	if err := node[to].ms.CompleteMove(bg, frozen); err != nil {
 		t.Fatal(err)
 	}
-	heard.waitFor(t, "the operator's move to land", func() bool { o, _ := a.ms.Owner("orders", p); return o == other })
-	if _, err := a.ms.RequestMove(bg, "orders", p, "c"); err != nil { // and then asks it on to c
+	heard.waitFor(t, "the operator's move to land", func() bool { o, _ := a.ms.Owner("orders", 0); return o == to })
+	p := slices.Index(placed("orders", []string{to, to}, []string{from, to}), from) // the one the placement over the two takes back
+	if _, err := a.ms.RequestMove(bg, "orders", p, drained); err != nil {           // an operator asks it on to the third
 		t.Fatal(err)
 	}
-	if err := a.ms.SetDraining(bg, "c", true); err != nil { // which strands that move, and changes the members
+	if err := a.ms.SetDraining(bg, drained, true); err != nil { // which strands that move, and changes the members
 		t.Fatal(err)
 	}
-	heard.waitFor(t, "p to be asked back to its preferred owner", func() bool {
+	heard.waitFor(t, "p to be asked where the placement puts it", func() bool {
 		for _, mv := range a.ms.Moves() {
-			if mv.Partition == p && mv.From == other && mv.To == preferred {
+			if mv.Partition == p && mv.From == to && mv.To == from {
 				return true
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/narad-io/storage/cluster"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -451,9 +450,9 @@ func TestCluster_AMoveUnderProduceLosesAndDuplicatesNothing(t *testing.T) {
 }
 
 // TestCluster_ANodeThatJoinsTakesItsShareAndADrainedOneGivesItsUp: a node
-// that joins a running cluster is moved the partitions it is now the
-// preferred owner of, and a drained node has every partition moved off
-// it; records stay whole through both.
+// that joins a running cluster is moved the partitions the placement now
+// gives it, and a drained node has every partition moved off it; records
+// stay whole through both.
 func TestCluster_ANodeThatJoinsTakesItsShareAndADrainedOneGivesItsUp(t *testing.T) {
 	te := startEtcd(t)
 	nodes := startNodes(t, te, "a", "b")
@@ -470,28 +469,35 @@ func TestCluster_ANodeThatJoinsTakesItsShareAndADrainedOneGivesItsUp(t *testing.
 	}
 	produceEach(t, nodes, "orders", 6, 0, 3)
 
-	settled := func(members []string) func() bool {
+	settled := func(members []string) func() bool { // every partition where the placement from the owners now puts it
+		before := make([]string, 6)
+		for p := range before {
+			before[p], _ = watch.Owner("orders", p)
+		}
+		want := placed("orders", before, members)
 		return func() bool {
 			if len(watch.Moves()) > 0 {
 				return false
 			}
 			for p := range 6 {
-				if o, _ := watch.Owner("orders", p); o != cluster.PreferredOwner("orders", p, members) {
+				if o, _ := watch.Owner("orders", p); o != want[p] {
 					return false
 				}
 			}
 			return true
 		}
 	}
+	joined := settled([]string{"a", "b", "c"})
 	nodes = append(nodes, startDaemon(t, te, "c", filepath.Join(t.TempDir(), "c")))
-	heard.waitFor(t, "c to take its share", settled([]string{"a", "b", "c"}))
+	heard.waitFor(t, "c to take its share", joined)
 	for p := range 6 {
 		fetchAll(t, nodes[p%3], "orders", p, 3)
 	}
+	drained := settled([]string{"b", "c"})
 	if err := nodes[1].client().Drain(bg, "a", true); err != nil {
 		t.Fatal(err)
 	}
-	heard.waitFor(t, "a to be drained", settled([]string{"b", "c"}))
+	heard.waitFor(t, "a to be drained", drained)
 	for p := range 6 {
 		fetchAll(t, nodes[p%3], "orders", p, 3)
 	}

@@ -205,6 +205,82 @@ func TestLost_PartitionsGoOnceTheNodesHorizonPassed(t *testing.T) {
 	}
 }
 
+// TestLost_TheLiveNodesAreRebalancedOnceALostNodesPartitionsGo: giving a
+// lost node's partitions away can leave a live node over its share of all
+// partitions (a topic's own balance puts one of them on the node that has
+// most already); the moves the placement needs besides are asked for too,
+// though the live members did not change then.
+func TestLost_TheLiveNodesAreRebalancedOnceALostNodesPartitionsGo(t *testing.T) {
+	te := startEtcd(t)
+	ids := []string{"a", "b", "c"}
+	node := map[string]*testNode{}
+	for _, id := range ids {
+		node[id] = joinNodeWith(t, te, id, 2*time.Second)
+	}
+	watch := openMetastore(t, te, "observer")
+	heard := subscribe(watch)
+	var parts []cluster.Partition
+	current := map[cluster.Partition]string{}
+	for i, size := range []int{1, 2, 1} { // one at a time: each placed before the next
+		topic := "t" + strconv.Itoa(i)
+		if _, _, err := watch.CreateTopic(bg, topic, size, runtime.Retention{}); err != nil {
+			t.Fatal(err)
+		}
+		for p, o := range owners(t, watch, heard, topic, size) {
+			parts = append(parts, cluster.Partition{Topic: topic, Index: p})
+			current[parts[len(parts)-1]] = o
+		}
+	}
+	lost := "" // a node whose partitions going moves others too
+	for _, id := range ids {
+		rest := slices.DeleteFunc(slices.Clone(ids), func(other string) bool { return other == id })
+		changed := 0
+		for p, o := range cluster.Place(parts, rest, current) {
+			if o != current[p] && current[p] != id {
+				changed++
+			}
+		}
+		if changed > 0 {
+			lost = id
+			break
+		}
+	}
+	if lost == "" {
+		t.Fatalf("fixture: no node's loss moves another's partition: %v", current)
+	}
+	node[lost].leave(t)
+	if err := watch.MarkLost(bg, lost, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	rest := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == lost })
+	heard.waitFor(t, "every partition on a live node, or asked to one, within its share", func() bool {
+		headed := map[cluster.Partition]string{}
+		for _, p := range parts {
+			headed[p], _ = watch.Owner(p.Topic, p.Index)
+		}
+		for _, mv := range watch.Moves() {
+			headed[cluster.Partition{Topic: mv.Topic, Index: mv.Partition}] = mv.To
+		}
+		perTopic, total := map[string]map[string]int{}, map[string]int{}
+		for p, o := range headed {
+			if !slices.Contains(rest, o) {
+				return false
+			}
+			if perTopic[p.Topic] == nil {
+				perTopic[p.Topic] = map[string]int{}
+			}
+			perTopic[p.Topic][o]++
+			total[o]++
+		}
+		for _, counts := range perTopic {
+			if counts[rest[0]]-counts[rest[1]] > 1 || counts[rest[1]]-counts[rest[0]] > 1 {
+				return false
+			}
+		}
+		return total[rest[0]]-total[rest[1]] <= 1 && total[rest[1]]-total[rest[0]] <= 1
+	})
+}
+
 // TestLost_AReassignmentDuringTheResolveIsSetAsideToo: a partition given
 // away between the resolve's read and its clearing of the mark fails the
 // clearing; the resolve reads again and sets that one aside too.
