@@ -57,6 +57,10 @@ type Assigner struct {
 	logger *zap.Logger
 	stop   context.CancelFunc
 	done   chan struct{}
+	// resigns bounds a leader's resignation, which outlives the
+	// candidacy's context; halt ends it when a Stop's context ends.
+	resigns context.Context
+	halt    context.CancelFunc
 
 	// The leader's own observations, reset each term (the run goroutine's
 	// only): when it first saw each lost mark (a node cannot register
@@ -85,14 +89,31 @@ func StartAssigner(cfg AssignerConfig) (*Assigner, error) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	a.stop = stop
+	a.resigns, a.halt = context.WithCancel(context.Background())
 	go a.run(ctx)
 	return a, nil
 }
 
-// Stop ends the candidacy; a leader resigns, so another takes over now.
-func (a *Assigner) Stop() {
+// Stop ends the candidacy, waiting for its end until ctx ends or the
+// TTL passes at most (by then its lease has run out: nothing is left to
+// withdraw): a leader resigns, so another takes over now. A candidate
+// that does not lead withdraws through etcd's election API, whose cleanup
+// of a cancelled campaign waits on the client's own context, without a
+// deadline (found in a trial: with etcd unreachable, a stopping node
+// waited there until etcd came back). So a Stop cut short returns an
+// error, and such a candidacy ends once the client is closed: a Stop
+// then returns at once.
+func (a *Assigner) Stop(ctx context.Context) error {
 	a.stop()
-	<-a.done
+	defer a.halt() // a resignation still under way ends with the wait
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.TTL)
+	defer cancel()
+	select {
+	case <-a.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("partition assigner: stopping: %w", ctx.Err())
+	}
 }
 
 // run campaigns, leads until its lease is lost, and campaigns again.
@@ -120,7 +141,7 @@ func (a *Assigner) campaignAndLead(ctx context.Context) error {
 		return err
 	}
 	defer func() {
-		resign, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.TTL)
+		resign, cancel := context.WithTimeout(a.resigns, a.cfg.TTL)
 		defer cancel()
 		_ = e.Resign(resign)
 	}()

@@ -80,6 +80,11 @@ type Member struct {
 
 	stop context.CancelFunc
 	done chan struct{}
+	// revokes bounds the revoke of a registration cut short (its lease
+	// would linger a TTL), which outlives the registration's context;
+	// halt ends it when a Leave's context ends.
+	revokes context.Context
+	halt    context.CancelFunc
 }
 
 // ErrNodeIDLive: a live member is registered under the id.
@@ -103,6 +108,7 @@ func JoinCluster(ctx context.Context, cfg MemberConfig) (*Member, error) {
 	}
 	cfg.FenceAfter = max(cfg.FenceAfter, cfg.TTL)
 	m := &Member{cfg: cfg, keys: newKeys(cfg.Prefix), logger: cfg.Logger, base: time.Now(), done: make(chan struct{})}
+	m.revokes, m.halt = context.WithCancel(context.Background())
 	if m.logger == nil {
 		m.logger = zap.NewNop()
 	}
@@ -115,6 +121,7 @@ func JoinCluster(ctx context.Context, cfg MemberConfig) (*Member, error) {
 		return true
 	})
 	if err != nil {
+		m.halt()
 		return nil, err
 	}
 	loop, stop := context.WithCancel(context.Background())
@@ -173,7 +180,7 @@ func (m *Member) register(ctx context.Context) error {
 		return fmt.Errorf("cluster: lease for member %s: %w", m.cfg.Info.ID, err)
 	}
 	revoke := func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.TTL)
+		rctx, cancel := context.WithTimeout(m.revokes, m.cfg.TTL)
 		defer cancel()
 		m.cfg.Client.Revoke(rctx, lease.ID) // else it runs out on its own
 	}
@@ -360,10 +367,14 @@ func (m *Member) renew(ctx context.Context, lease clientv3.LeaseID, every time.D
 }
 
 // Leave deregisters the node: it stops serving, and its lease is
-// revoked, so the key goes now, not a TTL later. With etcd unreachable it
-// waits up to the TTL for the revoke and returns its error; the lease
-// then runs out on its own.
-func (m *Member) Leave() error {
+// revoked, so the key goes now, not a TTL later. Every etcd call it makes
+// or waits for ends by ctx's end (and the revoke within the TTL): with
+// etcd unreachable it returns the revoke's error, and the lease runs out
+// on its own.
+func (m *Member) Leave(ctx context.Context) error {
+	defer m.halt()
+	stopHalt := context.AfterFunc(ctx, m.halt) // a registration's revoke under way ends with ctx
+	defer stopHalt()
 	m.stop()
 	<-m.done
 	m.fence()
@@ -374,7 +385,7 @@ func (m *Member) Leave() error {
 	if lease == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.TTL)
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.TTL)
 	defer cancel()
 	_, err := m.cfg.Client.Revoke(ctx, lease)
 	return err

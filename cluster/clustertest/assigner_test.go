@@ -44,8 +44,8 @@ func joinNodeWith(t testing.TB, te *testEtcd, id string, fenceAfter time.Duratio
 	}
 	n := &testNode{id: id, member: member, assigner: assigner, ms: openMetastore(t, te, id)}
 	t.Cleanup(func() {
-		n.assigner.Stop()
-		n.member.Leave()
+		n.assigner.Stop(bg)
+		n.member.Leave(bg)
 	})
 	return n
 }
@@ -127,9 +127,9 @@ func TestAssigner_OwnersStayWhenTheLeaderOrAMemberGoes(t *testing.T) {
 	}
 	before := owners(t, a.ms, heard, "orders", 12)
 
-	a.assigner.Stop() // whichever led, two candidates are left, then one
-	b.assigner.Stop()
-	if err := c.member.Leave(); err != nil {
+	a.assigner.Stop(bg) // whichever led, two candidates are left, then one
+	b.assigner.Stop(bg)
+	if err := c.member.Leave(bg); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := a.ms.CreateTopic(bg, "payments", 12, runtime.Retention{}); err != nil {
@@ -157,7 +157,7 @@ func TestAssigner_PartitionsWaitForAFirstMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer as.Stop()
+	defer as.Stop(bg)
 	m := openMetastore(t, te, "a")
 	heard := subscribe(m)
 	if _, _, err := m.CreateTopic(bg, "orders", 3, runtime.Retention{}); err != nil {
@@ -167,7 +167,7 @@ func TestAssigner_PartitionsWaitForAFirstMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer mem.Leave()
+	defer mem.Leave(bg)
 	for p, o := range owners(t, m, heard, "orders", 3) {
 		if o != "a" {
 			t.Fatalf("partition %d went to %q, not the one member", p, o)
@@ -237,7 +237,7 @@ func TestEtcdMetastore_LocateGivesTheLiveOwnersAddress(t *testing.T) {
 	if _, ok := a.ms.Locate("orders", 8); ok {
 		t.Fatal("a partition the topic does not have was located")
 	}
-	if err := b.member.Leave(); err != nil {
+	if err := b.member.Leave(bg); err != nil {
 		t.Fatal(err)
 	}
 	// A change returns once the replica holds it, and the replica applies
@@ -290,14 +290,14 @@ func TestMember_ALiveIDIsNeverTakenTwice(t *testing.T) {
 	if members, err := cluster.Members(bg, te.client(), ""); err != nil || len(members) != 1 || members[0].Addr != "first:1" {
 		t.Fatalf("while the first holds the id: %+v, %v", members, err)
 	}
-	if err := first.Leave(); err != nil {
+	if err := first.Leave(bg); err != nil {
 		t.Fatal(err)
 	}
 	second := <-joined
 	if second == nil {
 		t.FailNow()
 	}
-	defer second.Leave()
+	defer second.Leave(bg)
 	if members, err := cluster.Members(bg, te.client(), ""); err != nil || len(members) != 1 || members[0].Addr != "second:2" {
 		t.Fatalf("after the first left: %+v, %v", members, err)
 	}
@@ -332,8 +332,8 @@ func TestAssigner_AJoinMovesItsShareThenALeaveCancelsThem(t *testing.T) {
 			t.Fatalf("move %+v; want only those to c, each from its owner (%v)", mv, want)
 		}
 	}
-	c.assigner.Stop()
-	if err := c.member.Leave(); err != nil {
+	c.assigner.Stop(bg)
+	if err := c.member.Leave(bg); err != nil {
 		t.Fatal(err)
 	}
 	heard.waitFor(t, "the stranded moves to be cancelled", func() bool { return len(a.ms.Moves()) == 0 })
@@ -412,8 +412,8 @@ func TestAssigner_ANodeDrainedWhileDownIsMovedOffWhenBack(t *testing.T) {
 	if ofB == 0 {
 		t.Fatal("fixture: b owns nothing")
 	}
-	b.assigner.Stop()
-	if err := b.member.Leave(); err != nil {
+	b.assigner.Stop(bg)
+	if err := b.member.Leave(bg); err != nil {
 		t.Fatal(err)
 	}
 	waitKey(t, te, "/narad/rebalanced", "a,c") // the leader rebalanced for b's leaving (nothing to move: b is down)

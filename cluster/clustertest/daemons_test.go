@@ -153,11 +153,18 @@ func (d *daemon) start() {
 }
 
 // stop stops the node gracefully (SIGTERM: it leaves the cluster, closes
-// every log) and fails the test if it did not exit cleanly.
+// every log) and fails the test if it did not exit cleanly, or not within
+// logWaitLimit (a stop that cannot end fails the test, never hangs it).
 func (d *daemon) stop() {
 	d.t.Helper()
 	d.cmd.Process.Signal(syscall.SIGTERM)
-	<-d.done
+	limit := time.NewTimer(logWaitLimit)
+	defer limit.Stop()
+	select {
+	case <-d.done:
+	case <-limit.C:
+		d.t.Fatalf("node %s did not exit within %v of its SIGTERM:\n%s", d.id, logWaitLimit, d.log())
+	}
 	if d.exitErr != nil {
 		d.t.Fatalf("node %s: %v\n%s", d.id, d.exitErr, d.log())
 	}

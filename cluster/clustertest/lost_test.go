@@ -97,8 +97,8 @@ func ownedBy(m *cluster.EtcdMetastore, topic string, partitions int, id string) 
 // leave stops a test node's candidacy and registration.
 func (n *testNode) leave(t *testing.T) {
 	t.Helper()
-	n.assigner.Stop()
-	if err := n.member.Leave(); err != nil {
+	n.assigner.Stop(bg)
+	if err := n.member.Leave(bg); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -357,7 +357,7 @@ func startCutOff(t *testing.T, config func(px *proxy) cluster.MemberConfig) *cut
 	if c.x, err = cluster.JoinCluster(bg, cfg); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.x.Leave() })
+	t.Cleanup(func() { c.x.Leave(bg) })
 	if _, _, err := c.a.ms.CreateTopic(bg, "orders", 8, runtime.Retention{}); err != nil {
 		t.Fatal(err)
 	}
@@ -435,7 +435,7 @@ func TestLost_ANewLeaderWaitsOutTheHorizonTheNodeRegistered(t *testing.T) {
 
 	px.cut()
 	waitGone(t, te, "/narad/members/x")
-	a.assigner.Stop() // a new term, which never saw x registered
+	a.assigner.Stop(bg) // a new term, which never saw x registered
 	logs, logger := newLogWatch()
 	if a.assigner, err = cluster.StartAssigner(cluster.AssignerConfig{Client: te.client(), NodeID: "a", TTL: 2 * time.Second, FenceAfter: 2 * time.Second, Logger: logger}); err != nil {
 		t.Fatal(err)
@@ -503,7 +503,7 @@ func TestLost_AHorizonIsAtLeastTheMemberTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { x.Leave() })
+	t.Cleanup(func() { x.Leave(bg) })
 	resp, err := te.client().Get(bg, "/narad/fence/x")
 	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "6000" {
 		t.Fatalf("registered fence horizon: %v, %v; want 6000 ms", resp, err)

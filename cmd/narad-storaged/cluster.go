@@ -151,7 +151,7 @@ func openClusterNode(ctx context.Context, files vfs.FS, cfg config, endpoints []
 	}
 	c.fenceAfter = time.Duration(cfg.FenceAfter)
 	if err := c.checkIdentity(ctx, files, dir, hasNode, storedCluster, hasCluster); err != nil {
-		c.close()
+		c.close(context.Background()) // not joined: nothing to leave
 		return nil, err
 	}
 	return c, nil
@@ -231,7 +231,7 @@ func openCluster(ctx context.Context, endpoints []string, id string, ttl time.Du
 		case <-changed:
 		case <-ctx.Done():
 			close(c.reported)
-			c.close()
+			c.close(context.Background()) // not joined: nothing to leave
 			return nil, ctx.Err()
 		}
 	}
@@ -342,31 +342,37 @@ func (c *clusterNode) Registration() uint64 {
 }
 
 // leave ends the candidacy and the registration (the lease revoked, so
-// the others see the node go at once); its partitions stay its.
-func (c *clusterNode) leave() error {
+// the others see the node go at once); its partitions stay its. No etcd
+// call it makes or waits for outlasts ctx (a stop's deadline).
+func (c *clusterNode) leave(ctx context.Context) error {
+	var err error
 	if c.assigner != nil {
-		c.assigner.Stop()
-		c.assigner = nil
+		err = c.assigner.Stop(ctx)
 	}
-	m := c.member.Swap(nil)
-	if m == nil {
-		return nil
+	if m := c.member.Swap(nil); m != nil {
+		err = errors.Join(err, m.Leave(ctx))
 	}
-	return m.Leave()
+	return err
 }
 
-// close leaves and stops following etcd; after the node is closed.
-func (c *clusterNode) close() error {
+// close leaves, by ctx's end, and stops following etcd; after the node
+// is closed. A candidacy whose end the leave did not see ends once the
+// client is closed, and close waits for it then (at once).
+func (c *clusterNode) close(ctx context.Context) error {
 	close(c.stop)
 	<-c.reported
 	if c.unsubscribe != nil {
 		c.unsubscribe()
 	}
-	err := c.leave()
+	err := c.leave(ctx)
 	if c.ms != nil {
 		err = errors.Join(err, c.ms.Close())
 	}
-	return errors.Join(err, c.cli.Close())
+	err = errors.Join(err, c.cli.Close())
+	if c.assigner != nil {
+		c.assigner.Stop(context.Background())
+	}
+	return err
 }
 
 // move finds a move under way by its id, in the replica.

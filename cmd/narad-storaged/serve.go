@@ -125,6 +125,8 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	stopping := &stopDeadline{timeout: time.Duration(cfg.ShutdownTimeout)}
+	defer stopping.release()
 	var ms runtime.Metastore
 	var member *clusterNode // nil: a node alone, on the embedded metastore
 	var peerTLS *tls.Config // a cluster's node: its calls to other nodes
@@ -156,7 +158,7 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 			return err
 		}
 		defer func() {
-			if err := member.close(); err != nil {
+			if err := member.close(stopping.context()); err != nil {
 				logger.Warn("leaving the cluster", zap.Error(err))
 			}
 		}()
@@ -251,7 +253,7 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 	select {
 	case err := <-started:
 		if err != nil && ctx.Err() == nil {
-			shutdown(server, endLongPolls, node, cfg, logger)
+			shutdown(server, endLongPolls, node, stopping.context(), logger)
 			return fmt.Errorf("startup: %w", err)
 		}
 		if err == nil && member != nil {
@@ -259,7 +261,7 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 			// of the partitions given away aside first (join), and until it
 			// is registered it answers 503 fenced.
 			if err = member.join(ctx, addr, node); err != nil && ctx.Err() == nil {
-				shutdown(server, endLongPolls, node, cfg, logger)
+				shutdown(server, endLongPolls, node, stopping.context(), logger)
 				return err
 			}
 		}
@@ -290,21 +292,44 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		return err
 	}
 	logger.Info("shutting down")
-	stopMover() // no pull runs into a closing node
-	return shutdown(server, endLongPolls, node, cfg, logger)
+	stop := stopping.context() // from here
+	stopMover()                // no pull runs into a closing node
+	return shutdown(server, endLongPolls, node, stop, logger)
+}
+
+// stopDeadline is a graceful stop's one bound, --shutdown-timeout: taken
+// at the stop's first step and shared by every step after it (the
+// server's drain, the logs' close, leaving the cluster), so the whole
+// stop ends within it whatever etcd does. Used by serve's goroutine only.
+type stopDeadline struct {
+	timeout time.Duration
+	ctx     context.Context // nil until the stop begins
+	cancel  context.CancelFunc
+}
+
+// context is the stop's deadline, from the first call on.
+func (s *stopDeadline) context() context.Context {
+	if s.ctx == nil {
+		s.ctx, s.cancel = context.WithTimeout(context.Background(), s.timeout)
+	}
+	return s.ctx
+}
+
+func (s *stopDeadline) release() {
+	if s.cancel != nil {
+		s.cancel()
+	}
 }
 
 // shutdown stops accepting, answers long polls at once, lets in-flight
 // requests finish (their contexts stay live: a produce in flight completes
-// its commit), then closes every log.
-func shutdown(server *http.Server, endLongPolls func(), node *runtime.Node, cfg config, logger *zap.Logger) error {
+// its commit) until the stop's deadline, then closes every log.
+func shutdown(server *http.Server, endLongPolls func(), node *runtime.Node, deadline context.Context, logger *zap.Logger) error {
 	if err := sdNotify("STOPPING=1"); err != nil {
 		logger.Warn("systemd notification", zap.Error(err))
 	}
-	timeout, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.ShutdownTimeout))
-	defer cancel()
 	endLongPolls()
-	err := server.Shutdown(timeout)
+	err := server.Shutdown(deadline)
 	if cerr := node.Close(); cerr != nil {
 		err = errors.Join(err, cerr)
 	}

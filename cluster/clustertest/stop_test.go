@@ -1,0 +1,59 @@
+package clustertest
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// TestCluster_ANodeStoppedWhileEtcdIsDownExits: with etcd down, SIGTERM
+// stops every node, the one leading the assignment and the ones waiting
+// in its election alike, with exit 0 and every log closed: no etcd call
+// on the way out (a candidate's withdrawal, the leader's resignation, the
+// lease's revoke) outlasts the stop's deadline, --shutdown-timeout (found
+// in a trial: a node not leading waited for etcd without end, in the
+// election API's cleanup of its cancelled campaign).
+func TestCluster_ANodeStoppedWhileEtcdIsDownExits(t *testing.T) {
+	te := startEtcd(t)
+	var nodes []*daemon
+	for _, id := range []string{"a", "b", "c"} { // a deadline shorter than the TTL: it, not the TTL, ends the stop
+		nodes = append(nodes, startDaemon(t, te, id, filepath.Join(t.TempDir(), id), "--shutdown-timeout", "1s"))
+	}
+	waitKeyCount(t, te, "/narad/assigner/", 3) // each node is a candidate: one leads, two wait
+	te.stop()
+	for _, d := range nodes {
+		if !d.waitLog("cannot renew the cluster membership lease") {
+			t.Fatalf("node %s never noticed etcd gone", d.id)
+		}
+	}
+	for _, d := range nodes {
+		d.stop() // exit 0, or the test fails
+		if !d.waitLog("stopped: every log closed") {
+			t.Fatalf("node %s exited without closing every log", d.id)
+		}
+	}
+}
+
+// waitKeyCount waits, on a watch, until n keys are under prefix.
+func waitKeyCount(t *testing.T, te *testEtcd, prefix string, n int64) {
+	t.Helper()
+	cli := te.client()
+	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
+	defer cancel()
+	for {
+		resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatalf("waiting for %d keys under %s: %v", n, prefix, err)
+		}
+		if resp.Count >= n {
+			return
+		}
+		wr := <-cli.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+		if err := wr.Err(); err != nil || ctx.Err() != nil {
+			t.Fatalf("waiting for %d keys under %s: %v, %v", n, prefix, err, ctx.Err())
+		}
+	}
+}
