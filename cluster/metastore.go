@@ -341,15 +341,25 @@ func (m *EtcdMetastore) Owner(topic string, partition int) (node string, ok bool
 	return node, ok
 }
 
-// Settle brings the replica up to what etcd holds now (a linearizable
-// read of etcd's revision, then a wait for the watch to apply it), then
+// CatchUp brings the replica up to what etcd holds now: a linearizable
+// read of etcd's revision, then a wait, until ctx ends, for the watch to
+// apply it. What another node saw in etcd before the call, the replica
+// holds after it.
+func (m *EtcdMetastore) CatchUp(ctx context.Context) error {
+	resp, err := m.cli.Get(ctx, m.keys.root+"settle") // any key: the header carries etcd's revision
+	if err != nil {
+		return fmt.Errorf("cluster: read etcd's revision: %w", err)
+	}
+	return m.waitApplied(ctx, resp.Header.Revision)
+}
+
+// Settle brings the replica up to what etcd holds now (CatchUp), then
 // waits while the partition has no owner, until ctx ends: a node asked
 // for a partition of a topic another node just made answers from the
 // record and the assignment, not from its watch's delay. It reports
 // whether the partition has an owner.
 func (m *EtcdMetastore) Settle(ctx context.Context, topic string, partition int) bool {
-	resp, err := m.cli.Get(ctx, m.keys.root+"settle") // any key: the header carries etcd's revision
-	if err != nil || m.waitApplied(ctx, resp.Header.Revision) != nil {
+	if m.CatchUp(ctx) != nil {
 		return false
 	}
 	for {

@@ -13,6 +13,7 @@ import (
 	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/wire"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // A move gives a partition a new owner while its old owner is up: the new
@@ -200,6 +201,37 @@ func (m *EtcdMetastore) Moves() []Move {
 		return out[i].Partition < out[j].Partition
 	})
 	return out
+}
+
+// FindMove returns the move under way whose id is id. One the replica
+// does not hold is looked for again once the replica has caught up with
+// etcd (CatchUp), until ctx ends: each node follows etcd on its own
+// watch, so a move's new owner may see the move, and ask its old owner
+// for it, before the old owner's replica has it (found in a trial: the
+// old owner answered "no such move", and the move waited out the
+// mover's pause). ok is false when etcd held no such move either.
+func (m *EtcdMetastore) FindMove(ctx context.Context, id string) (mv Move, ok bool, err error) {
+	if mv, ok := m.moveByID(id); ok {
+		return mv, true, nil
+	}
+	m.logger.Debug("a move not in this node's replica yet: catching up with etcd", zap.String("move", id))
+	if err := m.CatchUp(ctx); err != nil {
+		return Move{}, false, err
+	}
+	mv, ok = m.moveByID(id)
+	return mv, ok, nil
+}
+
+// moveByID finds a move under way by its id, in the replica.
+func (m *EtcdMetastore) moveByID(id string) (Move, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, mv := range m.moves {
+		if mv.ID == id {
+			return mv, true
+		}
+	}
+	return Move{}, false
 }
 
 // ConfirmOwner reads a partition's owner from etcd, linearizably (never

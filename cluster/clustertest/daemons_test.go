@@ -86,8 +86,15 @@ type daemon struct {
 // it is ready; the test kills it if it still runs at the end.
 func startDaemon(t *testing.T, te *testEtcd, id, dataDir string, extra ...string) *daemon {
 	t.Helper()
+	return startDaemonOn(t, te.socket, id, dataDir, extra...)
+}
+
+// startDaemonOn is startDaemon reaching etcd at the Unix socket socket
+// (a proxy's).
+func startDaemonOn(t *testing.T, socket, id, dataDir string, extra ...string) *daemon {
+	t.Helper()
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir,
-		"--metastore", "etcd+unix://" + te.socket, "--node-id", id, "--member-ttl", "2s", "--log-level", "debug"}, extra...)
+		"--metastore", "etcd+unix://" + socket, "--node-id", id, "--member-ttl", "2s", "--log-level", "debug"}, extra...)
 	d := &daemon{t: t, id: id, dataDir: dataDir, args: args}
 	d.start()
 	t.Cleanup(d.kill)

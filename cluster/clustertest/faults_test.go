@@ -17,7 +17,10 @@ import (
 )
 
 // proxy forwards a Unix socket to etcd's; cut drops every connection and
-// refuses new ones (a node cut off from etcd), restore lets them in.
+// refuses new ones (a node cut off from etcd), restore lets them in; hold
+// keeps what etcd sends from the node (its calls still reach etcd, their
+// answers and its watches' events wait: a node whose view of etcd lags),
+// release lets it through.
 type proxy struct {
 	t      *testing.T
 	path   string
@@ -25,10 +28,15 @@ type proxy struct {
 	mu     sync.Mutex
 	ln     net.Listener
 	conns  []net.Conn
+	gate   chan struct{} // closed while etcd's bytes pass; a new one while held
 }
 
-func newProxy(t *testing.T, te *testEtcd) *proxy {
-	p := &proxy{t: t, path: filepath.Join(te.dir, "proxy.sock"), target: te.socket}
+func newProxy(t *testing.T, te *testEtcd) *proxy { return newProxyAt(t, te, "proxy.sock") }
+
+// newProxyAt is newProxy listening at name in te's directory.
+func newProxyAt(t *testing.T, te *testEtcd, name string) *proxy {
+	p := &proxy{t: t, path: filepath.Join(te.dir, name), target: te.socket, gate: make(chan struct{})}
+	close(p.gate)
 	p.restore()
 	t.Cleanup(p.cut)
 	return p
@@ -57,12 +65,54 @@ func (p *proxy) restore() {
 			p.conns = append(p.conns, c, u)
 			p.mu.Unlock()
 			go func() { io.Copy(u, c); u.Close(); c.Close() }()
-			go func() { io.Copy(c, u); u.Close(); c.Close() }()
+			go func() { p.fromEtcd(c, u); u.Close(); c.Close() }()
 		}
 	}()
 }
 
+// fromEtcd forwards what etcd sends on u to the node on c, each read
+// once the gate is open.
+func (p *proxy) fromEtcd(c, u net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := u.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			gate := p.gate
+			p.mu.Unlock()
+			<-gate
+			if _, err := c.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *proxy) hold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.gate:
+		p.gate = make(chan struct{})
+	default: // held already
+	}
+}
+
+func (p *proxy) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.gate:
+	default:
+		close(p.gate)
+	}
+}
+
 func (p *proxy) cut() {
+	p.release() // nothing waits on the gate of a connection dropped
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ln != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -104,9 +105,8 @@ func (a *api) cancelMove(w http.ResponseWriter, r *http.Request) {
 	if _, ok := query(w, r); !ok {
 		return
 	}
-	mv, ok := a.opts.cluster.move(r.PathValue("id"))
+	mv, ok := a.findMove(w, r, fmt.Sprintf("no move %q under way", r.PathValue("id")))
 	if !ok {
-		writeError(w, http.StatusNotFound, "move_not_found", fmt.Sprintf("no move %q under way", r.PathValue("id")))
 		return
 	}
 	if err := a.opts.cluster.ms.CancelMove(r.Context(), mv); err != nil {
@@ -209,14 +209,40 @@ type cursorBody struct {
 	Position int64  `json:"position"`
 }
 
+// findMove finds the move under way named by the path's id, in this
+// node's replica or, when it does not hold it, once the replica caught up
+// with etcd (a move asked through another node a moment before); ok is
+// false when it wrote the answer: 404 move_not_found saying notFound when
+// etcd holds no such move either, 503 when the catch-up failed.
+func (a *api) findMove(w http.ResponseWriter, r *http.Request, notFound string) (cluster.Move, bool) {
+	ctx, cancel := context.WithTimeout(r.Context(), settleWait)
+	defer cancel()
+	mv, found, err := a.opts.cluster.ms.FindMove(ctx, r.PathValue("id"))
+	switch {
+	case err != nil:
+		a.logger.Warn("looking for a move in etcd", zap.String("move", r.PathValue("id")), zap.Error(err))
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "this node could not catch up with etcd to look for the move; retry")
+		return cluster.Move{}, false
+	case !found:
+		writeError(w, http.StatusNotFound, "move_not_found", notFound)
+		return cluster.Move{}, false
+	}
+	return mv, true
+}
+
 // outgoingMove finds a move of a partition this node owns by its id.
 func (a *api) outgoingMove(w http.ResponseWriter, r *http.Request) (cluster.Move, bool) {
 	if !a.inCluster(w) {
 		return cluster.Move{}, false
 	}
-	mv, ok := a.opts.cluster.move(r.PathValue("id"))
-	if !ok || mv.From != a.opts.cluster.id {
-		writeError(w, http.StatusNotFound, "move_not_found", fmt.Sprintf("no move %q out of this node under way", r.PathValue("id")))
+	notFound := fmt.Sprintf("no move %q out of this node under way", r.PathValue("id"))
+	mv, ok := a.findMove(w, r, notFound)
+	if !ok {
+		return cluster.Move{}, false
+	}
+	if mv.From != a.opts.cluster.id {
+		writeError(w, http.StatusNotFound, "move_not_found", notFound)
 		return cluster.Move{}, false
 	}
 	return mv, true

@@ -25,8 +25,10 @@ type ownerLocator interface {
 	Registration() uint64
 }
 
-// settleWait bounds how long a call for a partition without an owner (a
-// topic just made through another node) waits for the assigner.
+// settleWait bounds how long a call waits for this node's replica to
+// catch up with etcd: one for a partition without an owner (a topic just
+// made through another node) waits for the assigner too, one for a move
+// this node does not know (asked through another node) for its record.
 const settleWait = 2 * time.Second
 
 // ownerBody is a 421's owner: the node that serves the partition.

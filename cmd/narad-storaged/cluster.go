@@ -375,16 +375,6 @@ func (c *clusterNode) close(ctx context.Context) error {
 	return err
 }
 
-// move finds a move under way by its id, in the replica.
-func (c *clusterNode) move(id string) (cluster.Move, bool) {
-	for _, mv := range c.ms.Moves() {
-		if mv.ID == id {
-			return mv, true
-		}
-	}
-	return cluster.Move{}, false
-}
-
 // lockPartition takes this node's move lock of a partition: a pull holds
 // it from its receive to its completion's outcome, and a drop takes it,
 // so a drop never lands between a pull's install and the completion that
