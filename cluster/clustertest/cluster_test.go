@@ -326,8 +326,13 @@ func TestCluster_ADataDirectoryServesOnlyItsOwnNodeAndCluster(t *testing.T) {
 func TestCluster_AMoveUnderProduceLosesAndDuplicatesNothing(t *testing.T) {
 	te := startEtcd(t)
 	nodes := make([]*daemon, 3)
-	for i, id := range []string{"a", "b", "c"} { // small segments: the move copies sealed ones before its freeze
-		nodes[i] = startDaemon(t, te, id, filepath.Join(t.TempDir(), id), "--segment-max-bytes", "1024")
+	for i, id := range []string{"a", "b", "c"} {
+		// Small segments: the move copies sealed ones before its freeze.
+		// The default lease TTL: no node stops here, and a machine busy
+		// enough to stall etcd's answers past 2 s would have a lease run
+		// out mid-move (seen under load), the node answering the producer
+		// 503 fenced, or the requested move cancelled as stranded.
+		nodes[i] = startDaemon(t, te, id, filepath.Join(t.TempDir(), id), "--segment-max-bytes", "1024", "--member-ttl", "10s")
 	}
 	byID := map[string]*daemon{}
 	for _, d := range nodes {
@@ -420,15 +425,25 @@ func TestCluster_AMoveUnderProduceLosesAndDuplicatesNothing(t *testing.T) {
 	if got := partitionDirs(t, byID[from], "orders"); slices.Contains(got, 0) {
 		t.Fatalf("the old owner still holds partition 0: %v", got)
 	}
-	got, err := nodes[0].client().Fetch(bg, "orders", 0, 0, client.FetchOptions{MaxRecords: 10000})
-	if err != nil {
-		t.Fatal(err)
+	// Every record, in as many fetches as it takes: how many were acked
+	// grows with the move's time.
+	var records []client.FetchedRecord
+	hwm := int64(-1)
+	for hwm < 0 || int64(len(records)) < hwm {
+		got, err := nodes[0].client().Fetch(bg, "orders", 0, int64(len(records)), client.FetchOptions{MaxRecords: 10000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Records) == 0 {
+			break
+		}
+		records, hwm = append(records, got.Records...), got.HighWatermark
 	}
 	want := 50 + len(acked)
-	if len(got.Records) != want || got.HighWatermark != int64(want) {
-		t.Fatalf("the new owner holds %d records (high watermark %d); %d were acked", len(got.Records), got.HighWatermark, want)
+	if len(records) != want || hwm != int64(want) {
+		t.Fatalf("the new owner holds %d records (high watermark %d); %d were acked", len(records), hwm, want)
 	}
-	for i, r := range got.Records {
+	for i, r := range records {
 		if w := fmt.Sprintf("orders/0/%d", i); r.Offset != int64(i) || string(r.Value) != w {
 			t.Fatalf("record %d: offset %d value %q, want %q", i, r.Offset, r.Value, w)
 		}
