@@ -52,7 +52,7 @@ func joinNodeWith(t testing.TB, te *testEtcd, id string, fenceAfter time.Duratio
 
 // owners waits until every partition of topic has an owner in m's
 // replica, and returns them.
-func owners(t *testing.T, m *cluster.EtcdMetastore, heard *changes, topic string, partitions int) []string {
+func owners(t testing.TB, m *cluster.EtcdMetastore, heard *changes, topic string, partitions int) []string {
 	t.Helper()
 	out := make([]string, partitions)
 	heard.waitFor(t, fmt.Sprintf("every partition of %s to have an owner", topic), func() bool {

@@ -36,7 +36,7 @@ var (
 )
 
 // daemonBinary builds the daemon the first time a test needs it.
-func daemonBinary(t *testing.T) string {
+func daemonBinary(t testing.TB) string {
 	t.Helper()
 	daemonBuild.Do(func() {
 		daemonDir, daemonErr = os.MkdirTemp("", "narad-cluster")
@@ -67,7 +67,7 @@ func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
 
 // daemon is one running narad-storaged of a cluster.
 type daemon struct {
-	t       *testing.T
+	t       testing.TB
 	id      string
 	dataDir string
 	args    []string
@@ -84,14 +84,14 @@ type daemon struct {
 
 // startDaemon starts node id on te's etcd over dataDir and returns once
 // it is ready; the test kills it if it still runs at the end.
-func startDaemon(t *testing.T, te *testEtcd, id, dataDir string, extra ...string) *daemon {
+func startDaemon(t testing.TB, te *testEtcd, id, dataDir string, extra ...string) *daemon {
 	t.Helper()
 	return startDaemonOn(t, te.socket, id, dataDir, extra...)
 }
 
 // startDaemonOn is startDaemon reaching etcd at the Unix socket socket
 // (a proxy's).
-func startDaemonOn(t *testing.T, socket, id, dataDir string, extra ...string) *daemon {
+func startDaemonOn(t testing.TB, socket, id, dataDir string, extra ...string) *daemon {
 	t.Helper()
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir,
 		"--metastore", "etcd+unix://" + socket, "--node-id", id, "--member-ttl", "2s", "--log-level", "debug"}, extra...)
