@@ -1,7 +1,8 @@
 // Package reaper is the node's one retention loop over open partition logs
 // (docs/design.md, "Retention"): a single supervised goroutine, not one
 // per partition, that about once a minute sweeps every open log through
-// partition.Log.Sweep. The sweep itself is the log's: it rotates an idle,
+// partition.Log.Sweep, and at once when its loop is triggered (the runtime
+// does so at a retention change). The sweep itself is the log's: it rotates an idle,
 // fully committed active segment, detaches expired sealed segments under
 // the log's actor and unlinks them after, and counts what it deleted
 // (reason="age") and the unlinks that failed.
@@ -64,7 +65,7 @@ type Config struct {
 // Start starts the reaper's loop. Each pass sweeps the logs targets
 // returns, one after another; targets is called once per pass and must
 // not block on I/O (the runtime lists its registry). A log closed under
-// the pass (idle eviction, a retention change, a retired incarnation) is
+// the pass (idle eviction, the open-log budget, a retired incarnation) is
 // skipped without a word. A log without an age bound answers its sweep at
 // once, after retrying any unlink an earlier sweep left. Close the
 // returned loop to stop it.

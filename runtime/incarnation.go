@@ -340,7 +340,8 @@ func (n *Node) quarantine(t *supervisor.GuardedTopic, rec TopicRecord, old wire.
 
 // recheck runs when a topic's metadata version moves: an open log whose
 // incarnation was deleted (or replaced) is retired rather than left
-// serving the old data; a retention change reaches the open logs in place.
+// serving the old data; a retention change reaches the open logs in place
+// and is applied at once (retainInPlace).
 // Then, on a metastore other nodes change too (a cluster's), the
 // directory of a deleted (or replaced) incarnation is purged (or
 // quarantined) as the quarantine sweep would (purgeOrphan): a delete
@@ -369,14 +370,7 @@ func (n *Node) recheck(topic string) {
 			n.logger.Warn("retiring the open logs of a deleted or replaced incarnation", zap.String("topic", topic))
 			return t.CloseAll()
 		}
-		for _, p := range t.Open() {
-			if l, ok := t.Lookup(p); ok {
-				if err := l.SetRetention(ctx, rec.Retention().maxAge(), rec.RetentionBytes); err != nil && !errors.Is(err, partition.ErrLogClosed) {
-					return err
-				}
-			}
-		}
-		return nil
+		return n.retainInPlace(ctx, t, rec)
 	})
 	if err != nil {
 		n.logger.Warn("metadata recheck", zap.String("topic", topic), zap.Error(err))

@@ -159,6 +159,7 @@ type Node struct {
 	backgroundCtx context.Context
 	endBackground context.CancelFunc
 	loops         []*supervisor.Loop
+	reaper        atomic.Pointer[supervisor.Loop] // set once Start starts it; retainInPlace triggers it
 	promReg       prometheus.Registerer
 
 	installs  unsettledInstalls // installs to settle before their partition opens
@@ -434,11 +435,11 @@ func nodeClosedError(err error) error {
 }
 
 // withLog runs fn on the partition's log, reopening it whenever it was
-// closed underneath (idle eviction, the open-log budget, a retention
-// change), until fn meets an open log, the node closes or ctx ends. fn's
-// error at the open-file limit says ErrBusy. Once is not enough: a log can be
-// closed again between its reopen and fn (two eviction passes, an eviction
-// and a retention change). It never spins on one closed log: the registry
+// closed underneath (idle eviction, the open-log budget), until fn meets
+// an open log, the node closes or ctx ends. fn's error at the open-file
+// limit says ErrBusy. Once is not enough: a log can be closed again
+// between its reopen and fn (two eviction passes, an eviction and the
+// budget). It never spins on one closed log: the registry
 // drops a log before closing it, and reopens one closed behind its back,
 // so each lookup returns a log that was open.
 func (n *Node) withLog(ctx context.Context, key supervisor.Key, fn func(*partition.Log) error) error {

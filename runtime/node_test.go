@@ -180,7 +180,7 @@ func concurrentTopicsAgainstAModel(t *testing.T, budget int) {
 	stop := make(chan struct{})
 	var side sync.WaitGroup
 	side.Add(4)
-	go func() { // retention changes: this node closes its own logs
+	go func() { // retention changes: in place, each starting a reaper pass
 		defer side.Done()
 		for {
 			select {

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -18,17 +19,21 @@ import (
 // The node's half of docs/design.md, "Retention": it starts the reaper
 // over its open logs and, when ColdWalkInterval is set, the cold walk over
 // its closed partitions, and it gives the walk its guarded open. Retention
-// changes reach open logs in place through recheck (incarnation.go); idle
-// eviction's rule for retention logs is in EvictIdle (startup.go).
+// changes reach open logs in place (retainInPlace), this node's own from
+// UpdateRetention (topics.go) and others' through recheck
+// (incarnation.go); idle eviction's rule for retention logs is in
+// EvictIdle (startup.go).
 
 // startRetentionLoops starts the reaper and, unless it is off, the cold
 // walk.
 func (n *Node) startRetentionLoops() []*supervisor.Loop {
-	loops := []*supervisor.Loop{reaper.Start(reaper.Config{
+	r := reaper.Start(reaper.Config{
 		Interval:   n.cfg.ReaperInterval,
 		Logger:     n.logger,
 		Registerer: n.promReg,
-	}, n.openTargets)}
+	}, n.openTargets)
+	n.reaper.Store(r)
+	loops := []*supervisor.Loop{r}
 	if n.cfg.ColdWalkInterval > 0 {
 		loops = append(loops, coldwalk.Start(coldwalk.Config{
 			FS:         n.cfg.FS,
@@ -40,6 +45,27 @@ func (n *Node) startRetentionLoops() []*supervisor.Loop {
 		}))
 	}
 	return loops
+}
+
+// retainInPlace sets rec's retention bounds on t's open logs, in place,
+// and asks the reaper for a pass now: the new bounds are applied at once,
+// whether or not anything is written to the logs again, rather than at the
+// reaper's next interval (a pass under way when it is asked finishes
+// first, then the asked one runs). It runs under t's guard, with rec read
+// under it, so of two changes at once the newer bounds are the ones left.
+// Before Start has started the reaper, its first pass applies them.
+func (n *Node) retainInPlace(ctx context.Context, t *supervisor.GuardedTopic, rec TopicRecord) error {
+	for _, p := range t.Open() {
+		if l, ok := t.Lookup(p); ok {
+			if err := l.SetRetention(ctx, rec.Retention().maxAge(), rec.RetentionBytes); err != nil && !errors.Is(err, partition.ErrLogClosed) {
+				return err
+			}
+		}
+	}
+	if r := n.reaper.Load(); r != nil {
+		r.Trigger()
+	}
+	return nil
 }
 
 // openTargets lists the open logs for a reaper pass. It reads the registry

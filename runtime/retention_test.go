@@ -581,9 +581,9 @@ func TestEviction_RetentionLogsWithTheWalkOnAndOff(t *testing.T) {
 
 // A retention change made elsewhere (ms.SetRetention, as another node's
 // change reaches this node's replica) reaches an open, idle log in place
-// within the change feed's recheck: the log stays open, the reaper's next
-// pass deletes under the new bound, and the active segment's roll age
-// follows it.
+// within the change feed's recheck: the log stays open, the reaper's pass
+// it asks for deletes under the new bound, and the active segment's roll
+// age follows it.
 func TestRetention_ChangeThroughTheMetastoreReachesOpenIdleLogs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := startRetentionNode(t, nil, Config{IdleEvictAfter: 24 * time.Hour})
@@ -598,17 +598,13 @@ func TestRetention_ChangeThroughTheMetastoreReachesOpenIdleLogs(t *testing.T) {
 		if _, err := n.ms.SetRetention(bg, "orders", Retention{Ms: time.Hour.Milliseconds()}); err != nil {
 			t.Fatal(err)
 		}
-		synctest.Wait() // the change feed's recheck
+		synctest.Wait() // the change feed's recheck, and the reaper's pass it asks for
 		after, _ := n.reg.Lookup(key("orders", 0))
 		if after != before {
 			t.Fatal("the log was reopened, not changed in place")
 		}
-		if ok, err := after.Expired(bg); !ok || err != nil {
-			t.Fatalf("Expired = %v, %v right after the change: the new bound did not reach the open log", ok, err)
-		}
-		advanceBy(time.Minute) // the reaper's next pass
 		if start, hwm := startOffset(t, n, "orders", 0); start != 5 || hwm != 5 {
-			t.Fatalf("start %d, high watermark %d after the next pass; want 5, 5", start, hwm)
+			t.Fatalf("start %d, high watermark %d after the change; want 5, 5", start, hwm)
 		}
 
 		// The roll age follows: a record every 10 minutes now rolls the
@@ -679,6 +675,89 @@ func TestRetention_ByteBoundReachesOpenAndClosedPartitions(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A retention change reaches an open log that nobody writes to
+// afterwards and is applied at once (docs/http-api.md, PATCH): the bounds
+// are set in place and the reaper sweeps right away, not at its next
+// interval, whether the change is this node's own (Node.SetRetention) or
+// another's arriving through the metastore's change feed. The clock does
+// not move after the change. Found by review: the node that ran a change
+// closed the topic's open logs, so nothing swept them until a produce
+// reopened them, and a change from the feed waited for the next pass.
+func TestRetention_ChangeAppliedAtOnceToAnOpenLogNobodyWrites(t *testing.T) {
+	const sizeBound = 8 << 10 // two 4 KiB segments' worth
+	bounds := []struct {
+		name      string
+		retention Retention
+	}{
+		{"by time", Retention{Ms: time.Hour.Milliseconds()}},
+		{"by size", Retention{Bytes: sizeBound}},
+	}
+	changes := []struct {
+		name   string
+		change func(n *retentionNode, r Retention) error
+	}{
+		{"by this node", func(n *retentionNode, r Retention) error {
+			_, err := n.SetRetention(bg, "orders", r)
+			return err
+		}},
+		{"through the change feed", func(n *retentionNode, r Retention) error {
+			_, err := n.ms.SetRetention(bg, "orders", r)
+			return err
+		}},
+	}
+	for _, b := range bounds {
+		for _, c := range changes {
+			t.Run(b.name+"/"+c.name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					n := startRetentionNode(t, nil, Config{IdleEvictAfter: 24 * time.Hour})
+					if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil { // no bound yet
+						t.Fatal(err)
+					}
+					for i := range 40 {
+						if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, i*10, 10)); err != nil {
+							t.Fatal(err)
+						}
+					}
+					segments := len(segmentsOf(t, n.disk, "orders", 0))
+					if segments < 4 {
+						t.Fatalf("only %d segments to work with", segments)
+					}
+					advanceBy(3 * time.Hour) // the records are old now; the reaper ran many passes
+					before, _ := n.reg.Lookup(key("orders", 0))
+
+					if err := c.change(n, b.retention); err != nil {
+						t.Fatal(err)
+					}
+					synctest.Wait() // whatever the change started; the clock stays
+
+					if after, open := n.reg.Lookup(key("orders", 0)); !open || after != before {
+						t.Fatalf("open %v, same log %v after the change: want the log changed in place", open, after == before)
+					}
+					start, hwm := startOffset(t, n, "orders", 0)
+					left := segmentsOf(t, n.disk, "orders", 0)
+					if hwm != 400 || start == 0 || len(left) >= segments {
+						t.Fatalf("start %d, high watermark %d, %d of %d segments right after the change: not applied", start, hwm, len(left), segments)
+					}
+					if b.retention.Ms > 0 && start != 400 {
+						t.Fatalf("start %d under an age bound every record is past: want 400", start)
+					}
+					var held int64
+					for _, s := range left {
+						fi, err := n.disk.Stat(path.Join(partitionPath("orders", 0), s))
+						if err != nil {
+							t.Fatal(err)
+						}
+						held += fi.Size
+					}
+					if b.retention.Bytes > 0 && held > sizeBound && len(left) > 1 {
+						t.Fatalf("%d bytes in %d segments, over the %d-byte bound", held, len(left), sizeBound)
+					}
+				})
+			})
+		}
+	}
 }
 
 // TestRetention_AnAgeBoundNoDurationHoldsIsRefusedOrHeldAtTheLongest: an

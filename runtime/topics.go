@@ -189,8 +189,9 @@ func (n *Node) purgeLocked(t *supervisor.GuardedTopic, deleted TopicRecord) erro
 }
 
 // SetRetention changes a topic's retention. This node, the one that runs
-// the change, closes its own logs for the topic (each between two
-// commits), so they reopen under the new bound.
+// the change, sets the new bounds on its open logs of the topic in place
+// before it returns, and its reaper applies them at once (retainInPlace):
+// whether or not anything is written to them again.
 func (n *Node) SetRetention(ctx context.Context, name string, retention Retention) (TopicRecord, error) {
 	return n.UpdateRetention(ctx, name, func(Retention) (Retention, error) { return retention, nil })
 }
@@ -230,13 +231,21 @@ func (n *Node) UpdateRetention(ctx context.Context, name string, change func(Ret
 		return rec, err
 	}
 	n.logger.Info("topic retention changed", zap.String("topic", name), zap.Int64("retention_ms", rec.RetentionMs), zap.Int64("retention_bytes", rec.RetentionBytes))
-	var errs []error
-	for _, key := range n.reg.Keys() {
-		if key.Topic == name {
-			errs = append(errs, n.reg.CloseLive(key))
+	// In place, never by closing the logs: a closed log is swept only by
+	// the cold walk, minutes later if at all, and the change waited for a
+	// produce to reopen it (found by review). The change feed's recheck
+	// does the same again; both read the record under the topic's guard.
+	err = n.withTopic(name, func(t *supervisor.GuardedTopic) error {
+		if len(t.Open()) == 0 {
+			return nil
 		}
-	}
-	return rec, errors.Join(errs...)
+		cur, ok, err := n.ms.Topic(ctx, name)
+		if err != nil || !ok {
+			return err // deleted meanwhile: its delete closed the logs
+		}
+		return n.retainInPlace(ctx, t, cur)
+	})
+	return rec, err
 }
 
 // PartitionInfo describes one partition.
