@@ -760,6 +760,59 @@ func TestRetention_ChangeAppliedAtOnceToAnOpenLogNobodyWrites(t *testing.T) {
 	}
 }
 
+// TestDescribe_ASegmentRetentionUnlinksMidListingIsLeftOut: a sweep of an
+// open log unlinks segments without the topic's guard, so a describe may
+// list a segment and find it gone when it stats it; it leaves it out, as
+// deleted, rather than failing. Found when a retention change's sweep
+// (which now runs at once) met the describe its PATCH answers with: 500
+// internal, "stat ...log: no such file or directory".
+func TestDescribe_ASegmentRetentionUnlinksMidListingIsLeftOut(t *testing.T) {
+	n := startNode(t, nil, Config{})
+	if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, i*10, 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := n.Log(bg, "orders", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SetRetention(bg, 0, 8<<10); err != nil { // in the log alone: no reaper pass races the test's
+		t.Fatal(err)
+	}
+	oldest := path.Join(partitionPath("orders", 0), segmentsOf(t, n.disk, "orders", 0)[0])
+	var once sync.Once
+	swept := make(chan partition.SweepResult, 1)
+	n.disk.SetHook(func(c sim.Call) error {
+		if c.Op == sim.OpStat && c.Path == oldest {
+			once.Do(func() { // the sweep unlinks between the describe's listing and its stat
+				res, err := l.Sweep(bg)
+				if err != nil {
+					t.Errorf("sweep: %v", err)
+				}
+				swept <- res
+			})
+		}
+		return nil
+	})
+	_, infos, err := n.Describe(bg, "orders")
+	n.disk.SetHook(nil)
+	if err != nil {
+		t.Fatalf("describe while a sweep unlinks: %v", err)
+	}
+	res := <-swept
+	if res.DeletedSegments == 0 {
+		t.Fatal("the sweep deleted nothing: the race was not met")
+	}
+	left := len(segmentsOf(t, n.disk, "orders", 0))
+	if p := infos[0]; p.Segments != left || p.StartOffset != l.StartOffset() || p.HighWatermark != 400 {
+		t.Fatalf("described %+v; want the %d segments left, start %d, high watermark 400", p, left, l.StartOffset())
+	}
+}
+
 // TestRetention_AnAgeBoundNoDurationHoldsIsRefusedOrHeldAtTheLongest: an
 // age bound past MaxRetentionMs wrapped when made a duration
 // (18446744073710 ms became 448 us, and the sweep deleted every sealed

@@ -325,6 +325,11 @@ func (n *Node) peekLocked(t *supervisor.GuardedTopic, key supervisor.Key) (info 
 			continue
 		}
 		fi, err := n.cfg.FS.Stat(filepath.Join(dir, e.Name))
+		if errors.Is(err, fs.ErrNotExist) {
+			// A sweep of the open log unlinked it after the listing: the
+			// reaper's sweep needs no topic guard. It is deleted.
+			continue
+		}
 		if err != nil {
 			return info, nil, err
 		}
