@@ -53,11 +53,14 @@ gather:
 	if refused == nil {
 		refused = s.ensureFloor()
 	}
+	if refused == nil {
+		group = s.admitGroup(group)
+	}
 	if refused != nil {
 		for _, p := range group {
 			p.reply <- appendReply{err: refused}
 		}
-	} else {
+	} else if len(group) > 0 {
 		bases := make([]int64, len(group))
 		for i, p := range group {
 			bases[i] = s.appendEnvelopes(p.batch)
@@ -78,6 +81,27 @@ gather:
 	if next != nil {
 		s.handle(next)
 	}
+}
+
+// admitGroup asks the space guard for each message of a group in turn,
+// each joining the frame of those taken before it, and answers the ones
+// it refuses; it returns the rest.
+func (s *state) admitGroup(group []*produceMsg) []*produceMsg {
+	if s.log.opts.Space == nil {
+		return group
+	}
+	now := time.Now()
+	frame := s.bufferFrameBytes()
+	taken := group[:0]
+	for _, p := range group {
+		var err error
+		if frame, err = s.admit(frame, p.envs, now); err != nil {
+			p.reply <- appendReply{err: err}
+			continue
+		}
+		taken = append(taken, p)
+	}
+	return taken
 }
 
 func envBytes(envs [][]byte) int {

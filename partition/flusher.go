@@ -68,6 +68,9 @@ func (s *state) handleAppend(m *appendMsg) appendReply {
 	if err := s.ensureFloor(); err != nil {
 		return appendReply{err: err}
 	}
+	if _, err := s.admit(s.bufferFrameBytes(), m.envs, time.Now()); err != nil {
+		return appendReply{err: err}
+	}
 	base := s.appendEnvelopes(m.batch)
 	s.appended += len(m.envs)
 	if s.bufferBytes >= s.log.opts.flush.drainBytes || len(s.buffer) >= s.log.opts.flush.drainRecords {

@@ -47,6 +47,12 @@ type Options struct {
 	// no frame a read stopped inside that keeps over 1 MiB is kept
 	// (nothing would bound what a hundred thousand logs pin).
 	CacheBudget *CacheBudget
+	// Space, if set, keeps a floor of free space (space.go): a batch whose
+	// commit would take the file system under it is refused with the
+	// guard's error, nothing of it written, and the space a busy log
+	// prepares past its frames is prepared only when it fits above it.
+	// Default: none.
+	Space SpaceGuard
 
 	// flush holds the flusher's internal thresholds (docs/design.md,
 	// "Flusher pipeline"); not a setting a config file can change, so only

@@ -26,7 +26,8 @@ import (
 //     would double the bytes it writes;
 //   - always after the frame is written, so the space prepared never takes
 //     the space the frame itself needs on a full disk; never past the
-//     segment cap;
+//     segment cap; never under a floor of free space (Options.Space): a
+//     step the guard refuses is skipped, and the next busy frame asks again;
 //   - a partition idle for preallocBusyWithin gives it all back (the
 //     flusher's timer), and so does a roll, before it seals the segment (a
 //     sealed segment ends at its last frame and holds no block past it;
@@ -69,7 +70,7 @@ func (s *state) prepareAhead(n int64, wasBusy bool) {
 			return
 		}
 		from, to := max(s.reservedEnd, s.writePos), min(s.writePos+4*n, limit)
-		if to <= from {
+		if to <= from || !s.aheadFits(to-max(from, s.allocEnd)) {
 			return
 		}
 		s.reservedEnd = to // a failed reservation may keep blocks: trimmed all the same
@@ -83,7 +84,7 @@ func (s *state) prepareAhead(n int64, wasBusy bool) {
 		return
 	}
 	from, to := max(s.allocEnd, s.writePos), min(s.writePos+step, limit)
-	if to <= from {
+	if to <= from || !s.aheadFits(to-max(from, s.reservedEnd)) {
 		return
 	}
 	s.allocEnd = to // some zeros may land even when the write fails: trimmed all the same
@@ -91,6 +92,14 @@ func (s *state) prepareAhead(n int64, wasBusy bool) {
 		s.preallocOff = true
 		s.log.logger.Debug("preallocation failed; none more in this segment", zap.String("segment", s.active.path), zap.Error(err))
 	}
+}
+
+// aheadFits asks the space guard, if any, for grow bytes prepared past the
+// frames (those not already reserved or written). A step it refuses is
+// skipped, not failed: the next busy frame asks again.
+func (s *state) aheadFits(grow int64) bool {
+	g := s.log.opts.Space
+	return g == nil || grow <= 0 || g.Admit(Allocation{Bytes: grow}) == nil
 }
 
 // prepared reports whether space past the frames was prepared.

@@ -13,10 +13,10 @@ import (
 	"go.uber.org/zap"
 )
 
-// ErrLowDisk: the data directory's file system has less free space (or
-// fewer free inodes) than the node's floor, so a produce is refused before
-// anything is written. It wraps partition.ErrNoSpace: to a caller it is a
-// full disk, with nothing of the batch kept.
+// ErrLowDisk: a produce's commit would take the data directory's file
+// system under the node's floor of free space (or inodes), so it is
+// refused before anything is written. It wraps partition.ErrNoSpace: to a
+// caller it is a full disk, with nothing of the batch kept.
 var ErrLowDisk = errors.New("runtime: free space under the floor")
 
 // diskGuardEvery is how old a reading of the free space may be when a
@@ -24,14 +24,19 @@ var ErrLowDisk = errors.New("runtime: free space under the floor")
 // this often, and lifts this soon after retention frees space.
 const diskGuardEvery = 100 * time.Millisecond
 
-// diskGuard refuses produce while the data directory's file system is
-// under the node's floor of free bytes or inodes (Config.MinFreeBytes,
-// MinFreeInodes), so a commit never meets ENOSPC half-way: the floor is
-// the room the node keeps for what it must still write (hwm files,
-// consumer progress, metadata).
+// diskGuard keeps the node's floor of free bytes and inodes on the data
+// directory's file system (Config.MinFreeBytes, MinFreeInodes) under every
+// open log (partition.SpaceGuard, given to each as Options.Space), so a
+// commit never meets ENOSPC half-way: the floor is the room the node keeps
+// for what it must still write (hwm files, consumer progress, metadata).
+// A log asks it for what a batch's commit adds to the file system (its
+// frame, a roll's files: partition/space.go), and for the space it
+// prepares past its frames; the guard takes it when the free space stays
+// at or above the floor after it.
 //
-// Invariant: mu guards last and at; a reading is at most diskGuardEvery
-// old when a produce is checked. mu is a leaf.
+// Invariant: mu guards last, at and err; a reading is at most
+// diskGuardEvery old when a write is checked, less what the guard let
+// through since it was taken. mu is a leaf.
 type diskGuard struct {
 	files           vfs.FS
 	dir             string
@@ -44,31 +49,59 @@ type diskGuard struct {
 	err  error // the last reading's, if it failed
 }
 
-// check refuses a batch of about bytes when it would take the file
-// system under the floor. A reading that fails (logged once) lets the
-// produce through: the commit itself then meets the disk's own answer.
-func (g *diskGuard) check(bytes int) error {
+// space is the guard as the logs' Options.Space: none without a floor.
+func (g *diskGuard) space() partition.SpaceGuard {
 	if g.minBytes == 0 && g.minIn == 0 {
 		return nil
 	}
-	free, err := g.read(bytes)
-	if err != nil {
+	return g
+}
+
+// Admit takes a when the free space less a stays at or above the floor,
+// taking it off the reading at once, so writes at once, or many within
+// one reading, never spend the floor between two readings; otherwise it
+// refuses with ErrLowDisk. A reading that fails (logged once) lets the
+// write through: the commit itself then meets the disk's own answer.
+func (g *diskGuard) Admit(a partition.Allocation) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.readLocked()
+	if g.err != nil {
 		return nil
 	}
-	if free.Bytes < g.minBytes+uint64(bytes) || free.Inodes < g.minIn {
-		return fmt.Errorf("%w: %w: %d bytes and %d inodes free, the floor is %d bytes and %d inodes",
-			ErrLowDisk, partition.ErrNoSpace, free.Bytes, free.Inodes, g.minBytes, g.minIn)
+	bytes, bytesOK := less(g.last.Bytes, a.Bytes, g.minBytes)
+	inodes, inodesOK := less(g.last.Inodes, a.Files, g.minIn)
+	if !bytesOK || !inodesOK {
+		return fmt.Errorf("%w: %w: the commit takes %d bytes and %d files, %d bytes and %d inodes are free, the floor is %d bytes and %d inodes",
+			ErrLowDisk, partition.ErrNoSpace, a.Bytes, a.Files, g.last.Bytes, g.last.Inodes, g.minBytes, g.minIn)
 	}
+	g.last.Bytes, g.last.Inodes = bytes, inodes
 	return nil
 }
 
-// read is the free space, read again when the last reading is stale. A
-// batch let through is taken off the reading at once (twice its record
-// bytes, for framing and indexes), so produces at once, or many within one
-// reading, never spend the floor between two readings.
-func (g *diskGuard) read(admit ...int) (vfs.Space, error) {
+// less is free less take (given back when take is under 0), and whether
+// that stays at or above floor.
+func less(free uint64, take int64, floor uint64) (uint64, bool) {
+	if take < 0 {
+		free += uint64(-take)
+	} else if free < uint64(take) {
+		return 0, false
+	} else {
+		free -= uint64(take)
+	}
+	return free, free >= floor
+}
+
+// read is the free space, read again when the last reading is stale, less
+// what was let through since.
+func (g *diskGuard) read() (vfs.Space, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.readLocked()
+	return g.last, g.err
+}
+
+func (g *diskGuard) readLocked() {
 	if now := time.Now(); g.at.IsZero() || now.Sub(g.at) >= diskGuardEvery {
 		free, err := g.files.Free(g.dir)
 		if err != nil && g.err == nil && g.logger != nil {
@@ -76,14 +109,6 @@ func (g *diskGuard) read(admit ...int) (vfs.Space, error) {
 		}
 		g.last, g.err, g.at = free, err, now
 	}
-	free := g.last
-	for _, bytes := range admit {
-		need := g.minBytes + uint64(bytes)
-		if g.err == nil && free.Bytes >= need && free.Inodes >= g.minIn {
-			g.last.Bytes -= min(g.last.Bytes, 2*uint64(bytes))
-		}
-	}
-	return free, g.err
 }
 
 // diskCollector exports each node's free space and floor, by data

@@ -8,6 +8,7 @@ import (
 
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/vfs/sim"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -113,4 +114,119 @@ func TestOSFree_ReportsTheTestDisk(t *testing.T) {
 	if err != nil || free.Bytes == 0 || free.Inodes == 0 {
 		t.Fatalf("free %+v, %v", free, err)
 	}
+}
+
+// startFloorNode starts a node with a floor of floor free bytes, 1 MiB
+// segments (16 KiB steps of zeros ahead) and the topic "fill" open, on a
+// disk made in the caller's bubble.
+func startFloorNode(t *testing.T, floor uint64) (*testNode, *sim.Disk) {
+	t.Helper()
+	d := newTestDisk(t, 5)
+	n := startNode(t, d, Config{MinFreeBytes: floor, SegmentMaxBytes: 1 << 20})
+	if _, _, err := n.CreateTopic(bg, "fill", 1, Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Log(bg, "fill", 0); err != nil {
+		t.Fatal(err)
+	}
+	return n, d
+}
+
+// leaveFree sizes d so that it has floor+headroom bytes free now, and
+// lets the guard's reading go stale so the next produce reads them.
+func leaveFree(t *testing.T, d *sim.Disk, floor, headroom uint64) {
+	t.Helper()
+	const capacity = 1 << 30
+	d.SetCapacity(vfs.Space{Bytes: capacity})
+	free, err := d.Free(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.SetCapacity(vfs.Space{Bytes: capacity - free.Bytes + floor + headroom})
+	advanceBy(diskGuardEvery)
+}
+
+func freeBytes(t *testing.T, d *sim.Disk) uint64 {
+	t.Helper()
+	free, err := d.Free(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return free.Bytes
+}
+
+// TestDiskGuard_ABurstWhoseCommitsFitIsTakenWhole: produces within one
+// reading of the free space are each counted at what their commit takes
+// (the frame, and the zeros written ahead when they are: partition/space.go),
+// so a burst that fits above the floor is taken whole, and the floor
+// holds. Found by review: each batch was counted at twice its record
+// bytes, and a burst was refused with megabytes above the floor.
+func TestDiskGuard_ABurstWhoseCommitsFitIsTakenWhole(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const floor, headroom = 64 << 10, 64 << 10
+		n, d := startFloorNode(t, floor)
+		leaveFree(t, d, floor, headroom)
+		// 40 frames of about 1 KiB, and a step of zeros (16 KiB) past
+		// them: about 58 KiB. Counted at twice the record bytes, 80 KB.
+		for i := range 40 {
+			if _, err := n.Produce(bg, "fill", 0, []partition.Record{{Value: make([]byte, 1000)}}); err != nil {
+				t.Fatalf("batch %d of a burst whose commits fit above the floor: %v", i, err)
+			}
+		}
+		if free := freeBytes(t, d); free < floor {
+			t.Fatalf("%d bytes free after the burst, under the floor of %d", free, floor)
+		}
+	})
+}
+
+// TestDiskGuard_ABatchWhoseFrameWouldTakeTheFloorIsRefused: a batch is
+// counted at its frame, not its record bytes: a thousand one-byte records
+// make a frame of about 15 KB, refused with 4 KiB above the floor, nothing
+// written; a batch whose frame fits is taken.
+func TestDiskGuard_ABatchWhoseFrameWouldTakeTheFloorIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const floor, headroom = 64 << 10, 4 << 10
+		n, d := startFloorNode(t, floor)
+		leaveFree(t, d, floor, headroom)
+		small := make([]partition.Record, 1000)
+		for i := range small {
+			small[i] = partition.Record{Value: []byte{byte(i)}}
+		}
+		before := freeBytes(t, d)
+		if _, err := n.Produce(bg, "fill", 0, small); !errors.Is(err, ErrLowDisk) || !errors.Is(err, partition.ErrNoSpace) {
+			t.Fatalf("a batch whose frame takes the free space under the floor: %v, want ErrLowDisk", err)
+		}
+		l, err := n.Log(bg, "fill", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after := freeBytes(t, d); after != before || l.HighWatermark() != 0 {
+			t.Fatalf("after the refusal: %d bytes free (%d before), high watermark %d; want nothing written", after, before, l.HighWatermark())
+		}
+		if base, err := n.Produce(bg, "fill", 0, small[:100]); err != nil || base != 0 {
+			t.Fatalf("a batch whose frame fits: base %d, %v", base, err)
+		}
+		if free := freeBytes(t, d); free < floor {
+			t.Fatalf("%d bytes free, under the floor of %d", free, floor)
+		}
+	})
+}
+
+// TestDiskGuard_ZerosAheadNeverTakeTheFloor: a busy partition writes no
+// zeros past its frames that would take the free space under the floor
+// (partition/prealloc.go); the batches themselves, which fit, are taken.
+func TestDiskGuard_ZerosAheadNeverTakeTheFloor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const floor, headroom = 64 << 10, 2 << 10
+		n, d := startFloorNode(t, floor)
+		leaveFree(t, d, floor, headroom)
+		for i := range 2 { // the second is busy: a step of zeros (16 KiB) would follow it
+			if _, err := n.Produce(bg, "fill", 0, []partition.Record{{Value: make([]byte, 100)}}); err != nil {
+				t.Fatalf("batch %d: %v", i, err)
+			}
+		}
+		if free := freeBytes(t, d); free < floor {
+			t.Fatalf("%d bytes free after two small batches, under the floor of %d", free, floor)
+		}
+	})
 }

@@ -71,6 +71,7 @@ func (n *Node) openAdmitted(key supervisor.Key, rec TopicRecord) (*partition.Log
 		RetentionMaxAge:   rec.Retention().maxAge(),
 		RetentionMaxBytes: rec.RetentionBytes,
 		CacheBudget:       n.cacheBudget,
+		Space:             n.disk.space(),
 	})
 	if err != nil {
 		return nil, err

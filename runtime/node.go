@@ -87,10 +87,12 @@ type Config struct {
 	// negative: no bound but each log's.
 	FrameCacheBytes int64
 	// MinFreeBytes and MinFreeInodes are the floor of free space the data
-	// directory's file system keeps: a produce that would take it under is
-	// refused (ErrLowDisk, wrapping partition.ErrNoSpace) before anything
-	// is written, and taken again once retention (or anything) frees
-	// space. 0 is no floor.
+	// directory's file system keeps: a produce or append whose commit
+	// would take it under (its frame and a roll's files, counted by the
+	// partition: partition/space.go) is refused (ErrLowDisk, wrapping
+	// partition.ErrNoSpace) before anything is written, and taken again
+	// once retention (or anything) frees space; space prepared ahead of
+	// the frames is prepared only above it. 0 is no floor.
 	MinFreeBytes, MinFreeInodes uint64
 	// Testing holds knobs for tests; nil in production.
 	Testing *TestOptions
@@ -465,9 +467,6 @@ func (n *Node) Produce(ctx context.Context, topic string, p int, records []parti
 	if err := n.metastoreBroken(); err != nil {
 		return 0, err
 	}
-	if err := n.disk.check(recordBytes(records)); err != nil {
-		return 0, err
-	}
 	gate := n.reg.Gate(key)
 	gate.LockShared()
 	defer gate.UnlockShared()
@@ -510,9 +509,6 @@ func (n *Node) AppendCommit(ctx context.Context, topic string, p int, records []
 		return 0, err
 	}
 	if err := n.metastoreBroken(); err != nil {
-		return 0, err
-	}
-	if err := n.disk.check(recordBytes(records)); err != nil {
 		return 0, err
 	}
 	if base, err = l.Append(ctx, records); err != nil {

@@ -71,6 +71,11 @@ func TimeIndexFileName(firstOffset int64) (string, error) {
 	return strings.TrimSuffix(name, SegmentFileSuffix) + TimeIndexFileSuffix, nil
 }
 
+// TimeIndexFileSize is the size of a time index file of entries entries.
+func TimeIndexFileSize(entries int) int {
+	return timeIndexHeaderSize + entries*timeIndexEntrySize + timeIndexCRCSize
+}
+
 // EncodeTimeIndex is the content of a time index file. An index that
 // breaks the format's rules is ErrInvalidInput.
 func EncodeTimeIndex(x TimeIndex) ([]byte, error) {

@@ -45,6 +45,9 @@ func TestTimeIndex_RoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if len(b) != TimeIndexFileSize(len(x.Entries)) {
+			t.Fatalf("%d bytes, TimeIndexFileSize %d", len(b), TimeIndexFileSize(len(x.Entries)))
+		}
 		got, err := DecodeTimeIndex(b)
 		if err != nil {
 			t.Fatal(err)
