@@ -171,8 +171,9 @@ func (s *state) handle(m message) {
 	case *commitMsg:
 		m.reply <- s.handleCommitDurable()
 	case *setRetentionMsg:
+		changed := s.retention != m.maxAge || s.retentionBytes != m.maxBytes
 		s.retention, s.retentionBytes = m.maxAge, m.maxBytes
-		m.reply <- nil
+		m.reply <- changed
 	case *sweepMsg:
 		m.reply <- s.sweep()
 	case *expiredMsg:

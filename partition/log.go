@@ -169,10 +169,14 @@ func (l *Log) Produce(ctx context.Context, records []Record) (base int64, err er
 
 // SetRetention applies a topic's new retention bounds in place (as
 // Options.RetentionMaxAge and RetentionMaxBytes); the active segment's
-// roll age follows maxAge unless MaxSegmentAge was set.
-func (l *Log) SetRetention(ctx context.Context, maxAge time.Duration, maxBytes int64) error {
-	_, err := l.call(ctx, &setRetentionMsg{request: newRequest(), maxAge: maxAge, maxBytes: maxBytes})
-	return err
+// roll age follows maxAge unless MaxSegmentAge was set. changed says the
+// bounds differ from the log's before, so a sweep may now find work.
+func (l *Log) SetRetention(ctx context.Context, maxAge time.Duration, maxBytes int64) (changed bool, err error) {
+	r, err := l.call(ctx, &setRetentionMsg{request: newRequest(), maxAge: maxAge, maxBytes: maxBytes})
+	if err != nil {
+		return false, err
+	}
+	return r.(bool), nil
 }
 
 // Wake announces that records may have become deliverable for a reason

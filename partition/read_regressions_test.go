@@ -195,7 +195,7 @@ func TestRead_ALargeFrameOfADetachedSegmentIsNotCached(t *testing.T) {
 		done <- err
 	}()
 	<-entered
-	if err := l.SetRetention(bg, 0, 1); err != nil {
+	if _, err := l.SetRetention(bg, 0, 1); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := l.Sweep(bg); err != nil || res.DeletedSegments != 1 {

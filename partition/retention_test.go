@@ -435,7 +435,7 @@ func TestRetention_SetRetentionAppliesInPlace(t *testing.T) {
 			t.Fatalf("segments %v, want %v: with no retention nothing rolls on age", got, before)
 		}
 
-		if err := l.SetRetention(bg, time.Hour, 0); err != nil {
+		if _, err := l.SetRetention(bg, time.Hour, 0); err != nil {
 			t.Fatal(err)
 		}
 		// The roll age follows: the active segment's oldest record is two
@@ -555,7 +555,7 @@ func TestRetention_ByteBoundDeletesOldestSealedFirst(t *testing.T) {
 
 	// A bound that holds the newest two sealed segments and the active one.
 	bound := segmentBytes(t, l, d, bases[len(bases)-3:])
-	if err := l.SetRetention(bg, 0, bound); err != nil {
+	if _, err := l.SetRetention(bg, 0, bound); err != nil {
 		t.Fatal(err)
 	}
 	if expired, _ := l.Expired(bg); !expired {
@@ -592,7 +592,7 @@ func TestRetention_ByteBoundDeletesOldestSealedFirst(t *testing.T) {
 
 	// A bound smaller than the active segment deletes every sealed one and
 	// keeps the active segment whole.
-	if err := l.SetRetention(bg, 0, 1); err != nil {
+	if _, err := l.SetRetention(bg, 0, 1); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := l.Sweep(bg); err != nil || res.DeletedSegments != 2 {

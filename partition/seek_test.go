@@ -33,7 +33,7 @@ func TestOffsetAt_AgreesWithAScan(t *testing.T) {
 				seq += int64(n)
 			}
 			if seed%2 == 1 { // a prefix deleted by retention
-				if err := l.SetRetention(bg, 0, 8<<10); err != nil {
+				if _, err := l.SetRetention(bg, 0, 8<<10); err != nil {
 					t.Fatal(err)
 				}
 				if _, err := l.Sweep(bg); err != nil {

@@ -253,7 +253,7 @@ func TestOffsetAt_RacingRollsAndRetention(t *testing.T) {
 				d.Remove(timeIndexPath(testDir, seg.base))
 			}
 		}
-		if err := l.SetRetention(bg, 0, 24<<10); err != nil {
+		if _, err := l.SetRetention(bg, 0, 24<<10); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan struct{})

@@ -231,7 +231,7 @@ func TestTimeIndex_NeverOutlivesItsSegment(t *testing.T) {
 		l := openLog(t, testOptions(d))
 		defer closeLog(t, l)
 		fillSegments(t, l, 6)
-		if err := l.SetRetention(bg, 0, 8<<10); err != nil {
+		if _, err := l.SetRetention(bg, 0, 8<<10); err != nil {
 			t.Fatal(err)
 		}
 		oldest := l.view.Load().sealed[0]

@@ -64,8 +64,9 @@
 //     segment by opening it under its topic's guard (only if its directory
 //     still exists), sweeping once and closing it, never installing it. A
 //     retention change reaches open logs in place (this node's own in
-//     UpdateRetention, another's through the change feed's recheck) and
-//     triggers a reaper pass, so it is applied at once, written to or not.
+//     UpdateRetention, another's through the change feed's recheck) and,
+//     when it moves a log's bounds, triggers a reaper pass, so it is
+//     applied at once, written to or not.
 //   - Consumer progress (consumer.go, consumer_commit.go): Ack and
 //     ConsumerState per partition; the frontier and acked-ahead set are
 //     written into consumer.ahead's window slot every 100 ms by a

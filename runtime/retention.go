@@ -48,21 +48,26 @@ func (n *Node) startRetentionLoops() []*supervisor.Loop {
 }
 
 // retainInPlace sets rec's retention bounds on t's open logs, in place,
-// and asks the reaper for a pass now: the new bounds are applied at once,
-// whether or not anything is written to the logs again, rather than at the
-// reaper's next interval (a pass under way when it is asked finishes
-// first, then the asked one runs). It runs under t's guard, with rec read
-// under it, so of two changes at once the newer bounds are the ones left.
-// Before Start has started the reaper, its first pass applies them.
+// and when they moved any log's, asks the reaper for a pass now: the new
+// bounds are applied at once, whether or not anything is written to the
+// logs again, rather than at the reaper's next interval (a pass under way
+// when it is asked finishes first, then the asked one runs). A change of
+// the record that keeps the bounds (its create, say) asks for none. It
+// runs under t's guard, with rec read under it, so of two changes at once
+// the newer bounds are the ones left. Before Start has started the
+// reaper, its first pass applies them.
 func (n *Node) retainInPlace(ctx context.Context, t *supervisor.GuardedTopic, rec TopicRecord) error {
+	moved := false
 	for _, p := range t.Open() {
 		if l, ok := t.Lookup(p); ok {
-			if err := l.SetRetention(ctx, rec.Retention().maxAge(), rec.RetentionBytes); err != nil && !errors.Is(err, partition.ErrLogClosed) {
+			changed, err := l.SetRetention(ctx, rec.Retention().maxAge(), rec.RetentionBytes)
+			if err != nil && !errors.Is(err, partition.ErrLogClosed) {
 				return err
 			}
+			moved = moved || changed
 		}
 	}
-	if r := n.reaper.Load(); r != nil {
+	if r := n.reaper.Load(); moved && r != nil {
 		r.Trigger()
 	}
 	return nil

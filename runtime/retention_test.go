@@ -760,6 +760,42 @@ func TestRetention_ChangeAppliedAtOnceToAnOpenLogNobodyWrites(t *testing.T) {
 	}
 }
 
+// TestRetention_AChangeThatKeepsTheBoundsStartsNoPass: only a change that
+// moves an open log's bounds asks the reaper for a pass at once; another
+// change of the topic's record (its create, a change to the bounds it
+// has) leaves the log to the reaper's interval. Found when every create's
+// recheck started a pass, and a test that needed a log to stay expired
+// until it evicted found it swept.
+func TestRetention_AChangeThatKeepsTheBoundsStartsNoPass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := startRetentionNode(t, nil, Config{IdleEvictAfter: 24 * time.Hour, ReaperInterval: 24 * time.Hour})
+		bound := Retention{Ms: time.Hour.Milliseconds()}
+		if _, _, err := n.CreateTopic(bg, "orders", 1, bound); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 5)); err != nil {
+			t.Fatal(err)
+		}
+		advanceBy(2 * time.Hour)
+		l, _ := n.reg.Lookup(key("orders", 0))
+		if ok, err := l.Expired(bg); !ok || err != nil {
+			t.Fatalf("Expired = %v, %v two hours past an hour's bound", ok, err)
+		}
+		for _, change := range []func() error{
+			func() error { _, err := n.SetRetention(bg, "orders", bound); return err },
+			func() error { _, err := n.ms.SetRetention(bg, "orders", bound); return err },
+		} {
+			if err := change(); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+			if ok, err := l.Expired(bg); !ok || err != nil {
+				t.Fatalf("Expired = %v, %v after a change that kept the bounds: a pass ran", ok, err)
+			}
+		}
+	})
+}
+
 // TestDescribe_ASegmentRetentionUnlinksMidListingIsLeftOut: a sweep of an
 // open log unlinks segments without the topic's guard, so a describe may
 // list a segment and find it gone when it stats it; it leaves it out, as
@@ -780,7 +816,7 @@ func TestDescribe_ASegmentRetentionUnlinksMidListingIsLeftOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.SetRetention(bg, 0, 8<<10); err != nil { // in the log alone: no reaper pass races the test's
+	if _, err := l.SetRetention(bg, 0, 8<<10); err != nil { // in the log alone: no reaper pass races the test's
 		t.Fatal(err)
 	}
 	oldest := path.Join(partitionPath("orders", 0), segmentsOf(t, n.disk, "orders", 0)[0])
