@@ -175,6 +175,9 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, "internal", "internal error")
 		}
 	}()
+	// The token is looked at first: a connection that has not
+	// authenticated closes after this answer, whatever it is.
+	authorized := a.authenticate(w, r)
 	if !strings.HasPrefix(r.URL.Path, "/") {
 		// "*" or a CONNECT's host:port: no endpoint's; answered here, in
 		// JSON, not by the router's plain text.
@@ -188,28 +191,35 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_path", fmt.Sprintf("the path %q has an empty, \".\" or \"..\" segment", p))
 		return
 	}
-	if len(a.opts.token) > 0 {
-		// A connection is kept alive only once it has authenticated
-		// (conns.go): a client that fails, or never tries, holds no
-		// descriptor past its answer.
-		conn := connAuthOf(r.Context())
-		scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		valid := strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(strings.TrimLeft(got, " ")), a.opts.token) == 1
-		if valid && conn != nil {
-			conn.authenticated.Store(true)
-		}
-		if conn != nil && !conn.authenticated.Load() {
-			w.Header().Set("Connection", "close")
-		}
-		if !valid && r.URL.Path != "/healthz" {
-			route = "unauthorized"
-			w.Header().Set("Connection", "close")
-			w.Header().Set("WWW-Authenticate", "Bearer")
-			writeError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
-			return
-		}
+	if !authorized && r.URL.Path != "/healthz" {
+		route = "unauthorized"
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		writeError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
+		return
 	}
 	a.mux.ServeHTTP(w, r)
+}
+
+// authenticate reports whether r carries the token (true when the daemon
+// has none). A connection is kept alive only once it has authenticated
+// (conns.go): any answer on one that never has (a 400 for an odd
+// request included), and a request without the token anywhere but
+// /healthz, closes it, so a client that fails, or never tries, holds no
+// descriptor past its answer.
+func (a *api) authenticate(w http.ResponseWriter, r *http.Request) bool {
+	if len(a.opts.token) == 0 {
+		return true
+	}
+	conn := connAuthOf(r.Context())
+	scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	valid := strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(strings.TrimLeft(got, " ")), a.opts.token) == 1
+	if valid && conn != nil {
+		conn.authenticated.Store(true)
+	}
+	if !valid && r.URL.Path != "/healthz" || conn != nil && !conn.authenticated.Load() {
+		w.Header().Set("Connection", "close")
+	}
+	return valid
 }
 
 func (a *api) readyz(w http.ResponseWriter, _ *http.Request) {
