@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"math"
 	"net"
 	"sync"
@@ -86,6 +87,16 @@ func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.release()
 	return err
+}
+
+// CloseWrite half-closes the connection, as a *net.TCPConn does: net/http
+// sends its last answer's FIN so before it drops a connection whose
+// request it did not read whole, and does only when it finds CloseWrite.
+func (c *limitedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
 }
 
 // connAuth is a connection's: whether a request on it has presented the

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -56,5 +57,41 @@ func TestReview_AnUnauthenticatedOddRequestClosesItsConnection(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest || !resp.Close {
 			t.Errorf("%q without the token: %d, close %v; want 400 and the connection closed", request, resp.StatusCode, resp.Close)
 		}
+	}
+}
+
+// TestReview_ALimitedConnectionHalfCloses: net/http half-closes a
+// connection (closeWriteAndWait: its answer, then a FIN) before it drops
+// one whose request body it did not read whole (a 413, a produce cut 503
+// busy or 408 body_too_slow), so the client reads the answer before the
+// reset its unread bytes cause. It does so only for a connection with
+// CloseWrite, which the --max-connections wrapper hid.
+func TestReview_ALimitedConnectionHalfCloses(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLimitListener(inner, 1, prometheus.NewRegistry())
+	defer l.Close()
+	client, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cw, ok := c.(interface{ CloseWrite() error })
+	if !ok {
+		t.Fatalf("an accepted %T has no CloseWrite", c)
+	}
+	fmt.Fprint(c, "answer")
+	if err := cw.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(client); err != nil || string(b) != "answer" {
+		t.Fatalf("the client read %q, %v; want the answer, then EOF", b, err)
 	}
 }
