@@ -45,6 +45,10 @@ type apiOptions struct {
 	// defaults.
 	bodyGrace   time.Duration
 	minBodyRate int64
+	// readTimeout is the server's ReadTimeout: a produce body is cut by
+	// it whatever its rate (the meter's deadline replaces the server's);
+	// 0: none.
+	readTimeout time.Duration
 	pprof       bool
 	access      bool            // log every request (--access-log)
 	closing     <-chan struct{} // closed at shutdown: long polls answer at once

@@ -12,9 +12,10 @@ import (
 // A produce body is taken as it arrives (docs/http-api.md, "Produce"):
 // its bytes count against --max-inflight-bytes as they are read, so a
 // client that declares a large body and sends it slowly holds only what it
-// sent; and a body must keep up a minimum rate after a grace period, or
-// its connection is cut, so no client holds a connection and its bytes
-// for the server's whole read timeout.
+// sent; and a body must keep up a minimum rate after a grace period, and
+// end within the server's read timeout whatever its rate, or its
+// connection is cut, so no client holds a connection and its bytes for
+// long.
 const (
 	bodyGrace   = 10 * time.Second
 	minBodyRate = 64 << 10 // bytes a second, on average from the body's start
@@ -32,7 +33,8 @@ var (
 //
 // Invariants: held is the bytes read and taken from the budget, given
 // back by release; err, once set, is why the body was cut and every read
-// after answers it.
+// after answers it; the read deadline it sets (due) is never past
+// start+timeout, the server's own (which it replaces).
 type meteredBody struct {
 	body     io.Reader
 	budget   interface{ TryAcquire(int64) bool }
@@ -41,6 +43,7 @@ type meteredBody struct {
 	start    time.Time
 	grace    time.Duration
 	rate     int64
+	timeout  time.Duration // the server's read timeout; 0: none
 	held     int64
 	err      error
 }
@@ -48,7 +51,7 @@ type meteredBody struct {
 // meterBody wraps r's body for the produce handler.
 func (a *api) meterBody(w http.ResponseWriter, r *http.Request) *meteredBody {
 	m := &meteredBody{body: r.Body, rc: http.NewResponseController(w), start: time.Now(),
-		grace: a.opts.bodyGrace, rate: a.opts.minBodyRate}
+		grace: a.opts.bodyGrace, rate: a.opts.minBodyRate, timeout: a.opts.readTimeout}
 	if a.inflight != nil {
 		m.budget, m.giveBack = a.inflight, a.inflight.Release
 	}
@@ -59,11 +62,8 @@ func (m *meteredBody) Read(p []byte) (int, error) {
 	if m.err != nil {
 		return 0, m.err
 	}
-	if m.rate > 0 {
-		// The bytes so far must have come at the rate, after the grace:
-		// the next must come before that falls behind.
-		due := m.start.Add(m.grace + time.Duration(m.held*int64(time.Second)/m.rate))
-		m.rc.SetReadDeadline(due) // not supported (a test's recorder): no cut
+	if m.rate > 0 || m.timeout > 0 {
+		m.rc.SetReadDeadline(m.due()) // not supported (a test's recorder): no cut
 	}
 	n, err := m.body.Read(p)
 	if n > 0 {
@@ -79,6 +79,29 @@ func (m *meteredBody) Read(p []byte) (int, error) {
 		return n, m.err
 	}
 	return n, err
+}
+
+// maxBodyWait bounds the wait the rate allows, so its arithmetic never
+// overflows whatever is held.
+const maxBodyWait = 100 * 365 * 24 * time.Hour
+
+// due is when the body's next bytes must have come: the bytes so far must
+// have come at the rate, after the grace, so the next must come before
+// that falls behind; and the body must end within the server's read
+// timeout, whatever its rate, as it did before the meter moved the
+// deadline (a client that sent much at once then stalled held it all for
+// as long as the rate allowed: found by review).
+func (m *meteredBody) due() time.Time {
+	wait := maxBodyWait
+	if m.rate > 0 {
+		if seconds := float64(m.held) / float64(m.rate); seconds < maxBodyWait.Seconds() {
+			wait = m.grace + time.Duration(seconds*float64(time.Second))
+		}
+	}
+	if m.timeout > 0 {
+		wait = min(wait, m.timeout)
+	}
+	return m.start.Add(wait)
 }
 
 // release gives the body's bytes back to the budget, once its records are
@@ -101,7 +124,11 @@ func (m *meteredBody) refused(w http.ResponseWriter) bool {
 		writeError(w, http.StatusServiceUnavailable, "busy", "the node holds as many produce bytes as it takes at once (--max-inflight-bytes); nothing was done; retry")
 	case errBodySlow:
 		w.Header().Set("Connection", "close")
-		writeError(w, http.StatusRequestTimeout, "body_too_slow", fmt.Sprintf("the body arrived slower than %d bytes a second after its first %v; nothing was done", m.rate, m.grace))
+		within := ""
+		if m.timeout > 0 {
+			within = fmt.Sprintf(", or not whole within %v", m.timeout)
+		}
+		writeError(w, http.StatusRequestTimeout, "body_too_slow", fmt.Sprintf("the body arrived slower than %d bytes a second after its first %v%s; nothing was done", m.rate, m.grace, within))
 	default:
 		return false
 	}

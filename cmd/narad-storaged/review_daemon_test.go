@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -93,5 +94,29 @@ func TestReview_ALimitedConnectionHalfCloses(t *testing.T) {
 	}
 	if b, err := io.ReadAll(client); err != nil || string(b) != "answer" {
 		t.Fatalf("the client read %q, %v; want the answer, then EOF", b, err)
+	}
+}
+
+// TestReview_ABodyDeadlineStaysWithinTheReadTimeout: the metered body
+// moves the connection's read deadline forward as its bytes come, which
+// replaces the deadline the server's ReadTimeout set. A client that sent
+// 64 MiB but a byte at once, then stalled, held them (and 64 MiB of
+// --max-inflight-bytes) for the 17 minutes the rate allowed, past the
+// 5-minute read timeout that cut it before; sixteen such held the whole
+// budget for an upload of 1 GiB every 17 minutes. And the rate's
+// arithmetic overflowed past 9.2 GB held (a larger --max-body-bytes),
+// putting the deadline in the past.
+func TestReview_ABodyDeadlineStaysWithinTheReadTimeout(t *testing.T) {
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := &meteredBody{start: start, grace: bodyGrace, rate: minBodyRate, timeout: 5 * time.Minute, held: 64<<20 - 1}
+	if due := m.due(); due.After(start.Add(5 * time.Minute)) {
+		t.Errorf("64 MiB held: the body may stall until %v after its start, past the 5-minute read timeout", due.Sub(start))
+	}
+	m.timeout = 0 // no read timeout
+	for _, held := range []int64{10e9, 1 << 62} {
+		m.held = held
+		if due := m.due(); !due.After(start.Add(bodyGrace)) {
+			t.Errorf("%d bytes held: due %v after the start, before the grace ran out", held, due.Sub(start))
+		}
 	}
 }

@@ -77,6 +77,11 @@ func newLogger(cfg config, stderr io.Writer) (*zap.Logger, error) {
 	return zap.New(zapcore.NewCore(encoder, zapcore.AddSync(stderr), level)), nil
 }
 
+// readTimeout bounds the reading of a request, its body included: a body
+// trickled slower than this is cut (the produce body's meter keeps it
+// when it moves the deadline, api_body.go).
+const readTimeout = 5 * time.Minute
+
 // serve runs the node until ctx ends, then shuts down gracefully: stop
 // accepting, finish in-flight requests (long polls end early), close every
 // log (each hwm file written), within the shutdown timeout.
@@ -221,11 +226,11 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 	var closeOnce sync.Once
 	endLongPolls := func() { closeOnce.Do(func() { close(closing) }) }
 	defer endLongPolls()
-	api := newAPI(node, ms, logger, reg, apiOptions{token: token, maxBody: cfg.MaxBodyBytes, maxInflight: cfg.MaxInflightBytes, maxAnswer: cfg.MaxAnswerBytes, pprof: cfg.Pprof, access: cfg.AccessLog, closing: closing, owners: owners, cluster: member})
+	api := newAPI(node, ms, logger, reg, apiOptions{token: token, maxBody: cfg.MaxBodyBytes, maxInflight: cfg.MaxInflightBytes, maxAnswer: cfg.MaxAnswerBytes, readTimeout: readTimeout, pprof: cfg.Pprof, access: cfg.AccessLog, closing: closing, owners: owners, cluster: member})
 	server := &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       5 * time.Minute, // a body trickled slower than this is cut
+		ReadTimeout:       readTimeout,
 		WriteTimeout:      5 * time.Minute, // above the longest long poll
 		IdleTimeout:       2 * time.Minute,
 		ConnContext:       withConnAuth,
