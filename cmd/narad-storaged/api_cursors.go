@@ -205,11 +205,6 @@ func (a *api) readCursor(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	release, ok := a.admitAnswer(w, maxBytes)
-	if !ok {
-		return
-	}
-	defer release()
 	deadline := time.Now().Add(time.Duration(waitMs) * time.Millisecond)
 	var res runtime.CursorRead
 	skipped := int64(0)
@@ -218,8 +213,24 @@ func (a *api) readCursor(w http.ResponseWriter, r *http.Request) {
 		a.writeCursorError(w, r, name, err)
 		return
 	}
-	for {
+	// Each read holds the answer budget, from before it reads until its
+	// answer is written; a long poll's wait, which reads nothing, holds
+	// none (found by review: idle polls held the whole budget).
+	release := func() {}
+	defer func() { release() }()
+	for first := true; ; first = false {
 		wake := l.NotifyC() // fetched before the read, so no commit is missed
+		var taken func()
+		if first {
+			if taken, ok = a.admitAnswer(w, maxBytes); !ok {
+				return // answered 503 busy: nothing was read
+			}
+		} else if taken, ok = a.takeAnswer(maxBytes); !ok {
+			// Woken, but the budget is full: the poll ends with what it
+			// has (no records), as at its deadline.
+			break
+		}
+		release = taken
 		res, err = a.node.ReadCursor(r.Context(), topic, name, p, maxRecords, maxBytes, advance)
 		if err != nil {
 			a.writeCursorError(w, r, name, err)
@@ -233,6 +244,8 @@ func (a *api) readCursor(w http.ResponseWriter, r *http.Request) {
 		if len(res.Records) > 0 || waitMs == 0 || res.Next < res.HighWatermark {
 			break
 		}
+		release()
+		release = func() {}
 		var end waitEnd
 		if l, end = a.waitForCommit(r, topic, p, l, wake, deadline, inc); end != waitWoken {
 			break

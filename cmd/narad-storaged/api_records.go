@@ -93,10 +93,18 @@ func (a *api) produce(w http.ResponseWriter, r *http.Request) {
 // --max-answer-bytes of records answers at once, however many clients
 // ask. release gives them back once the answer is written.
 func (a *api) admitAnswer(w http.ResponseWriter, maxBytes int) (release func(), ok bool) {
-	n := int64(max(maxBytes, 1))
-	if a.answers != nil && !a.answers.TryAcquire(n) {
+	if release, ok = a.takeAnswer(maxBytes); !ok {
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "busy", "the node writes as many records answers as it takes at once (--max-answer-bytes); nothing was read; retry")
+	}
+	return release, ok
+}
+
+// takeAnswer is admitAnswer that answers nothing when the budget has no
+// room.
+func (a *api) takeAnswer(maxBytes int) (release func(), ok bool) {
+	n := int64(max(maxBytes, 1))
+	if a.answers != nil && !a.answers.TryAcquire(n) {
 		return nil, false
 	}
 	a.answerBytes.Add(n)

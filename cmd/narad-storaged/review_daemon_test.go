@@ -2,20 +2,51 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/runtime"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
 
 // Tests of the daemon's hardening against hostile clients, found by
 // review.
+
+// reviewNode is a started node with topic t of one partition, and an API
+// over it with opts.
+func reviewNode(t *testing.T, opts apiOptions) (*runtime.Node, *api) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	ms, err := runtime.OpenLocalMetastore(nil, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	node, err := runtime.New(runtime.Config{DataDir: dir, Metastore: ms, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { node.Close() })
+	if err := node.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := node.CreateTopic(ctx, "t", 1, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	opts.maxBody = max(opts.maxBody, 1<<20)
+	return node, newAPI(node, ms, zap.NewNop(), reg, opts)
+}
 
 // tokenServer serves a with the daemon's connection settings: each
 // connection's authentication state in its requests' context, OPTIONS *
@@ -119,4 +150,46 @@ func TestReview_ABodyDeadlineStaysWithinTheReadTimeout(t *testing.T) {
 			t.Errorf("%d bytes held: due %v after the start, before the grace ran out", held, due.Sub(start))
 		}
 	}
+}
+
+// TestReview_ACursorLongPollHoldsNoAnswerBudget: a cursor read at the
+// high watermark with wait_ms held its max_bytes of --max-answer-bytes
+// for its whole wait, reading nothing: sixteen idle cursor polls of
+// max_bytes=64 MiB held the 1 GiB budget, and every fetch, cursor read
+// and consume of the node was answered 503 busy for up to a minute at a
+// time, as slow uploads once did to produce. A fetch's long poll waits
+// outside the budget; a cursor read's must too.
+func TestReview_ACursorLongPollHoldsNoAnswerBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		node, a := reviewNode(t, apiOptions{maxAnswer: 1 << 20})
+		if _, err := node.CreateCursor(context.Background(), "t", "c", runtime.CursorEarliest); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		poll, polled := httptest.NewRecorder(), make(chan struct{})
+		go func() {
+			defer close(polled)
+			a.ServeHTTP(poll, httptest.NewRequestWithContext(ctx, http.MethodGet, "/v1/topics/t/cursors/c/partitions/0/records?max_bytes=1048576&wait_ms=60000", nil))
+		}()
+		defer func() { cancel(); <-polled }() // a failure ends the poll too
+		synctest.Wait()                       // the poll waits for a commit
+		w := httptest.NewRecorder()
+		a.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/topics/t/partitions/0/records?offset=0", nil))
+		if w.Code != http.StatusOK {
+			t.Fatalf("a fetch while an idle cursor poll waits: %d %s", w.Code, w.Body.String())
+		}
+		// Woken by a commit while the budget is full, the poll ends with
+		// no records, its cursor where it was, as at its deadline.
+		if !a.answers.TryAcquire(1 << 20) {
+			t.Fatal("the budget is held with no answer in flight")
+		}
+		if _, err := node.Produce(context.Background(), "t", 0, []partition.Record{{Value: []byte("r")}}); err != nil {
+			t.Fatal(err)
+		}
+		<-polled
+		a.answers.Release(1 << 20)
+		if w := poll; w.Code != http.StatusOK || !strings.HasPrefix(w.Body.String(), `{"records":[],"next_offset":0,`) {
+			t.Fatalf("a poll woken with the budget full: %d %s", w.Code, w.Body.String())
+		}
+	})
 }
