@@ -197,6 +197,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !authorized && r.URL.Path != "/healthz" {
 		route = "unauthorized"
+		w.Header().Set("Connection", "close")
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		writeError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
 		return
@@ -207,9 +208,9 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // authenticate reports whether r carries the token (true when the daemon
 // has none). A connection is kept alive only once it has authenticated
 // (conns.go): any answer on one that never has (a 400 for an odd
-// request included), and a request without the token anywhere but
-// /healthz, closes it, so a client that fails, or never tries, holds no
-// descriptor past its answer.
+// request included) closes it, as a 401 does on any connection, so a
+// client that fails, or never tries, holds no descriptor past its
+// answer.
 func (a *api) authenticate(w http.ResponseWriter, r *http.Request) bool {
 	if len(a.opts.token) == 0 {
 		return true
@@ -220,7 +221,7 @@ func (a *api) authenticate(w http.ResponseWriter, r *http.Request) bool {
 	if valid && conn != nil {
 		conn.authenticated.Store(true)
 	}
-	if !valid && r.URL.Path != "/healthz" || conn != nil && !conn.authenticated.Load() {
+	if conn != nil && !conn.authenticated.Load() {
 		w.Header().Set("Connection", "close")
 	}
 	return valid

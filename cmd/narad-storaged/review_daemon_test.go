@@ -92,6 +92,46 @@ func TestReview_AnUnauthenticatedOddRequestClosesItsConnection(t *testing.T) {
 	}
 }
 
+// TestReview_AnAuthenticatedConnectionStaysAlive: once a request on a
+// connection presented the token, the connection is kept alive, for a
+// /healthz without the token too; a request without it anywhere else is
+// answered 401 and closes it.
+func TestReview_AnAuthenticatedConnectionStaysAlive(t *testing.T) {
+	a := newAPI(nil, nil, zap.NewNop(), prometheus.NewRegistry(), apiOptions{token: []byte("tok"), maxBody: 1 << 20})
+	srv := tokenServer(t, a)
+	for _, steps := range [][]struct {
+		request string
+		status  int
+		close   bool
+	}{
+		{{"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 200, true}}, // never authenticated
+		{
+			{"GET /healthz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok\r\n\r\n", 200, false},
+			{"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 200, false},
+			{"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", 400, false},
+			{"GET /v1/topics HTTP/1.1\r\nHost: x\r\n\r\n", 401, true},
+		},
+	} {
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(c)
+		for _, step := range steps {
+			fmt.Fprint(c, step.request)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("%q: %v", step.request, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			if resp.StatusCode != step.status || resp.Close != step.close {
+				t.Errorf("%q: %d, close %v; want %d, close %v", step.request, resp.StatusCode, resp.Close, step.status, step.close)
+			}
+		}
+		c.Close()
+	}
+}
+
 // TestReview_ALimitedConnectionHalfCloses: net/http half-closes a
 // connection (closeWriteAndWait: its answer, then a FIN) before it drops
 // one whose request body it did not read whole (a 413, a produce cut 503
