@@ -527,12 +527,12 @@ func (a *Assigner) rebalance(ctx context.Context, txn *txnBatch, st clusterState
 			if !owned || !st.live[owner] || (!changed && !st.draining[owner]) {
 				continue
 			}
+			if _, moving := st.moves[k]; moving {
+				continue // the move under way decides its owner (and a round of moves under way places nothing)
+			}
 			target := st.plan.owner(t.rec.Name, p)
 			if target == "" || target == owner || st.draining[target] {
 				continue // every live member draining: nowhere better to go (a move there would be cancelled as stranded, and planned again)
-			}
-			if _, moving := st.moves[k]; moving {
-				continue // the move under way decides its owner
 			}
 			var r [8]byte
 			rand.Read(r[:])
