@@ -43,6 +43,14 @@ type ConsumeOptions struct {
 	// Wait is how long a consume that finds no free record waits for one
 	// (a long poll); 0 answers at once.
 	Wait time.Duration
+	// Admit, when set, is asked before each attempt to lease (the first,
+	// and each after a wake-up): an error ends the consume with it, and
+	// nothing is leased. release is called when the attempt leased
+	// nothing (the consume waits on, or answers empty); after an attempt
+	// that leased records it is the caller's to call. A daemon bounds the
+	// memory of answers with it, without holding any while a consume
+	// waits.
+	Admit func() (release func(), err error)
 }
 
 // LeasedRecord is a record a queue consume leased to its caller.
@@ -479,7 +487,7 @@ func (n *Node) Consume(ctx context.Context, topic string, opts ConsumeOptions) (
 		return nil, fmt.Errorf("%w: %s/%d", ErrPartitionNotFound, topic, opts.Partition)
 	}
 	if opts.Wait <= 0 {
-		return n.leaseAny(ctx, topic, partitions, opts)
+		return n.leaseAdmitted(ctx, topic, partitions, opts)
 	}
 	t := time.NewTimer(opts.Wait)
 	defer t.Stop()
@@ -490,7 +498,7 @@ func (n *Node) Consume(ctx context.Context, topic string, opts ConsumeOptions) (
 		// consumer state (a delete, a quarantine) replaces it.
 		pk := n.queues.parking(topic)
 		w := pk.park(opts.Partition, requeue) // before the check, so no wake-up is missed
-		out, err := n.leaseAny(ctx, topic, partitions, opts)
+		out, err := n.leaseAdmitted(ctx, topic, partitions, opts)
 		if errors.Is(err, ErrTooManyLeased) {
 			err = nil // wait for a slot, as for a record
 		}
@@ -573,6 +581,23 @@ func (n *Node) rotation(ctx context.Context, rec TopicRecord) ([]int, error) {
 	first := int(pk.rr.Add(1) % uint64(len(owned)))
 	rotated := make([]int, 0, len(owned))
 	return append(append(rotated, owned[first:]...), owned[:first]...), nil
+}
+
+// leaseAdmitted is leaseAny after opts.Admit, whose release is called
+// when nothing was leased.
+func (n *Node) leaseAdmitted(ctx context.Context, topic string, partitions []int, opts ConsumeOptions) ([]LeasedRecord, error) {
+	if opts.Admit == nil {
+		return n.leaseAny(ctx, topic, partitions, opts)
+	}
+	release, err := opts.Admit()
+	if err != nil {
+		return nil, err
+	}
+	out, err := n.leaseAny(ctx, topic, partitions, opts)
+	if len(out) == 0 {
+		release()
+	}
+	return out, err
 }
 
 // leaseAny leases from the partitions in order until opts is met. A

@@ -98,11 +98,23 @@ func (a *api) consume(w http.ResponseWriter, r *http.Request) {
 		case <-ctx.Done():
 		}
 	}()
-	release, ok := a.admitAnswer(w, cmp.Or(opts.MaxBytes, 1<<20)) // the default max_bytes when none is given
-	if !ok {
-		return
+	// The answer budget is taken for each attempt to lease, never while
+	// the consume waits; what an attempt that leased took is given back
+	// once the answer is written.
+	var held func()
+	defer func() {
+		if held != nil {
+			held()
+		}
+	}()
+	opts.Admit = func() (func(), error) {
+		release, ok := a.takeAnswer(cmp.Or(opts.MaxBytes, 1<<20)) // the default max_bytes when none is given
+		if !ok {
+			return nil, errNoAnswerBudget
+		}
+		held = release
+		return func() { release(); held = nil }, nil
 	}
-	defer release()
 	recs, err := a.node.Consume(ctx, topic, opts)
 	select {
 	case <-closing:
@@ -112,6 +124,10 @@ func (a *api) consume(w http.ResponseWriter, r *http.Request) {
 	default:
 	}
 	if err != nil {
+		if errors.Is(err, errNoAnswerBudget) {
+			refuseAnswer(w)
+			return
+		}
 		if errors.Is(err, runtime.ErrPartitionNotFound) {
 			writeError(w, http.StatusNotFound, "partition_not_found", fmt.Sprintf("topic %q has no partition %d", topic, opts.Partition))
 			return

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -94,10 +95,18 @@ func (a *api) produce(w http.ResponseWriter, r *http.Request) {
 // ask. release gives them back once the answer is written.
 func (a *api) admitAnswer(w http.ResponseWriter, maxBytes int) (release func(), ok bool) {
 	if release, ok = a.takeAnswer(maxBytes); !ok {
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "busy", "the node writes as many records answers as it takes at once (--max-answer-bytes); nothing was read; retry")
+		refuseAnswer(w)
 	}
 	return release, ok
+}
+
+// errNoAnswerBudget: the answer budget had no room for a read.
+var errNoAnswerBudget = errors.New("no room in --max-answer-bytes")
+
+// refuseAnswer answers a read the answer budget has no room for.
+func refuseAnswer(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, "busy", "the node writes as many records answers as it takes at once (--max-answer-bytes); nothing was read; retry")
 }
 
 // takeAnswer is admitAnswer that answers nothing when the budget has no
@@ -420,9 +429,16 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	accept, _, _ := mime.ParseMediaType(r.Header.Get("Accept"))
-	s := newRecordStream(w, accept == batchContentType, rp.b64, rp.maxBytes)
+	batch := accept == batchContentType
+	s := newRecordStream(w, batch, rp.b64, rp.maxBytes)
 	w.Header().Set("Narad-Incarnation", string(inc))
-	sum, err := a.node.ReadFunc(r.Context(), topic, p, offset, rp.maxRecords, rp.maxBytes, s.offer)
+	// An HTTP/1.0 client gets no trailers: its binary answer ends where
+	// the buffer does, so its boundary goes in the headers.
+	sum, err := a.readInto(r.Context(), s, topic, p, offset, rp.maxRecords, rp.maxBytes, batch && !r.ProtoAtLeast(1, 1))
+	if errors.Is(err, errNoAnswerBudget) {
+		s.fail(refuseAnswer)
+		return
+	}
 	if errors.Is(err, errAnswerFull) {
 		err = nil
 	}
@@ -440,6 +456,53 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) {
 		next = s.last + 1
 	}
 	s.finish(next, sum.HighWatermark, fmt.Appendf(nil, `,"next_offset":%d,"high_watermark":%d,"incarnation":%q`, next, sum.HighWatermark, inc))
+}
+
+// readInto reads a fetch's records into s from offset: each record the
+// read lends is written only into what is left of s's buffer, and the
+// buffer flushed between reads (recordStream); a record larger than the
+// buffer is read again as a copy and written from it, its bytes past
+// maxBytes (a first record) taken from the answer budget
+// (errNoAnswerBudget when they do not fit). With whole (a binary answer
+// to a client without trailers) the answer ends where the buffer does,
+// and a first record larger than it goes out alone with its boundary in
+// the headers.
+func (a *api) readInto(ctx context.Context, s *recordStream, topic string, p int, offset int64, maxRecords, maxBytes int, whole bool) (sum partition.ReadSummary, err error) {
+	for next := offset; s.count < maxRecords; next = s.last + 1 {
+		sum, err = a.node.ReadFunc(ctx, topic, p, next, maxRecords-s.count, maxBytes, s.offer)
+		if !errors.Is(err, errBufferFull) {
+			return sum, err
+		}
+		if whole && s.count > 0 {
+			return sum, nil
+		}
+		if s.pending.size <= s.bw.Size() {
+			s.flush() // outside the read: it may wait on the client
+			continue
+		}
+		if more := s.pending.size - maxBytes; s.count == 0 && more > 0 {
+			release, ok := a.takeAnswer(more)
+			if !ok {
+				return sum, errNoAnswerBudget
+			}
+			defer release()
+		}
+		res, err := a.node.Read(ctx, topic, p, s.pending.offset, 1, 1)
+		if err != nil {
+			return sum, err
+		}
+		if len(res.Records) != 1 || res.Records[0].Offset != s.pending.offset {
+			return sum, fmt.Errorf("offset %d: the record read again is not the one the answer stopped at", s.pending.offset)
+		}
+		sum.HighWatermark = res.HighWatermark
+		if whole {
+			s.boundary(s.pending.offset+1, res.HighWatermark)
+			s.copied(res.Records[0])
+			return sum, nil
+		}
+		s.copied(res.Records[0])
+	}
+	return sum, nil
 }
 
 // writeFetchError answers a fetch's error: 410 with the partition's start

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/narad-io/storage/partition"
@@ -18,12 +19,23 @@ import (
 // as the buffer fills.
 const answerBufferSize = 64 << 10
 
+// answerStall (a variable for tests) bounds how long a client may take to accept one write of an
+// answer (at most a buffer's worth): a client that stops reading is cut
+// then, and gives its answer budget back, not at the server's five-minute
+// write timeout.
+var answerStall = 10 * time.Second
+
 // answerWriters pools the write buffers of records answers.
 var answerWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, answerBufferSize) }}
 
 // errAnswerFull ends a read whose next record would take the answer past
-// its max_bytes.
-var errAnswerFull = errors.New("the answer holds max_bytes")
+// its max_bytes; errBufferFull one whose next record does not fit what
+// is left of the write buffer (writing it would flush to the client while
+// the read lends it: pending names it).
+var (
+	errAnswerFull = errors.New("the answer holds max_bytes")
+	errBufferFull = errors.New("the write buffer is full")
+)
 
 // recordStream writes a records answer (a fetch's, a cursor read's, a
 // queue consume's) as the records come, in JSON (text or base64) or the
@@ -31,10 +43,18 @@ var errAnswerFull = errors.New("the answer holds max_bytes")
 // copied anywhere else on its way out, and no escaping grows it beyond its
 // encoding (docs/http-api.md, "Fetch": how max_bytes bounds an answer).
 //
+// A record a read lends is written only into what is left of the buffer,
+// never flushed while lent: a client that stops reading holds the
+// answer's budget, never the read's frame buffer or segment (offer stops
+// the read; the caller flushes and reads on). A record larger than the
+// whole buffer is written from a copy of its own (the caller's).
+//
 // Invariants: until the buffer first fills nothing was sent, so an error
 // can still be answered in its place (discard); from then on (sent) the
 // answer can only be cut (abort). count records were written, the last at
-// offset last; used is their encoded bytes, separators included.
+// offset last; used is their encoded bytes, separators included. pending
+// is the offset and encoded size of the record offer last refused with
+// errBufferFull.
 type recordStream struct {
 	w     http.ResponseWriter
 	out   *sentWriter
@@ -43,10 +63,15 @@ type recordStream struct {
 	b64   bool
 	limit int // max_bytes of the records' encoding; the first record always goes
 
-	count int
-	used  int
-	last  int64
-	buf   []byte // scratch for a record's fixed fields
+	count   int
+	used    int
+	last    int64
+	pending struct {
+		offset int64
+		size   int
+	}
+	bounded bool   // the binary boundary went out in the headers (boundary)
+	buf     []byte // scratch for a record's fixed fields
 }
 
 // sentWriter notes the first write through to the client.
@@ -57,6 +82,7 @@ type sentWriter struct {
 
 func (s *sentWriter) Write(p []byte) (int, error) {
 	s.sent = true
+	http.NewResponseController(s.ResponseWriter).SetWriteDeadline(time.Now().Add(answerStall)) // a test's recorder: none
 	return s.ResponseWriter.Write(p)
 }
 
@@ -89,8 +115,37 @@ func (s *recordStream) offer(r partition.ReadRecord) error {
 	if s.count > 0 && s.used+size > s.limit {
 		return errAnswerFull
 	}
+	if size > s.bw.Available() {
+		s.pending.offset, s.pending.size = r.Offset, size
+		return errBufferFull
+	}
 	s.write(r, b64, size, "")
 	return nil
+}
+
+// copied writes r, a copy the caller holds (a record larger than the
+// buffer), flushing as it goes.
+func (s *recordStream) copied(r partition.ReadRecord) {
+	b64 := s.base64(r)
+	s.write(r, b64, s.size(r, b64), "")
+}
+
+// flush sends what the buffer holds, outside any lending read; a client
+// gone meanwhile cuts the answer.
+func (s *recordStream) flush() {
+	if err := s.bw.Flush(); err != nil {
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// boundary gives a binary answer's Narad-Next-Offset and
+// Narad-High-Watermark as headers before its records are sent: an answer
+// that cannot carry trailers (HTTP/1.0), of one record larger than the
+// buffer.
+func (s *recordStream) boundary(next, hwm int64) {
+	s.w.Header().Set("Narad-Next-Offset", strconv.FormatInt(next, 10))
+	s.w.Header().Set("Narad-High-Watermark", strconv.FormatInt(hwm, 10))
+	s.bounded = true
 }
 
 // writeAll writes records already in hand (a cursor's read, a consume's
@@ -231,14 +286,14 @@ func decimalLen(v int64) int {
 // Narad-High-Watermark, as headers when nothing was sent yet, else as
 // trailers.
 func (s *recordStream) finish(next, hwm int64, tail []byte) {
-	if s.batch {
+	if s.batch && !s.bounded {
 		prefix := ""
 		if s.out.sent {
 			prefix = http.TrailerPrefix
 		}
 		s.w.Header().Set(prefix+"Narad-Next-Offset", strconv.FormatInt(next, 10))
 		s.w.Header().Set(prefix+"Narad-High-Watermark", strconv.FormatInt(hwm, 10))
-	} else {
+	} else if !s.batch {
 		s.bw.WriteByte(']')
 		s.bw.Write(tail)
 		s.bw.WriteString("}\n")

@@ -11,6 +11,7 @@ import (
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 )
 
 // discardWriter is a ResponseWriter that keeps nothing: what a benchmark
@@ -85,12 +86,13 @@ func BenchmarkFetchAnswer(b *testing.B) {
 	if _, err := node.Produce(ctx, "bench", 0, batch); err != nil {
 		b.Fatal(err)
 	}
+	a := newAPI(node, ms, zap.NewNop(), reg, apiOptions{maxBody: 1 << 20})
 	for _, records := range []int{1, 10000} {
 		b.Run(fmt.Sprintf("records=%d/streamed", records), func(b *testing.B) {
 			for b.Loop() {
 				w := &discardWriter{header: http.Header{}}
 				s := newRecordStream(w, false, false, maxFetchBytes)
-				sum, err := node.ReadFunc(ctx, "bench", 0, 0, records, maxFetchBytes, s.offer)
+				sum, err := a.readInto(ctx, s, "bench", 0, 0, records, maxFetchBytes, false)
 				if err != nil || s.count != records {
 					b.Fatalf("%d records, %v", s.count, err)
 				}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/narad-io/storage/runtime"
 	"github.com/prometheus/client_golang/prometheus"
@@ -105,9 +106,27 @@ type connAuth struct{ authenticated atomic.Bool }
 
 type connAuthKey struct{}
 
-// withConnAuth is the server's ConnContext.
+// unauthenticatedFor (a variable for tests) is how long a connection may stay open before a
+// request on it presents the token (with one configured), whatever the
+// protocol: HTTP/2 has no header timeout to close a silent one.
+var unauthenticatedFor = 10 * time.Second
+
+// withConnAuth is the server's ConnContext without a token.
 func withConnAuth(ctx context.Context, _ net.Conn) context.Context {
 	return context.WithValue(ctx, connAuthKey{}, &connAuth{})
+}
+
+// withConnAuthDeadline is the server's ConnContext with a token: a
+// connection that has not authenticated within unauthenticatedFor is
+// closed.
+func withConnAuthDeadline(ctx context.Context, c net.Conn) context.Context {
+	auth := &connAuth{}
+	time.AfterFunc(unauthenticatedFor, func() {
+		if !auth.authenticated.Load() {
+			c.Close()
+		}
+	})
+	return context.WithValue(ctx, connAuthKey{}, auth)
 }
 
 // connAuthOf is the request's connection's state; nil outside a server

@@ -135,3 +135,14 @@ func TestE2E_AReadNeverOutlivesItsTopic(t *testing.T) {
 	expectMessage(t, d.req("GET", "/v1/topics/t/partitions/0/records?offset=1&incarnation="+desc.Incarnation, nil), 404, "topic_not_found", desc.Incarnation)
 	expectMessage(t, d.req("GET", "/v1/topics/t/partitions/0/records?offset=0&incarnation=xyz", nil), 400, "invalid_parameter", "incarnation")
 }
+
+// TestE2E_HeadersAreBoundedBeforeAuthentication: a request's headers,
+// which a client without the token can send, are at most 64 KiB (431),
+// not the HTTP server's default 1 MiB.
+func TestE2E_HeadersAreBoundedBeforeAuthentication(t *testing.T) {
+	d := startDaemon(t, t.TempDir())
+	r := d.rawRequest("GET /v1/topics HTTP/1.1\r\nHost: x\r\nX-Pad: " + strings.Repeat("p", 100<<10) + "\r\n\r\n")
+	if r.status != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("a 100 KiB header: %d %s", r.status, r.body)
+	}
+}

@@ -234,10 +234,19 @@ func serve(ctx context.Context, cfg config, logger *zap.Logger) error {
 		WriteTimeout:      5 * time.Minute, // above the longest long poll
 		IdleTimeout:       2 * time.Minute,
 		ConnContext:       withConnAuth,
+		// Headers come before authentication: a client without the token
+		// can send them, so they are bounded well below the default 1 MiB.
+		MaxHeaderBytes: 64 << 10,
+		// An HTTP/2 connection's requests at once: --max-connections
+		// bounds connections, this what each may run.
+		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: 100},
 		// OPTIONS * reaches the API, which answers it as every request
 		// that is not a path: 400 in JSON.
 		DisableGeneralOptionsHandler: true,
 		ErrorLog:                     zap.NewStdLog(logger.Named("http")),
+	}
+	if len(token) > 0 {
+		server.ConnContext = withConnAuthDeadline
 	}
 	served := make(chan error, 1)
 	if certs != nil {
@@ -334,7 +343,9 @@ func shutdown(server *http.Server, endLongPolls func(), node *runtime.Node, dead
 		logger.Warn("systemd notification", zap.Error(err))
 	}
 	endLongPolls()
-	err := server.Shutdown(deadline)
+	drain, cancel := drainDeadline(deadline)
+	defer cancel()
+	err := server.Shutdown(drain)
 	if cerr := node.Close(); cerr != nil {
 		err = errors.Join(err, cerr)
 	}
@@ -342,6 +353,19 @@ func shutdown(server *http.Server, endLongPolls func(), node *runtime.Node, dead
 		logger.Info("stopped: every log closed")
 	}
 	return err
+}
+
+// drainDeadline is the part of a graceful stop's deadline the HTTP
+// server's drain may take: all but a quarter of what is left (at most
+// 5 s), kept for what comes after the logs close (a cluster's node
+// resigns and revokes its lease), so a drain held up by a long upload
+// never leaves the leave no time.
+func drainDeadline(deadline context.Context) (context.Context, context.CancelFunc) {
+	d, ok := deadline.Deadline()
+	if !ok {
+		return context.WithCancel(deadline)
+	}
+	return context.WithDeadline(deadline, d.Add(-min(time.Until(d)/4, 5*time.Second)))
 }
 
 // reloadOnHangup reloads the TLS certificate (if TLS is on) at each
