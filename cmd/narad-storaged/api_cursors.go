@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -256,5 +257,5 @@ func (a *api) readCursor(w http.ResponseWriter, r *http.Request) {
 	}
 	s := newRecordStream(w, false, b64, maxBytes)
 	s.writeAll(len(res.Records), func(i int) (partition.ReadRecord, string) { return res.Records[i], "" })
-	s.finish(res.Next, res.HighWatermark, fmt.Appendf(nil, `,"next_offset":%d,"high_watermark":%d,"skipped":%d,"incarnation":%q`, res.Next, res.HighWatermark, skipped, inc))
+	s.finish(res.Next, res.HighWatermark, strconv.AppendInt(append(boundaryJSON(res.Next, res.HighWatermark, inc), `,"skipped":`...), skipped, 10))
 }

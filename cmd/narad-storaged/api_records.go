@@ -455,7 +455,7 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) {
 	if s.count > 0 {
 		next = s.last + 1
 	}
-	s.finish(next, sum.HighWatermark, fmt.Appendf(nil, `,"next_offset":%d,"high_watermark":%d,"incarnation":%q`, next, sum.HighWatermark, inc))
+	s.finish(next, sum.HighWatermark, boundaryJSON(next, sum.HighWatermark, inc))
 }
 
 // readInto reads a fetch's records into s from offset: each record the

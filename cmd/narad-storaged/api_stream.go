@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/wire"
 )
 
 // answerBufferSize is the write buffer of a records answer: an answer that
@@ -57,7 +58,7 @@ var (
 // errBufferFull.
 type recordStream struct {
 	w     http.ResponseWriter
-	out   *sentWriter
+	out   sentWriter
 	bw    *bufio.Writer
 	batch bool
 	b64   bool
@@ -70,29 +71,33 @@ type recordStream struct {
 		offset int64
 		size   int
 	}
-	bounded bool   // the binary boundary went out in the headers (boundary)
-	buf     []byte // scratch for a record's fixed fields
+	bounded bool     // the binary boundary went out in the headers (boundary)
+	buf     []byte   // scratch for a record's fixed fields, in scratch
+	scratch [64]byte // room for buf: two int64s and their field names
 }
 
-// sentWriter notes the first write through to the client.
+// sentWriter notes the first write through to the client, and gives each
+// write answerStall to be taken.
 type sentWriter struct {
 	http.ResponseWriter
+	rc   *http.ResponseController
 	sent bool
 }
 
 func (s *sentWriter) Write(p []byte) (int, error) {
-	s.sent = true
-	http.NewResponseController(s.ResponseWriter).SetWriteDeadline(time.Now().Add(answerStall)) // a test's recorder: none
+	if !s.sent {
+		s.sent, s.rc = true, http.NewResponseController(s.ResponseWriter)
+	}
+	s.rc.SetWriteDeadline(time.Now().Add(answerStall)) // a test's recorder: none
 	return s.ResponseWriter.Write(p)
 }
 
 // newRecordStream starts an answer of 200 to w. The records go in JSON
 // unless batch, in base64 when b64 (JSON only).
 func newRecordStream(w http.ResponseWriter, batch, b64 bool, limit int) *recordStream {
-	out := &sentWriter{ResponseWriter: w}
-	bw := answerWriters.Get().(*bufio.Writer)
-	bw.Reset(out)
-	s := &recordStream{w: w, out: out, bw: bw, batch: batch, b64: b64, limit: limit, last: -1}
+	s := &recordStream{w: w, out: sentWriter{ResponseWriter: w}, bw: answerWriters.Get().(*bufio.Writer), batch: batch, b64: b64, limit: limit, last: -1}
+	s.bw.Reset(&s.out)
+	s.buf = s.scratch[:0]
 	if batch {
 		w.Header().Set("Content-Type", batchContentType)
 	} else {
@@ -183,7 +188,8 @@ func (s *recordStream) write(r partition.ReadRecord, b64 bool, size int, extra s
 	if s.count > 1 {
 		s.bw.WriteByte(',')
 	}
-	s.bw.Write(strconv.AppendInt(append(s.buf[:0], `{"offset":`...), r.Offset, 10))
+	s.buf = strconv.AppendInt(append(s.buf[:0], `{"offset":`...), r.Offset, 10)
+	s.bw.Write(s.buf)
 	if len(r.Key) > 0 {
 		s.bw.WriteString(`,"key":`)
 		s.bytes(r.Key, b64)
@@ -193,7 +199,8 @@ func (s *recordStream) write(r partition.ReadRecord, b64 bool, size int, extra s
 	if b64 && !s.b64 {
 		s.bw.WriteString(`,"encoding":"base64"`)
 	}
-	s.bw.Write(strconv.AppendInt(append(s.buf[:0], `,"committed_at_ms":`...), r.CommittedAtUnixMs, 10))
+	s.buf = strconv.AppendInt(append(s.buf[:0], `,"committed_at_ms":`...), r.CommittedAtUnixMs, 10)
+	s.bw.Write(s.buf)
 	s.bw.WriteString(extra)
 	s.bw.WriteByte('}')
 }
@@ -236,7 +243,8 @@ func (s *recordStream) bytes(b []byte, b64 bool) {
 			s.bw.Write(b[start:i])
 			switch c {
 			case '"', '\\':
-				s.bw.Write([]byte{'\\', c})
+				s.bw.WriteByte('\\')
+				s.bw.WriteByte(c)
 			case '\n':
 				s.bw.WriteString(`\n`)
 			case '\r':
@@ -245,7 +253,9 @@ func (s *recordStream) bytes(b []byte, b64 bool) {
 				s.bw.WriteString(`\t`)
 			default:
 				const hex = "0123456789abcdef"
-				s.bw.Write([]byte{'\\', 'u', '0', '0', hex[c>>4], hex[c&0xf]})
+				s.bw.WriteString(`\u00`)
+				s.bw.WriteByte(hex[c>>4])
+				s.bw.WriteByte(hex[c&0xf])
 			}
 			start = i + 1
 		}
@@ -261,12 +271,7 @@ func jsonBytesLen(b []byte, b64 bool) int {
 	}
 	n := 2 + len(b)
 	for _, c := range b {
-		switch {
-		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
-			n++
-		case c < 0x20:
-			n += 5
-		}
+		n += int(jsonExtra[c])
 	}
 	return n
 }
@@ -320,3 +325,20 @@ func (s *recordStream) fail(answer func(http.ResponseWriter)) {
 	s.release()
 	answer(s.w)
 }
+
+// boundaryJSON is a read answer's closing fields after its records.
+func boundaryJSON(next, hwm int64, inc wire.IncarnationID) []byte {
+	b := make([]byte, 0, 96)
+	b = strconv.AppendInt(append(b, `,"next_offset":`...), next, 10)
+	b = strconv.AppendInt(append(b, `,"high_watermark":`...), hwm, 10)
+	return strconv.AppendQuote(append(b, `,"incarnation":`...), string(inc))
+}
+
+// jsonExtra is how many bytes JSON's escape of a byte adds to it.
+var jsonExtra = func() (t [256]uint8) {
+	for c := range 0x20 {
+		t[c] = 5 // \u00XX
+	}
+	t['"'], t['\\'], t['\n'], t['\r'], t['\t'] = 1, 1, 1, 1, 1
+	return t
+}()

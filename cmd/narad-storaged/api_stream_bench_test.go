@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/narad-io/storage/partition"
@@ -24,6 +25,9 @@ type discardWriter struct {
 func (d *discardWriter) Header() http.Header         { return d.header }
 func (d *discardWriter) WriteHeader(int)             {}
 func (d *discardWriter) Write(p []byte) (int, error) { d.n += len(p); return len(p), nil }
+
+// SetWriteDeadline is a connection's, as the server's writer has it.
+func (d *discardWriter) SetWriteDeadline(time.Time) error { return nil }
 
 // builtAnswer is how a fetch's JSON answer was made before it was
 // streamed: every record read into memory (Read), copied into strings,
@@ -96,7 +100,7 @@ func BenchmarkFetchAnswer(b *testing.B) {
 				if err != nil || s.count != records {
 					b.Fatalf("%d records, %v", s.count, err)
 				}
-				s.finish(s.last+1, sum.HighWatermark, fmt.Appendf(nil, `,"next_offset":%d,"high_watermark":%d,"incarnation":%q`, s.last+1, sum.HighWatermark, "0123456789abcdef"))
+				s.finish(s.last+1, sum.HighWatermark, boundaryJSON(s.last+1, sum.HighWatermark, "0123456789abcdef"))
 				b.SetBytes(int64(w.n))
 			}
 		})
