@@ -261,6 +261,33 @@ func TestNodeClose_FencesAnOpenAlreadyUnderWay(t *testing.T) {
 	}
 }
 
+// TestNodeClose_AReadWhoseLogCloseClosedAnswersNodeClosed: the other order
+// of TestNodeClose_FencesAnOpenAlreadyUnderWay, pinned: the open lands
+// before the fence, and Close closes the log before the read reaches it.
+// The read answers ErrNodeClosed, as when the open loses the race, not
+// the log's ErrLogClosed (found flaking in that test).
+func TestNodeClose_AReadWhoseLogCloseClosedAnswersNodeClosed(t *testing.T) {
+	n := startNode(t, nil, Config{})
+	n.CreateTopic(bg, "orders", 1, Retention{})
+	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 3)); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	err := n.withLog(bg, key("orders", 0), func(l *partition.Log) error {
+		calls++
+		if calls == 1 {
+			if err := n.Close(); err != nil { // wins the race: lands between the open and the read
+				t.Fatal(err)
+			}
+		}
+		_, err := l.Read(0, 10, 1<<20)
+		return err
+	})
+	if !errors.Is(err, ErrNodeClosed) || calls != 1 {
+		t.Fatalf("a read of a log Close closed under it: %v after %d tries, want ErrNodeClosed after 1", err, calls)
+	}
+}
+
 // noIncarnation is a metastore whose records carry no incarnation id
 // (name-based bookkeeping, docs/design.md "The incarnation marker").
 type noIncarnation struct{ *LocalMetastore }

@@ -438,12 +438,13 @@ func nodeClosedError(err error) error {
 
 // withLog runs fn on the partition's log, reopening it whenever it was
 // closed underneath (idle eviction, the open-log budget), until fn meets
-// an open log, the node closes or ctx ends. fn's error at the open-file
-// limit says ErrBusy. Once is not enough: a log can be closed again
-// between its reopen and fn (two eviction passes, an eviction and the
-// budget). It never spins on one closed log: the registry
-// drops a log before closing it, and reopens one closed behind its back,
-// so each lookup returns a log that was open.
+// an open log, the node closes (ErrNodeClosed, whichever way its race
+// with Close went) or ctx ends. fn's error at the open-file limit says
+// ErrBusy. Once is not enough: a log can be closed again between its
+// reopen and fn (two eviction passes, an eviction and the budget). It
+// never spins on one closed log: the registry drops a log before closing
+// it, and reopens one closed behind its back, so each lookup returns a
+// log that was open.
 func (n *Node) withLog(ctx context.Context, key supervisor.Key, fn func(*partition.Log) error) error {
 	for {
 		l, err := n.log(ctx, key)
@@ -451,7 +452,12 @@ func (n *Node) withLog(ctx context.Context, key supervisor.Key, fn func(*partiti
 			return err
 		}
 		err = fn(l)
-		if !errors.Is(err, partition.ErrLogClosed) || n.closed.Load() || ctx.Err() != nil {
+		if errors.Is(err, partition.ErrLogClosed) && n.closed.Load() {
+			// Close closed it: the open won the race with Close's fence,
+			// and the caller learns what losing it would have said.
+			return fmt.Errorf("%w: %w", ErrNodeClosed, err)
+		}
+		if !errors.Is(err, partition.ErrLogClosed) || ctx.Err() != nil {
 			return busyError(err)
 		}
 	}
