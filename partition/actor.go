@@ -63,6 +63,9 @@ type expiredMsg struct{ request }
 //     envelopes buffer holds, all of them and nothing else (batch);
 //     bufferPools are the pooled buffers of the batches buffer holds, and
 //     nothing else holds them.
+//   - spaceHeld is the sum of what Options.Space admitted since the last
+//     release; it is released (and zero) once nothing is buffered or
+//     unwritten, and at close.
 //   - The active file holds nothing past max(writePos, allocEnd); bytes in
 //     [writePos, allocEnd) are zeros written ahead (or what a failed
 //     write left there, when tailDirty).
@@ -112,6 +115,8 @@ type state struct {
 	retentionBytes int64
 	maxSegmentAge  time.Duration
 
+	spaceHeld Allocation // what Options.Space took for writes not yet done (space.go)
+
 	timer   *time.Timer
 	timerOn bool
 	closed  bool
@@ -156,6 +161,7 @@ func (s *state) run() {
 			s.timerOn = false
 			s.flushPass()
 		}
+		s.settleSpace()
 		if !s.closed {
 			s.rearm()
 		}

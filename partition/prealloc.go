@@ -98,8 +98,7 @@ func (s *state) prepareAhead(n int64, wasBusy bool) {
 // frames (those not already reserved or written). A step it refuses is
 // skipped, not failed: the next busy frame asks again.
 func (s *state) aheadFits(grow int64) bool {
-	g := s.log.opts.Space
-	return g == nil || grow <= 0 || g.Admit(Allocation{Bytes: grow}) == nil
+	return grow <= 0 || s.take(Allocation{Bytes: grow}) == nil
 }
 
 // prepared reports whether space past the frames was prepared.

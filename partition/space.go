@@ -20,6 +20,13 @@ import (
 //     time index file and the new segment file (two files), less the
 //     prepared space the roll gives back.
 //
+// What the guard took, the log holds (state.spaceHeld) until the writes
+// are done: once nothing taken is still buffered or unwritten (its frames
+// are in the file, where a fresh reading of the free space sees them, or
+// were dropped: a failed commit's discard, a close), it releases it
+// (settleSpace), and until then the guard keeps it off every fresh
+// reading, so a write still on its way at a reading is counted too.
+//
 // A batch the guard refuses is answered with its error, and nothing of it
 // is buffered or written. The space a busy log prepares past a frame
 // (prealloc.go) is asked for separately, when it is prepared: optional,
@@ -43,11 +50,46 @@ type SpaceGuard interface {
 	// floor, and counts a as taken (or, under 0, given back); otherwise
 	// the error that refuses the write, wrapping ErrNoSpace.
 	Admit(a Allocation) error
+	// Release gives back what earlier Admits took, once its writes are
+	// done (in the file system, which the free space read from then on
+	// counts) or given up: until then, the guard keeps it off every fresh
+	// reading of the free space. A log releases exactly what it was
+	// admitted, at the latest when it closes.
+	Release(a Allocation)
 }
 
 // minus is what a adds over taken.
 func (a Allocation) minus(taken Allocation) Allocation {
 	return Allocation{Bytes: a.Bytes - taken.Bytes, Files: a.Files - taken.Files}
+}
+
+// take asks the guard, if any, for a, and holds what it takes until
+// settleSpace releases it.
+func (s *state) take(a Allocation) error {
+	g := s.log.opts.Space
+	if g == nil {
+		return nil
+	}
+	if err := g.Admit(a); err != nil {
+		return err
+	}
+	s.spaceHeld.Bytes += a.Bytes
+	s.spaceHeld.Files += a.Files
+	return nil
+}
+
+// settleSpace releases what the log holds of its guard once nothing it
+// took is still on its way to the file: nothing buffered, no unwritten
+// frame, or the log closed. The actor calls it after every message and
+// timer pass. (A roll an append's frames owe past the cap, done by their
+// commit, is released with the frames: a time index and two inodes a
+// fresh reading may miss for a moment.)
+func (s *state) settleSpace() {
+	if s.spaceHeld == (Allocation{}) || !s.closed && (len(s.buffer) > 0 || s.unwritten != nil) {
+		return
+	}
+	s.log.opts.Space.Release(s.spaceHeld)
+	s.spaceHeld = Allocation{}
 }
 
 // bufferFrameBytes is the size of a frame of the buffered records, 0 with none.
@@ -110,8 +152,8 @@ func rollAllocation(entries int) Allocation {
 // bytes; it returns the frame's new size, or the guard's refusal.
 func (s *state) admit(frame int64, envs [][]byte, now time.Time) (int64, error) {
 	next := frame + batchFrameBytes(frame, envs)
-	if g := s.log.opts.Space; g != nil {
-		if err := g.Admit(s.frameAllocation(next, now).minus(s.frameAllocation(frame, now))); err != nil {
+	if s.log.opts.Space != nil {
+		if err := s.take(s.frameAllocation(next, now).minus(s.frameAllocation(frame, now))); err != nil {
 			return frame, err
 		}
 	}

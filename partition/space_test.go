@@ -6,6 +6,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,13 +15,14 @@ import (
 	"github.com/narad-io/storage/wire"
 )
 
-// fakeSpace is a SpaceGuard that counts what it takes; refuse, when set,
-// decides first.
+// fakeSpace is a SpaceGuard that counts what it takes and what it is
+// given back; refuse, when set, decides first.
 type fakeSpace struct {
-	mu     sync.Mutex
-	taken  Allocation
-	asked  []Allocation
-	refuse func(Allocation) bool
+	mu       sync.Mutex
+	taken    Allocation
+	released Allocation
+	asked    []Allocation
+	refuse   func(Allocation) bool
 }
 
 var errFakeFloor = errors.New("fake floor")
@@ -35,6 +37,20 @@ func (g *fakeSpace) Admit(a Allocation) error {
 	g.taken.Bytes += a.Bytes
 	g.taken.Files += a.Files
 	return nil
+}
+
+func (g *fakeSpace) Release(a Allocation) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.released.Bytes += a.Bytes
+	g.released.Files += a.Files
+}
+
+// held is what the guard took and was not given back yet.
+func (g *fakeSpace) held() Allocation {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.taken.minus(g.released)
 }
 
 func (g *fakeSpace) total() Allocation {
@@ -185,6 +201,59 @@ func TestSpace_ZerosTheGuardRefusesAreNotWritten(t *testing.T) {
 		}
 		if taken, files := g.total(), logFiles(t, d); taken.Bytes != files.Bytes {
 			t.Fatalf("the guard took %d bytes, the files hold %d", taken.Bytes, files.Bytes)
+		}
+	})
+}
+
+// TestSpace_WhatTheGuardTookIsHeldUntilItsWritesAreDone: a log holds what
+// its guard took until nothing of it is still on its way to the file, and
+// then gives it back, all of it: at once after a produce (and the zeros it
+// wrote ahead), after the commit of appended records, not before; after a
+// commit that failed and discarded its batch, and at a close that drops
+// buffered records. Nothing is held for ever, so the guard never comes to
+// refuse what fits.
+func TestSpace_WhatTheGuardTookIsHeldUntilItsWritesAreDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newDisk(t, 1)
+		g := &fakeSpace{}
+		opts := preallocOptions(d)
+		opts.Space = g
+		l := openLog(t, opts)
+		check := func(what string, held bool) {
+			t.Helper()
+			synctest.Wait() // the actor is done with the call
+			if h := g.held(); (h != Allocation{}) != held {
+				t.Fatalf("%s: %+v held, want held: %v", what, h, held)
+			}
+		}
+		if _, err := l.Append(bg, records(1, 0, 2)); err != nil {
+			t.Fatal(err)
+		}
+		check("records appended, not yet written", true)
+		if err := l.CommitDurable(bg); err != nil {
+			t.Fatal(err)
+		}
+		check("after their commit", false)
+		for i := range int64(3) { // busy: zeros written ahead too
+			if _, err := l.Produce(bg, records(1, 2+i, 1)); err != nil {
+				t.Fatal(err)
+			}
+			check("after a produce", false)
+		}
+		fault := d.Inject(sim.Fault{Op: sim.OpWrite, Path: l.view.Load().active.path, Err: syscall.EIO})
+		if _, err := l.Produce(bg, records(1, 5, 2)); err == nil {
+			t.Fatal("a produce whose write fails: no error")
+		}
+		fault.Remove()
+		check("after a failed commit", false)
+		if _, err := l.Append(bg, records(1, 5, 2)); err != nil {
+			t.Fatal(err)
+		}
+		check("records appended again", true)
+		closeLog(t, l)
+		check("after a close that dropped them", false)
+		if g.total() == (Allocation{}) {
+			t.Fatal("the guard took nothing")
 		}
 	})
 }

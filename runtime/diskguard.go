@@ -34,19 +34,22 @@ const diskGuardEvery = 100 * time.Millisecond
 // prepares past its frames; the guard takes it when the free space stays
 // at or above the floor after it.
 //
-// Invariant: mu guards last, at and err; a reading is at most
-// diskGuardEvery old when a write is checked, less what the guard let
-// through since it was taken. mu is a leaf.
+// Invariant: mu guards last, at, err and pending; last is a reading at
+// most diskGuardEvery old when a write is checked, less pending when it
+// was taken, less what the guard let through since. pending is what the
+// guard let through and the logs have not released yet (their writes not
+// done, so a fresh reading may not count them). mu is a leaf.
 type diskGuard struct {
 	files           vfs.FS
 	dir             string
 	minBytes, minIn uint64
 	logger          *zap.Logger
 
-	mu   sync.Mutex
-	last vfs.Space
-	at   time.Time
-	err  error // the last reading's, if it failed
+	mu      sync.Mutex
+	last    vfs.Space
+	at      time.Time
+	err     error                // the last reading's, if it failed
+	pending partition.Allocation // taken, not yet released
 }
 
 // space is the guard as the logs' Options.Space: none without a floor.
@@ -59,14 +62,17 @@ func (g *diskGuard) space() partition.SpaceGuard {
 
 // Admit takes a when the free space less a stays at or above the floor,
 // taking it off the reading at once, so writes at once, or many within
-// one reading, never spend the floor between two readings; otherwise it
-// refuses with ErrLowDisk. A reading that fails (logged once) lets the
-// write through: the commit itself then meets the disk's own answer.
+// one reading, never spend the floor between two readings, and off every
+// fresh reading until it is released, so neither does a write still on
+// its way when one is taken; otherwise it refuses with ErrLowDisk. A
+// reading that fails (logged once) lets the write through: the commit
+// itself then meets the disk's own answer.
 func (g *diskGuard) Admit(a partition.Allocation) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.readLocked()
 	if g.err != nil {
+		g.hold(a)
 		return nil
 	}
 	bytes, bytesOK := less(g.last.Bytes, a.Bytes, g.minBytes)
@@ -76,7 +82,21 @@ func (g *diskGuard) Admit(a partition.Allocation) error {
 			ErrLowDisk, partition.ErrNoSpace, a.Bytes, a.Files, g.last.Bytes, g.last.Inodes, g.minBytes, g.minIn)
 	}
 	g.last.Bytes, g.last.Inodes = bytes, inodes
+	g.hold(a)
 	return nil
+}
+
+// Release gives back a, which Admit took: its writes are done (or given
+// up), so the readings from now on count them as the file system does.
+func (g *diskGuard) Release(a partition.Allocation) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.hold(partition.Allocation{Bytes: -a.Bytes, Files: -a.Files})
+}
+
+func (g *diskGuard) hold(a partition.Allocation) {
+	g.pending.Bytes += a.Bytes
+	g.pending.Files += a.Files
 }
 
 // less is free less take (given back when take is under 0), and whether
@@ -93,7 +113,7 @@ func less(free uint64, take int64, floor uint64) (uint64, bool) {
 }
 
 // read is the free space, read again when the last reading is stale, less
-// what was let through since.
+// what was let through and is not yet released.
 func (g *diskGuard) read() (vfs.Space, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -107,6 +127,8 @@ func (g *diskGuard) readLocked() {
 		if err != nil && g.err == nil && g.logger != nil {
 			g.logger.Warn("free space unreadable: produce goes on without the floor until it reads again", zap.Error(err))
 		}
+		free.Bytes, _ = less(free.Bytes, g.pending.Bytes, 0)
+		free.Inodes, _ = less(free.Inodes, g.pending.Files, 0)
 		g.last, g.err, g.at = free, err, now
 	}
 }

@@ -3,12 +3,14 @@ package runtime
 import (
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/vfs/sim"
+	"github.com/narad-io/storage/wire"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -227,6 +229,61 @@ func TestDiskGuard_ZerosAheadNeverTakeTheFloor(t *testing.T) {
 		}
 		if free := freeBytes(t, d); free < floor {
 			t.Fatalf("%d bytes free after two small batches, under the floor of %d", free, floor)
+		}
+	})
+}
+
+// TestDiskGuard_ACommitUnderWayAtAFreshReadingIsStillCounted: a batch the
+// guard took is counted until its frame is in the file, not only until
+// the next reading of the free space: a reading taken while one
+// partition's commit is still on its way to the disk does not yet hold
+// its frame, and another partition's batch that fits only in the space
+// the first one took is refused; the floor holds.
+func TestDiskGuard_ACommitUnderWayAtAFreshReadingIsStillCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const floor, headroom = 64 << 10, 24 << 10
+		d := newTestDisk(t, 5)
+		n := startNode(t, d, Config{MinFreeBytes: floor, SegmentMaxBytes: 1 << 20})
+		if _, _, err := n.CreateTopic(bg, "fill", 2, Retention{}); err != nil {
+			t.Fatal(err)
+		}
+		for p := range 2 {
+			if _, err := n.Log(bg, "fill", p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		leaveFree(t, d, floor, headroom)
+		batch := []partition.Record{{Value: make([]byte, 16<<10)}} // two of them do not fit above the floor
+		segment0 := partitionPath("fill", 0) + "/"
+		entered, release := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		d.SetHook(func(c sim.Call) error {
+			if c.Op == sim.OpWrite && strings.HasPrefix(c.Path, segment0) && strings.HasSuffix(c.Path, wire.SegmentFileSuffix) {
+				once.Do(func() {
+					close(entered)
+					<-release // partition 0's frame, taken by the guard, not yet written
+				})
+			}
+			return nil
+		})
+		first := make(chan error, 1)
+		go func() {
+			_, err := n.Produce(bg, "fill", 0, batch)
+			first <- err
+		}()
+		<-entered
+		advanceBy(diskGuardEvery) // the next batch reads the free space again
+		_, second := n.Produce(bg, "fill", 1, batch)
+		close(release)
+		if err := <-first; err != nil {
+			t.Fatalf("the first batch, which fits: %v", err)
+		}
+		d.SetHook(nil)
+		if !errors.Is(second, ErrLowDisk) {
+			t.Fatalf("a second batch that fits only in the space the first took: %v, want ErrLowDisk", second)
+		}
+		if free := freeBytes(t, d); free < floor {
+			t.Fatalf("%d bytes free, under the floor of %d", free, floor)
 		}
 	})
 }
