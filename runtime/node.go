@@ -162,6 +162,7 @@ type Node struct {
 	endBackground context.CancelFunc
 	loops         []*supervisor.Loop
 	reaper        atomic.Pointer[supervisor.Loop] // set once Start starts it; retainInPlace triggers it
+	reapAsked     atomic.Bool                     // a retention change asked for a reaper pass (so Start's reaper runs one at once)
 	promReg       prometheus.Registerer
 
 	installs  unsettledInstalls // installs to settle before their partition opens

@@ -33,6 +33,9 @@ func (n *Node) startRetentionLoops() []*supervisor.Loop {
 		Registerer: n.promReg,
 	}, n.openTargets)
 	n.reaper.Store(r)
+	if n.reapAsked.Load() {
+		r.Trigger() // a change moved bounds before there was a reaper to ask
+	}
 	loops := []*supervisor.Loop{r}
 	if n.cfg.ColdWalkInterval > 0 {
 		loops = append(loops, coldwalk.Start(coldwalk.Config{
@@ -55,7 +58,8 @@ func (n *Node) startRetentionLoops() []*supervisor.Loop {
 // the record that keeps the bounds (its create, say) asks for none. It
 // runs under t's guard, with rec read under it, so of two changes at once
 // the newer bounds are the ones left. Before Start has started the
-// reaper, its first pass applies them.
+// reaper (a change through the feed while the node starts), the reaper
+// is asked for a pass as it starts (reapAsked).
 func (n *Node) retainInPlace(ctx context.Context, t *supervisor.GuardedTopic, rec TopicRecord) error {
 	moved := false
 	for _, p := range t.Open() {
@@ -67,8 +71,13 @@ func (n *Node) retainInPlace(ctx context.Context, t *supervisor.GuardedTopic, re
 			moved = moved || changed
 		}
 	}
-	if r := n.reaper.Load(); moved && r != nil {
-		r.Trigger()
+	if moved {
+		// Flag, then look: either this sees the reaper Start stores, or
+		// Start, which stores it before it looks, sees the flag.
+		n.reapAsked.Store(true)
+		if r := n.reaper.Load(); r != nil {
+			r.Trigger()
+		}
 	}
 	return nil
 }

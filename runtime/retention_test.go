@@ -875,3 +875,73 @@ func TestRetention_AnAgeBoundNoDurationHoldsIsRefusedOrHeldAtTheLongest(t *testi
 		}
 	}
 }
+
+// TestRetention_AChangeDuringStartupIsAppliedOnceTheReaperStarts: a
+// retention change that reaches an open log while the node is still
+// starting (the change feed runs from Start's beginning; the reaper
+// starts at its end) is applied when the reaper starts, not a whole
+// ReaperInterval later: the reaper that was not there to ask is asked
+// then.
+func TestRetention_AChangeDuringStartupIsAppliedOnceTheReaperStarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := sim.NewDisk(1)
+		if err := d.MkdirAll(dataDir); err != nil {
+			t.Fatal(err)
+		}
+		ms, err := OpenLocalMetastore(d, dataDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := New(Config{DataDir: dataDir, FS: d, Metastore: ms, SegmentMaxBytes: 4 << 10, IdleEvictAfter: 24 * time.Hour, Testing: checkLockOrder})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := n.Close(); err != nil {
+				t.Errorf("close: %v", err)
+			}
+			if v := n.LockOrderViolations(); len(v) > 0 {
+				t.Errorf("lock-order violations: %v", v)
+			}
+		}()
+		if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 40 {
+			if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, i*10, 10)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		advanceBy(3 * time.Hour) // the records are old now
+
+		topics := path.Join(dataDir, wire.TopicsDirName)
+		entered, release := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		d.SetHook(func(c sim.Call) error {
+			if c.Op == sim.OpReadDir && c.Path == topics {
+				once.Do(func() {
+					close(entered)
+					<-release // Start, past its subscription, before its loops
+				})
+			}
+			return nil
+		})
+		started := make(chan error, 1)
+		go func() { started <- n.Start(bg) }()
+		<-entered
+		if _, err := ms.SetRetention(bg, "orders", Retention{Ms: time.Hour.Milliseconds()}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the change feed's recheck sets the bound in place
+		close(release)
+		if err := <-started; err != nil {
+			t.Fatal(err)
+		}
+		d.SetHook(nil)
+		synctest.Wait() // whatever Start started; the clock stays
+		l, ok := n.reg.Lookup(key("orders", 0))
+		if !ok || l.StartOffset() != 400 {
+			t.Fatalf("open %v, start offset %d once the node started: want 400, every record past the new bound", ok, l.StartOffset())
+		}
+	})
+}
