@@ -177,7 +177,10 @@ func dirtySectors(n *node) []int64 {
 	}
 	for _, op := range n.pending {
 		if op.truncate {
-			mark(min(size, op.off), max(size, op.off))
+			// No byte below the smaller size changes: the sectors from
+			// the first one wholly above it may (read back as zeros).
+			low := (min(size, op.off) + SectorSize - 1) / SectorSize * SectorSize
+			mark(low, max(size, op.off))
 			size = op.off
 			continue
 		}
