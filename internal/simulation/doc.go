@@ -1,0 +1,25 @@
+// Package simulation is the deterministic simulator (first increment):
+// one runtime.Node in a testing/synctest bubble on the simulated disk
+// (vfs/sim), driven by a random workload drawn from (seed, run) and
+// checked against a model after every operation.
+//
+// A run (sim.go) creates one or two topics of one to three partitions and
+// draws each operation from a PCG source seeded with (seed, run) (ops.go):
+// produce (1 to 50 records whose bytes name their topic incarnation,
+// partition and offset), read, queue consume of one partition or any,
+// ack, nack under a live or an old lease id, a pause of the fake clock
+// (leases run out, write-outs, idle eviction, the reaper and the cold
+// walk run), a retention change by time, bytes, both or none, a check
+// that retention was applied within its delay, a drain (every lease run
+// out, then everything consumed), a check of the consumer progress, a
+// clean restart, a crash (an image of the disk under a random crash plan,
+// a new node on it) and a topic's delete and recreate. Every node has an
+// open-log budget of one or two logs, so logs close and reopen under
+// everything.
+//
+// The model (model.go) and the checks (check.go) are those of
+// docs/durability.md, "The simulator"; the first disagreement stops the
+// run, and the test prints the command that replays it (ReplayLine) with
+// the run's operations. Faults (EIO, ENOSPC, lying syncs), several nodes,
+// moves, the disk floor and cursors are not covered yet.
+package simulation

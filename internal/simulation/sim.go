@@ -1,0 +1,210 @@
+package simulation
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing/synctest"
+	"time"
+
+	"github.com/narad-io/storage/runtime"
+	"github.com/narad-io/storage/vfs/sim"
+)
+
+// The node's settings in every run: background loops fast enough that a
+// short run of fake time sees evictions, reaper sweeps and cold walks.
+const (
+	dataDir         = "/data"
+	reaperEvery     = time.Second
+	coldWalkEvery   = 2 * time.Second
+	idleEvictAfter  = 3 * time.Second
+	evictEvery      = time.Second
+	writeOutEvery   = time.Second // ConsumerOffsetCommitInterval
+	retentionWithin = reaperEvery + coldWalkEvery + 1500*time.Millisecond
+	// ackWindow is how far before a crash an ack may be lost: one
+	// write-out interval, the 100 ms tick that puts acks in the page cache
+	// before it, and 100 ms of slack (docs/durability.md: consumer
+	// progress steps back by at most one write-out interval).
+	ackWindow = writeOutEvery + 200*time.Millisecond
+	// keptAhead: after a crash, acks above the frontier older than the
+	// window must survive while the acked-ahead set held at most this many
+	// offsets (a consumer.ahead slot holds at least 2,000 of offsets below
+	// 16,384; past it the slot keeps the lowest, wire.AheadRecord).
+	keptAhead = 1000
+)
+
+// Result is what one run did.
+type Result struct {
+	Ops, Crashes, Faults int
+	// Violation is the first disagreement of the node with the model,
+	// empty when there was none; Log is the operations the run made.
+	Violation string
+	Log       []string
+}
+
+// violation stops a run: the first disagreement is the one reported.
+type violation struct{ msg string }
+
+// runner is one run: its random source, disk, node and model.
+type runner struct {
+	ctx      context.Context
+	rng      *rand.Rand
+	d        *sim.Disk
+	n        *runtime.Node
+	maxOpen  int
+	segBytes int64
+	big      bool
+	topics   []*topicModel
+	gens     map[string]int
+	res      Result
+}
+
+// Run runs the workload of (seed, run) on a fresh simulated disk and
+// checks the node against the model after every operation. It must run in
+// a testing/synctest bubble: it sleeps on the bubble's clock.
+func Run(seed uint64, run int) (res Result) {
+	r := &runner{ctx: context.Background(), rng: rand.New(rand.NewPCG(seed, uint64(run))), gens: map[string]int{}}
+	r.d = sim.NewDisk(r.rng.Uint64())
+	r.maxOpen = 1 + r.rng.IntN(2)
+	r.segBytes = int64(1024 + r.rng.IntN(3072))
+	// One run in 12 is long and produce-heavy: acked-ahead sets past a
+	// consumer.ahead slot need thousands of records.
+	r.big = r.rng.IntN(12) == 0
+	ops := 40 + r.rng.IntN(41)
+	if r.big {
+		ops = 260
+	}
+	r.logf("run: max open logs %d, segments of %d B, %d operations", r.maxOpen, r.segBytes, ops)
+	defer func() {
+		if p := recover(); p != nil {
+			v, ok := p.(violation)
+			if !ok {
+				panic(p)
+			}
+			r.res.Violation = v.msg
+		}
+		if r.n != nil {
+			r.n.Close()
+		}
+		res = r.res
+	}()
+	r.start()
+	for i := range 1 + r.rng.IntN(2) {
+		r.create(fmt.Sprintf("t%d", i))
+	}
+	r.checkAll(true)
+	for range ops {
+		r.step()
+		r.res.Ops++
+		r.checkAll(false)
+	}
+	r.logf("final check")
+	r.checkAll(true)
+	return r.res
+}
+
+// logf appends one line to the run's operation list.
+func (r *runner) logf(format string, args ...any) {
+	r.res.Log = append(r.res.Log, fmt.Sprintf(format, args...))
+}
+
+// failf stops the run with a violation.
+func (r *runner) failf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	r.logf("VIOLATION: %s", msg)
+	panic(violation{msg})
+}
+
+// must fails the run on an error no operation of the workload may meet:
+// nothing is injected, so every call must succeed.
+func (r *runner) must(what string, err error) {
+	if err != nil {
+		r.failf("%s: unexpected error: %v", what, err)
+	}
+}
+
+// retryBusy runs f again while the open-log budget is full (ErrBusy: a
+// background sweep holds the only slot), letting the bubble settle first.
+func retryBusy(f func() error) error {
+	for try := 0; ; try++ {
+		err := f()
+		if !errors.Is(err, runtime.ErrBusy) || try == 100 {
+			return err
+		}
+		synctest.Wait()
+	}
+}
+
+// start starts a node on the disk, its incarnation ids drawn from the run.
+func (r *runner) start() {
+	ms, err := runtime.OpenLocalMetastore(r.d, dataDir)
+	r.must("open metastore", err)
+	var key [32]byte
+	binary.LittleEndian.PutUint64(key[:], r.rng.Uint64())
+	ms.SetIncarnationSource(rand.NewChaCha8(key))
+	n, err := runtime.New(runtime.Config{
+		DataDir: dataDir, FS: r.d, Metastore: ms, SegmentMaxBytes: r.segBytes,
+		ReaperInterval: reaperEvery, ColdWalkInterval: coldWalkEvery,
+		IdleEvictAfter: idleEvictAfter, EvictInterval: evictEvery,
+		QuarantineSweepInterval:      time.Hour,
+		ConsumerOffsetCommitInterval: writeOutEvery, MaxOpenLogs: r.maxOpen,
+	})
+	r.must("new node", err)
+	if err := n.Start(r.ctx); err != nil {
+		n.Close()
+		r.must("start node", err)
+	}
+	r.n = n
+	for _, t := range r.topics {
+		for _, p := range t.parts {
+			p.leases = map[int64]leaseModel{} // leases live in memory only
+		}
+	}
+}
+
+// pick returns one of the run's topics.
+func (r *runner) pick() *topicModel { return r.topics[r.rng.IntN(len(r.topics))] }
+
+// odd is d plus a few odd microseconds, so no wake of the workload lands
+// on a background loop's tick.
+func (r *runner) odd(d time.Duration) time.Duration {
+	return d + time.Duration(1+r.rng.IntN(997))*time.Microsecond
+}
+
+// sleep advances the bubble's clock by d and lets every background loop
+// due meanwhile run to its rest.
+func (r *runner) sleep(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
+}
+
+// describe returns a topic's partitions as the node sees them.
+func (r *runner) describe(t *topicModel) []runtime.PartitionInfo {
+	var infos []runtime.PartitionInfo
+	err := retryBusy(func() (err error) {
+		var rec runtime.TopicRecord
+		rec, infos, err = r.n.Describe(r.ctx, t.name)
+		if err == nil && (string(rec.Incarnation) != t.incarnation || rec.Partitions != len(t.parts) ||
+			rec.RetentionMs != t.retMs || rec.RetentionBytes != t.retBytes) {
+			r.failf("describe %s: record %+v, want incarnation %s, %d partitions, retention %d ms %d B",
+				t.name, rec, t.incarnation, len(t.parts), t.retMs, t.retBytes)
+		}
+		return err
+	})
+	r.must("describe "+t.name, err)
+	return infos
+}
+
+// ReplayLine is the command that replays run of seed alone.
+func ReplayLine(seed uint64, run int) string {
+	return fmt.Sprintf("go test ./internal/simulation -run '^TestSimulation$' -v -sim.seed=%d -sim.run=%d", seed, run)
+}
+
+// Report formats a failed run: the replay line, then its operations.
+func Report(seed uint64, run int, res Result) string {
+	return fmt.Sprintf("simulation: seed %d run %d: %s\nreplay: %s\noperations:\n  %s",
+		seed, run, res.Violation, ReplayLine(seed, run), strings.Join(res.Log, "\n  "))
+}

@@ -1,0 +1,71 @@
+package simulation
+
+import (
+	"flag"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var (
+	simSeed = flag.Uint64("sim.seed", 1, "the simulation's seed")
+	simRuns = flag.Int("sim.runs", 0, "how many runs (default: 2,000, or 100 under the race detector)")
+	simRun  = flag.Int("sim.run", -1, "replay this run alone (a violation names its seed and run)")
+)
+
+// TestSimulation runs the simulator's CI budget: runs 0 to N-1 of the
+// seed, each a fresh node in its own bubble, each stopped at its first
+// disagreement with the model, which fails the test with the run's replay
+// line and operations. Its last line of output is the summary. Long runs:
+//
+//	go test ./internal/simulation -run '^TestSimulation$' -timeout 0 -v -sim.seed=7 -sim.runs=100000
+//	go test ./internal/simulation -run '^TestSimulation$' -v -sim.seed=7 -sim.run=1234
+func TestSimulation(t *testing.T) {
+	first, runs := 0, *simRuns
+	switch {
+	case *simRun >= 0:
+		first, runs = *simRun, 1
+	case runs == 0 && raceDetector:
+		runs = 100
+	case runs == 0:
+		runs = 2000
+	}
+	began := time.Now()
+	var total Result
+	violations := 0
+	for run := first; run < first+runs; run++ {
+		var res Result
+		synctest.Test(t, func(*testing.T) { res = Run(*simSeed, run) })
+		total.Ops += res.Ops
+		total.Crashes += res.Crashes
+		total.Faults += res.Faults
+		if res.Violation != "" {
+			violations++
+			t.Error(Report(*simSeed, run, res))
+		} else if *simRun >= 0 {
+			t.Logf("operations:\n  %s", joinLines(res.Log))
+		}
+	}
+	t.Logf("seed %d, runs %d to %d in %v", *simSeed, first, first+runs-1, time.Since(began).Round(time.Millisecond))
+	if total.Ops == 0 {
+		t.Error("the simulation ran no operation")
+	}
+	fmt.Printf("simulation: runs: %d, operations: %d, crashes: %d, faults: %d, violations: %d\n",
+		runs, total.Ops, total.Crashes, total.Faults, violations)
+}
+
+func joinLines(lines []string) string {
+	out := ""
+	for i, l := range lines {
+		if i > 0 {
+			out += "\n  "
+		}
+		out += l
+	}
+	return out
+}
