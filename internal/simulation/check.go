@@ -228,10 +228,11 @@ func leasedString(recs []runtime.LeasedRecord) string {
 func offsetsString(offsets []int64) string {
 	s := slices.Clone(offsets)
 	slices.Sort(s)
+	s = slices.Compact(s)
 	var parts []string
 	for i := 0; i < len(s); {
 		j := i
-		for j+1 < len(s) && s[j+1] <= s[j]+1 {
+		for j+1 < len(s) && s[j+1] == s[j]+1 {
 			j++
 		}
 		if j > i {

@@ -21,7 +21,7 @@ func (r *runner) step() {
 		{4, r.checkConsumers}, {2, r.restart}, {2, r.crash}, {1, r.recreate},
 	}
 	if r.big {
-		weights[0].w = 60 // produce
+		weights[0].w = 90 // produce
 	}
 	total := 0
 	for _, w := range weights {
@@ -40,6 +40,9 @@ func (r *runner) step() {
 // create creates a topic of 1 to 3 partitions, a new incarnation of name.
 func (r *runner) create(name string) *topicModel {
 	parts := 1 + r.rng.IntN(3)
+	if r.big {
+		parts = 1 // one partition takes every record: acked-ahead sets past a slot
+	}
 	r.gens[name]++
 	rec, created, err := r.n.CreateTopic(r.ctx, name, parts, runtime.Retention{})
 	r.must("create "+name, err)
@@ -195,9 +198,10 @@ func (r *runner) consumeWith(t *topicModel, opts runtime.ConsumeOptions) []runti
 	return got
 }
 
-// ack acks offsets of one partition: every leased one but the lowest (so
-// the acked-ahead set grows), some leased ones, or any below the high
-// watermark (acked or not, leased or not).
+// ack acks offsets of one partition: every leased one but the lowest, or
+// every one below the high watermark but the frontier (so the acked-ahead
+// set grows), some leased ones, or any below the high watermark (acked or
+// not, leased or not).
 func (r *runner) ack() {
 	t := r.pick()
 	pi := r.rng.IntN(len(t.parts))
@@ -207,7 +211,15 @@ func (r *runner) ack() {
 	}
 	leased := sortedKeys(p.leases)
 	var offsets []int64
-	switch mode := r.rng.IntN(3); {
+	low := int64(0)
+	for p.isAcked(low) {
+		low++
+	}
+	switch mode := r.rng.IntN(4); {
+	case mode == 3 && low+1 < p.committed:
+		for o := low + 1; o < p.committed; o++ { // everything but the frontier
+			offsets = append(offsets, o)
+		}
 	case mode == 0 && len(leased) > 1:
 		offsets = leased[1:]
 	case mode <= 1 && len(leased) > 0:

@@ -75,9 +75,9 @@ func Run(seed uint64, run int) (res Result) {
 	r.big = r.rng.IntN(12) == 0
 	ops := 40 + r.rng.IntN(41)
 	if r.big {
-		ops = 260
+		ops = 400
 	}
-	r.logf("run: max open logs %d, segments of %d B, %d operations", r.maxOpen, r.segBytes, ops)
+	r.logf("run: max open logs %d, segments of %d B, %d operations (long: %v)", r.maxOpen, r.segBytes, ops, r.big)
 	defer func() {
 		if p := recover(); p != nil {
 			v, ok := p.(violation)
@@ -92,7 +92,11 @@ func Run(seed uint64, run int) (res Result) {
 		res = r.res
 	}()
 	r.start()
-	for i := range 1 + r.rng.IntN(2) {
+	topics := 1 + r.rng.IntN(2)
+	if r.big {
+		topics = 1
+	}
+	for i := range topics {
 		r.create(fmt.Sprintf("t%d", i))
 	}
 	r.checkAll(true)
