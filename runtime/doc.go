@@ -300,6 +300,19 @@
 // Cursor files move with their partition (the listing writes each
 // position out first) and go with their incarnation.
 //
+// Disk floor (diskguard.go, partition/space.go): before the partition's
+// actor takes a batch in (each message of a group commit, and Append) it
+// asks the node's guard, under the guard's own leaf lock, for what the
+// commit adds to the file system (its frame, less what lands in space
+// already written or reserved ahead; for a roll, the new segment and the
+// time index); the guard refuses (ErrLowDisk, nothing written) when the
+// free space, read by statfs at most every 100 ms, less what it let
+// through and the logs have not released, would go under the floor.
+// Space prepared ahead of the frames is asked for separately and skipped
+// when it does not fit. Nothing is written for the guard, so nothing to
+// crash: a refused batch leaves nothing, and a crash forgets the count,
+// which the next reading starts afresh.
+//
 // Frame-cache budget (budget.go, partition.CacheBudget): memory only. The
 // open logs' decoded frames count against one node-wide bound; a log over
 // it drops its own oldest frames, and a closed log gives its bytes back.
