@@ -80,16 +80,35 @@ type recordStream struct {
 // write answerStall to be taken.
 type sentWriter struct {
 	http.ResponseWriter
-	rc   *http.ResponseController
+	conn writeDeadliner // nil: none (a test's recorder)
 	sent bool
 }
 
+type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
+
 func (s *sentWriter) Write(p []byte) (int, error) {
 	if !s.sent {
-		s.sent, s.rc = true, http.NewResponseController(s.ResponseWriter)
+		s.sent, s.conn = true, deadlinerOf(s.ResponseWriter)
 	}
-	s.rc.SetWriteDeadline(time.Now().Add(answerStall)) // a test's recorder: none
+	if s.conn != nil {
+		s.conn.SetWriteDeadline(time.Now().Add(answerStall))
+	}
 	return s.ResponseWriter.Write(p)
+}
+
+// deadlinerOf finds the connection's write deadline under w's wrappers,
+// as http.ResponseController does, without allocating one.
+func deadlinerOf(w http.ResponseWriter) writeDeadliner {
+	for {
+		if d, ok := w.(writeDeadliner); ok {
+			return d
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil
+		}
+		w = u.Unwrap()
+	}
 }
 
 // newRecordStream starts an answer of 200 to w. The records go in JSON
