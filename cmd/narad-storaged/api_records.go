@@ -468,7 +468,9 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) {
 // and a first record larger than it goes out alone with its boundary in
 // the headers.
 func (a *api) readInto(ctx context.Context, s *recordStream, topic string, p int, offset int64, maxRecords, maxBytes int, whole bool) (sum partition.ReadSummary, err error) {
-	for next := offset; s.count < maxRecords; next = s.last + 1 {
+	// Each read goes on after the last record written; with none yet (a
+	// first record that did not fit after the answer's opening), from offset.
+	for next := offset; s.count < maxRecords; next = max(offset, s.last+1) {
 		sum, err = a.node.ReadFunc(ctx, topic, p, next, maxRecords-s.count, maxBytes, s.offer)
 		if !errors.Is(err, errBufferFull) {
 			return sum, err
