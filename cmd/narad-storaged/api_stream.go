@@ -77,7 +77,10 @@ type recordStream struct {
 }
 
 // sentWriter notes the first write through to the client, and gives each
-// write answerStall to be taken.
+// write of at most a buffer's worth answerStall to be taken: a larger one
+// (a record larger than the buffer, written from its copy) goes a
+// buffer's worth at a time, so a client is never given answerStall for a
+// whole record of any size.
 type sentWriter struct {
 	http.ResponseWriter
 	conn writeDeadliner // nil: none (a test's recorder)
@@ -86,14 +89,20 @@ type sentWriter struct {
 
 type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
 
-func (s *sentWriter) Write(p []byte) (int, error) {
+func (s *sentWriter) Write(p []byte) (n int, err error) {
 	if !s.sent {
 		s.sent, s.conn = true, deadlinerOf(s.ResponseWriter)
 	}
-	if s.conn != nil {
-		s.conn.SetWriteDeadline(time.Now().Add(answerStall))
+	for {
+		part := p[n:min(len(p), n+answerBufferSize)]
+		if s.conn != nil {
+			s.conn.SetWriteDeadline(time.Now().Add(answerStall))
+		}
+		m, err := s.ResponseWriter.Write(part)
+		if n += m; err != nil || n == len(p) {
+			return n, err
+		}
 	}
-	return s.ResponseWriter.Write(p)
 }
 
 // deadlinerOf finds the connection's write deadline under w's wrappers,

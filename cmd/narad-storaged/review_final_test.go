@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -55,5 +57,48 @@ func TestReview_AFirstRecordThatFillsTheBufferIsReadFromTheFetchOffset(t *testin
 			offsets = append(offsets, r.Offset)
 		}
 		t.Fatalf("a fetch at offset 1 of one record answered the records at %v, next_offset %d", offsets, got.NextOffset)
+	}
+}
+
+// bufferPerStallClient is a client that accepts a buffer's worth of an
+// answer within answerStall, and no more: a single write to it of more
+// than that meets its write deadline (os.ErrDeadlineExceeded), as a
+// socket's does.
+type bufferPerStallClient struct {
+	header http.Header
+	body   bytes.Buffer
+}
+
+func (c *bufferPerStallClient) Header() http.Header              { return c.header }
+func (c *bufferPerStallClient) WriteHeader(int)                  {}
+func (c *bufferPerStallClient) SetWriteDeadline(time.Time) error { return nil }
+func (c *bufferPerStallClient) Write(p []byte) (int, error) {
+	if len(p) > answerBufferSize {
+		return 0, os.ErrDeadlineExceeded
+	}
+	return c.body.Write(p)
+}
+
+// TestReview_ARecordLargerThanTheBufferGetsAStallPerBuffer: answerStall
+// bounds one write to the client, meant to be at most a buffer's worth,
+// but a record larger than the buffer (read again as a copy) went out in
+// one write: a client had answerStall for the whole record, so one that
+// takes a 64 MiB record at less than 6.4 MB/s could never fetch it, and
+// met the cut at every retry.
+func TestReview_ARecordLargerThanTheBufferGetsAStallPerBuffer(t *testing.T) {
+	node, a := reviewNode(t, apiOptions{})
+	value := strings.Repeat("v", 4*answerBufferSize)
+	if _, err := node.Produce(context.Background(), "t", 0, []partition.Record{{Value: []byte(value)}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, accept := range []string{"application/json", batchContentType} {
+		c := &bufferPerStallClient{header: http.Header{}}
+		r := httptest.NewRequest(http.MethodGet, "/v1/topics/t/partitions/0/records?offset=0", nil)
+		r.Header.Set("Accept", accept)
+		a.ServeHTTP(c, r)
+		if !bytes.Contains(c.body.Bytes(), []byte(value)) {
+			t.Fatalf("%s: a client that takes a buffer's worth per answerStall got %d bytes of an answer of a %d-byte record",
+				accept, c.body.Len(), len(value))
+		}
 	}
 }
