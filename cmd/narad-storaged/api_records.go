@@ -482,7 +482,13 @@ func (a *api) readInto(ctx context.Context, s *recordStream, topic string, p int
 			s.flush() // outside the read: it may wait on the client
 			continue
 		}
-		if more := s.pending.size - maxBytes; s.count == 0 && more > 0 {
+		more := s.pending.size - maxBytes
+		if a.answers != nil {
+			// A record whose encoding passes the whole budget holds all of
+			// it (it goes alone), never more: more would never fit.
+			more = min(more, int(a.opts.maxAnswer)-maxBytes)
+		}
+		if s.count == 0 && more > 0 {
 			release, ok := a.takeAnswer(more)
 			if !ok {
 				return sum, errNoAnswerBudget

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -100,5 +101,40 @@ func TestReview_ARecordLargerThanTheBufferGetsAStallPerBuffer(t *testing.T) {
 			t.Fatalf("%s: a client that takes a buffer's worth per answerStall got %d bytes of an answer of a %d-byte record",
 				accept, c.body.Len(), len(value))
 		}
+	}
+}
+
+// TestReview_ARecordWhoseEncodingPassesTheBudgetIsServed: a first record
+// larger than the buffer takes its bytes past max_bytes from the answer
+// budget, and one whose encoding is larger than the whole budget can
+// never get them: under --max-answer-bytes at its least (64 MiB), an
+// 11 MiB record of control bytes (JSON escapes each in six) was answered
+// 503 busy, retry, at every retry, for ever: a consumer stuck at it.
+func TestReview_ARecordWhoseEncodingPassesTheBudgetIsServed(t *testing.T) {
+	node, a := reviewNode(t, apiOptions{maxAnswer: maxFetchBytes})
+	value := bytes.Repeat([]byte{1}, maxFetchBytes/6+1)
+	if _, err := node.Produce(context.Background(), "t", 0, []partition.Record{{Value: value}}); err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	a.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/topics/t/partitions/0/records?offset=0&max_bytes=1", nil))
+	if w.Code != http.StatusOK {
+		t.Fatalf("a fetch of a record of %d bytes with nothing else in flight: %d %.200s", len(value), w.Code, w.Body.String())
+	}
+}
+
+// TestReview_ARecordWhoseEncodingPassesTheBudgetIsServedAtTheLargestMaxBytes:
+// as above, with max_bytes the whole budget: the answer already holds
+// all of it, and takes nothing more.
+func TestReview_ARecordWhoseEncodingPassesTheBudgetIsServedAtTheLargestMaxBytes(t *testing.T) {
+	node, a := reviewNode(t, apiOptions{maxAnswer: 1 << 20})
+	value := bytes.Repeat([]byte{1}, 1<<20/6+1)
+	if _, err := node.Produce(context.Background(), "t", 0, []partition.Record{{Value: value}}); err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	a.ServeHTTP(w, httptest.NewRequest(http.MethodGet, fmt.Sprintf("/v1/topics/t/partitions/0/records?offset=0&max_bytes=%d", 1<<20), nil))
+	if w.Code != http.StatusOK {
+		t.Fatalf("a fetch of a record of %d bytes with nothing else in flight: %d %.200s", len(value), w.Code, w.Body.String())
 	}
 }
