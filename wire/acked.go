@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
-	"math"
 )
 
 // consumer.acked constants. Part of the on-disk format; the layout is
@@ -126,24 +125,9 @@ func DecodeAckedFile(b []byte) (AckedRecord, error) {
 	if count > AckedMaxOffsets || int64(count) > int64(len(list)) { // every uvarint takes a byte at least
 		return AckedRecord{}, fmt.Errorf("%w: consumer.acked: %d offsets in %d list bytes", ErrCorrupt, count, len(list))
 	}
-	if count > 0 {
-		rec.Ahead = make([]int64, 0, count)
-	}
-	previous, pos := rec.Frontier, 0
-	for i := range int(count) {
-		gap, n, err := readMinimalUvarint(list[pos:])
-		if err != nil {
-			return AckedRecord{}, fmt.Errorf("%w: consumer.acked: offset %d of %d: %s", ErrCorrupt, i, count, err)
-		}
-		if gap >= uint64(math.MaxInt64-previous) { // previous + 1 + gap must stay <= MaxInt64
-			return AckedRecord{}, fmt.Errorf("%w: consumer.acked: offset %d of %d: %d + 1 + %d overflows int64", ErrCorrupt, i, count, previous, gap)
-		}
-		previous += 1 + int64(gap)
-		rec.Ahead = append(rec.Ahead, previous)
-		pos += n
-	}
-	if pos != len(list) {
-		return AckedRecord{}, fmt.Errorf("%w: consumer.acked: %d list bytes left after %d offsets", ErrCorrupt, len(list)-pos, count)
+	var err error
+	if rec.Ahead, err = decodeGaps(list, int(count), rec.Frontier); err != nil {
+		return AckedRecord{}, fmt.Errorf("%w: consumer.acked: %s", ErrCorrupt, err)
 	}
 	return rec, nil
 }

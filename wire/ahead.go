@@ -162,26 +162,39 @@ func DecodeAheadSlot(b []byte) (AheadRecord, error) {
 			return AheadRecord{}, fmt.Errorf("%w: consumer.ahead slot: non-zero padding at byte %d", ErrCorrupt, aheadListAt+int(listLen)+i)
 		}
 	}
-	if count > 0 {
-		rec.Ahead = make([]int64, 0, count)
+	var err error
+	if rec.Ahead, err = decodeGaps(list, int(count), rec.Frontier); err != nil {
+		return AheadRecord{}, fmt.Errorf("%w: consumer.ahead slot: %s", ErrCorrupt, err)
 	}
-	previous, pos := rec.Frontier, 0
-	for i := range int(count) {
+	return rec, nil
+}
+
+// decodeGaps reads count offsets above frontier from list, each a minimal
+// uvarint of its gap to the one before less one, and every byte of list
+// with them (the acked-ahead list of consumer.ahead and consumer.acked).
+// It allocates one slice of count offsets, which the caller has bounded.
+func decodeGaps(list []byte, count int, frontier int64) ([]int64, error) {
+	if count == 0 && len(list) == 0 {
+		return nil, nil
+	}
+	out := make([]int64, 0, count)
+	previous, pos := frontier, 0
+	for i := range count {
 		gap, n, err := readMinimalUvarint(list[pos:])
 		if err != nil {
-			return AheadRecord{}, fmt.Errorf("%w: consumer.ahead slot: offset %d of %d: %s", ErrCorrupt, i, count, err)
+			return nil, fmt.Errorf("offset %d of %d: %s", i, count, err)
 		}
 		if gap >= uint64(math.MaxInt64-previous) { // previous + 1 + gap must stay <= MaxInt64
-			return AheadRecord{}, fmt.Errorf("%w: consumer.ahead slot: offset %d of %d: %d + 1 + %d overflows int64", ErrCorrupt, i, count, previous, gap)
+			return nil, fmt.Errorf("offset %d of %d: %d + 1 + %d overflows int64", i, count, previous, gap)
 		}
 		previous += 1 + int64(gap)
-		rec.Ahead = append(rec.Ahead, previous)
+		out = append(out, previous)
 		pos += n
 	}
 	if pos != len(list) {
-		return AheadRecord{}, fmt.Errorf("%w: consumer.ahead slot: %d list bytes left after %d offsets", ErrCorrupt, len(list)-pos, count)
+		return nil, fmt.Errorf("%d list bytes left after %d offsets", len(list)-pos, count)
 	}
-	return rec, nil
+	return out, nil
 }
 
 // AheadFile is what DecodeAheadFile found in a consumer.ahead file.

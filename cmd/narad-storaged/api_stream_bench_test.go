@@ -10,9 +10,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/narad-io/storage/partition"
-	"github.com/narad-io/storage/runtime"
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
 )
 
 // discardWriter is a ResponseWriter that keeps nothing: what a benchmark
@@ -66,37 +63,20 @@ func builtAnswer(w http.ResponseWriter, res partition.ReadResult) {
 //	go test -run '^$' -bench BenchmarkFetchAnswer -count 5 ./cmd/narad-storaged/
 func BenchmarkFetchAnswer(b *testing.B) {
 	ctx := context.Background()
-	dir := b.TempDir()
-	ms, err := runtime.OpenLocalMetastore(nil, dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	node, err := runtime.New(runtime.Config{DataDir: dir, Metastore: ms, Registerer: reg})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer node.Close()
-	if err := node.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	if _, _, err := node.CreateTopic(ctx, "bench", 1, runtime.Retention{}); err != nil {
-		b.Fatal(err)
-	}
+	node, a := reviewNode(b, apiOptions{})
 	batch := make([]partition.Record, 10000)
 	for i := range batch {
 		batch[i] = partition.Record{Value: fmt.Appendf(nil, "%0100d", i)}
 	}
-	if _, err := node.Produce(ctx, "bench", 0, batch); err != nil {
+	if _, err := node.Produce(ctx, "t", 0, batch); err != nil {
 		b.Fatal(err)
 	}
-	a := newAPI(node, ms, zap.NewNop(), reg, apiOptions{maxBody: 1 << 20})
 	for _, records := range []int{1, 10000} {
 		b.Run(fmt.Sprintf("records=%d/streamed", records), func(b *testing.B) {
 			for b.Loop() {
 				w := &discardWriter{header: http.Header{}}
 				s := newRecordStream(w, false, false, maxFetchBytes)
-				sum, err := a.readInto(ctx, s, "bench", 0, 0, records, maxFetchBytes, false)
+				sum, err := a.readInto(ctx, s, "t", 0, 0, records, maxFetchBytes, false)
 				if err != nil || s.count != records {
 					b.Fatalf("%d records, %v", s.count, err)
 				}
@@ -106,7 +86,7 @@ func BenchmarkFetchAnswer(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("records=%d/built", records), func(b *testing.B) {
 			for b.Loop() {
-				res, err := node.Read(ctx, "bench", 0, 0, records, maxFetchBytes)
+				res, err := node.Read(ctx, "t", 0, 0, records, maxFetchBytes)
 				if err != nil || len(res.Records) != records {
 					b.Fatalf("%d records, %v", len(res.Records), err)
 				}
