@@ -66,9 +66,9 @@ type Config struct {
 // returns, one after another; targets is called once per pass and must
 // not block on I/O (the runtime lists its registry). A log closed under
 // the pass (idle eviction, the open-log budget, a retired incarnation) is
-// skipped without a word. A log without an age bound answers its sweep at
-// once, after retrying any unlink an earlier sweep left. Close the
-// returned loop to stop it.
+// skipped without a word. A log with neither an age nor a size bound,
+// or nothing past them, answers its sweep at once, after retrying any
+// unlink an earlier sweep left. Close the returned loop to stop it.
 func Start(cfg Config, targets func() []Target) *supervisor.Loop {
 	r, loopConfig := newReaper(cfg, targets)
 	return supervisor.StartLoop(loopConfig, r.pass)
