@@ -20,10 +20,10 @@ import (
 // as the buffer fills.
 const answerBufferSize = 64 << 10
 
-// answerStall (a variable for tests) bounds how long a client may take to accept one write of an
-// answer (at most a buffer's worth): a client that stops reading is cut
-// then, and gives its answer budget back, not at the server's five-minute
-// write timeout.
+// answerStall (a variable for tests) bounds how long a client may take to
+// accept one write of an answer (at most a buffer's worth): a client that
+// stops reading is cut then, and gives its answer budget back, not at the
+// server's five-minute write timeout.
 var answerStall = 10 * time.Second
 
 // answerWriters pools the write buffers of records answers.
@@ -40,9 +40,10 @@ var (
 
 // recordStream writes a records answer (a fetch's, a cursor read's, a
 // queue consume's) as the records come, in JSON (text or base64) or the
-// binary batch encoding, through its own write buffer: no record is
-// copied anywhere else on its way out, and no escaping grows it beyond its
-// encoding (docs/http-api.md, "Fetch": how max_bytes bounds an answer).
+// binary batch encoding, through its own write buffer: a record that fits
+// the buffer is copied nowhere else on its way out, and no escaping grows
+// it beyond its encoding (docs/http-api.md, "Fetch": how max_bytes bounds
+// an answer).
 //
 // A record a read lends is written only into what is left of the buffer,
 // never flushed while lent: a client that stops reading holds the
