@@ -69,7 +69,7 @@ type api struct {
 	// records are committed; nil: no bound.
 	inflight *semaphore.Weighted
 	// answers holds a records answer's max_bytes while it is read and
-	// written (a queue consume's wait included); nil: no bound.
+	// written, never while a long poll waits; nil: no bound.
 	answers *semaphore.Weighted
 	// answerBytes is what answers holds now (narad_http_answer_bytes_in_flight).
 	answerBytes atomic.Int64
