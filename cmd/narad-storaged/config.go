@@ -2,117 +2,27 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"strings"
-	"time"
 
-	"github.com/narad-io/storage/cluster"
-	"github.com/narad-io/storage/partition"
-	"github.com/narad-io/storage/runtime"
+	"github.com/narad-io/storage/server"
 	"github.com/narad-io/storage/vfs"
 )
 
-// config is serve's configuration. A JSON file given with --config holds
-// the same keys (snake_case, durations as Go duration strings such as
-// "1m"); flags given on the command line win over it.
+// config is serve's configuration: the node's (server.Config) and the
+// log's. A JSON file given with --config holds the same keys (snake_case,
+// durations as Go duration strings such as "1m"); flags given on the
+// command line win over it.
 type config struct {
-	DataDir                      string   `json:"data_dir"`
-	Listen                       string   `json:"listen"`
-	AuthTokenFile                string   `json:"auth_token_file"`
-	TLSCert                      string   `json:"tls_cert"`
-	TLSKey                       string   `json:"tls_key"`
-	Insecure                     bool     `json:"insecure"`
-	Codec                        string   `json:"codec"`
-	ReaperInterval               duration `json:"reaper_interval"`
-	ColdWalkInterval             duration `json:"cold_walk_interval"`
-	IdleEvictAfter               duration `json:"idle_evict_after"`
-	ConsumerOffsetCommitInterval duration `json:"consumer_offset_commit_interval"`
-	LogLevel                     string   `json:"log_level"`
-	LogFormat                    string   `json:"log_format"`
-	Pprof                        bool     `json:"pprof"`
-	AccessLog                    bool     `json:"access_log"`
-	MinFreeBytes                 uint64   `json:"min_free_bytes"`
-	MinFreeInodes                uint64   `json:"min_free_inodes"`
-	MaxBodyBytes                 int64    `json:"max_body_bytes"`
-	MaxOpenLogs                  int      `json:"max_open_logs"`
-	FrameCacheBytes              int64    `json:"frame_cache_bytes"`
-	MaxInflightBytes             int64    `json:"max_inflight_bytes"`
-	MaxAnswerBytes               int64    `json:"max_answer_bytes"`
-	MaxConnections               int      `json:"max_connections"`
-	ShutdownTimeout              duration `json:"shutdown_timeout"`
-	Metastore                    string   `json:"metastore"`
-	NodeID                       string   `json:"node_id"`
-	AdvertiseAddr                string   `json:"advertise_addr"`
-	MemberTTL                    duration `json:"member_ttl"`
-	FenceAfter                   duration `json:"fence_after"`
-	PeerCA                       string   `json:"peer_ca"`
-	SegmentMaxBytes              int64    `json:"segment_max_bytes"`
+	server.Config
+	LogLevel  string `json:"log_level"`
+	LogFormat string `json:"log_format"`
 }
 
 func defaultConfig() config {
-	return config{
-		DataDir:                      "./narad-data",
-		Listen:                       "127.0.0.1:7480",
-		Codec:                        "none",
-		ReaperInterval:               duration(time.Minute),
-		ColdWalkInterval:             duration(5 * time.Minute),
-		IdleEvictAfter:               duration(30 * time.Minute),
-		ConsumerOffsetCommitInterval: duration(time.Second),
-		LogLevel:                     "info",
-		LogFormat:                    "json",
-		MaxBodyBytes:                 64 << 20,
-		MinFreeBytes:                 256 << 20,
-		MinFreeInodes:                1000,
-		FrameCacheBytes:              runtime.DefaultFrameCacheBytes,
-		SegmentMaxBytes:              partition.DefaultSegmentMaxBytes,
-		MaxInflightBytes:             1 << 30,
-		MaxAnswerBytes:               1 << 30,
-		ShutdownTimeout:              duration(30 * time.Second),
-		Metastore:                    "local",
-		MemberTTL:                    duration(10 * time.Second),
-		FenceAfter:                   duration(cluster.DefaultFenceAfter),
-	}
-}
-
-// duration is a time.Duration that reads and writes as "1m30s" in JSON.
-type duration time.Duration
-
-func (d *duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("a duration is a string like \"1m\": %w", err)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	*d = duration(v)
-	return nil
-}
-
-func (d duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
-
-// durationFlag adapts a *duration to flag.Value.
-type durationFlag struct{ d *duration }
-
-func (f durationFlag) String() string {
-	if f.d == nil {
-		return ""
-	}
-	return time.Duration(*f.d).String()
-}
-
-func (f durationFlag) Set(s string) error {
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	*f.d = duration(v)
-	return nil
+	return config{Config: server.DefaultConfig(), LogLevel: "info", LogFormat: "json"}
 }
 
 // parseServeFlags reads the config file (if --config names one) and then
@@ -129,11 +39,11 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.TLSCert, "tls-cert", cfg.TLSCert, "PEM certificate (chain) to serve HTTPS with; read again on SIGHUP")
 	fs.StringVar(&cfg.TLSKey, "tls-key", cfg.TLSKey, "PEM private key of --tls-cert")
 	fs.StringVar(&cfg.Codec, "codec", cfg.Codec, "codec of new frames: none or zstd")
-	fs.Var(durationFlag{&cfg.ReaperInterval}, "reaper-interval", "retention sweep of open logs")
-	fs.Var(durationFlag{&cfg.ColdWalkInterval}, "cold-walk-interval", "cold retention walk of closed logs; 0 turns it off")
-	fs.Var(durationFlag{&cfg.IdleEvictAfter}, "idle-evict-after", "close a log idle this long")
-	fs.Var(durationFlag{&cfg.ConsumerOffsetCommitInterval}, "consumer-offset-commit-interval", "consumer progress write-out interval")
-	fs.Var(durationFlag{&cfg.ShutdownTimeout}, "shutdown-timeout", "bound on a graceful shutdown")
+	fs.Var(&cfg.ReaperInterval, "reaper-interval", "retention sweep of open logs")
+	fs.Var(&cfg.ColdWalkInterval, "cold-walk-interval", "cold retention walk of closed logs; 0 turns it off")
+	fs.Var(&cfg.IdleEvictAfter, "idle-evict-after", "close a log idle this long")
+	fs.Var(&cfg.ConsumerOffsetCommitInterval, "consumer-offset-commit-interval", "consumer progress write-out interval")
+	fs.Var(&cfg.ShutdownTimeout, "shutdown-timeout", "bound on a graceful shutdown")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "json or console")
 	fs.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "serve /debug/pprof/")
@@ -151,8 +61,8 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.NodeID, "node-id", cfg.NodeID, "this node's id in the cluster, 1 to 64 of [A-Za-z0-9._-]; stored in the data directory at the first start and checked after (default: the stored one, or a random one)")
 	fs.StringVar(&cfg.AdvertiseAddr, "advertise-addr", cfg.AdvertiseAddr, "the address other nodes and clients reach this node at (default: the --listen address, unless it is a wildcard)")
 	fs.StringVar(&cfg.PeerCA, "peer-ca", cfg.PeerCA, "a cluster's node serving TLS: PEM file of the CA that signed the nodes' certificates, trusted in the calls nodes make to each other (default: the system's roots)")
-	fs.Var(durationFlag{&cfg.MemberTTL}, "member-ttl", "how long after this node stops (or loses etcd) the cluster stops counting it live; whole seconds")
-	fs.Var(durationFlag{&cfg.FenceAfter}, "fence-after", "how long this node serves on while its lease cannot be renewed (etcd unreachable); also how long after it left the cluster waits before it gives its partitions away if an operator marks it lost; raised to the member-ttl if under it")
+	fs.Var(&cfg.MemberTTL, "member-ttl", "how long after this node stops (or loses etcd) the cluster stops counting it live; whole seconds")
+	fs.Var(&cfg.FenceAfter, "fence-after", "how long this node serves on while its lease cannot be renewed (etcd unreachable); also how long after it left the cluster waits before it gives its partitions away if an operator marks it lost; raised to the member-ttl if under it")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -210,63 +120,5 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 		merge("peer-ca", func() { cfg.PeerCA = fromFile.PeerCA })
 		merge("segment-max-bytes", func() { cfg.SegmentMaxBytes = fromFile.SegmentMaxBytes })
 	}
-	return cfg, cfg.validate()
-}
-
-func (c config) validate() error {
-	if c.Codec != "none" && c.Codec != "zstd" {
-		return fmt.Errorf("codec %q: want none or zstd", c.Codec)
-	}
-	if (c.TLSCert == "") != (c.TLSKey == "") {
-		return errors.New("give both --tls-cert and --tls-key, or neither")
-	}
-	if c.SegmentMaxBytes < 1<<10 {
-		return fmt.Errorf("segment-max-bytes %d: give 1024 or more", c.SegmentMaxBytes)
-	}
-	if c.MaxBodyBytes <= 0 {
-		return errors.New("max-body-bytes must be positive")
-	}
-	if c.ShutdownTimeout <= 0 {
-		return fmt.Errorf("shutdown-timeout %v: it bounds a graceful stop and must be positive", time.Duration(c.ShutdownTimeout))
-	}
-	if c.MaxInflightBytes != 0 && c.MaxInflightBytes < c.MaxBodyBytes {
-		return fmt.Errorf("max-inflight-bytes %d is under max-body-bytes %d: the largest body could never be taken; raise it, or 0 for no bound", c.MaxInflightBytes, c.MaxBodyBytes)
-	}
-	if c.MaxAnswerBytes != 0 && c.MaxAnswerBytes < maxFetchBytes {
-		return fmt.Errorf("max-answer-bytes %d is under %d, the largest max_bytes a read may ask for; raise it, or 0 for no bound", c.MaxAnswerBytes, maxFetchBytes)
-	}
-	endpoints, err := etcdEndpoints(c.Metastore)
-	if err != nil {
-		return err
-	}
-	if endpoints == nil && (c.NodeID != "" || c.AdvertiseAddr != "" || c.PeerCA != "") {
-		return errors.New("node-id, advertise-addr and peer-ca are a cluster's node's: give --metastore etcd://... too")
-	}
-	if c.NodeID != "" {
-		if err := runtime.ValidateNodeID(c.NodeID); err != nil {
-			return err
-		}
-	}
-	if c.MemberTTL < duration(time.Second) {
-		return fmt.Errorf("member-ttl %v: etcd's leases count whole seconds; give 1s or more", time.Duration(c.MemberTTL))
-	}
-	if c.FenceAfter < duration(time.Second) {
-		return fmt.Errorf("fence-after %v: give 1s or more", time.Duration(c.FenceAfter))
-	}
-	host, _, err := net.SplitHostPort(c.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %q: %w", c.Listen, err)
-	}
-	if !isLoopback(host) && c.AuthTokenFile == "" && !c.Insecure {
-		return fmt.Errorf("listen %q is not loopback: give --auth-token-file, or --insecure to serve without authentication", c.Listen)
-	}
-	return nil
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return cfg, cfg.Validate()
 }

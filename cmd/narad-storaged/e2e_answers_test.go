@@ -21,6 +21,9 @@ import (
 // "Fetch" and "Answer budget"): issue "a daemon no client can take
 // down", item 1.
 
+// maxFetchBytes is the largest max_bytes a read may ask for (docs/http-api.md).
+const maxFetchBytes = 64 << 20
+
 // peakRSS is the daemon's peak resident memory since the last
 // resetPeakRSS, in bytes (VmHWM).
 func (d *daemon) peakRSS() int64 {

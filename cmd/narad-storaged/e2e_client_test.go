@@ -103,7 +103,10 @@ func TestE2E_Client(t *testing.T) {
 	// PATCH with one bound keeps the other.
 	r := d.req("PATCH", "/v1/topics/orders", `{"retention_bytes": 5000000}`, "Authorization", "Bearer tok")
 	expect(t, r, 200, "")
-	var desc topicDescription
+	var desc struct {
+		RetentionMs    int64 `json:"retention_ms"`
+		RetentionBytes int64 `json:"retention_bytes"`
+	}
 	r.json(t, &desc)
 	if desc.RetentionMs != 3600000 || desc.RetentionBytes != 5000000 {
 		t.Fatalf("after a PATCH of retention_bytes alone: %+v", desc)

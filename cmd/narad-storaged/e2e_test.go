@@ -17,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/narad-io/storage/client"
 )
 
 // The end-to-end tests build the real binary once and run it on loopback
@@ -195,6 +197,19 @@ func (r response) json(t *testing.T, v any) {
 	}
 }
 
+// batchContentType is the binary batch's media type (docs/http-api.md).
+const batchContentType = "application/vnd.narad.batch"
+
+// errorBody is an error answer as docs/http-api.md gives it, decoded
+// apart from the server's own type, so a renamed field fails a test.
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+	NextOffset *int64 `json:"next_offset"`
+}
+
 func (r response) code(t *testing.T) string {
 	t.Helper()
 	var e errorBody
@@ -241,7 +256,7 @@ func TestE2E_Contract(t *testing.T) {
 	}
 	expect(t, d.req("PUT", "/v1/topics/t2", "{not json"), 400, "invalid_body")
 	expect(t, d.req("PUT", "/v1/topics/t2", map[string]any{"partitions": 0}), 400, "invalid_body")
-	var desc topicDescription
+	var desc client.Topic
 	r := d.req("GET", "/v1/topics/orders", nil)
 	expect(t, r, 200, "")
 	r.json(t, &desc)
@@ -249,7 +264,7 @@ func TestE2E_Contract(t *testing.T) {
 		t.Fatalf("describe: %+v", desc)
 	}
 	expect(t, d.req("GET", "/v1/topics/nope", nil), 404, "topic_not_found")
-	var list struct{ Topics []topicDescription }
+	var list struct{ Topics []client.Topic }
 	d.req("GET", "/v1/topics", nil).json(t, &list)
 	if len(list.Topics) != 1 {
 		t.Fatalf("list: %+v", list)

@@ -1,0 +1,305 @@
+package server
+
+import (
+	"cmp"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/pprof"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/narad-io/storage/runtime"
+	"github.com/narad-io/storage/wire"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+	"golang.org/x/sync/semaphore"
+)
+
+// Limits on what one request may ask for, so no request can make the
+// daemon allocate without bound.
+const (
+	maxFetchRecords = 10000
+	maxFetchBytes   = 64 << 20
+	maxWait         = 60_000 // ms
+	maxAcks         = 100000
+	maxPartitions   = wire.MaxPartitions // what a directory name holds
+)
+
+type apiOptions struct {
+	token   []byte // empty: no authentication
+	maxBody int64
+	// maxInflight bounds the produce bodies held at once, in bytes
+	// (--max-inflight-bytes); 0: none.
+	maxInflight int64
+	// maxAnswer bounds the records answers in flight, each counted at its
+	// max_bytes (--max-answer-bytes); 0: none.
+	maxAnswer int64
+	// bodyGrace and minBodyRate: a produce body must arrive at
+	// minBodyRate bytes a second after bodyGrace (api_body.go); zero: the
+	// defaults.
+	bodyGrace   time.Duration
+	minBodyRate int64
+	// readTimeout is the server's ReadTimeout: a produce body is cut by
+	// it whatever its rate (the meter's deadline replaces the server's);
+	// 0: none.
+	readTimeout time.Duration
+	pprof       bool
+	access      bool            // log every request (--access-log)
+	closing     <-chan struct{} // closed at shutdown: long polls answer at once
+	owners      ownerLocator    // a cluster's node: where other nodes' partitions are; nil alone
+	cluster     *clusterNode    // a cluster's node: its moves; nil alone
+}
+
+// api is the HTTP API of docs/http-api.md over a runtime.Node.
+type api struct {
+	node    *runtime.Node
+	ms      runtime.Metastore
+	logger  *zap.Logger
+	opts    apiOptions
+	mux     *http.ServeMux
+	closing <-chan struct{}
+	metrics httpMetrics
+	// inflight holds a produce body's bytes as they are read, until its
+	// records are committed; nil: no bound.
+	inflight *semaphore.Weighted
+	// answers holds a records answer's max_bytes while it is read and
+	// written, never while a long poll waits; nil: no bound.
+	answers *semaphore.Weighted
+	// answerBytes is what answers holds now (narad_http_answer_bytes_in_flight).
+	answerBytes atomic.Int64
+}
+
+func newAPI(node *runtime.Node, ms runtime.Metastore, logger *zap.Logger, reg *prometheus.Registry, opts apiOptions) *api {
+	opts.bodyGrace = cmp.Or(opts.bodyGrace, bodyGrace)
+	opts.minBodyRate = cmp.Or(opts.minBodyRate, minBodyRate)
+	a := &api{node: node, ms: ms, logger: logger, opts: opts, mux: http.NewServeMux(), closing: opts.closing, metrics: newHTTPMetrics(reg)}
+	if a.closing == nil {
+		a.closing = make(chan struct{})
+	}
+	if opts.maxInflight > 0 {
+		a.inflight = semaphore.NewWeighted(opts.maxInflight)
+	}
+	if opts.maxAnswer > 0 {
+		a.answers = semaphore.NewWeighted(opts.maxAnswer)
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "narad_http_answer_bytes_in_flight",
+		Help: "Bytes of --max-answer-bytes held by records answers being read and written (each at its max_bytes)."},
+		func() float64 { return float64(a.answerBytes.Load()) }))
+	a.mux.HandleFunc("PUT /v1/topics/{topic}", a.putTopic)
+	a.mux.HandleFunc("GET /v1/topics", a.listTopics)
+	a.mux.HandleFunc("GET /v1/topics/{topic}", a.getTopic)
+	a.mux.HandleFunc("PATCH /v1/topics/{topic}", a.patchTopic)
+	a.mux.HandleFunc("DELETE /v1/topics/{topic}", a.deleteTopic)
+	a.mux.HandleFunc("POST /v1/topics/{topic}/partitions/{p}/records", a.owned(a.produce))
+	a.mux.HandleFunc("GET /v1/topics/{topic}/partitions/{p}/records", a.owned(a.fetch))
+	a.mux.HandleFunc("GET /v1/topics/{topic}/partitions/{p}/offset", a.owned(a.offsetAt))
+	a.mux.HandleFunc("POST /v1/topics/{topic}/partitions/{p}/acks", a.owned(a.ack))
+	a.mux.HandleFunc("GET /v1/topics/{topic}/partitions/{p}/consumer", a.owned(a.consumer))
+	a.mux.HandleFunc("POST /v1/topics/{topic}/consume", a.owned(a.consume))
+	a.mux.HandleFunc("POST /v1/topics/{topic}/partitions/{p}/nacks", a.owned(a.nack))
+	a.mux.HandleFunc("PUT /v1/topics/{topic}/cursors/{name}", a.owned(a.putCursor))
+	a.mux.HandleFunc("GET /v1/topics/{topic}/cursors/{name}", a.owned(a.getCursor))
+	a.mux.HandleFunc("DELETE /v1/topics/{topic}/cursors/{name}", a.owned(a.deleteCursor))
+	a.mux.HandleFunc("GET /v1/topics/{topic}/cursors/{name}/partitions/{p}/records", a.owned(a.readCursor))
+	a.mux.HandleFunc("PUT /v1/topics/{topic}/cursors/{name}/partitions/{p}", a.owned(a.commitCursor))
+	a.registerMoves()
+	a.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	a.mux.HandleFunc("GET /readyz", a.readyz)
+	if opts.pprof {
+		a.mux.HandleFunc("/debug/pprof/", pprof.Index)
+		a.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		a.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		a.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		a.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	a.mux.HandleFunc("/", a.noRoute)
+	return a
+}
+
+// noRoute answers a request no route takes: 405 with Allow when the path
+// is an endpoint's and the method is not, else 404.
+func (a *api) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodPost, http.MethodPatch, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := a.mux.Handler(probe); pattern != "/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.URL.Path)
+		return
+	}
+	if slices.Contains(allow, http.MethodGet) {
+		allow = append(allow, http.MethodHead)
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s does not take %s; it takes %s", r.URL.Path, r.Method, strings.Join(allow, ", ")))
+}
+
+// ServeHTTP checks the bearer token (in constant time; /healthz is open),
+// caps the body, and routes; every request is counted and timed by its
+// route. A panic in a handler answers 500, never takes the daemon down.
+func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	// The cap reports a body over it to the server's own writer (so the
+	// connection closes at once), never to the wrapper below.
+	r.Body = http.MaxBytesReader(w, r.Body, a.opts.maxBody)
+	rec := &statusRecorder{ResponseWriter: w}
+	w = rec
+	route := "unmatched"
+	defer func() {
+		if r.Pattern != "" && r.Pattern != "/" {
+			route = r.Pattern
+		}
+		took := time.Since(start)
+		a.metrics.observe(route, rec.code(), took)
+		if a.opts.access {
+			a.logger.Info("request", zap.String("method", r.Method), zap.String("path", r.URL.Path),
+				zap.String("route", route), zap.Int("status", rec.code()), zap.Duration("took", took),
+				zap.Int64("body_bytes", r.ContentLength), zap.String("remote", r.RemoteAddr))
+		}
+	}()
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			a.logger.Error("handler panic", zap.Any("panic", p), zap.Stack("stack"), zap.String("path", r.URL.Path))
+			writeError(w, http.StatusInternalServerError, "internal", "internal error")
+		}
+	}()
+	// The token is looked at first: a connection that has not
+	// authenticated closes after this answer, whatever it is.
+	authorized := a.authenticate(w, r)
+	if !strings.HasPrefix(r.URL.Path, "/") {
+		// "*" or a CONNECT's host:port: no endpoint's; answered here, in
+		// JSON, not by the router's plain text.
+		writeError(w, http.StatusBadRequest, "bad_request", "the request target must be a path")
+		return
+	}
+	if p := r.URL.EscapedPath(); !cleanPath(p) {
+		// The router would answer a redirect to the cleaned path, which a
+		// client following it takes for another resource. (An escaped
+		// segment, %2E%2E or a%2Fb, is a name, for its handler to judge.)
+		writeError(w, http.StatusBadRequest, "invalid_path", fmt.Sprintf("the path %q has an empty, \".\" or \"..\" segment", p))
+		return
+	}
+	if !authorized && r.URL.Path != "/healthz" {
+		route = "unauthorized"
+		w.Header().Set("Connection", "close")
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		writeError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
+		return
+	}
+	a.mux.ServeHTTP(w, r)
+}
+
+// authenticate reports whether r carries the token (true when the daemon
+// has none). A connection is kept alive only once it has authenticated
+// (conns.go): any answer on one that never has (a 400 for an odd
+// request included) closes it, as a 401 does on any connection, so a
+// client that fails, or never tries, holds no descriptor past its
+// answer.
+func (a *api) authenticate(w http.ResponseWriter, r *http.Request) bool {
+	if len(a.opts.token) == 0 {
+		return true
+	}
+	conn := connAuthOf(r.Context())
+	scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	valid := strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(strings.TrimLeft(got, " ")), a.opts.token) == 1
+	if valid && conn != nil {
+		conn.authenticated.Store(true)
+	}
+	if conn != nil && !conn.authenticated.Load() {
+		w.Header().Set("Connection", "close")
+	}
+	return valid
+}
+
+func (a *api) readyz(w http.ResponseWriter, _ *http.Request) {
+	if reason := a.ready(); reason != "" {
+		writeError(w, http.StatusServiceUnavailable, "not_ready", reason)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// ready says why the node is not ready ("" when it is).
+func (a *api) ready() string {
+	if !a.node.Ready() {
+		return "opening partitions"
+	}
+	if a.opts.owners != nil && !a.opts.owners.Serving() {
+		return "fenced: not registered in the cluster, or its lease not renewed within its fence horizon"
+	}
+	return ""
+}
+
+// errorBody is the one shape every error answers with.
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+	StartOffset *int64     `json:"start_offset,omitempty"`
+	NextOffset  *int64     `json:"next_offset,omitempty"`
+	Owner       *ownerBody `json:"owner,omitempty"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	writeErrorBody(w, status, code, message, nil)
+}
+
+func writeErrorBody(w http.ResponseWriter, status int, code, message string, fill func(*errorBody)) {
+	var b errorBody
+	b.Error.Code, b.Error.Message = code, message
+	if fill != nil {
+		fill(&b)
+	}
+	writeJSON(w, status, b)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// partitionParam reads {p}: a decimal partition number.
+func partitionParam(r *http.Request) (int, bool) {
+	s := r.PathValue("p")
+	p, ok := decimal(s)
+	if !ok || p >= maxPartitions {
+		return 0, false
+	}
+	return int(p), true
+}
+
+// cleanPath reports a path with no empty, "." or ".." segment (a
+// trailing slash aside).
+func cleanPath(p string) bool {
+	segments := strings.Split(strings.TrimSuffix(p[1:], "/"), "/")
+	for i, s := range segments {
+		if s == "." || s == ".." || s == "" && !(i == 0 && len(segments) == 1) {
+			return false
+		}
+	}
+	return true
+}
+
+// isTooLarge reports a body over the cap.
+func isTooLarge(err error) bool {
+	var mb *http.MaxBytesError
+	return errors.As(err, &mb)
+}

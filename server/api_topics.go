@@ -1,0 +1,246 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/narad-io/storage/runtime"
+	"github.com/narad-io/storage/wire"
+)
+
+type topicBody struct {
+	Partitions     *int   `json:"partitions"`
+	RetentionMs    *int64 `json:"retention_ms"`
+	RetentionBytes *int64 `json:"retention_bytes"`
+}
+
+type partitionDescription struct {
+	Partition     int   `json:"partition"`
+	StartOffset   int64 `json:"start_offset"`
+	HighWatermark int64 `json:"high_watermark"`
+	Segments      int   `json:"segments"`
+	Bytes         int64 `json:"bytes"`
+	// A cluster's node names each partition's owner, and marks those
+	// another node serves: their figures are that node's to give.
+	Owner  *ownerBody `json:"owner,omitempty"`
+	Remote bool       `json:"remote,omitempty"`
+}
+
+type topicDescription struct {
+	Name           string                 `json:"name"`
+	Incarnation    string                 `json:"incarnation"`
+	RetentionMs    int64                  `json:"retention_ms"`
+	RetentionBytes int64                  `json:"retention_bytes"`
+	Partitions     []partitionDescription `json:"partitions"`
+}
+
+// topicRequest reads {topic} and a topicBody, answering the error itself
+// when either is invalid.
+func (a *api) topicRequest(w http.ResponseWriter, r *http.Request) (name string, body topicBody, ok bool) {
+	name, ok = topicOf(w, r)
+	if !ok {
+		return "", body, false
+	}
+	if _, ok := query(w, r); !ok {
+		return "", body, false
+	}
+	if err := decodeJSON(r, &body); err != nil {
+		a.badBody(w, err)
+		return "", body, false
+	}
+	return name, body, true
+}
+
+// topicOf reads {topic}, answering 400 invalid_topic_name itself when it
+// is not a valid name: no path is built from it then.
+func topicOf(w http.ResponseWriter, r *http.Request) (string, bool) {
+	name := r.PathValue("topic")
+	if wire.ValidateTopicName(name) != nil {
+		writeError(w, http.StatusBadRequest, "invalid_topic_name", nameProblem(name))
+		return "", false
+	}
+	return name, true
+}
+
+func (a *api) putTopic(w http.ResponseWriter, r *http.Request) {
+	name, body, ok := a.topicRequest(w, r)
+	if !ok {
+		return
+	}
+	var retention runtime.Retention
+	if body.RetentionMs != nil {
+		retention.Ms = *body.RetentionMs
+	}
+	if body.RetentionBytes != nil {
+		retention.Bytes = *body.RetentionBytes
+	}
+	if msg := retentionProblem(retention); msg != "" {
+		writeError(w, http.StatusBadRequest, "invalid_body", msg)
+		return
+	}
+	switch {
+	case body.Partitions == nil:
+		writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("partitions is required: an integer from 1 to %d", maxPartitions))
+		return
+	case *body.Partitions < 1 || *body.Partitions > maxPartitions:
+		writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("partitions must be from 1 to %d, not %d", maxPartitions, *body.Partitions))
+		return
+	}
+	_, created, err := a.node.CreateTopic(r.Context(), name, *body.Partitions, retention)
+	if err != nil {
+		a.writeNodeError(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	a.describe(w, r, name, status)
+}
+
+func (a *api) listTopics(w http.ResponseWriter, r *http.Request) {
+	if _, ok := query(w, r); !ok {
+		return
+	}
+	topics, err := a.ms.Topics(r.Context())
+	if err != nil {
+		a.writeNodeError(w, r, err)
+		return
+	}
+	out := struct {
+		Topics []topicDescription `json:"topics"`
+	}{Topics: []topicDescription{}}
+	for _, t := range topics {
+		d, err := a.description(r, t.Name)
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		out.Topics = append(out.Topics, d)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *api) getTopic(w http.ResponseWriter, r *http.Request) {
+	if _, ok := query(w, r); !ok {
+		return
+	}
+	a.describe(w, r, r.PathValue("topic"), http.StatusOK)
+}
+
+func (a *api) patchTopic(w http.ResponseWriter, r *http.Request) {
+	name, body, ok := a.topicRequest(w, r)
+	if !ok {
+		return
+	}
+	switch {
+	case body.Partitions != nil:
+		writeError(w, http.StatusBadRequest, "invalid_body", "partitions cannot change; PATCH takes retention_ms and retention_bytes")
+		return
+	case body.RetentionMs == nil && body.RetentionBytes == nil:
+		writeError(w, http.StatusBadRequest, "invalid_body", "give retention_ms, retention_bytes or both (0: no bound)")
+		return
+	}
+	given := runtime.Retention{Ms: deref(body.RetentionMs), Bytes: deref(body.RetentionBytes)}
+	if msg := retentionProblem(given); msg != "" {
+		writeError(w, http.StatusBadRequest, "invalid_body", msg)
+		return
+	}
+	// A bound not given keeps its value; the merge happens in the
+	// metastore, so two PATCHes of different bounds at once both land.
+	_, err := a.node.UpdateRetention(r.Context(), name, func(cur runtime.Retention) (runtime.Retention, error) {
+		if body.RetentionMs != nil {
+			cur.Ms = given.Ms
+		}
+		if body.RetentionBytes != nil {
+			cur.Bytes = given.Bytes
+		}
+		return cur, nil
+	})
+	if err != nil {
+		a.writeNodeError(w, r, err)
+		return
+	}
+	a.describe(w, r, name, http.StatusOK)
+}
+
+func (a *api) deleteTopic(w http.ResponseWriter, r *http.Request) {
+	if _, ok := query(w, r); !ok {
+		return
+	}
+	if err := a.node.DeleteTopic(r.Context(), r.PathValue("topic")); err != nil {
+		a.writeNodeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *api) describe(w http.ResponseWriter, r *http.Request, name string, status int) {
+	d, err := a.description(r, name)
+	if err != nil {
+		a.writeNodeError(w, r, err)
+		return
+	}
+	writeJSON(w, status, d)
+}
+
+// description describes a topic; a partition whose boundary is not on
+// disk (closed after a crash) is opened to learn it, never shown as 0.
+func (a *api) description(r *http.Request, name string) (topicDescription, error) {
+	rec, infos, err := a.node.Describe(r.Context(), name)
+	if err != nil {
+		return topicDescription{}, err
+	}
+	d := topicDescription{Name: rec.Name, Incarnation: string(rec.Incarnation), RetentionMs: rec.RetentionMs,
+		RetentionBytes: rec.RetentionBytes, Partitions: []partitionDescription{}}
+	for _, p := range infos {
+		var owner *ownerBody
+		if a.opts.owners != nil {
+			if loc, ok := a.opts.owners.Locate(name, p.Partition); ok {
+				owner = &ownerBody{NodeID: loc.NodeID, Addr: loc.Addr}
+			}
+			if mine, err := a.ms.Assigned(r.Context(), name, p.Partition); err != nil || !mine {
+				d.Partitions = append(d.Partitions, partitionDescription{Partition: p.Partition, Owner: owner, Remote: true})
+				continue
+			}
+		}
+		if !p.Known {
+			hwm, err := a.node.HighWatermark(r.Context(), name, p.Partition)
+			if err != nil {
+				return d, err
+			}
+			p.HighWatermark = hwm
+		}
+		d.Partitions = append(d.Partitions, partitionDescription{Partition: p.Partition, StartOffset: p.StartOffset,
+			HighWatermark: p.HighWatermark, Segments: p.Segments, Bytes: p.Bytes, Owner: owner})
+	}
+	return d, nil
+}
+
+// badBody answers an unreadable request body: 413 past the cap (of the
+// body, or of a batch's records), else 400.
+func (a *api) badBody(w http.ResponseWriter, err error) {
+	if isTooLarge(err) || errors.Is(err, errBatchTooLarge) {
+		writeError(w, http.StatusRequestEntityTooLarge, "batch_too_large", err.Error())
+		return
+	}
+	writeError(w, http.StatusBadRequest, "invalid_body", err.Error())
+}
+
+// retentionProblem says what is wrong with retention bounds, or "".
+func retentionProblem(r runtime.Retention) string {
+	switch {
+	case r.Ms < 0 || r.Ms > runtime.MaxRetentionMs:
+		return fmt.Sprintf("retention_ms must be from 0 (no age bound) to %d, not %d", runtime.MaxRetentionMs, r.Ms)
+	case r.Bytes < 0:
+		return fmt.Sprintf("retention_bytes must be 0 (no size bound) or more, not %d", r.Bytes)
+	}
+	return ""
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}

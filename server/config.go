@@ -1,0 +1,189 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/narad-io/storage/cluster"
+	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/runtime"
+	"go.uber.org/zap"
+)
+
+// Config is a node's configuration: what narad-storaged's serve flags
+// build, with the same names in snake_case as JSON keys (its --config
+// file), durations as Go duration strings ("1m"). Start from
+// DefaultConfig; New validates it (Validate).
+type Config struct {
+	// DataDir is the data directory, created 0700.
+	DataDir string `json:"data_dir"`
+	// Listen is the address the server's own http.Server listens on; ""
+	// when the embedding program serves Handler itself (a cluster's node
+	// then needs AdvertiseAddr). A non-loopback address needs
+	// AuthTokenFile or Insecure.
+	Listen        string `json:"listen"`
+	AuthTokenFile string `json:"auth_token_file"` // a bearer token every request but /healthz must carry; mode 0600
+	Insecure      bool   `json:"insecure"`        // allow a non-loopback Listen without a token
+	TLSCert       string `json:"tls_cert"`        // PEM certificate (chain) served over HTTPS; ReloadTLS reads it again
+	TLSKey        string `json:"tls_key"`         // PEM private key of TLSCert
+	Codec         string `json:"codec"`           // codec of new frames: none or zstd
+
+	ReaperInterval               Duration `json:"reaper_interval"`                 // retention sweep of open logs
+	ColdWalkInterval             Duration `json:"cold_walk_interval"`              // cold retention walk of closed logs; 0: off
+	IdleEvictAfter               Duration `json:"idle_evict_after"`                // close a log idle this long
+	ConsumerOffsetCommitInterval Duration `json:"consumer_offset_commit_interval"` // consumer progress write-out interval
+	ShutdownTimeout              Duration `json:"shutdown_timeout"`                // bound on Close
+
+	Pprof     bool `json:"pprof"`      // serve /debug/pprof/
+	AccessLog bool `json:"access_log"` // log every request at info
+
+	MinFreeBytes     uint64 `json:"min_free_bytes"`     // the disk floor in bytes (507 no_space under it); 0: off
+	MinFreeInodes    uint64 `json:"min_free_inodes"`    // the disk floor in inodes; 0: off
+	SegmentMaxBytes  int64  `json:"segment_max_bytes"`  // size at which an active segment is sealed
+	MaxBodyBytes     int64  `json:"max_body_bytes"`     // largest request body accepted
+	MaxOpenLogs      int    `json:"max_open_logs"`      // the open-log budget (0: from the open-file limit; -1: none)
+	FrameCacheBytes  int64  `json:"frame_cache_bytes"`  // decoded frames cached by the open logs together
+	MaxInflightBytes int64  `json:"max_inflight_bytes"` // produce body bytes held at once; 0: no bound
+	MaxAnswerBytes   int64  `json:"max_answer_bytes"`   // records answers in flight, at their max_bytes; 0: no bound
+	MaxConnections   int    `json:"max_connections"`    // connections the own listener holds (0: an eighth of the open-file limit; -1: none)
+
+	// Metastore is where topic records and assignments live: "local" (a
+	// node alone) or a cluster's etcd: etcd://host:port[,host:port...] or
+	// etcd+unix:///path. The fields below it are a cluster's node's.
+	Metastore     string   `json:"metastore"`
+	NodeID        string   `json:"node_id"`        // stored at the first start and checked after; "": the stored one, or a random one
+	AdvertiseAddr string   `json:"advertise_addr"` // where other nodes and clients reach this one; "": the Listen address
+	MemberTTL     Duration `json:"member_ttl"`     // how long after this node stops the cluster stops counting it live
+	FenceAfter    Duration `json:"fence_after"`    // how long it serves on while its lease cannot be renewed
+	PeerCA        string   `json:"peer_ca"`        // PEM CA trusted in calls to other nodes (TLS on); "": the system's roots
+
+	// Logger receives the node's log; nil: none.
+	Logger *zap.Logger `json:"-"`
+}
+
+// DefaultConfig is the configuration narad-storaged serves with when no
+// flag is given.
+func DefaultConfig() Config {
+	return Config{
+		DataDir:                      "./narad-data",
+		Listen:                       "127.0.0.1:7480",
+		Codec:                        "none",
+		ReaperInterval:               Duration(time.Minute),
+		ColdWalkInterval:             Duration(5 * time.Minute),
+		IdleEvictAfter:               Duration(30 * time.Minute),
+		ConsumerOffsetCommitInterval: Duration(time.Second),
+		MaxBodyBytes:                 64 << 20,
+		MinFreeBytes:                 256 << 20,
+		MinFreeInodes:                1000,
+		FrameCacheBytes:              runtime.DefaultFrameCacheBytes,
+		SegmentMaxBytes:              partition.DefaultSegmentMaxBytes,
+		MaxInflightBytes:             1 << 30,
+		MaxAnswerBytes:               1 << 30,
+		ShutdownTimeout:              Duration(30 * time.Second),
+		Metastore:                    "local",
+		MemberTTL:                    Duration(10 * time.Second),
+		FenceAfter:                   Duration(cluster.DefaultFenceAfter),
+	}
+}
+
+// Duration is a time.Duration that reads and writes as "1m30s" in JSON
+// and in a flag (it is a flag.Value).
+type Duration time.Duration
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration is a string like \"1m\": %w", err)
+	}
+	return d.Set(s)
+}
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+func (d *Duration) String() string {
+	if d == nil {
+		return ""
+	}
+	return time.Duration(*d).String()
+}
+
+func (d *Duration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// EtcdEndpoints are the etcd client endpoints Metastore names; nil for
+// the embedded metastore of a node alone.
+func (c Config) EtcdEndpoints() ([]string, error) { return etcdEndpoints(c.Metastore) }
+
+// Validate says what in c no node can serve with, naming the flag.
+func (c Config) Validate() error {
+	if c.Codec != "none" && c.Codec != "zstd" {
+		return fmt.Errorf("codec %q: want none or zstd", c.Codec)
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("give both --tls-cert and --tls-key, or neither")
+	}
+	if c.SegmentMaxBytes < 1<<10 {
+		return fmt.Errorf("segment-max-bytes %d: give 1024 or more", c.SegmentMaxBytes)
+	}
+	if c.MaxBodyBytes <= 0 {
+		return errors.New("max-body-bytes must be positive")
+	}
+	if c.ShutdownTimeout <= 0 {
+		return fmt.Errorf("shutdown-timeout %v: it bounds a graceful stop and must be positive", time.Duration(c.ShutdownTimeout))
+	}
+	if c.MaxInflightBytes != 0 && c.MaxInflightBytes < c.MaxBodyBytes {
+		return fmt.Errorf("max-inflight-bytes %d is under max-body-bytes %d: the largest body could never be taken; raise it, or 0 for no bound", c.MaxInflightBytes, c.MaxBodyBytes)
+	}
+	if c.MaxAnswerBytes != 0 && c.MaxAnswerBytes < maxFetchBytes {
+		return fmt.Errorf("max-answer-bytes %d is under %d, the largest max_bytes a read may ask for; raise it, or 0 for no bound", c.MaxAnswerBytes, maxFetchBytes)
+	}
+	endpoints, err := etcdEndpoints(c.Metastore)
+	if err != nil {
+		return err
+	}
+	if endpoints == nil && (c.NodeID != "" || c.AdvertiseAddr != "" || c.PeerCA != "") {
+		return errors.New("node-id, advertise-addr and peer-ca are a cluster's node's: give --metastore etcd://... too")
+	}
+	if c.NodeID != "" {
+		if err := runtime.ValidateNodeID(c.NodeID); err != nil {
+			return err
+		}
+	}
+	if c.MemberTTL < Duration(time.Second) {
+		return fmt.Errorf("member-ttl %v: etcd's leases count whole seconds; give 1s or more", time.Duration(c.MemberTTL))
+	}
+	if c.FenceAfter < Duration(time.Second) {
+		return fmt.Errorf("fence-after %v: give 1s or more", time.Duration(c.FenceAfter))
+	}
+	if c.Listen == "" {
+		if endpoints != nil && c.AdvertiseAddr == "" {
+			return errors.New("a cluster's node served by its embedding program's own server (no listen address) needs --advertise-addr")
+		}
+		return nil
+	}
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %q: %w", c.Listen, err)
+	}
+	if !isLoopback(host) && c.AuthTokenFile == "" && !c.Insecure {
+		return fmt.Errorf("listen %q is not loopback: give --auth-token-file, or --insecure to serve without authentication", c.Listen)
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,27 @@
+// Package server is the node a broker embeds whole: a runtime.Node, its
+// HTTP API (docs/http-api.md) and, when its metastore is a cluster's
+// etcd, its place in the cluster (identity, membership, the assigner,
+// 421 answers to another node's partitions, the moves API and the mover
+// that pulls moved partitions). narad-storaged is flags, signals and
+// systemd around it.
+//
+//	s, err := server.New(ctx, cfg) // cfg from server.DefaultConfig()
+//	...
+//	mux.Handle("/", s.Handler())   // or cfg.Listen: the package's own server
+//	err = s.Start(ctx)             // returns once ready
+//	...
+//	s.Close()
+//
+// With a Listen address the server serves the API itself, with the
+// limits docs/http-api.md names (connections, header bytes, unauthenticated
+// connections, read and write deadlines, HTTP/2 streams). A program that
+// serves Handler itself brings its own http.Server and its limits;
+// the API's own bounds (bodies, produce bytes and answers in flight,
+// what a request may ask for) hold either way.
+//
+// Files: config.go (Config), server.go (the life of a node), api*.go (the
+// handlers, one file per resource; api_stream.go streams records
+// answers, api_body.go meters produce bodies), conns.go (connection
+// limits and authentication state), tls.go, cluster.go (a cluster's
+// node), mover.go (pulling moved partitions), descriptors.go.
+package server

@@ -1,0 +1,149 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/narad-io/storage/client"
+	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/runtime"
+)
+
+// TestServer_HandlerOnAnotherMux: a program mounts the API on its own mux
+// beside its own routes and serves it with its own server; produce and
+// fetch go through, long polls end when that server shuts down (its
+// RegisterOnShutdown ends them), and Close closes every log.
+func TestServer_HandlerOnAnotherMux(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = ""
+	ctx := context.Background()
+	s, err := New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Addr() != nil {
+		t.Fatalf("no listen address, yet an address %v", s.Addr())
+	}
+	defer http.DefaultClient.CloseIdleConnections()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /broker/hello", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("hello")) })
+	mux.Handle("/v1/", s.Handler())
+	mux.Handle("/readyz", s.Handler())
+	own := httptest.NewUnstartedServer(mux)
+	own.Config.RegisterOnShutdown(s.EndLongPolls)
+	own.Start()
+	if code := statusOf(t, own.URL+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Fatalf("readyz before Start: %d, want 503", code)
+	}
+	if s.Ready() {
+		t.Fatal("ready before Start")
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Ready() {
+		t.Fatal("not ready after Start")
+	}
+	hc := &http.Client{Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	c, err := client.New(own.URL, client.Options{HTTPClient: hc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.CreateTopic(ctx, "orders", 1, client.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Produce(ctx, "orders", 0, []client.Record{{Value: []byte("a")}}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := c.Fetch(ctx, "orders", 0, 0, client.FetchOptions{})
+	if err != nil || len(f.Records) != 1 || string(f.Records[0].Value) != "a" {
+		t.Fatalf("fetch: %+v %v", f, err)
+	}
+	if code := statusOf(t, own.URL+"/broker/hello"); code != http.StatusOK {
+		t.Fatalf("the program's own route: %d", code)
+	}
+	// The program's server ends the long polls as its shutdown begins.
+	if err := own.Config.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	own.Close()
+	select {
+	case <-s.closing:
+	default:
+		t.Fatal("the program's server shut down, and long polls still wait")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
+	if _, err := s.Node().Produce(ctx, "orders", 0, []partition.Record{{Value: []byte("b")}}); !errors.Is(err, runtime.ErrNodeClosed) {
+		t.Fatalf("the node after Close: %v, want ErrNodeClosed", err)
+	}
+}
+
+// TestServer_OwnListener: with a listen address the server serves the API
+// itself from Start on, and a second server on the same data directory is
+// refused with the lock's error.
+func TestServer_OwnListener(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = "127.0.0.1:0"
+	ctx := context.Background()
+	s, err := New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer http.DefaultClient.CloseIdleConnections()
+	if _, err := New(ctx, cfg); !errors.Is(err, runtime.ErrDataDirLocked) {
+		t.Fatalf("a second server on the data directory: %v, want ErrDataDirLocked", err)
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if code := statusOf(t, "http://"+s.Addr().String()+"/readyz"); code != http.StatusOK {
+		t.Fatalf("readyz: %d", code)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := http.Get("http://" + s.Addr().String() + "/readyz"); err == nil {
+		t.Fatal("still served after Close")
+	}
+}
+
+// statusOf is the status GET url answers, its body read and closed.
+func statusOf(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestServer_ConfigIsValidated: New refuses what the daemon's flags
+// refuse, with the same words.
+func TestServer_ConfigIsValidated(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.MaxInflightBytes = cfg.MaxBodyBytes - 1
+	if _, err := New(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "max-inflight-bytes") {
+		t.Fatalf("%v, want the max-inflight-bytes error", err)
+	}
+	cfg = DefaultConfig()
+	cfg.Listen, cfg.Metastore = "", "etcd://127.0.0.1:1"
+	if _, err := New(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "advertise-addr") {
+		t.Fatalf("a cluster's node without a listener or an advertised address: %v", err)
+	}
+}
