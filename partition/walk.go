@@ -57,9 +57,9 @@ type SegmentWalk struct {
 // preallocation leaves. onFrame gets every frame accepted (its
 // bytes valid until it returns), onDamage every departure, in file order.
 // Only an I/O error fails the walk: it is never taken for damage. Recovery
-// uses it for the active segment, and the daemon's verify and inspect for
-// every segment, so what they call a gap or a torn tail is what an open
-// does.
+// uses it for the active segment, and the offline tools (tool.Verify and
+// tool.Inspect) for every segment, so what they call a gap or a torn tail
+// is what an open does.
 func WalkSegment(file vfs.File, size, base int64, onFrame func(pos int64, h wire.FrameHeader, frame []byte), onDamage func(SegmentDamage)) (SegmentWalk, error) {
 	sc := newScanner(file, size, size)
 	defer sc.release()

@@ -71,9 +71,9 @@ func (l *DataDirLock) Dir() string { return l.dir }
 func (l *DataDirLock) Release() error { return l.file.Close() }
 
 // DataDirInUse reports whether a live process holds the data directory's
-// lock, and names it, without writing anything: the read-only operator
-// commands (verify, inspect) use it to warn that a torn tail may be a
-// write in flight. A directory that never had a lock file is not in use.
+// lock, and names it, without writing anything: the read-only offline
+// tools (package tool: verify, inspect) use it to warn that a torn tail
+// may be a write in flight. A directory that never had a lock file is not in use.
 func DataDirInUse(files vfs.FS, dir string) (holder string, inUse bool, err error) {
 	if files == nil {
 		files = vfs.OS{}

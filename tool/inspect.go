@@ -1,17 +1,15 @@
-package main
+package tool
 
-// inspect: a dump of one segment file, like Kafka's dump-log tool. It
+// Inspect: a dump of one segment file, like Kafka's dump-log tool. It
 // prints every frame header the walker of walk.go meets, with the problems
 // it finds (a damaged or misplaced frame and the gap after it, a torn
-// tail, a payload that does not decode), and with --records every record.
+// tail, a payload that does not decode), and with Records every record.
 // It opens the file read-only and writes nothing.
 
 import (
 	"bufio"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -26,17 +24,55 @@ import (
 	"github.com/narad-io/storage/wire"
 )
 
-// inspectMaxBytesDefault is how many bytes of a key or a value inspect
-// shows by default.
-const inspectMaxBytesDefault = 200
-
 // commitTimeLayout is RFC 3339 with milliseconds.
 const commitTimeLayout = "2006-01-02T15:04:05.000Z07:00"
 
-// runInspect implements `narad-storaged inspect [--records] [--json]
-// SEGMENT.log`; it returns the process exit code: 0 when every frame
-// checks out, 1 when the file holds damage, 2 on a usage error or a file
-// that cannot be read.
+// InspectOptions says which segment file Inspect dumps, how, and where
+// what is not the dump goes.
+type InspectOptions struct {
+	// Segment is the path of the segment file. Its name
+	// (00000000000000000000.log) gives the offset its first frame must
+	// start at; under any other name that is not checked.
+	Segment string
+	// Records prints every record too, under its frame.
+	Records bool
+	// JSON writes one JSON object per frame (JSON lines) instead of text.
+	JSON bool
+	// MaxBytes is how many bytes of a key or a value are shown; 0 shows
+	// them whole. The command's default is 200.
+	MaxBytes int
+	// Messages receives the lines that are not the dump: the warning that
+	// a running process holds the data directory the segment lies in, and
+	// in JSON the notice that the file's name is not a segment's. nil
+	// discards them.
+	Messages io.Writer
+	// FS is the file system read; nil is the real one (vfs.OS).
+	FS vfs.FS
+}
+
+// Inspect writes to w every frame header of one segment file, with the
+// problems found (a damaged or misplaced frame and the gap after it, a
+// torn tail, a payload that does not decode) and, with Records, every
+// record; in text, a summary last. It returns how many problems it found.
+// An error means the file could not be read through (what was dumped
+// before stays written) or the dump could not be written.
+func Inspect(w io.Writer, opts InspectOptions) (problems int, err error) {
+	if opts.MaxBytes < 0 {
+		return 0, fmt.Errorf("max bytes %d is negative", opts.MaxBytes)
+	}
+	files, messages := filesAndMessages(opts.FS, opts.Messages)
+	if dataDir, ok := dataDirOfSegment(opts.Segment); ok {
+		warnInUse(files, messages, "inspect", dataDir)
+	}
+	in := inspector{files: files, records: opts.Records, json: opts.JSON, maxBytes: opts.MaxBytes}
+	out := bufio.NewWriter(w)
+	problems, err = in.run(opts.Segment, out, messages)
+	if ferr := out.Flush(); err == nil && ferr != nil {
+		err = fmt.Errorf("write: %w", ferr)
+	}
+	return problems, err
+}
+
 // dataDirOfSegment is the data directory a segment path lies in
 // (DATA/topics/TOPIC/pNNNNN/SEGMENT.log), if it lies in one.
 func dataDirOfSegment(segment string) (string, bool) {
@@ -46,75 +82,6 @@ func dataDirOfSegment(segment string) (string, bool) {
 		return "", false
 	}
 	return filepath.Dir(topicsDir), true
-}
-
-func runInspect(args []string, stdout, stderr io.Writer) int {
-	flags := flag.NewFlagSet("inspect", flag.ContinueOnError)
-	flags.SetOutput(stderr)
-	withRecords := flags.Bool("records", false, "print every record too")
-	asJSON := flags.Bool("json", false, "print one JSON object per frame (JSON lines)")
-	maxBytes := flags.Int("max-bytes", inspectMaxBytesDefault, "bytes of a key or value to show; 0 shows all")
-	flags.Usage = func() {
-		fmt.Fprint(stderr, "usage: narad-storaged inspect [--records] [--json] [--max-bytes N] SEGMENT.log\n\n"+
-			"Dumps the frame headers of one segment file (and with --records its records),\n"+
-			"with every problem found: damaged or misplaced frames, gaps, a torn tail.\n"+
-			"Exit status: 0 clean, 1 damage found, 2 usage error or unreadable file.\n\n")
-		flags.PrintDefaults()
-	}
-	positional, err := parseInterleaved(flags, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if len(positional) != 1 {
-		fmt.Fprintf(stderr, "inspect: want exactly one segment file, got %d arguments\n", len(positional))
-		flags.Usage()
-		return 2
-	}
-	if *maxBytes < 0 {
-		fmt.Fprintf(stderr, "inspect: --max-bytes %d is negative\n", *maxBytes)
-		return 2
-	}
-	if dataDir, ok := dataDirOfSegment(positional[0]); ok {
-		warnInUse(stderr, "inspect", dataDir)
-	}
-	in := inspector{files: vfs.OS{}, records: *withRecords, json: *asJSON, maxBytes: *maxBytes}
-	out := bufio.NewWriter(stdout)
-	problems, err := in.run(positional[0], out, stderr)
-	if ferr := out.Flush(); err == nil && ferr != nil {
-		err = fmt.Errorf("write: %w", ferr)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "inspect: %v\n", err)
-		return 2
-	}
-	if problems > 0 {
-		return 1
-	}
-	return 0
-}
-
-// parseInterleaved parses flags that may come before or after the
-// positional arguments (`inspect SEGMENT.log --records`), and returns the
-// positional ones. Everything after "--" is positional.
-func parseInterleaved(flags *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
-	for {
-		if err := flags.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := flags.Args()
-		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
-			return append(positional, rest...), nil
-		}
-		if len(rest) == 0 {
-			return positional, nil
-		}
-		positional = append(positional, rest[0])
-		args = rest[1:]
-	}
 }
 
 // inspector dumps one file.
@@ -187,7 +154,7 @@ type shownBlob struct {
 
 // run dumps path to out and returns the number of problems found. An error
 // means the file could not be read.
-func (in *inspector) run(path string, out io.Writer, stderr io.Writer) (problems int, err error) {
+func (in *inspector) run(path string, out io.Writer, messages io.Writer) (problems int, err error) {
 	base, nameErr := wire.ParseSegmentFileName(filepath.Base(path))
 	if nameErr != nil {
 		base = -1
@@ -210,7 +177,7 @@ func (in *inspector) run(path string, out io.Writer, stderr io.Writer) (problems
 	}
 	if in.json {
 		if notice != "" {
-			fmt.Fprintf(stderr, "inspect: %s\n", notice)
+			fmt.Fprintf(messages, "inspect: %s\n", notice)
 		}
 	} else {
 		fmt.Fprintf(out, "file: %s, %d bytes", path, fi.Size)

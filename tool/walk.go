@@ -1,4 +1,4 @@
-package main
+package tool
 
 // The segment walker that verify and inspect share. The walk itself is the
 // engine's (partition.WalkSegment, the walk recovery makes), so what these

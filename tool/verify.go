@@ -1,6 +1,6 @@
-package main
+package tool
 
-// verify: an fsck of a data directory, run without a daemon. It walks
+// Verify: an fsck of a data directory, run without a daemon. It walks
 // every segment of every partition under DIR/topics/ with the walker of
 // walk.go, CRC-checks every frame, decodes every record, and reports per
 // partition what it found. It lists, without checking them, the copies a
@@ -12,7 +12,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -21,13 +20,12 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
 )
 
-// verifyProgressEvery is how many segments verify checks between two
-// progress lines on stderr.
+// verifyProgressEvery is how many segments Verify checks between two
+// progress lines on its Messages.
 const verifyProgressEvery = 1000
 
 // hwmFileLimit bounds the read of an hwm file; the engine reads it with the
@@ -46,47 +44,39 @@ const (
 	problemUnreadable     = "unreadable"      // an I/O error: the bytes could not be checked
 )
 
-// runVerify implements `narad-storaged verify --data-dir DIR [--json]`; it
-// returns the process exit code: 0 when everything is clean, 1 when
-// anything is damaged (or could not be read), 2 on a usage error or a data
-// directory that cannot be read.
-func runVerify(args []string, stdout, stderr io.Writer) int {
-	flags := flag.NewFlagSet("verify", flag.ContinueOnError)
-	flags.SetOutput(stderr)
-	dataDir := flags.String("data-dir", "./narad-data", "the data directory to check")
-	asJSON := flags.Bool("json", false, "print one JSON document instead of text")
-	flags.Usage = func() {
-		fmt.Fprint(stderr, "usage: narad-storaged verify [--data-dir DIR] [--json]\n\n"+
-			"Checks every frame (CRC, position, records) of every segment of every partition\n"+
-			"under DIR/topics/, without a running daemon, and writes nothing. Copies set\n"+
-			"aside under DIR/lost/ are listed, not checked.\n"+
-			"Exit status: 0 clean, 1 damage found, 2 usage error or unreadable data directory.\n\n")
-		flags.PrintDefaults()
-	}
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if flags.NArg() > 0 {
-		fmt.Fprintf(stderr, "verify: unexpected argument %q (the data directory goes in --data-dir)\n", flags.Arg(0))
-		flags.Usage()
-		return 2
-	}
-	if *dataDir == "" {
-		fmt.Fprintln(stderr, "verify: --data-dir is empty")
-		return 2
-	}
-	v := verifier{files: vfs.OS{}, progress: stderr, progressEvery: verifyProgressEvery}
-	report, err := v.run(*dataDir)
+// VerifyOptions says what Verify checks and where what is not the report
+// goes.
+type VerifyOptions struct {
+	// DataDir is the data directory to check, the one a node opens.
+	DataDir string
+	// JSON writes the report as one JSON document instead of text.
+	JSON bool
+	// Messages receives the lines that are not the report: a progress
+	// line every 1,000 segments and the warning that a running process
+	// holds the data directory. nil discards them.
+	Messages io.Writer
+	// FS is the file system read; nil is the real one (vfs.OS).
+	FS vfs.FS
+}
+
+// Verify checks every frame (CRC, position, records) of every segment of
+// every partition under the data directory's topics/ and writes a report
+// to w: per partition, its segments, frames, records, offsets, hwm file
+// and every problem found; then the quarantined, skipped and set-aside
+// directories, and a summary. It reports whether everything it checked
+// is clean; a partition that could not be read is not. An error means
+// there is no verdict: the data directory itself could not be read (not
+// a directory, no topics/), or the report could not be written.
+func Verify(w io.Writer, opts VerifyOptions) (clean bool, err error) {
+	files, messages := filesAndMessages(opts.FS, opts.Messages)
+	v := verifier{files: files, progress: messages, progressEvery: verifyProgressEvery}
+	report, err := v.run(opts.DataDir)
 	if err != nil {
-		fmt.Fprintf(stderr, "verify: %v\n", err)
-		return 2
+		return false, err
 	}
-	report.InUseBy = warnInUse(stderr, "verify", *dataDir)
-	out := bufio.NewWriter(stdout)
-	if *asJSON {
+	report.InUseBy = warnInUse(files, messages, "verify", opts.DataDir)
+	out := bufio.NewWriter(w)
+	if opts.JSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		err = enc.Encode(report)
@@ -97,31 +87,12 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		err = ferr
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "verify: write report: %v\n", err)
-		return 2
+		return false, fmt.Errorf("write report: %w", err)
 	}
-	if !report.Clean {
-		return 1
-	}
-	return 0
+	return report.Clean, nil
 }
 
-// warnInUse tells, on stderr, that a running process holds the data
-// directory's lock (the read-only commands still run), and returns its
-// name, or "" when none does.
-func warnInUse(stderr io.Writer, command, dataDir string) string {
-	holder, inUse, err := runtime.DataDirInUse(vfs.OS{}, dataDir)
-	switch {
-	case err != nil:
-		fmt.Fprintf(stderr, "%s: warning: cannot tell whether %s is in use: %v\n", command, dataDir, err)
-	case inUse:
-		fmt.Fprintf(stderr, "%s: warning: %s is in use by %s; reading anyway, but a torn tail may be a write in flight\n", command, dataDir, holder)
-		return holder
-	}
-	return ""
-}
-
-// verifyReport is the whole report; --json prints it as it is.
+// verifyReport is the whole report; in JSON it is printed as it is.
 type verifyReport struct {
 	DataDir string `json:"data_dir"`
 	// InUseBy names the process that held the data directory's lock while

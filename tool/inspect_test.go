@@ -1,4 +1,4 @@
-package main
+package tool
 
 import (
 	"bufio"
@@ -15,17 +15,23 @@ import (
 	"github.com/narad-io/storage/wire"
 )
 
-func inspectRun(t *testing.T, args ...string) (int, string, string) {
+// defaultMaxBytes is narad-storaged inspect's --max-bytes default.
+const defaultMaxBytes = 200
+
+// inspectRun runs Inspect in text, or in JSON with opts.JSON.
+func inspectRun(t *testing.T, opts InspectOptions) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := runInspect(args, &stdout, &stderr)
-	return code, stdout.String(), stderr.String()
+	opts.Messages = &stderr
+	problems, err := Inspect(&stdout, opts)
+	return exitStatus(problems == 0, err), stdout.String(), stderr.String()
 }
 
-// inspectJSONLines runs inspect --json and decodes every line.
-func inspectJSONLines(t *testing.T, args ...string) (int, []inspectFrame) {
+// inspectJSONLines runs Inspect in JSON and decodes every line.
+func inspectJSONLines(t *testing.T, opts InspectOptions) (int, []inspectFrame) {
 	t.Helper()
-	code, stdout, stderr := inspectRun(t, append([]string{"--json"}, args...)...)
+	opts.JSON = true
+	code, stdout, stderr := inspectRun(t, opts)
 	var frames []inspectFrame
 	sc := bufio.NewScanner(strings.NewReader(stdout))
 	sc.Buffer(nil, 1<<20)
@@ -54,7 +60,7 @@ func TestInspectFrameHeaders(t *testing.T) {
 	tp := buildPartition(t, t.TempDir(), "orders", 0, 40, 3)
 	for _, path := range []string{tp.segments[0], tp.active()} {
 		frames := framesOf(t, path)
-		code, stdout, stderr := inspectRun(t, path)
+		code, stdout, stderr := inspectRun(t, InspectOptions{Segment: path, MaxBytes: defaultMaxBytes})
 		if code != 0 {
 			t.Fatalf("%s: exit %d\n%s%s", path, code, stdout, stderr)
 		}
@@ -74,7 +80,7 @@ func TestInspectFrameHeaders(t *testing.T) {
 			}
 		}
 		if len(linesWithPrefix(stdout, "| ")) != 0 {
-			t.Error("records printed without --records")
+			t.Error("records printed without Records")
 		}
 		last := frames[len(frames)-1].h
 		want := fmt.Sprintf("summary: %d frames, %d records, offsets %d..%d, 0 problems\n", len(frames), 3*len(frames), base, last.EndOffset()-1)
@@ -99,7 +105,7 @@ func recordsLog(t *testing.T) testPartition {
 
 func TestInspectRecords(t *testing.T) {
 	tp := recordsLog(t)
-	code, stdout, _ := inspectRun(t, "--records", tp.active())
+	code, stdout, _ := inspectRun(t, InspectOptions{Segment: tp.active(), Records: true, MaxBytes: defaultMaxBytes})
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, stdout)
 	}
@@ -119,9 +125,9 @@ func TestInspectRecords(t *testing.T) {
 		}
 	}
 
-	code, stdout, _ = inspectRun(t, "--records", "--max-bytes", "0", tp.active())
+	code, stdout, _ = inspectRun(t, InspectOptions{Segment: tp.active(), Records: true, MaxBytes: 0})
 	if code != 0 || !strings.Contains(stdout, `value: "`+strings.Repeat("x", 300)+`"`) {
-		t.Errorf("--max-bytes 0: exit %d, value not shown whole:\n%s", code, stdout)
+		t.Errorf("MaxBytes 0: exit %d, value not shown whole:\n%s", code, stdout)
 	}
 }
 
@@ -129,8 +135,7 @@ func TestInspectJSON(t *testing.T) {
 	tp := buildPartition(t, t.TempDir(), "orders", 0, 40, 3)
 	frames := framesOf(t, tp.segments[1])
 	base, _ := wire.ParseSegmentFileName(filepath.Base(tp.segments[1]))
-	// Flags after the file name work too.
-	code, lines := inspectJSONLines(t, tp.segments[1], "--records")
+	code, lines := inspectJSONLines(t, InspectOptions{Segment: tp.segments[1], Records: true, MaxBytes: defaultMaxBytes})
 	if code != 0 || len(lines) != len(frames) {
 		t.Fatalf("exit %d, %d lines, want %d frames", code, len(lines), len(frames))
 	}
@@ -154,11 +159,11 @@ func TestInspectJSON(t *testing.T) {
 		t.Errorf("records end at %d", next)
 	}
 
-	// Without --records no record is nested.
-	_, lines = inspectJSONLines(t, tp.segments[1])
+	// Without Records no record is nested.
+	_, lines = inspectJSONLines(t, InspectOptions{Segment: tp.segments[1], MaxBytes: defaultMaxBytes})
 	for _, l := range lines {
 		if l.Records != nil {
-			t.Fatalf("records without --records: %+v", l)
+			t.Fatalf("records without Records: %+v", l)
 		}
 	}
 }
@@ -172,7 +177,7 @@ func TestInspectDamage(t *testing.T) {
 	flipBit(t, path, mid.pos+wire.FrameHeaderSize+2)
 	truncate(t, path, last.pos+last.h.FrameLen()-1)
 
-	code, stdout, _ := inspectRun(t, path)
+	code, stdout, _ := inspectRun(t, InspectOptions{Segment: path, MaxBytes: defaultMaxBytes})
 	if code != 1 {
 		t.Fatalf("exit %d:\n%s", code, stdout)
 	}
@@ -191,7 +196,7 @@ func TestInspectDamage(t *testing.T) {
 		}
 	}
 
-	code, lines := inspectJSONLines(t, path)
+	code, lines := inspectJSONLines(t, InspectOptions{Segment: path, MaxBytes: defaultMaxBytes})
 	if code != 1 || len(lines) != len(frames) {
 		t.Fatalf("exit %d, %d lines, want %d", code, len(lines), len(frames))
 	}
@@ -226,13 +231,12 @@ func TestInspectNonSegmentName(t *testing.T) {
 	if err := os.WriteFile(copyPath, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, _ := inspectRun(t, copyPath)
+	code, stdout, _ := inspectRun(t, InspectOptions{Segment: copyPath, MaxBytes: defaultMaxBytes})
 	if code != 0 || !strings.Contains(stdout, "copy.bin is not a segment file name") || len(linesWithPrefix(stdout, "position: ")) != len(frames) {
 		t.Errorf("exit %d:\n%s", code, stdout)
 	}
-	var stderr bytes.Buffer
-	if code := runInspect([]string{"--json", copyPath}, &bytes.Buffer{}, &stderr); code != 0 || !strings.Contains(stderr.String(), "not a segment file name") {
-		t.Errorf("--json: exit %d, stderr %q", code, stderr.String())
+	if code, _, stderr := inspectRun(t, InspectOptions{Segment: copyPath, JSON: true, MaxBytes: defaultMaxBytes}); code != 0 || !strings.Contains(stderr, "not a segment file name") {
+		t.Errorf("JSON: exit %d, stderr %q", code, stderr)
 	}
 }
 
@@ -250,7 +254,7 @@ func TestInspectMisplacedBaseOffset(t *testing.T) {
 	if err := os.WriteFile(misnamed, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, lines := inspectJSONLines(t, misnamed)
+	code, lines := inspectJSONLines(t, InspectOptions{Segment: misnamed, MaxBytes: defaultMaxBytes})
 	if code != 1 || len(lines) != len(frames)-1 {
 		t.Fatalf("exit %d, %d lines for %d frames: %+v", code, len(lines), len(frames), lines)
 	}
@@ -261,40 +265,11 @@ func TestInspectMisplacedBaseOffset(t *testing.T) {
 	wantInt(t, "gap from", first.Gap.From, 4)
 	wantInt(t, "resume at", first.ResumeAt, frames[2].pos)
 	wantInt(t, "expected offset", first.Expected, 4)
-	code, stdout, _ := inspectRun(t, misnamed)
+	code, stdout, _ := inspectRun(t, InspectOptions{Segment: misnamed, MaxBytes: defaultMaxBytes})
 	want := fmt.Sprintf("  problem: misplaced frame: offsets %s lost, frames resume at position %d: valid frame with base offset 0 where offset 4 was expected\n",
 		offsetRange(4, frames[2].h.BaseOffset), frames[2].pos)
 	if code != 1 || !strings.Contains(stdout, want) {
 		t.Errorf("exit %d, want %q in:\n%s", code, want, stdout)
-	}
-}
-
-func TestInspectUsageErrors(t *testing.T) {
-	tp := buildPartition(t, t.TempDir(), "orders", 0, 1, 1)
-	for _, c := range []struct {
-		name string
-		args []string
-		code int
-	}{
-		{"no file", nil, 2},
-		{"two files", []string{tp.active(), tp.active()}, 2},
-		{"unknown flag", []string{"--bogus", tp.active()}, 2},
-		{"negative max bytes", []string{"--max-bytes", "-1", tp.active()}, 2},
-		{"missing file", []string{filepath.Join(tp.dir, "absent.log")}, 2},
-		{"a directory", []string{tp.dir}, 2},
-		{"help", []string{"-h"}, 0},
-		{"flags after the file", []string{tp.active(), "--records", "--json"}, 0},
-		{"file after --", []string{"--records", "--", tp.active()}, 0},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			code, stdout, stderr := inspectRun(t, c.args...)
-			if code != c.code {
-				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, c.code, stdout, stderr)
-			}
-			if c.code == 2 && stderr == "" {
-				t.Error("nothing on stderr")
-			}
-		})
 	}
 }
 
@@ -314,5 +289,14 @@ func TestInspectShowBlob(t *testing.T) {
 		if got := showBlob(c.in, c.max).text(); got != c.want {
 			t.Errorf("showBlob(%q, %d) = %s, want %s", c.in, c.max, got, c.want)
 		}
+	}
+}
+
+// TestInspectNegativeMaxBytes: a negative MaxBytes is an error, before
+// anything is read or written.
+func TestInspectNegativeMaxBytes(t *testing.T) {
+	var out bytes.Buffer
+	if _, err := Inspect(&out, InspectOptions{Segment: "absent.log", MaxBytes: -1}); err == nil || out.Len() != 0 {
+		t.Errorf("err %v, wrote %q", err, out.String())
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package tool
 
 import (
 	"bytes"
@@ -154,23 +154,35 @@ func truncate(t *testing.T, path string, size int64) {
 	}
 }
 
-// verifyJSON runs verify --json and decodes its report.
+// exitStatus is what narad-storaged exits with after a tool returned ok
+// (clean, or no problem) and err: 0 clean, 1 damage found, 2 no verdict.
+func exitStatus(ok bool, err error) int {
+	switch {
+	case err != nil:
+		return 2
+	case !ok:
+		return 1
+	}
+	return 0
+}
+
+// verifyJSON runs Verify in JSON and decodes its report.
 func verifyJSON(t *testing.T, dataDir string) (int, verifyReport, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := runVerify([]string{"--data-dir", dataDir, "--json"}, &stdout, &stderr)
+	code := exitStatus(Verify(&stdout, VerifyOptions{DataDir: dataDir, JSON: true, Messages: &stderr}))
 	var report verifyReport
 	if err := json.Unmarshal(stdout.Bytes(), &report); err != nil {
-		t.Fatalf("verify --json: %v\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+		t.Fatalf("verify in JSON: %v\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
 	}
 	return code, report, stderr.String()
 }
 
-// verifyText runs verify in text mode.
-func verifyText(t *testing.T, args ...string) (int, string, string) {
+// verifyText runs Verify in text.
+func verifyText(t *testing.T, dataDir string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := runVerify(args, &stdout, &stderr)
+	code := exitStatus(Verify(&stdout, VerifyOptions{DataDir: dataDir, Messages: &stderr}))
 	return code, stdout.String(), stderr.String()
 }
 
@@ -262,7 +274,7 @@ func TestVerifyCleanDir(t *testing.T) {
 		t.Errorf("totals %+v", report.Totals)
 	}
 
-	code, stdout, _ := verifyText(t, "--data-dir", dataDir)
+	code, stdout, _ := verifyText(t, dataDir)
 	if code != 0 {
 		t.Fatalf("text: exit %d\n%s", code, stdout)
 	}
@@ -305,7 +317,7 @@ func TestVerifyTornTail(t *testing.T) {
 		t.Errorf("records %d next %d", pr.Records, pr.NextOffset)
 	}
 
-	code, stdout, _ := verifyText(t, "--data-dir", dataDir)
+	code, stdout, _ := verifyText(t, dataDir)
 	want := fmt.Sprintf("  torn tail: %s from byte %d to the end (%d bytes), after offset %d: ",
 		filepath.Base(tp.active()), last.pos, last.h.FrameLen()/2, last.h.BaseOffset-1)
 	if code != 1 || !strings.Contains(stdout, "orders/p00000: DAMAGED, ") || !strings.Contains(stdout, want) {
@@ -382,7 +394,7 @@ func TestVerifyBitFlipInMiddleFrameOfActiveSegment(t *testing.T) {
 		t.Errorf("frames %d records %d next %d", pr.Frames, pr.Records, pr.NextOffset)
 	}
 
-	code, stdout, _ := verifyText(t, "--data-dir", dataDir)
+	code, stdout, _ := verifyText(t, dataDir)
 	want := fmt.Sprintf("  gap: offsets %d..%d (%d) lost in %s: damage at byte %d, frames resume at byte %d: ",
 		mid.h.BaseOffset, mid.h.EndOffset()-1, mid.h.RecordCount, filepath.Base(tp.active()), mid.pos, mid.pos+mid.h.FrameLen())
 	if code != 1 || !strings.Contains(stdout, want) {
@@ -489,7 +501,7 @@ func TestVerifyZstdFrames(t *testing.T) {
 	if code != 0 || pr.Records != tp.records || pr.Frames != tp.frames {
 		t.Fatalf("exit %d: %+v", code, pr)
 	}
-	code, stdout, _ := inspectRun(t, "--records", tp.active())
+	code, stdout, _ := inspectRun(t, InspectOptions{Segment: tp.active(), Records: true, MaxBytes: defaultMaxBytes})
 	if code != 0 || !strings.Contains(stdout, " codec: zstd ") || !strings.Contains(stdout, `value: "compressible compressible `) {
 		t.Errorf("inspect: exit %d:\n%s", code, stdout)
 	}
@@ -600,7 +612,7 @@ func TestVerifyQuarantinedDirIsNotChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	code, stdout, _ := verifyText(t, "--data-dir", dataDir)
+	code, stdout, _ := verifyText(t, dataDir)
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, stdout)
 	}
@@ -628,7 +640,7 @@ func TestVerifySetAsideCopiesAreListedNotChecked(t *testing.T) {
 	})
 	truncate(t, set.active(), 10) // damage in a copy nobody is served
 
-	code, stdout, _ := verifyText(t, "--data-dir", dataDir)
+	code, stdout, _ := verifyText(t, dataDir)
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, stdout)
 	}
@@ -640,41 +652,6 @@ func TestVerifySetAsideCopiesAreListedNotChecked(t *testing.T) {
 	code, report, _ := verifyJSON(t, dataDir)
 	if code != 0 || !report.Clean || len(report.Partitions) != 1 || strings.Join(report.SetAside, ",") != copyDir || report.SetAsideUnreadable != "" {
 		t.Errorf("exit %d, clean %v, partitions %d, set aside %v (%q)", code, report.Clean, len(report.Partitions), report.SetAside, report.SetAsideUnreadable)
-	}
-}
-
-func TestVerifyUsageErrors(t *testing.T) {
-	dataDir := t.TempDir()
-	buildPartition(t, dataDir, "orders", 0, 1, 1)
-	noTopics := t.TempDir()
-	aFile := filepath.Join(noTopics, "file")
-	if err := os.WriteFile(aFile, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		name string
-		args []string
-		code int
-	}{
-		{"unknown flag", []string{"--data-dir", dataDir, "--bogus"}, 2},
-		{"positional argument", []string{"--data-dir", dataDir, "extra"}, 2},
-		{"bare directory", []string{dataDir}, 2},
-		{"empty data dir flag", []string{"--data-dir", ""}, 2},
-		{"missing data dir", []string{"--data-dir", filepath.Join(noTopics, "absent")}, 2},
-		{"no topics directory", []string{"--data-dir", noTopics}, 2},
-		{"a file", []string{"--data-dir", aFile}, 2},
-		{"help", []string{"-h"}, 0},
-		{"clean", []string{"--data-dir", dataDir}, 0},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			code, stdout, stderr := verifyText(t, c.args...)
-			if code != c.code {
-				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, c.code, stdout, stderr)
-			}
-			if c.code == 2 && stderr == "" {
-				t.Error("nothing on stderr")
-			}
-		})
 	}
 }
 
