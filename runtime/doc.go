@@ -7,7 +7,8 @@
 //	node.go, startup.go        Config, New, Start, Close; the lazy open; the loops
 //	incarnation.go             the incarnation check, quarantine and its sweep
 //	topics.go                  create, delete and purge, describes, Partitions
-//	metastore.go               the Metastore contract and LocalMetastore
+//	metastore.go               the Metastore contract: its records, errors and interface
+//	metastore_local.go         LocalMetastore, the embedded single-node metastore
 //	budget.go                  the open-log budget and the frame-cache budget
 //	retention.go               the reaper and the cold walk, retention changes
 //	diskguard.go               the disk floor
