@@ -8,7 +8,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/narad-io/storage/runtime"
+	"github.com/narad-io/storage/datadir"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -60,7 +60,7 @@ var ErrUnknownNode = errors.New("cluster: no node registered under the id")
 // it has no fence horizon in etcd); marking a node already marked is
 // nothing to do.
 func (m *EtcdMetastore) MarkLost(ctx context.Context, id string, now time.Time) error {
-	if err := runtime.ValidateNodeID(id); err != nil {
+	if err := datadir.ValidateNodeID(id); err != nil {
 		return err
 	}
 	val, err := json.Marshal(LostMark{MarkedAtMs: now.UnixMilli()})

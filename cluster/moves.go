@@ -10,6 +10,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/narad-io/storage/datadir"
 	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/wire"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -282,7 +283,7 @@ func (m *EtcdMetastore) Nodes() []Node {
 // ones (or, undrained, gives it its share again). A node needs not be
 // live to be marked.
 func (m *EtcdMetastore) SetDraining(ctx context.Context, id string, draining bool) error {
-	if err := runtime.ValidateNodeID(id); err != nil {
+	if err := datadir.ValidateNodeID(id); err != nil {
 		return err
 	}
 	var err error

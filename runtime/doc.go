@@ -23,7 +23,8 @@
 //	transfer.go, receive.go,
 //	install.go                 a move's listing, freeze, receive and install
 //	setaside.go                drop and set-aside of a copy no longer owned
-//	datadir.go, identity.go    the data directory's lock and a node's identity
+//
+// The data directory's lock and a node's identity are package datadir's.
 //
 // What it does:
 //
@@ -119,14 +120,14 @@
 // protocols_crash_test.go).
 //
 // Data directory lock. New takes an exclusive lock on <data dir>/LOCK
-// (LockDataDir; an open-file-description lock, which the kernel drops with
-// its process, so a crash never leaves a stale one; the daemon takes it
-// before it reads the metastore and hands it to New) before it reads or
+// (datadir.Acquire; an open-file-description lock, which the kernel drops
+// with its process, so a crash never leaves a stale one; the daemon takes
+// it before it reads the metastore and hands it to New) before it reads or
 // writes anything else there, writes its pid into the file, and holds it
 // until Close has closed every log and every operation under a topic
 // guard has finished. A second node, in this process or another, is
-// refused with ErrDataDirLocked naming that pid; the read-only commands
-// ask whether it is held without taking it (DataDirInUse). At start, New syncs the
+// refused with datadir.ErrLocked naming that pid; the read-only commands
+// ask whether it is held without taking it (datadir.InUse). At start, New syncs the
 // data directory and topics/, so entries a crashed process left only in
 // the page cache are durable before anything is acked into them.
 //

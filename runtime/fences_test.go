@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/narad-io/storage/datadir"
 	"github.com/narad-io/storage/internal/crashtest"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/vfs"
@@ -38,20 +39,20 @@ func TestDataDir_SecondNodeRefusedWhileTheFirstHoldsIt(t *testing.T) {
 	}
 	before := d.Hash()
 	_, err = New(Config{DataDir: dataDir, FS: d, Metastore: ms})
-	if !errors.Is(err, ErrDataDirLocked) || !strings.Contains(err.Error(), fmt.Sprintf("process %d", os.Getpid())) {
-		t.Fatalf("second node: %v, want ErrDataDirLocked naming process %d", err, os.Getpid())
+	if !errors.Is(err, datadir.ErrLocked) || !strings.Contains(err.Error(), fmt.Sprintf("process %d", os.Getpid())) {
+		t.Fatalf("second node: %v, want datadir.ErrLocked naming process %d", err, os.Getpid())
 	}
 	if d.Hash() != before {
 		t.Fatal("the refused node changed the data directory")
 	}
-	if holder, inUse, err := DataDirInUse(d, dataDir); err != nil || !inUse || holder != fmt.Sprintf("process %d", os.Getpid()) {
-		t.Fatalf("DataDirInUse = %q, %v, %v", holder, inUse, err)
+	if holder, inUse, err := datadir.InUse(d, dataDir); err != nil || !inUse || holder != fmt.Sprintf("process %d", os.Getpid()) {
+		t.Fatalf("datadir.InUse = %q, %v, %v", holder, inUse, err)
 	}
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, inUse, err := DataDirInUse(d, dataDir); err != nil || inUse {
-		t.Fatalf("DataDirInUse after close = %v, %v", inUse, err)
+	if _, inUse, err := datadir.InUse(d, dataDir); err != nil || inUse {
+		t.Fatalf("datadir.InUse after close = %v, %v", inUse, err)
 	}
 	second, err := New(Config{DataDir: dataDir, FS: d, Metastore: ms})
 	if err != nil {
@@ -531,11 +532,11 @@ func TestNodeClose_WaitsForAnInstallBeforeReleasingTheLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if second, err := New(Config{DataDir: dataDir, FS: n.disk, Metastore: ms}); !errors.Is(err, ErrDataDirLocked) {
+	if second, err := New(Config{DataDir: dataDir, FS: n.disk, Metastore: ms}); !errors.Is(err, datadir.ErrLocked) {
 		if err == nil {
 			second.Close()
 		}
-		t.Fatalf("a second node while the first's install runs: %v, want ErrDataDirLocked", err)
+		t.Fatalf("a second node while the first's install runs: %v, want datadir.ErrLocked", err)
 	}
 	close(release)
 	if err := <-installed; err != nil {

@@ -34,6 +34,22 @@ const (
 // maxMetastoreBytes bounds what the embedded metastore reads back.
 const maxMetastoreBytes = 64 << 20
 
+// ServedAlone reports whether the data directory has served a node alone:
+// it holds the embedded metastore's file or its copy. A cluster's node
+// never takes such a directory (package datadir says why).
+func ServedAlone(files vfs.FS, dir string) (bool, error) {
+	if files == nil {
+		files = vfs.OS{}
+	}
+	for _, name := range []string{metastoreFile, metastoreCopy} {
+		ok, err := vfs.Exists(files, filepath.Join(dir, name))
+		if err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, nil
+}
+
 // LocalMetastore is the embedded single-node metastore, the daemon's
 // default: every partition is assigned to this node, the replica is always
 // caught up, and the records persist in a JSON file written crash-safely

@@ -234,3 +234,23 @@ func metastoreWithTopic(t *testing.T, d *sim.Disk, partitions int, retentionMs i
 	}
 	return ms
 }
+
+// TestServedAlone_SaysWhetherTheDirectoryHoldsTheEmbeddedMetastore: a data
+// directory a node alone served holds its metastore file; one a cluster's
+// node served does not.
+func TestServedAlone_SaysWhetherTheDirectoryHoldsTheEmbeddedMetastore(t *testing.T) {
+	d := newTestDisk(t, 1)
+	if alone, err := ServedAlone(d, dataDir); alone || err != nil {
+		t.Fatalf("a fresh directory: %v, %v", alone, err)
+	}
+	ms, err := OpenLocalMetastore(d, dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ms.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	if alone, err := ServedAlone(d, dataDir); !alone || err != nil {
+		t.Fatalf("after a local topic: %v, %v", alone, err)
+	}
+}

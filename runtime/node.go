@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/narad-io/storage/codec"
+	"github.com/narad-io/storage/datadir"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/supervisor"
 	"github.com/narad-io/storage/vfs"
@@ -97,9 +98,9 @@ type Config struct {
 	// Testing holds knobs for tests; nil in production.
 	Testing *TestOptions
 	// DataDirLock is the data directory's lock, for a caller that took it
-	// first (LockDataDir) to read the embedded metastore under it; the
+	// first (datadir.Acquire) to read the embedded metastore under it; the
 	// node then owns it and Close releases it. Nil: New takes it.
-	DataDirLock *DataDirLock
+	DataDirLock *datadir.Lock
 }
 
 func (c Config) withDefaults() Config {
@@ -143,7 +144,7 @@ func (c Config) withDefaults() Config {
 // metastore's record; a log is closed only through the registry.
 type Node struct {
 	cfg       Config
-	lock      *DataDirLock // held from New until Close has closed every log
+	lock      *datadir.Lock // held from New until Close has closed every log
 	ms        Metastore
 	logger    *zap.Logger
 	metrics   *partition.Metrics
@@ -200,7 +201,7 @@ type TestOptions struct {
 }
 
 // New makes a node; Start opens its partitions. It registers its metrics,
-// then takes the data directory's lock (ErrDataDirLocked if another
+// then takes the data directory's lock (datadir.ErrLocked if another
 // holder has it) before it reads or writes anything there, opens the
 // embedded metastore unless Config gives one (logging at error what it
 // recovered from, if anything), then finishes or removes what a crash
@@ -225,8 +226,8 @@ func New(cfg Config) (n *Node, err error) {
 	// before the data directory's lock is taken.
 	metrics, consumerMetrics, topicMetrics := partition.NewMetrics(reg), newConsumerMetrics(reg), newTopicMetrics(reg)
 	if lock == nil {
-		var taken *DataDirLock
-		if taken, err = LockDataDir(cfg.FS, cfg.DataDir); err != nil {
+		var taken *datadir.Lock
+		if taken, err = datadir.Acquire(cfg.FS, cfg.DataDir); err != nil {
 			return nil, err
 		}
 		lock = taken

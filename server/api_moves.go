@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/narad-io/storage/cluster"
+	"github.com/narad-io/storage/datadir"
 	"github.com/narad-io/storage/runtime"
 	"go.uber.org/zap"
 )
@@ -166,7 +167,7 @@ func (a *api) nodeParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 		return "", false
 	}
 	id := r.PathValue("id")
-	if err := runtime.ValidateNodeID(id); err != nil {
+	if err := datadir.ValidateNodeID(id); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_parameter", err.Error())
 		return "", false
 	}

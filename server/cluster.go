@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/narad-io/storage/cluster"
+	"github.com/narad-io/storage/datadir"
 	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/vfs"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -126,24 +127,24 @@ func openClusterNode(ctx context.Context, files vfs.FS, cfg Config, endpoints []
 	if alone, err := runtime.ServedAlone(files, dir); err != nil {
 		return nil, err
 	} else if alone {
-		return nil, fmt.Errorf("%w: %s has served a node alone (its topic records are in its metastore file); a cluster's node cannot take it: start it without --metastore", runtime.ErrDataDirIdentity, dir)
+		return nil, fmt.Errorf("%w: %s has served a node alone (its topic records are in its metastore file); a cluster's node cannot take it: start it without --metastore", datadir.ErrIdentity, dir)
 	}
-	storedNode, hasNode, err := runtime.StoredNodeID(files, dir)
+	storedNode, hasNode, err := datadir.StoredNodeID(files, dir)
 	if err != nil {
 		return nil, err
 	}
-	storedCluster, hasCluster, err := runtime.StoredClusterID(files, dir)
+	storedCluster, hasCluster, err := datadir.StoredClusterID(files, dir)
 	if err != nil {
 		return nil, err
 	}
 	id := cfg.NodeID
 	switch {
 	case hasNode && id != "" && id != storedNode:
-		return nil, fmt.Errorf("%w: %s is node %q's, not %q", runtime.ErrDataDirIdentity, dir, storedNode, id)
+		return nil, fmt.Errorf("%w: %s is node %q's, not %q", datadir.ErrIdentity, dir, storedNode, id)
 	case hasNode:
 		id = storedNode
 	case id == "":
-		id = runtime.NewNodeID()
+		id = datadir.NewNodeID()
 	}
 	c, err := openCluster(ctx, endpoints, id, time.Duration(cfg.MemberTTL), logger)
 	if err != nil {
@@ -167,22 +168,22 @@ func (c *clusterNode) checkIdentity(ctx context.Context, files vfs.FS, dir strin
 	clusterID, err := cluster.ClusterID(readCtx, c.cli, "", !hasCluster && !hasNode)
 	if errors.Is(err, cluster.ErrNoCluster) {
 		return fmt.Errorf("%w: %s has served node %q of a cluster (%s), and etcd holds no cluster: wrong --metastore endpoints, or etcd's data was lost",
-			runtime.ErrDataDirIdentity, dir, c.id, storedCluster)
+			datadir.ErrIdentity, dir, c.id, storedCluster)
 	}
 	if err != nil {
 		return err
 	}
 	if hasCluster && clusterID != storedCluster {
-		return fmt.Errorf("%w: %s belongs to cluster %s, and etcd holds cluster %s", runtime.ErrDataDirIdentity, dir, storedCluster, clusterID)
+		return fmt.Errorf("%w: %s belongs to cluster %s, and etcd holds cluster %s", datadir.ErrIdentity, dir, storedCluster, clusterID)
 	}
 	if owned := c.ms.OwnedBy(c.id); !hasNode && owned > 0 {
 		return fmt.Errorf("%w: node id %q owns %d partitions of the cluster, and %s is new: a node whose disk was lost must not take its id back (its partitions would serve from offset 0 again)",
-			runtime.ErrDataDirIdentity, c.id, owned, dir)
+			datadir.ErrIdentity, c.id, owned, dir)
 	}
-	if err := runtime.RecordClusterID(files, dir, clusterID); err != nil {
+	if err := datadir.RecordClusterID(files, dir, clusterID); err != nil {
 		return err
 	}
-	return runtime.RecordNodeID(files, dir, c.id)
+	return datadir.RecordNodeID(files, dir, c.id)
 }
 
 // openCluster connects to etcd and opens the metastore on it, retrying

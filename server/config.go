@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/narad-io/storage/cluster"
+	"github.com/narad-io/storage/datadir"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
 	"go.uber.org/zap"
@@ -154,7 +155,7 @@ func (c Config) Validate() error {
 		return errors.New("node-id, advertise-addr and peer-ca are a cluster's node's: give --metastore etcd://... too")
 	}
 	if c.NodeID != "" {
-		if err := runtime.ValidateNodeID(c.NodeID); err != nil {
+		if err := datadir.ValidateNodeID(c.NodeID); err != nil {
 			return err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/narad-io/storage/codec"
+	"github.com/narad-io/storage/datadir"
 	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/vfs"
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,8 +56,8 @@ type Server struct {
 }
 
 // New opens the node cfg describes: it takes the data directory's lock
-// (runtime.ErrDataDirLocked if another process holds it; the directory
-// of another node or cluster is runtime.ErrDataDirIdentity), opens its
+// (datadir.ErrLocked if another process holds it; the directory
+// of another node or cluster is datadir.ErrIdentity), opens its
 // metastore (a cluster's node waits for etcd until ctx ends), and opens
 // its listener. Nothing is served before Start.
 func New(ctx context.Context, cfg Config) (_ *Server, err error) {
@@ -71,7 +72,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	// The data directory's lock comes before anything in it is read or
 	// written; the node owns it from runtime.New on and releases it at
 	// its Close.
-	lock, err := runtime.LockDataDir(files, cfg.DataDir)
+	lock, err := datadir.Acquire(files, cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -192,11 +193,11 @@ func (s *Server) openMetastore(ctx context.Context, files vfs.FS) (runtime.Metas
 	cfg := s.cfg
 	endpoints, _ := etcdEndpoints(cfg.Metastore)
 	if endpoints == nil {
-		for _, stored := range []func(vfs.FS, string) (string, bool, error){runtime.StoredNodeID, runtime.StoredClusterID} {
+		for _, stored := range []func(vfs.FS, string) (string, bool, error){datadir.StoredNodeID, datadir.StoredClusterID} {
 			if id, ok, err := stored(files, cfg.DataDir); err != nil {
 				return nil, err
 			} else if ok {
-				return nil, fmt.Errorf("%w: %s is a cluster's node's (%s; its topic records are in etcd); give --metastore etcd://...", runtime.ErrDataDirIdentity, cfg.DataDir, id)
+				return nil, fmt.Errorf("%w: %s is a cluster's node's (%s; its topic records are in etcd); give --metastore etcd://...", datadir.ErrIdentity, cfg.DataDir, id)
 			}
 		}
 		local, err := runtime.OpenLocalMetastore(files, cfg.DataDir)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/narad-io/storage/client"
+	"github.com/narad-io/storage/datadir"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
 )
@@ -103,7 +104,7 @@ func TestServer_OwnListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer http.DefaultClient.CloseIdleConnections()
-	if _, err := New(ctx, cfg); !errors.Is(err, runtime.ErrDataDirLocked) {
+	if _, err := New(ctx, cfg); !errors.Is(err, datadir.ErrLocked) {
 		t.Fatalf("a second server on the data directory: %v, want ErrDataDirLocked", err)
 	}
 	if err := s.Start(ctx); err != nil {

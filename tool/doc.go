@@ -17,7 +17,7 @@
 //
 // The tools take no lock, so they run on the data directory of a running
 // node too. They ask whether a live process holds the directory's lock
-// (runtime.DataDirInUse) and, when one does, say so on their Messages
+// (datadir.InUse) and, when one does, say so on their Messages
 // writer ("verify: warning: DIR is in use by process N; reading anyway,
 // but a torn tail may be a write in flight"), and Verify in its report as
 // well (a note line in text, in_use_by in JSON): a torn tail read there

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/narad-io/storage/runtime"
+	"github.com/narad-io/storage/datadir"
 	"github.com/narad-io/storage/vfs"
 )
 
@@ -28,7 +28,7 @@ func filesAndMessages(files vfs.FS, messages io.Writer) (vfs.FS, io.Writer) {
 // directory's lock (the read-only tools still run), and returns its
 // name, or "" when none does. command names the tool in the line.
 func warnInUse(files vfs.FS, messages io.Writer, command, dataDir string) string {
-	holder, inUse, err := runtime.DataDirInUse(files, dataDir)
+	holder, inUse, err := datadir.InUse(files, dataDir)
 	switch {
 	case err != nil:
 		fmt.Fprintf(messages, "%s: warning: cannot tell whether %s is in use: %v\n", command, dataDir, err)

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/narad-io/storage/runtime"
+	"github.com/narad-io/storage/datadir"
 	"github.com/narad-io/storage/vfs"
 )
 
@@ -16,7 +16,7 @@ import (
 func TestToolsWarnWhenInUse(t *testing.T) {
 	dataDir := t.TempDir()
 	tp := buildPartition(t, dataDir, "orders", 0, 3, 2)
-	lock, err := runtime.LockDataDir(vfs.OS{}, dataDir)
+	lock, err := datadir.Acquire(vfs.OS{}, dataDir)
 	if err != nil {
 		t.Fatal(err)
 	}

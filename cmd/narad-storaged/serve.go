@@ -10,7 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/narad-io/storage/runtime"
+	"github.com/narad-io/storage/datadir"
 	"github.com/narad-io/storage/server"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -36,7 +36,7 @@ func runServe(args []string, stderr io.Writer) int {
 	defer stop()
 	cfg.Logger = logger
 	if err := serve(ctx, cfg.Config); err != nil {
-		if errors.Is(err, runtime.ErrDataDirLocked) || errors.Is(err, runtime.ErrDataDirIdentity) {
+		if errors.Is(err, datadir.ErrLocked) || errors.Is(err, datadir.ErrIdentity) {
 			// Another daemon serves this data directory, or it is another
 			// node's: a usage error, said plainly (exit 2), not a crash.
 			logger.Error("narad-storaged refused to start", zap.Error(err))

@@ -1,4 +1,4 @@
-package runtime
+package datadir
 
 import (
 	"crypto/rand"
@@ -13,18 +13,9 @@ import (
 	"github.com/narad-io/storage/wire"
 )
 
-// A data directory that has served as a node of a cluster records which
-// node and which cluster (wire.NodeIDFileName, wire.ClusterIDFileName), so
-// that it is never served under another id, in another cluster, or as a
-// node alone: each of those would read the directory against topic
-// records that do not name its topics, and the startup sweep would purge
-// every one of them as a deleted topic's leftover. A node alone's data
-// directory holds its metastore file instead, and is never taken by a
-// cluster's node for the same reason.
-
-// ErrDataDirIdentity: the data directory belongs to another node, another
+// ErrIdentity: the data directory belongs to another node, another
 // cluster, or a node alone.
-var ErrDataDirIdentity = errors.New("runtime: the data directory belongs elsewhere")
+var ErrIdentity = errors.New("datadir: the data directory belongs elsewhere")
 
 // maxIDLen bounds a node or cluster id: a node id is a key's last element
 // in the cluster's metastore and appears in every assignment.
@@ -63,7 +54,7 @@ func StoredClusterID(files vfs.FS, dir string) (id string, ok bool, err error) {
 }
 
 // RecordNodeID records the node id of the data directory, crash-safely;
-// one already recorded must be the same (ErrDataDirIdentity).
+// one already recorded must be the same (ErrIdentity).
 func RecordNodeID(files vfs.FS, dir, id string) error {
 	return recordID(files, dir, wire.NodeIDFileName, id)
 }
@@ -72,21 +63,6 @@ func RecordNodeID(files vfs.FS, dir, id string) error {
 // RecordNodeID does the node id.
 func RecordClusterID(files vfs.FS, dir, id string) error {
 	return recordID(files, dir, wire.ClusterIDFileName, id)
-}
-
-// ServedAlone reports whether the data directory has served a node alone:
-// it holds the embedded metastore's file or its copy.
-func ServedAlone(files vfs.FS, dir string) (bool, error) {
-	if files == nil {
-		files = vfs.OS{}
-	}
-	for _, name := range []string{metastoreFile, metastoreCopy} {
-		ok, err := vfs.Exists(files, filepath.Join(dir, name))
-		if err != nil || ok {
-			return ok, err
-		}
-	}
-	return false, nil
 }
 
 func storedID(files vfs.FS, dir, name string) (string, bool, error) {
@@ -99,11 +75,11 @@ func storedID(files vfs.FS, dir, name string) (string, bool, error) {
 		return "", false, nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("runtime: read %s: %w", path, err)
+		return "", false, fmt.Errorf("datadir: read %s: %w", path, err)
 	}
 	id := strings.TrimSuffix(string(b), "\n")
 	if err := ValidateNodeID(id); err != nil { // a cluster id obeys the same rule
-		return "", false, fmt.Errorf("runtime: %s is damaged (%v); write the id it held back into it", path, err)
+		return "", false, fmt.Errorf("datadir: %s is damaged (%v); write the id it held back into it", path, err)
 	}
 	return id, true, nil
 }
@@ -121,12 +97,12 @@ func recordID(files vfs.FS, dir, name, id string) error {
 	}
 	if ok {
 		if stored != id {
-			return fmt.Errorf("%w: its %s is %q, not %q", ErrDataDirIdentity, name, stored, id)
+			return fmt.Errorf("%w: its %s is %q, not %q", ErrIdentity, name, stored, id)
 		}
 		return nil
 	}
 	if err := vfs.WriteFileAtomic(files, filepath.Join(dir, name), []byte(id+"\n")); err != nil {
-		return fmt.Errorf("runtime: record the %s: %w", name, err)
+		return fmt.Errorf("datadir: record the %s: %w", name, err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package runtime
+package datadir
 
 import (
 	"errors"
@@ -39,11 +39,11 @@ func TestIdentity_RecordedOnceAndCheckedAfter(t *testing.T) {
 	if err := RecordNodeID(crashed, dataDir, id); err != nil {
 		t.Fatalf("the same id again: %v", err)
 	}
-	if err := RecordNodeID(crashed, dataDir, "node-b"); !errors.Is(err, ErrDataDirIdentity) || !strings.Contains(err.Error(), id) {
-		t.Fatalf("another node id: %v, want ErrDataDirIdentity naming %s", err, id)
+	if err := RecordNodeID(crashed, dataDir, "node-b"); !errors.Is(err, ErrIdentity) || !strings.Contains(err.Error(), id) {
+		t.Fatalf("another node id: %v, want ErrIdentity naming %s", err, id)
 	}
-	if err := RecordClusterID(crashed, dataDir, "fedcba9876543210"); !errors.Is(err, ErrDataDirIdentity) {
-		t.Fatalf("another cluster id: %v, want ErrDataDirIdentity", err)
+	if err := RecordClusterID(crashed, dataDir, "fedcba9876543210"); !errors.Is(err, ErrIdentity) {
+		t.Fatalf("another cluster id: %v, want ErrIdentity", err)
 	}
 }
 
@@ -69,25 +69,5 @@ func TestIdentity_RefusesBadIDsDamageAndFailedWrites(t *testing.T) {
 	}
 	if _, _, err := StoredNodeID(d, dataDir); err == nil || !strings.Contains(err.Error(), "damaged") {
 		t.Fatalf("a damaged id file: %v", err)
-	}
-}
-
-// TestServedAlone_SaysWhetherTheDirectoryHoldsTheEmbeddedMetastore: a data
-// directory a node alone served holds its metastore file; one a cluster's
-// node served does not.
-func TestServedAlone_SaysWhetherTheDirectoryHoldsTheEmbeddedMetastore(t *testing.T) {
-	d := newTestDisk(t, 1)
-	if alone, err := ServedAlone(d, dataDir); alone || err != nil {
-		t.Fatalf("a fresh directory: %v, %v", alone, err)
-	}
-	ms, err := OpenLocalMetastore(d, dataDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := ms.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
-		t.Fatal(err)
-	}
-	if alone, err := ServedAlone(d, dataDir); !alone || err != nil {
-		t.Fatalf("after a local topic: %v, %v", alone, err)
 	}
 }
