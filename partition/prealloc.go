@@ -8,39 +8,14 @@ import (
 	"go.uber.org/zap"
 )
 
-// Preallocation (docs/design.md, "Commit speed"). An fdatasync after a
-// write that grows the file must also journal its new size and blocks;
-// after a write over blocks already written, it has only the data to
-// flush (on ext4 here, about 1.6x faster for a small commit), and a large
-// write into blocks reserved ahead skips their allocation (5x faster for
-// 16 MiB). So a partition that commits often prepares the space past its
-// frames, a step at a time, for the frames to come:
-//   - only a busy partition does: one whose previous frame was written
-//     less than preallocBusyWithin before the frame just written;
-//   - after a small frame (up to a quarter of a step; a step is 1/64 of
-//     the segment cap, 4 KiB to 1 MiB) it writes a step of zeros past the
-//     frames, and the next frames overwrite them; the zeros are not synced
-//     on their own: the next commit's fdatasync carries them once;
-//   - after a larger frame it reserves blocks for four such frames
-//     (File.Allocate, which changes neither size nor content): zeros
-//     would double the bytes it writes;
-//   - always after the frame is written, so the space prepared never takes
-//     the space the frame itself needs on a full disk; never past the
-//     segment cap; never under a floor of free space (Options.Space): a
-//     step the guard refuses is skipped, and the next busy frame asks again;
-//   - a partition idle for preallocBusyWithin gives it all back (the
-//     flusher's timer), and so does a roll, before it seals the segment (a
-//     sealed segment ends at its last frame and holds no block past it;
-//     the partition stays busy, and the frame opening the next segment
-//     prepares past it),
-//     and a close, so the next open finds the file exact; a failed
-//     commit's truncate drops it too. A trim puts the file's modification
-//     time back as it found it: recovery takes a segment's age from it;
-//   - after a crash, zeros past the last frame are unwritten space to
-//     recovery (WalkSegment's UnwrittenAt), never damage: it trims them;
-//   - a step that fails (ENOSPC) costs the step, never the commit: what it
-//     got is trimmed with the rest, and no step is tried again in this
-//     segment; nor after a failed commit's truncate.
+// Preallocation: a busy partition prepares the space past its frames for
+// the frames to come (a step of zeros after a small frame, blocks reserved
+// for four after a larger one), never past the segment cap or under the
+// floor of free space, and gives it all back when idle, at a roll, at a
+// close and at a failed commit's truncate. The rules and their reasons
+// are docs/design.md's "Commit speed"; here prepareAhead prepares,
+// trimPrealloc and trimIfIdle give back, truncateKeepingTime keeps a
+// segment's age through a trim.
 
 // preallocBusyWithin: a frame written this soon after the previous one
 // makes the partition busy; prepared space is given back once the
