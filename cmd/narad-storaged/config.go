@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 
 	"github.com/narad-io/storage/server"
@@ -119,6 +120,13 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 		merge("fence-after", func() { cfg.FenceAfter = fromFile.FenceAfter })
 		merge("peer-ca", func() { cfg.PeerCA = fromFile.PeerCA })
 		merge("segment-max-bytes", func() { cfg.SegmentMaxBytes = fromFile.SegmentMaxBytes })
+	}
+	if cfg.Listen == "" {
+		// server.Config's "" is a program that serves the API on its own
+		// server; the daemon serves it itself, so "" is an address without
+		// a port, as it always was here.
+		_, _, err := net.SplitHostPort(cfg.Listen)
+		return cfg, fmt.Errorf("listen %q: %w", cfg.Listen, err)
 	}
 	return cfg, cfg.Validate()
 }

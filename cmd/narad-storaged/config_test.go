@@ -75,3 +75,21 @@ func TestConfig_InflightBudgetHoldsTheLargestBody(t *testing.T) {
 		}
 	}
 }
+
+// TestConfig_ListenIsRequired: the daemon serves its API itself, so an
+// empty --listen (or "listen": "" in a config file) is refused as any
+// address without a port is, not taken as server.Config's "" (the
+// embedding program's own server), which would start a node no one can
+// reach.
+func TestConfig_ListenIsRequired(t *testing.T) {
+	if _, err := parseServeFlags([]string{"--listen", ""}, io.Discard); err == nil || !strings.Contains(err.Error(), `listen ""`) {
+		t.Fatalf("--listen \"\": %v, want the listen error", err)
+	}
+	file := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(file, []byte(`{"listen": ""}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseServeFlags([]string{"--config", file}, io.Discard); err == nil || !strings.Contains(err.Error(), `listen ""`) {
+		t.Fatalf(`"listen": "" in a config file: %v, want the listen error`, err)
+	}
+}
