@@ -74,7 +74,7 @@ func serve(ctx context.Context, cfg server.Config) error {
 	logger := cfg.Logger
 	s, err := server.New(ctx, cfg)
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			return nil // stopped while waiting for etcd
 		}
 		return err
