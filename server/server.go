@@ -29,10 +29,10 @@ const readTimeout = 5 * time.Minute
 // on etcd, its membership of a cluster and its moves.
 //
 // Its life is New, Start, Close, in that order, from one goroutine (Close
-// after Start whatever Start returned; Close again returns the first
-// Close's outcome). Handler,
-// Node, Ready, Gatherer, EndLongPolls and ReloadTLS may be called at any
-// time after New, from any goroutine.
+// after Start whatever Start returned, or in its stead; Close again
+// returns the first Close's outcome). Handler, Node, Ready, Gatherer,
+// EndLongPolls and ReloadTLS may be called at any time after New, from
+// any goroutine.
 type Server struct {
 	cfg      Config
 	logger   *zap.Logger
@@ -49,8 +49,9 @@ type Server struct {
 
 	closing   chan struct{} // closed by EndLongPolls
 	endOnce   sync.Once
-	failed    chan error // the own server's Serve, ended other than by Close
-	stopMover func()     // a cluster's node: its mover's close, once it runs
+	failed    chan error    // the own server's Serve, ended other than by Close
+	served    chan struct{} // closed when the own server's Serve returned; nil before Start
+	stopMover func()        // a cluster's node: its mover's close, once it runs
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -294,7 +295,9 @@ func (s *Server) newHTTPServer() *http.Server {
 // Close the server after Start, whatever it returned.
 func (s *Server) Start(ctx context.Context) error {
 	if s.http != nil {
+		s.served = make(chan struct{})
 		go func() {
+			defer close(s.served)
 			var err error
 			if s.certs != nil {
 				err = s.http.ServeTLS(s.listener, "", "")
@@ -418,6 +421,11 @@ func (s *Server) close() error {
 		drain, cancelDrain := drainDeadline(stop)
 		err = s.http.Shutdown(drain)
 		cancelDrain()
+		if s.served == nil {
+			s.listener.Close() // never served: Shutdown knows no listener
+		} else {
+			<-s.served // the listener is closed once Serve returned
+		}
 	}
 	if cerr := s.node.Close(); cerr != nil {
 		err = errors.Join(err, cerr)

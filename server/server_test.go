@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -147,4 +148,27 @@ func TestServer_ConfigIsValidated(t *testing.T) {
 	if _, err := New(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "advertise-addr") {
 		t.Fatalf("a cluster's node without a listener or an advertised address: %v", err)
 	}
+}
+
+// TestServer_CloseWithoutStartFreesTheListener: a program whose New
+// succeeded and that gives up before Start (another part of it failed)
+// closes the server, and the listen address is free again: Close closes
+// the own listener whether or not Start ever served it.
+func TestServer_CloseWithoutStartFreesTheListener(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = "127.0.0.1:0"
+	s, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := s.Addr().String()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("the listen address after Close without Start: %v", err)
+	}
+	l.Close()
 }
