@@ -49,7 +49,11 @@ type Config struct {
 	FrameCacheBytes  int64  `json:"frame_cache_bytes"`  // decoded frames cached by the open logs together
 	MaxInflightBytes int64  `json:"max_inflight_bytes"` // produce body bytes held at once; 0: no bound
 	MaxAnswerBytes   int64  `json:"max_answer_bytes"`   // records answers in flight, at their max_bytes; 0: no bound
-	MaxConnections   int    `json:"max_connections"`    // connections the own listener holds (0: an eighth of the open-file limit; -1: none)
+	// MaxConnections is what the own listener holds at once (0: an eighth
+	// of the open-file limit; -1: no bound). Without Listen it caps
+	// nothing, and is what MaxOpenLogs's default leaves to the program's
+	// own connections.
+	MaxConnections int `json:"max_connections"`
 
 	// Metastore is where topic records and assignments live: "local" (a
 	// node alone) or a cluster's etcd: etcd://host:port[,host:port...] or

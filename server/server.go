@@ -118,7 +118,9 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 			}
 		})
 	}
-	if cfg.MaxConnections == 0 && cfg.Listen != "" {
+	if cfg.MaxConnections == 0 {
+		// Without Listen it caps nothing, but the program's own server
+		// has connections too: the open-log budget leaves them as many.
 		cfg.MaxConnections = defaultMaxConnections()
 	}
 	if cfg.MaxOpenLogs == 0 {

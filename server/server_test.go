@@ -172,3 +172,32 @@ func TestServer_CloseWithoutStartFreesTheListener(t *testing.T) {
 	}
 	l.Close()
 }
+
+// TestServer_HandlerModeLeavesDescriptorsForTheProgramsConnections: a
+// program that serves Handler itself has connections too, so the default
+// open-log budget leaves them what the own listener's default cap would
+// (README's (limit − 256 − max_connections) / 4): the budget is the same
+// whoever serves the API.
+func TestServer_HandlerModeLeavesDescriptorsForTheProgramsConnections(t *testing.T) {
+	budget := func(listen string) int {
+		cfg := DefaultConfig()
+		cfg.DataDir = t.TempDir()
+		cfg.Listen = listen
+		s, err := New(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		return s.cfg.MaxOpenLogs
+	}
+	if defaultMaxConnections() == 0 {
+		t.Fatal("the open-file limit is unlimited here: no budget to compare")
+	}
+	own, handler := budget("127.0.0.1:0"), budget("")
+	if want := runtime.DefaultMaxOpenLogsBeside(defaultMaxConnections()); own != want {
+		t.Fatalf("own listener: open-log budget %d, want %d", own, want)
+	}
+	if handler != own {
+		t.Fatalf("Handler served by the program: open-log budget %d, want %d as with the own listener", handler, own)
+	}
+}
