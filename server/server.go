@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/narad-io/storage/codec"
@@ -54,6 +55,7 @@ type Server struct {
 	stopMover func()        // a cluster's node: its mover's close, once it runs
 	closeOnce sync.Once
 	closeErr  error
+	closed    atomic.Bool // set as Close begins
 }
 
 // New opens the node cfg describes: it takes the data directory's lock
@@ -381,8 +383,8 @@ func (s *Server) Addr() net.Addr {
 
 // Ready reports what GET /readyz answers 200 for: the partitions the
 // design opens before ready are open and, a cluster's node, it is
-// registered and not fenced.
-func (s *Server) Ready() bool { return s.api.ready() == "" }
+// registered and not fenced. It is false from Close on.
+func (s *Server) Ready() bool { return !s.closed.Load() && s.api.ready() == "" }
 
 // Gatherer is the node's metrics (what GET /metrics serves), to gather
 // beside the embedding program's own.
@@ -414,6 +416,7 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) close() error {
+	s.closed.Store(true)
 	stop, cancel := context.WithTimeout(context.Background(), time.Duration(s.cfg.ShutdownTimeout))
 	defer cancel()
 	s.stopMover() // no pull runs into a closing node

@@ -201,3 +201,28 @@ func TestServer_HandlerModeLeavesDescriptorsForTheProgramsConnections(t *testing
 		t.Fatalf("Handler served by the program: open-log budget %d, want %d as with the own listener", handler, own)
 	}
 }
+
+// TestServer_NotReadyOnceClosed: Ready says false once Close ran: a
+// closed node serves nothing (its calls answer 503), and a program that
+// reports Ready as its own readiness must stop sending traffic to it.
+func TestServer_NotReadyOnceClosed(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = ""
+	s, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Ready() {
+		t.Fatal("not ready after Start")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s.Ready() {
+		t.Fatal("ready after Close")
+	}
+}
