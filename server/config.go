@@ -19,7 +19,7 @@ import (
 // file), durations as Go duration strings ("1m"). Start from
 // DefaultConfig; New validates it (Validate).
 type Config struct {
-	// DataDir is the data directory, created 0700.
+	// DataDir is the data directory, created 0700; required.
 	DataDir string `json:"data_dir"`
 	// Listen is the address the server's own http.Server listens on; ""
 	// when the embedding program serves Handler itself (a cluster's node
@@ -130,6 +130,9 @@ func (c Config) EtcdEndpoints() ([]string, error) { return etcdEndpoints(c.Metas
 
 // Validate says what in c no node can serve with, naming the flag.
 func (c Config) Validate() error {
+	if c.DataDir == "" {
+		return errors.New("data-dir is required")
+	}
 	if c.Codec != "none" && c.Codec != "zstd" {
 		return fmt.Errorf("codec %q: want none or zstd", c.Codec)
 	}

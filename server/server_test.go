@@ -143,6 +143,13 @@ func TestServer_ConfigIsValidated(t *testing.T) {
 	if _, err := New(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "max-inflight-bytes") {
 		t.Fatalf("%v, want the max-inflight-bytes error", err)
 	}
+	// Refused before anything touches the disk: it used to take a lock
+	// file in the working directory, then fail in runtime.New.
+	cfg = DefaultConfig()
+	cfg.DataDir = ""
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "data-dir") {
+		t.Fatalf("no data directory: %v, want the data-dir error", err)
+	}
 	cfg = DefaultConfig()
 	cfg.Listen, cfg.Metastore = "", "etcd://127.0.0.1:1"
 	if _, err := New(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "advertise-addr") {
