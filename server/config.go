@@ -24,7 +24,10 @@ type Config struct {
 	// Listen is the address the server's own http.Server listens on; ""
 	// when the embedding program serves Handler itself (a cluster's node
 	// then needs AdvertiseAddr). A non-loopback address needs
-	// AuthTokenFile or Insecure.
+	// AuthTokenFile or Insecure. With "", where the program listens and
+	// whether it serves TLS are its own: no loopback check applies, and
+	// TLSCert only says that this node and its peers serve HTTPS (the
+	// scheme advertised and the one the mover calls peers with).
 	Listen        string `json:"listen"`
 	AuthTokenFile string `json:"auth_token_file"` // a bearer token every request but /healthz must carry; mode 0600
 	Insecure      bool   `json:"insecure"`        // allow a non-loopback Listen without a token
