@@ -29,11 +29,17 @@ const readTimeout = 5 * time.Minute
 // Server is one node: its partitions (a runtime.Node), its HTTP API, and,
 // on etcd, its membership of a cluster and its moves.
 //
-// Its life is New, Start, Close, in that order, from one goroutine (Close
-// after Start whatever Start returned, or in its stead; Close again
-// returns the first Close's outcome). Handler, Node, Ready, Gatherer,
-// EndLongPolls and ReloadTLS may be called at any time after New, from
-// any goroutine.
+// Its life is New, Start, Close (Close after Start whatever Start
+// returned, or in its stead; Close again returns the first Close's
+// outcome). Close may come from another goroutine while Start runs: it
+// ends that Start first. Handler, Node, Ready, Gatherer, EndLongPolls and
+// ReloadTLS may be called at any time after New, from any goroutine.
+//
+// Invariants: closed is set, under lifecycle, as Close begins, and no
+// Start begins after it; a Start under way has stopStart and startDone
+// set (under lifecycle), and Close cancels it and waits for startDone
+// before it stops anything, so all Start sets (served, stopMover) is
+// Close's to read once startDone is closed.
 type Server struct {
 	cfg      Config
 	logger   *zap.Logger
@@ -56,7 +62,15 @@ type Server struct {
 	closeOnce sync.Once
 	closeErr  error
 	closed    atomic.Bool // set as Close begins
+
+	lifecycle sync.Mutex
+	stopStart context.CancelCauseFunc // the Start under way's; nil before Start
+	startDone chan struct{}           // closed when that Start returned
 }
+
+// ErrClosed is what Start returns once Close began: a Start that Close
+// ended, or one called after Close.
+var ErrClosed = errors.New("server: closed")
 
 // New opens the node cfg describes: it takes the data directory's lock
 // (datadir.ErrLocked if another process holds it; the directory
@@ -295,9 +309,29 @@ func (s *Server) newHTTPServer() *http.Server {
 // Start serves the API on the own listener (answering 503 not_ready until
 // ready), opens the partitions the design opens before ready, and, on
 // etcd, registers the node and starts its mover. It returns nil once the
-// node is ready; ctx's error if ctx ended first; else what stopped it.
-// Close the server after Start, whatever it returned.
+// node is ready; ctx's error if ctx ended first; ErrClosed if Close
+// began first; else what stopped it. Close the server after Start,
+// whatever it returned.
 func (s *Server) Start(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	s.lifecycle.Lock()
+	if s.closed.Load() {
+		s.lifecycle.Unlock()
+		return ErrClosed
+	}
+	done := make(chan struct{})
+	s.stopStart, s.startDone = cancel, done
+	s.lifecycle.Unlock()
+	defer close(done)
+	err := s.start(ctx)
+	if err != nil && context.Cause(ctx) == ErrClosed {
+		return ErrClosed
+	}
+	return err
+}
+
+func (s *Server) start(ctx context.Context) error {
 	if s.http != nil {
 		s.served = make(chan struct{})
 		go func() {
@@ -318,8 +352,8 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 		s.logger.Info("listening", zap.String("addr", s.listener.Addr().String()), zap.String("scheme", scheme))
 	}
-	startCtx, stopStart := context.WithCancel(ctx)
-	defer stopStart()
+	startCtx, stopNodeStart := context.WithCancel(ctx)
+	defer stopNodeStart()
 	started := make(chan error, 1)
 	go func() { started <- s.node.Start(startCtx) }()
 	select {
@@ -331,7 +365,7 @@ func (s *Server) Start(ctx context.Context) error {
 			return fmt.Errorf("startup: %w", err)
 		}
 	case err := <-s.failed:
-		stopStart()
+		stopNodeStart()
 		<-started // never close the node under a running start
 		return err
 	case <-ctx.Done():
@@ -405,18 +439,26 @@ func (s *Server) ReloadTLS() {
 	s.certs.reloadAndLog(s.logger)
 }
 
-// Close stops the node gracefully within Config.ShutdownTimeout: it stops
-// the mover, ends long polls, stops accepting and lets in-flight requests
-// finish (their contexts stay live: a produce in flight completes its
-// commit), closes every log (each hwm file written) and leaves the
-// cluster. It returns the first Close's outcome to every call.
+// Close stops the node gracefully within Config.ShutdownTimeout: it ends
+// a Start under way (and waits for it), stops the mover, ends long polls,
+// stops accepting and lets in-flight requests finish (their contexts stay
+// live: a produce in flight completes its commit), closes every log (each
+// hwm file written) and leaves the cluster. It returns the first Close's
+// outcome to every call.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() { s.closeErr = s.close() })
 	return s.closeErr
 }
 
 func (s *Server) close() error {
+	s.lifecycle.Lock()
 	s.closed.Store(true)
+	stopStart, startDone := s.stopStart, s.startDone
+	s.lifecycle.Unlock()
+	if stopStart != nil {
+		stopStart(ErrClosed) // a Start under way ends first
+		<-startDone
+	}
 	stop, cancel := context.WithTimeout(context.Background(), time.Duration(s.cfg.ShutdownTimeout))
 	defer cancel()
 	s.stopMover() // no pull runs into a closing node

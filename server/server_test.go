@@ -233,3 +233,39 @@ func TestServer_NotReadyOnceClosed(t *testing.T) {
 		t.Fatal("ready after Close")
 	}
 }
+
+// TestServer_CloseEndsAStartUnderWay: Close may come from another
+// goroutine while Start runs (a program's signal handler): it ends the
+// Start (which returns nil if it was ready first, else ErrClosed) and
+// stops what it started, so nothing Start would start after Close
+// outlives it (goleak), the listen address is free, and a Start after
+// Close is refused.
+func TestServer_CloseEndsAStartUnderWay(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = "127.0.0.1:0"
+	s, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := s.Addr().String()
+	started := make(chan error, 1)
+	go func() { started <- s.Start(context.Background()) }()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-started; err != nil && !errors.Is(err, ErrClosed) {
+		t.Fatalf("a Start that Close ended: %v, want nil or ErrClosed", err)
+	}
+	if s.Ready() {
+		t.Fatal("ready after Close")
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("the listen address after Close: %v", err)
+	}
+	l.Close()
+	if err := s.Start(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Start after Close: %v, want ErrClosed", err)
+	}
+}
