@@ -54,6 +54,9 @@ type apiOptions struct {
 	closing     <-chan struct{} // closed at shutdown: long polls answer at once
 	owners      ownerLocator    // a cluster's node: where other nodes' partitions are; nil alone
 	cluster     *clusterNode    // a cluster's node: its moves; nil alone
+	// metrics is what GET /metrics serves; nil: the registry the API
+	// registers its own in.
+	metrics prometheus.Gatherer
 }
 
 // api is the HTTP API of docs/http-api.md over a runtime.Node.
@@ -109,7 +112,11 @@ func newAPI(node *runtime.Node, ms runtime.Metastore, logger *zap.Logger, reg *p
 	a.mux.HandleFunc("GET /v1/topics/{topic}/cursors/{name}/partitions/{p}/records", a.owned(a.readCursor))
 	a.mux.HandleFunc("PUT /v1/topics/{topic}/cursors/{name}/partitions/{p}", a.owned(a.commitCursor))
 	a.registerMoves()
-	a.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	served := opts.metrics
+	if served == nil {
+		served = reg
+	}
+	a.mux.Handle("GET /metrics", promhttp.HandlerFor(served, promhttp.HandlerOpts{}))
 	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

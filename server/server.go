@@ -119,8 +119,12 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// The node's own metrics (Gatherer), and the Go runtime's and the
+	// process's, which GET /metrics serves beside them but a program
+	// embedding the node has already.
 	s.reg = prometheus.NewRegistry()
-	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	process := prometheus.NewRegistry()
+	process.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ms, err := s.openMetastore(ctx, files)
 	if err != nil {
 		return nil, err
@@ -174,7 +178,8 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		owners = s.member
 	}
 	s.api = newAPI(s.node, ms, s.logger, s.reg, apiOptions{token: s.token, maxBody: cfg.MaxBodyBytes, maxInflight: cfg.MaxInflightBytes,
-		maxAnswer: cfg.MaxAnswerBytes, readTimeout: readTimeout, pprof: cfg.Pprof, access: cfg.AccessLog, closing: s.closing, owners: owners, cluster: s.member})
+		maxAnswer: cfg.MaxAnswerBytes, readTimeout: readTimeout, pprof: cfg.Pprof, access: cfg.AccessLog, closing: s.closing, owners: owners, cluster: s.member,
+		metrics: prometheus.Gatherers{process, s.reg}})
 	if s.listener != nil {
 		s.http = s.newHTTPServer()
 	}
@@ -420,8 +425,9 @@ func (s *Server) Addr() net.Addr {
 // registered and not fenced. It is false from Close on.
 func (s *Server) Ready() bool { return !s.closed.Load() && s.api.ready() == "" }
 
-// Gatherer is the node's metrics (what GET /metrics serves), to gather
-// beside the embedding program's own.
+// Gatherer is the node's metrics, to gather beside the embedding
+// program's own: what GET /metrics serves but the Go runtime's and the
+// process's (go_*, process_*), which the program's registry has already.
 func (s *Server) Gatherer() prometheus.Gatherer { return s.reg }
 
 // EndLongPolls answers every waiting long poll at once (as its wait's

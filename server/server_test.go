@@ -14,6 +14,7 @@ import (
 	"github.com/narad-io/storage/datadir"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TestServer_HandlerOnAnotherMux: a program mounts the API on its own mux
@@ -267,5 +268,39 @@ func TestServer_CloseEndsAStartUnderWay(t *testing.T) {
 	l.Close()
 	if err := s.Start(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Start after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestServer_GathersBesideTheProgramsOwnMetrics: a program gathers the
+// node's metrics beside its own, whose registry (the default one) already
+// has the Go runtime's and the process's: the two gather together without
+// a metric collected twice, and the node's are all there.
+func TestServer_GathersBesideTheProgramsOwnMetrics(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = ""
+	s, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mfs, err := prometheus.Gatherers{prometheus.DefaultGatherer, s.Gatherer()}.Gather()
+	if err != nil {
+		t.Fatalf("the program's metrics and the node's together: %v", err)
+	}
+	found := false
+	for _, mf := range mfs {
+		found = found || mf.GetName() == "narad_http_answer_bytes_in_flight"
+	}
+	if !found {
+		t.Fatal("the node's metrics are missing")
+	}
+	// GET /metrics serves the process's as before (docs/metrics.md).
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, name := range []string{"go_goroutines", "process_open_fds", "narad_http_answer_bytes_in_flight"} {
+		if !strings.Contains(rec.Body.String(), "\n"+name+" ") {
+			t.Fatalf("GET /metrics serves no %s:\n%s", name, rec.Body.String())
+		}
 	}
 }
