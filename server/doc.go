@@ -15,9 +15,10 @@
 // With a Listen address the server serves the API itself, with the
 // limits docs/http-api.md names (connections, header bytes, unauthenticated
 // connections, read and write deadlines, HTTP/2 streams). A program that
-// serves Handler itself brings its own http.Server and its limits;
-// the API's own bounds (bodies, produce bytes and answers in flight,
-// what a request may ask for) hold either way.
+// serves Handler itself brings its own http.Server and its limits (a
+// WriteTimeout, if it sets one, above the longest long poll, 60 s), and
+// shuts it down before Close; the API's own bounds (bodies, produce bytes
+// and answers in flight, what a request may ask for) hold either way.
 //
 // Files: config.go (Config), server.go (the life of a node), api*.go (the
 // handlers, one file per resource; api_stream.go streams records
