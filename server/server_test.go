@@ -184,7 +184,7 @@ func TestServer_CloseWithoutStartFreesTheListener(t *testing.T) {
 // TestServer_HandlerModeLeavesDescriptorsForTheProgramsConnections: a
 // program that serves Handler itself has connections too, so the default
 // open-log budget leaves them what the own listener's default cap would
-// (README's (limit − 256 − max_connections) / 4): the budget is the same
+// (docs/operations.md's (limit − 256 − max_connections) / 4): the budget is the same
 // whoever serves the API.
 func TestServer_HandlerModeLeavesDescriptorsForTheProgramsConnections(t *testing.T) {
 	budget := func(listen string) int {
