@@ -196,14 +196,8 @@ func (l *Log) SetWakeNotifier(f func()) { l.notify.setWakeNotifier(f) }
 // high watermark is cut, and the exact high watermark is written to the hwm
 // file. Buffered records nobody committed are dropped (they were never
 // promised). Reads afterwards answer ErrLogClosed. Close returns the same
-// error every time it is called.
-//
-// A sweep's unlinks finish before the actor stops (Close waits for them),
-// so a log reopened after Close never lists a segment a sweep detached
-// and then has it unlinked under the new log (runtime/doc.go, "Retention
-// detach and unlink"). A detached segment whose unlink failed stays on
-// disk: the next open lists it as retained (intact, served) and its next
-// sweep detaches it again; unlinks go oldest first, so never a hole.
+// error every time it is called. A sweep's unlinks finish before the actor
+// stops (runtime/doc.go, "Retention detach and unlink").
 func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
 		l.sweeping <- struct{}{}

@@ -63,21 +63,14 @@ type ReadSummary struct {
 
 // ReadFunc is Read that lends each record to fn instead of returning it:
 // a record's Key and Value are valid only until fn returns, and the read
-// reuses its buffers, so a consumer that copies records out (to a socket,
-// an encoder) reads at the speed of the page cache with nothing allocated
-// per read. It lends the records Read would return, with the same limits,
-// checks and errors, but one: a large frame this log proved (proof.go; a
-// read that streams a frame larger than 8 MiB proves it first) is
-// lent a part at a time, so damage that came to one of its parts since
-// the proof ends the read before that part, after the records of the
-// parts before (their bytes are the ones proven) were lent, and a read
-// from a later part lends those; the first read that meets the damage
-// forgets the proof, and from then on ReadFunc finds the frame damaged as
-// Read does. An error from fn ends the read and ReadFunc returns it, with
-// Next at the record fn refused. fn runs while the read holds
-// its segment open and a pooled buffer: a consumer that may block (a slow
-// socket) should copy out and return, or a segment retention removed
-// keeps its descriptor until fn does.
+// reuses its buffers, so nothing is allocated per read. It lends the
+// records Read would return, with the same limits, checks and errors, but
+// one: a large frame this log proved is lent a part at a time, so damage
+// that came to one of its parts since the proof ends the read before that
+// part (docs/design.md, "Reads verify themselves"). An error from fn ends
+// the read and ReadFunc returns it, with Next at the record fn refused. fn
+// runs while the read holds its segment open and a pooled buffer: a
+// consumer that may block (a slow socket) should copy out and return.
 func (l *Log) ReadFunc(offset int64, maxRecords, maxBytes int, fn func(ReadRecord) error) (ReadSummary, error) {
 	rd := reader{next: offset, maxRecords: maxRecords, maxBytes: maxBytes, take: fn}
 	hwm, err := l.read(&rd, true)

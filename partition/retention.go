@@ -43,14 +43,10 @@ type SweepResult struct {
 	FailedUnlinks   int   // unlinks that failed, kept for the next sweep
 }
 
-// Sweep applies retention once (docs/design.md, "Retention"): the
-// actor seals an idle, fully committed active segment whose last write is
-// older than the retention bound, and detaches every sealed segment whose
-// last write is older, oldest first, then, with a byte bound, the oldest
-// sealed segments while the log holds more bytes than it (never the
-// active segment); the files are unlinked here, after the
-// actor has moved on, so a backlog of expired segments never stalls the
-// log's readers and flusher. An unlink that fails is logged, counted
+// Sweep applies retention once (docs/design.md, "Retention"): it seals an
+// idle active segment past the time bound, detaches the sealed segments
+// past the bounds, oldest first (never the active one), and unlinks them
+// after the actor has moved on. An unlink that fails is logged, counted
 // (errors_total{component="storage",kind="retention_unlink"}) and retried
 // by the next sweep, before anything newer is unlinked.
 func (l *Log) Sweep(ctx context.Context) (SweepResult, error) {

@@ -9,22 +9,11 @@ import (
 
 // OffsetAt returns the offset of the first record whose commit time is at
 // or after atMs (milliseconds since the epoch), or the high watermark when
-// no record is. It is exact, because commit times never decrease along a
-// partition (appendEnvelopes raises each to the newest before it), and
-// found by bisection: first over the segments, by the time of each one's
-// first record (a read of its first frame, from byte 0), then, in a sealed
-// segment, over the entries of its time index (timeindex.go), and last
-// over the offsets between two entries, each probe a read of the frame
-// holding the offset (the time index seeds the segment's sparse index, and
-// the decoded frames are cached). Records in damaged frames have no known
-// time and are stepped over: the answer is the lowest offset from which
-// the next readable record is at or after atMs.
-//
-// Cost: O(log segments) frame reads, one read of a time index file (a
-// walk of the segment when it has none that fits, once), two reads that
-// check the index, and O(log frames) reads within 64 KiB of frames. In
-// the active segment, whose sparse index recovery and writes keep whole,
-// O(log records) reads.
+// no record is. It is exact (commit times never decrease along a
+// partition); records in damaged frames have no known time and are
+// stepped over: the answer is the lowest offset from which the next
+// readable record is at or after atMs. The bisection and its cost are
+// docs/design.md's "Seek by time".
 func (l *Log) OffsetAt(atMs int64) (int64, error) {
 	v := l.view.Load()
 	if v.closed {

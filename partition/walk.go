@@ -43,23 +43,16 @@ type SegmentWalk struct {
 }
 
 // WalkSegment reads the frames of a segment file of size bytes in order,
-// with the decisions recovery makes (partition/doc.go, R2 and R5): a frame
-// is accepted when it checks out and sits where the sequence expects it,
-// the first at base (or anywhere, with base -1: the first valid frame then
-// sets the sequence) and each next at the previous frame's end; anything
-// else is damage, and the walk resumes at the next valid frame claiming
-// offsets past the expected one (the offsets between are a gap), never
-// inside a damaged frame whose header is plausible; damage with nothing
-// valid after it is a torn tail, except that zeros from the damage to the
-// end of the file are unwritten space (UnwrittenAt), never reported as
-// damage: a frame starts with a nonzero magic, so a torn frame never reads
-// as zeros to the end, and zeros past the last frame are what the log's
-// preallocation leaves. onFrame gets every frame accepted (its
-// bytes valid until it returns), onDamage every departure, in file order.
-// Only an I/O error fails the walk: it is never taken for damage. Recovery
-// uses it for the active segment, and the offline tools (tool.Verify and
-// tool.Inspect) for every segment, so what they call a gap or a torn tail
-// is what an open does.
+// with the decisions recovery makes (partition/doc.go, R2 and R5): the
+// first frame at base (or anywhere, with base -1), each next at the
+// previous one's end; anything else is damage, and the walk resumes at the
+// next valid frame past the expected offset. Damage with nothing valid
+// after it is a torn tail, except zeros to the end of the file, which are
+// unwritten space (UnwrittenAt; docs/design.md, "Commit speed"). onFrame
+// gets every frame accepted (its bytes valid until it returns), onDamage
+// every departure, in file order. Only an I/O error fails the walk.
+// Recovery and the offline tools (tool.Verify, tool.Inspect) both use it,
+// so what they call a gap or a torn tail is what an open does.
 func WalkSegment(file vfs.File, size, base int64, onFrame func(pos int64, h wire.FrameHeader, frame []byte), onDamage func(SegmentDamage)) (SegmentWalk, error) {
 	sc := newScanner(file, size, size)
 	defer sc.release()
