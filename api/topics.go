@@ -1,0 +1,42 @@
+package api
+
+// TopicRequest is the body of a topic's PUT (create: Partitions
+// required) and PATCH (a retention bound not given keeps its value;
+// Partitions cannot change). A retention bound of 0 is no bound.
+type TopicRequest struct {
+	Partitions     *int   `json:"partitions,omitempty"`
+	RetentionMs    *int64 `json:"retention_ms,omitempty"`
+	RetentionBytes *int64 `json:"retention_bytes,omitempty"`
+}
+
+// TopicDescription describes a topic and its partitions: the answer of a
+// topic's PUT, GET and PATCH.
+type TopicDescription struct {
+	Name string `json:"name"`
+	// Incarnation names this topic apart from any other of the same name
+	// before or after it (16 hex digits).
+	Incarnation    string                 `json:"incarnation"`
+	RetentionMs    int64                  `json:"retention_ms"`
+	RetentionBytes int64                  `json:"retention_bytes"`
+	Partitions     []PartitionDescription `json:"partitions"`
+}
+
+// PartitionDescription describes one partition of a topic.
+type PartitionDescription struct {
+	Partition     int   `json:"partition"`
+	StartOffset   int64 `json:"start_offset"`
+	HighWatermark int64 `json:"high_watermark"`
+	Segments      int   `json:"segments"`
+	Bytes         int64 `json:"bytes"`
+	// Owner is the node that serves the partition, from a node of a
+	// cluster; nil from a node alone, or while the partition has none.
+	Owner *Owner `json:"owner,omitempty"`
+	// Remote: another node than the one asked serves the partition, and
+	// the figures above are zero; ask the owner.
+	Remote bool `json:"remote,omitempty"`
+}
+
+// TopicList is the answer of GET /v1/topics.
+type TopicList struct {
+	Topics []TopicDescription `json:"topics"`
+}
