@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	httpapi "github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/wire"
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,14 +22,11 @@ import (
 	"golang.org/x/sync/semaphore"
 )
 
-// Limits on what one request may ask for, so no request can make the
-// daemon allocate without bound.
+// What one request may ask for is the API's (httpapi.MaxFetchRecords,
+// ...); a topic's partitions are bounded by what a directory name holds.
 const (
-	maxFetchRecords = 10000
-	maxFetchBytes   = 64 << 20
-	maxWait         = 60_000 // ms
-	maxAcks         = 100000
-	maxPartitions   = wire.MaxPartitions // what a directory name holds
+	maxFetchBytes = httpapi.MaxFetchBytes // the name config.go bounds --max-answer-bytes by
+	maxPartitions = wire.MaxPartitions
 )
 
 type apiOptions struct {
@@ -144,14 +142,14 @@ func (a *api) noRoute(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(allow) == 0 {
-		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.URL.Path)
+		writeError(w, http.StatusNotFound, httpapi.CodeNotFound, "no such endpoint: "+r.URL.Path)
 		return
 	}
 	if slices.Contains(allow, http.MethodGet) {
 		allow = append(allow, http.MethodHead)
 	}
 	w.Header().Set("Allow", strings.Join(allow, ", "))
-	writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s does not take %s; it takes %s", r.URL.Path, r.Method, strings.Join(allow, ", ")))
+	writeError(w, http.StatusMethodNotAllowed, httpapi.CodeMethodNotAllowed, fmt.Sprintf("%s does not take %s; it takes %s", r.URL.Path, r.Method, strings.Join(allow, ", ")))
 }
 
 // ServeHTTP checks the bearer token (in constant time; /healthz is open),
@@ -183,7 +181,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				panic(p)
 			}
 			a.logger.Error("handler panic", zap.Any("panic", p), zap.Stack("stack"), zap.String("path", r.URL.Path))
-			writeError(w, http.StatusInternalServerError, "internal", "internal error")
+			writeError(w, http.StatusInternalServerError, httpapi.CodeInternal, "internal error")
 		}
 	}()
 	// The token is looked at first: a connection that has not
@@ -192,21 +190,21 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasPrefix(r.URL.Path, "/") {
 		// "*" or a CONNECT's host:port: no endpoint's; answered here, in
 		// JSON, not by the router's plain text.
-		writeError(w, http.StatusBadRequest, "bad_request", "the request target must be a path")
+		writeError(w, http.StatusBadRequest, httpapi.CodeBadRequest, "the request target must be a path")
 		return
 	}
 	if p := r.URL.EscapedPath(); !cleanPath(p) {
 		// The router would answer a redirect to the cleaned path, which a
 		// client following it takes for another resource. (An escaped
 		// segment, %2E%2E or a%2Fb, is a name, for its handler to judge.)
-		writeError(w, http.StatusBadRequest, "invalid_path", fmt.Sprintf("the path %q has an empty, \".\" or \"..\" segment", p))
+		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidPath, fmt.Sprintf("the path %q has an empty, \".\" or \"..\" segment", p))
 		return
 	}
 	if !authorized && r.URL.Path != "/healthz" {
 		route = "unauthorized"
 		w.Header().Set("Connection", "close")
 		w.Header().Set("WWW-Authenticate", "Bearer")
-		writeError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
+		writeError(w, http.StatusUnauthorized, httpapi.CodeUnauthorized, "a valid bearer token is required")
 		return
 	}
 	a.mux.ServeHTTP(w, r)
@@ -236,7 +234,7 @@ func (a *api) authenticate(w http.ResponseWriter, r *http.Request) bool {
 
 func (a *api) readyz(w http.ResponseWriter, _ *http.Request) {
 	if reason := a.ready(); reason != "" {
-		writeError(w, http.StatusServiceUnavailable, "not_ready", reason)
+		writeError(w, http.StatusServiceUnavailable, httpapi.CodeNotReady, reason)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
@@ -253,28 +251,26 @@ func (a *api) ready() string {
 	return ""
 }
 
-// errorBody is the one shape every error answers with.
+// errorBody is what an error answer carries besides its code and message
+// (httpapi.ErrorBody, the one shape every error answers with).
 type errorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-	StartOffset *int64     `json:"start_offset,omitempty"`
-	NextOffset  *int64     `json:"next_offset,omitempty"`
-	Owner       *ownerBody `json:"owner,omitempty"`
+	StartOffset, NextOffset *int64
+	Owner                   *ownerBody
 }
 
+// writeError answers an error of code (an httpapi.Code...) with message.
 func writeError(w http.ResponseWriter, status int, code, message string) {
 	writeErrorBody(w, status, code, message, nil)
 }
 
+// writeErrorBody answers an error whose body fill completes.
 func writeErrorBody(w http.ResponseWriter, status int, code, message string, fill func(*errorBody)) {
-	var b errorBody
-	b.Error.Code, b.Error.Message = code, message
+	var extra errorBody
 	if fill != nil {
-		fill(&b)
+		fill(&extra)
 	}
-	writeJSON(w, status, b)
+	writeJSON(w, status, httpapi.ErrorBody{Error: httpapi.ErrorDetail{Code: code, Message: message},
+		StartOffset: extra.StartOffset, NextOffset: extra.NextOffset, Owner: (*httpapi.Owner)(extra.Owner)})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

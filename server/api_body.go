@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	httpapi "github.com/narad-io/storage/api"
 )
 
 // A produce body is taken as it arrives (docs/http-api.md, "Produce"):
@@ -121,14 +123,14 @@ func (m *meteredBody) refused(w http.ResponseWriter) bool {
 	case errBodyBusy:
 		w.Header().Set("Connection", "close")
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "busy", "the node holds as many produce bytes as it takes at once (--max-inflight-bytes); nothing was done; retry")
+		writeError(w, http.StatusServiceUnavailable, httpapi.CodeBusy, "the node holds as many produce bytes as it takes at once (--max-inflight-bytes); nothing was done; retry")
 	case errBodySlow:
 		w.Header().Set("Connection", "close")
 		within := ""
 		if m.timeout > 0 {
 			within = fmt.Sprintf(", or not whole within %v", m.timeout)
 		}
-		writeError(w, http.StatusRequestTimeout, "body_too_slow", fmt.Sprintf("the body arrived slower than %d bytes a second after its first %v%s; nothing was done", m.rate, m.grace, within))
+		writeError(w, http.StatusRequestTimeout, httpapi.CodeBodyTooSlow, fmt.Sprintf("the body arrived slower than %d bytes a second after its first %v%s; nothing was done", m.rate, m.grace, within))
 	default:
 		return false
 	}

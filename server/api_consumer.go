@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 
+	httpapi "github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
 )
@@ -18,9 +19,7 @@ func (a *api) ack(w http.ResponseWriter, r *http.Request) {
 	if _, ok := query(w, r); !ok {
 		return
 	}
-	var body struct {
-		Offsets []int64 `json:"offsets"`
-	}
+	var body httpapi.AckRequest
 	if err := decodeJSON(r, &body); err != nil {
 		a.badBody(w, err)
 		return
@@ -30,19 +29,19 @@ func (a *api) ack(w http.ResponseWriter, r *http.Request) {
 	}
 	frontier, err := a.node.Ack(r.Context(), topic, p, body.Offsets...)
 	if errors.Is(err, partition.ErrBeyondHighWatermark) {
-		writeError(w, http.StatusBadRequest, "invalid_offset", fmt.Sprintf("an offset of %d or above was given; only records below the high watermark (%d now) can be acked",
+		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidOffset, fmt.Sprintf("an offset of %d or above was given; only records below the high watermark (%d now) can be acked",
 			slices.Max(body.Offsets), a.hwm(r, topic, p, 0)))
 		return
 	}
 	if errors.Is(err, runtime.ErrAckedAheadFull) {
-		writeError(w, http.StatusBadRequest, "invalid_offset", fmt.Sprintf("too many offsets acked ahead of the frontier (%d); ack the lowest unacked offsets first", runtime.MaxAckedAhead))
+		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidOffset, fmt.Sprintf("too many offsets acked ahead of the frontier (%d); ack the lowest unacked offsets first", runtime.MaxAckedAhead))
 		return
 	}
 	if err != nil {
 		a.writeNodeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int64{"frontier": frontier})
+	writeJSON(w, http.StatusOK, httpapi.AckAnswer{Frontier: frontier})
 }
 
 func (a *api) consumer(w http.ResponseWriter, r *http.Request) {
@@ -58,8 +57,8 @@ func (a *api) consumer(w http.ResponseWriter, r *http.Request) {
 		a.writeNodeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"frontier": st.Frontier, "acked_ahead": st.AckedAhead,
-		"high_watermark": st.HighWatermark, "lag": st.Lag, "leased": st.Leased})
+	writeJSON(w, http.StatusOK, httpapi.ConsumerState{AckedAhead: st.AckedAhead, Frontier: st.Frontier,
+		HighWatermark: st.HighWatermark, Lag: st.Lag, Leased: st.Leased})
 }
 
 // partitionOf reads {topic} and {p}, answering the error itself when
@@ -71,22 +70,22 @@ func (a *api) partitionOf(w http.ResponseWriter, r *http.Request) (string, int, 
 	}
 	p, ok := partitionParam(r)
 	if !ok {
-		writeError(w, http.StatusNotFound, "partition_not_found", fmt.Sprintf("no partition %q: partitions are numbered from 0", r.PathValue("p")))
+		writeError(w, http.StatusNotFound, httpapi.CodePartitionNotFound, fmt.Sprintf("no partition %q: partitions are numbered from 0", r.PathValue("p")))
 		return "", 0, false
 	}
 	return topic, p, true
 }
 
-// validOffsets checks the offsets of an ack or a nack: 1 to 100,000 of
-// them, none negative; it answers the error itself.
+// validOffsets checks the offsets of an ack or a nack: 1 to
+// httpapi.MaxAcks of them, none negative; it answers the error itself.
 func validOffsets(w http.ResponseWriter, offsets []int64) bool {
-	if len(offsets) == 0 || len(offsets) > maxAcks {
-		writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("offsets must hold 1 to %d offsets, not %d", maxAcks, len(offsets)))
+	if len(offsets) == 0 || len(offsets) > httpapi.MaxAcks {
+		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, fmt.Sprintf("offsets must hold 1 to %d offsets, not %d", httpapi.MaxAcks, len(offsets)))
 		return false
 	}
 	for i, o := range offsets {
 		if o < 0 {
-			writeError(w, http.StatusBadRequest, "invalid_offset", fmt.Sprintf("offsets[%d] is %d: offsets are not negative", i, o))
+			writeError(w, http.StatusBadRequest, httpapi.CodeInvalidOffset, fmt.Sprintf("offsets[%d] is %d: offsets are not negative", i, o))
 			return false
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	httpapi "github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/vfs/sim"
@@ -119,10 +120,7 @@ func TestReadCursor_APeekLongPollCountsSkippedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := <-done
-	var got struct {
-		Records []json.RawMessage `json:"records"`
-		Skipped int64             `json:"skipped"`
-	}
+	var got httpapi.CursorReadAnswer
 	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != 200 {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}

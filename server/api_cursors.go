@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	httpapi "github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/wire"
@@ -22,7 +23,7 @@ func cursorOf(w http.ResponseWriter, r *http.Request) (topic, name string, ok bo
 	}
 	name = r.PathValue("name")
 	if err := wire.ValidateCursorName(name); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_cursor_name", "invalid "+strings.TrimPrefix(err.Error(), wire.ErrBadName.Error()+": "))
+		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidCursorName, "invalid "+strings.TrimPrefix(err.Error(), wire.ErrBadName.Error()+": "))
 		return "", "", false
 	}
 	return topic, name, true
@@ -35,7 +36,7 @@ func cursorPartitionOf(w http.ResponseWriter, r *http.Request) (topic, name stri
 		return "", "", 0, false
 	}
 	if p, ok = partitionParam(r); !ok {
-		writeError(w, http.StatusNotFound, "partition_not_found", fmt.Sprintf("no partition %q: partitions are numbered from 0", r.PathValue("p")))
+		writeError(w, http.StatusNotFound, httpapi.CodePartitionNotFound, fmt.Sprintf("no partition %q: partitions are numbered from 0", r.PathValue("p")))
 	}
 	return topic, name, p, ok
 }
@@ -43,17 +44,10 @@ func cursorPartitionOf(w http.ResponseWriter, r *http.Request) (topic, name stri
 // writeCursorError answers the cursor's own errors, and the node's.
 func (a *api) writeCursorError(w http.ResponseWriter, r *http.Request, name string, err error) {
 	if errors.Is(err, runtime.ErrCursorNotFound) {
-		writeError(w, http.StatusNotFound, "cursor_not_found", fmt.Sprintf("topic %q has no cursor %q", r.PathValue("topic"), name))
+		writeError(w, http.StatusNotFound, httpapi.CodeCursorNotFound, fmt.Sprintf("topic %q has no cursor %q", r.PathValue("topic"), name))
 		return
 	}
 	a.writeNodeError(w, r, err)
-}
-
-type cursorPosition struct {
-	Partition     int   `json:"partition"`
-	Position      int64 `json:"position"`
-	HighWatermark int64 `json:"high_watermark"`
-	Lag           int64 `json:"lag"`
 }
 
 func (a *api) writeCursor(w http.ResponseWriter, r *http.Request, status int, topic, name string) {
@@ -62,11 +56,11 @@ func (a *api) writeCursor(w http.ResponseWriter, r *http.Request, status int, to
 		a.writeCursorError(w, r, name, err)
 		return
 	}
-	out := make([]cursorPosition, len(positions))
+	out := httpapi.Cursor{Name: name, Partitions: make([]httpapi.CursorPosition, len(positions))}
 	for i, p := range positions {
-		out[i] = cursorPosition(p)
+		out.Partitions[i] = httpapi.CursorPosition(p)
 	}
-	writeJSON(w, status, map[string]any{"name": name, "partitions": out})
+	writeJSON(w, status, out)
 }
 
 // putCursor makes a fan-out cursor on every partition of the topic.
@@ -78,9 +72,7 @@ func (a *api) putCursor(w http.ResponseWriter, r *http.Request) {
 	if _, ok := query(w, r); !ok {
 		return
 	}
-	var body struct {
-		From *string `json:"from"`
-	}
+	var body httpapi.CreateCursorRequest
 	if r.ContentLength != 0 {
 		if err := decodeJSON(r, &body); err != nil {
 			a.badBody(w, err)
@@ -94,7 +86,7 @@ func (a *api) putCursor(w http.ResponseWriter, r *http.Request) {
 		case "latest":
 			start = runtime.CursorLatest
 		default:
-			writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("from must be \"earliest\" or \"latest\", not %q", *body.From))
+			writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, fmt.Sprintf("from must be \"earliest\" or \"latest\", not %q", *body.From))
 			return
 		}
 	}
@@ -149,31 +141,29 @@ func (a *api) commitCursor(w http.ResponseWriter, r *http.Request) {
 	if _, ok := query(w, r); !ok {
 		return
 	}
-	var body struct {
-		Position *int64 `json:"position"`
-	}
+	var body httpapi.CommitCursorRequest
 	if err := decodeJSON(r, &body); err != nil {
 		a.badBody(w, err)
 		return
 	}
 	if body.Position == nil {
-		writeError(w, http.StatusBadRequest, "invalid_body", "position is required: the next offset the cursor reads, from 0 up to the high watermark")
+		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, "position is required: the next offset the cursor reads, from 0 up to the high watermark")
 		return
 	}
 	if *body.Position < 0 {
-		writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("position must be from 0 up to the high watermark, not %d", *body.Position))
+		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, fmt.Sprintf("position must be from 0 up to the high watermark, not %d", *body.Position))
 		return
 	}
 	err := a.node.CommitCursor(r.Context(), topic, name, p, *body.Position)
 	if errors.Is(err, partition.ErrBeyondHighWatermark) {
-		writeError(w, http.StatusBadRequest, "invalid_offset", fmt.Sprintf("position %d is beyond the high watermark (%d now)", *body.Position, a.hwm(r, topic, p, 0)))
+		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidOffset, fmt.Sprintf("position %d is beyond the high watermark (%d now)", *body.Position, a.hwm(r, topic, p, 0)))
 		return
 	}
 	if err != nil {
 		a.writeCursorError(w, r, name, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int64{"position": *body.Position})
+	writeJSON(w, http.StatusOK, httpapi.CommitCursorAnswer{Position: *body.Position})
 }
 
 // readCursor reads a partition through a cursor, advancing it unless
@@ -199,7 +189,7 @@ func (a *api) readCursor(w http.ResponseWriter, r *http.Request) {
 	case "false":
 		advance = false
 	default:
-		writeError(w, http.StatusBadRequest, "invalid_parameter", fmt.Sprintf("advance must be true or false, not %q", v))
+		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidParameter, fmt.Sprintf("advance must be true or false, not %q", v))
 		return
 	}
 	inc, ok := a.readIncarnation(w, r, q, topic)

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	httpapi "github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/supervisor"
@@ -54,7 +55,7 @@ func TestWriteNodeError_StatusAndCode(t *testing.T) {
 		r.SetPathValue("topic", "orders")
 		r.SetPathValue("p", "3")
 		a.writeNodeError(w, r, c.err)
-		var body errorBody
+		var body httpapi.ErrorBody
 		if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
 			t.Fatalf("%v: body %q is not the error shape: %v", c.err, w.Body.Bytes(), err)
 		}

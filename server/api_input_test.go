@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	httpapi "github.com/narad-io/storage/api"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
@@ -27,18 +28,16 @@ func TestDecodeJSON_ExactFieldNames(t *testing.T) {
 		`{"partitions": 4, "Retention_MS": 5}`,
 		`[{"partitions": 4}]`,
 	} {
-		var tb topicBody
+		var tb httpapi.TopicRequest
 		if err := decodeJSON(httptest.NewRequest("PUT", "/v1/topics/t", strings.NewReader(body)), &tb); err == nil {
 			t.Errorf("%s: accepted; want refused", body)
 		}
 	}
-	var ack struct {
-		Offsets []int64 `json:"offsets"`
-	}
+	var ack httpapi.AckRequest
 	if err := decodeJSON(httptest.NewRequest("POST", "/acks", strings.NewReader(`{"offsets": [1, 2], "offsets": [3]}`)), &ack); err == nil {
 		t.Errorf("a repeated offsets field was taken as %v", ack.Offsets)
 	}
-	var tb topicBody
+	var tb httpapi.TopicRequest
 	if err := decodeJSON(httptest.NewRequest("PUT", "/v1/topics/t", strings.NewReader(` {"retention_ms": 5, "partitions": 4} `)), &tb); err != nil ||
 		*tb.Partitions != 4 || *tb.RetentionMs != 5 {
 		t.Fatalf("an exact body: %+v, %v", tb, err)

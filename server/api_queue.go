@@ -8,24 +8,10 @@ import (
 	"net/http"
 	"time"
 
+	httpapi "github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
 )
-
-// Bounds of one queue consume.
-const (
-	maxConsumeRecords = 10000
-	maxLeaseMs        = 12 * 60 * 60 * 1000 // 12 h
-)
-
-// consumeRequest is a queue consume's body; every field is optional.
-type consumeRequest struct {
-	Partition  *int `json:"partition"`
-	MaxRecords *int `json:"max_records"`
-	MaxBytes   *int `json:"max_bytes"`
-	LeaseMs    *int `json:"lease_ms"`
-	WaitMs     *int `json:"wait_ms"`
-}
 
 // consume leases records of a topic (docs/http-api.md, "Queue consume").
 // Shutdown ends a long poll with an empty answer, as a fetch's.
@@ -42,7 +28,7 @@ func (a *api) consume(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var body consumeRequest
+	var body httpapi.ConsumeRequest
 	if r.ContentLength != 0 {
 		if err := decodeJSON(r, &body); err != nil {
 			a.badBody(w, err)
@@ -57,14 +43,14 @@ func (a *api) consume(w http.ResponseWriter, r *http.Request) {
 		setting *int
 	}{
 		{"partition", body.Partition, 0, maxPartitions - 1, &opts.Partition},
-		{"max_records", body.MaxRecords, 1, maxConsumeRecords, &opts.MaxRecords},
-		{"max_bytes", body.MaxBytes, 1, maxFetchBytes, &opts.MaxBytes},
+		{"max_records", body.MaxRecords, 1, httpapi.MaxConsumeRecords, &opts.MaxRecords},
+		{"max_bytes", body.MaxBytes, 1, httpapi.MaxFetchBytes, &opts.MaxBytes},
 	} {
 		if f.v == nil {
 			continue
 		}
 		if *f.v < f.lo || *f.v > f.hi {
-			writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("%s must be from %d to %d, not %d", f.name, f.lo, f.hi, *f.v))
+			writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, fmt.Sprintf("%s must be from %d to %d, not %d", f.name, f.lo, f.hi, *f.v))
 			return
 		}
 		*f.setting = *f.v
@@ -75,14 +61,14 @@ func (a *api) consume(w http.ResponseWriter, r *http.Request) {
 		lo, hi  int
 		setting *time.Duration
 	}{
-		{"lease_ms", body.LeaseMs, 1, maxLeaseMs, &opts.Lease},
-		{"wait_ms", body.WaitMs, 0, maxWait, &opts.Wait},
+		{"lease_ms", body.LeaseMs, 1, httpapi.MaxLeaseMs, &opts.Lease},
+		{"wait_ms", body.WaitMs, 0, httpapi.MaxWaitMs, &opts.Wait},
 	} {
 		if f.v == nil {
 			continue
 		}
 		if *f.v < f.lo || *f.v > f.hi {
-			writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("%s must be from %d to %d, not %d", f.name, f.lo, f.hi, *f.v))
+			writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, fmt.Sprintf("%s must be from %d to %d, not %d", f.name, f.lo, f.hi, *f.v))
 			return
 		}
 		*f.setting = time.Duration(*f.v) * time.Millisecond
@@ -108,7 +94,7 @@ func (a *api) consume(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	opts.Admit = func() (func(), error) {
-		release, ok := a.takeAnswer(cmp.Or(opts.MaxBytes, 1<<20)) // the default max_bytes when none is given
+		release, ok := a.takeAnswer(cmp.Or(opts.MaxBytes, httpapi.DefaultFetchBytes))
 		if !ok {
 			return nil, errNoAnswerBudget
 		}
@@ -129,7 +115,7 @@ func (a *api) consume(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if errors.Is(err, runtime.ErrPartitionNotFound) {
-			writeError(w, http.StatusNotFound, "partition_not_found", fmt.Sprintf("topic %q has no partition %d", topic, opts.Partition))
+			writeError(w, http.StatusNotFound, httpapi.CodePartitionNotFound, fmt.Sprintf("topic %q has no partition %d", topic, opts.Partition))
 			return
 		}
 		if errors.Is(err, runtime.ErrNotAssigned) && a.opts.owners != nil && opts.Partition != runtime.AnyPartition {
@@ -137,7 +123,7 @@ func (a *api) consume(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if errors.Is(err, runtime.ErrTooManyLeased) {
-			writeError(w, http.StatusTooManyRequests, "too_many_leased",
+			writeError(w, http.StatusTooManyRequests, httpapi.CodeTooManyLeased,
 				fmt.Sprintf("the partitions of topic %q this consume may lease from each hold %d leased records; ack or nack some first", topic, runtime.MaxLeasedPerPartition))
 			return
 		}
@@ -161,16 +147,13 @@ func (a *api) nack(w http.ResponseWriter, r *http.Request) {
 	if _, ok := query(w, r); !ok {
 		return
 	}
-	var body struct {
-		LeaseID *uint64 `json:"lease_id"`
-		Offsets []int64 `json:"offsets"`
-	}
+	var body httpapi.NackRequest
 	if err := decodeJSON(r, &body); err != nil {
 		a.badBody(w, err)
 		return
 	}
 	if body.LeaseID == nil {
-		writeError(w, http.StatusBadRequest, "invalid_body", "lease_id is required: the lease_id the consume gave the records")
+		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, "lease_id is required: the lease_id the consume gave the records")
 		return
 	}
 	if !validOffsets(w, body.Offsets) {
@@ -181,5 +164,5 @@ func (a *api) nack(w http.ResponseWriter, r *http.Request) {
 		a.writeNodeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"given_back": given})
+	writeJSON(w, http.StatusOK, httpapi.NackAnswer{GivenBack: given})
 }

@@ -1,11 +1,8 @@
 package server
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,14 +13,11 @@ import (
 	"strings"
 	"time"
 
+	httpapi "github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/wire"
 )
-
-// batchContentType is the binary batch encoding of records, in both
-// directions.
-const batchContentType = "application/vnd.narad.batch"
 
 // produce appends a request's records and answers only after the durable
 // commit. Concurrent requests to one partition share a group commit.
@@ -44,9 +38,9 @@ func (a *api) produce(w http.ResponseWriter, r *http.Request) {
 	defer body.release()
 	var records []partition.Record
 	var err error
-	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == batchContentType {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == httpapi.BatchMediaType {
 		if q.Has("encoding") {
-			writeError(w, http.StatusBadRequest, "invalid_parameter", "encoding applies to JSON bodies; a binary batch carries bytes as they are")
+			writeError(w, http.StatusBadRequest, httpapi.CodeInvalidParameter, "encoding applies to JSON bodies; a binary batch carries bytes as they are")
 			return
 		}
 		records, err = decodeBatch(body)
@@ -61,12 +55,12 @@ func (a *api) produce(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(records) == 0 {
-		writeError(w, http.StatusBadRequest, "invalid_body", "no records")
+		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, "no records")
 		return
 	}
 	for _, rec := range records {
 		if len(rec.Key) > wire.MaxKeyBytes {
-			writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("a key of %d bytes; keys are at most %d", len(rec.Key), wire.MaxKeyBytes))
+			writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, fmt.Sprintf("a key of %d bytes; keys are at most %d", len(rec.Key), wire.MaxKeyBytes))
 			return
 		}
 	}
@@ -86,7 +80,7 @@ func (a *api) produce(w http.ResponseWriter, r *http.Request) {
 		writeFenced(w, " (the batch was written to this node's copy, which may be set aside: not acknowledged)")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int64{"base_offset": base, "count": int64(len(records)), "high_watermark": a.hwm(r, topic, p, base+int64(len(records)))})
+	writeJSON(w, http.StatusOK, httpapi.ProduceAnswer{BaseOffset: base, Count: int64(len(records)), HighWatermark: a.hwm(r, topic, p, base+int64(len(records)))})
 }
 
 // admitAnswer takes a records answer's max_bytes from the answer budget,
@@ -106,7 +100,7 @@ var errNoAnswerBudget = errors.New("no room in --max-answer-bytes")
 // refuseAnswer answers a read the answer budget has no room for.
 func refuseAnswer(w http.ResponseWriter) {
 	w.Header().Set("Retry-After", "1")
-	writeError(w, http.StatusServiceUnavailable, "busy", "the node writes as many records answers as it takes at once (--max-answer-bytes); nothing was read; retry")
+	writeError(w, http.StatusServiceUnavailable, httpapi.CodeBusy, "the node writes as many records answers as it takes at once (--max-answer-bytes); nothing was read; retry")
 }
 
 // takeAnswer is admitAnswer that answers nothing when the budget has no
@@ -133,30 +127,26 @@ func (a *api) hwm(r *http.Request, topic string, p int, floor int64) int64 {
 	return floor
 }
 
-// maxProduceRecords bounds the records of one produce request; with the
-// byte bound below it keeps a request's decoding from allocating more than
-// a small multiple of its body, whatever the body holds.
-const maxProduceRecords = 100000
-
 var errBatchTooLarge = errors.New("batch over the record bound")
 
-// batchBudget counts a request's records as they are decoded.
+// batchBudget counts a request's records as they are decoded, against
+// httpapi.MaxProduceRecords and httpapi.MaxProduceBytes (the engine's
+// bound on one Produce call, counted as it counts them): a request's
+// decoding allocates no more than a small multiple of its body, whatever
+// the body holds.
 type batchBudget struct{ records, bytes int }
 
 func (b *batchBudget) add(keyLen, valueLen int) error {
 	b.records++
 	b.bytes += wire.EnvelopeSize(keyLen, valueLen) + wire.RecordLenSize
-	if b.records > maxProduceRecords {
-		return fmt.Errorf("%w: more than %d records", errBatchTooLarge, maxProduceRecords)
+	if b.records > httpapi.MaxProduceRecords {
+		return fmt.Errorf("%w: more than %d records", errBatchTooLarge, httpapi.MaxProduceRecords)
 	}
-	if b.bytes > maxBatchBytes {
-		return fmt.Errorf("%w: more than %d bytes of records", errBatchTooLarge, maxBatchBytes)
+	if b.bytes > httpapi.MaxProduceBytes {
+		return fmt.Errorf("%w: more than %d bytes of records", errBatchTooLarge, httpapi.MaxProduceBytes)
 	}
 	return nil
 }
-
-// maxBatchBytes matches the engine's bound on one Produce call.
-const maxBatchBytes = 64 << 20
 
 // decodeJSONRecords streams {"records": [...]} one record at a time, so
 // a body of millions of tiny records fails at the bound instead of being
@@ -315,68 +305,26 @@ func tokenName(tok json.Token) string {
 	return fmt.Sprint(tok)
 }
 
-// decodeBatch reads the binary batch: for each record uvarint(len(key))
-// key uvarint(len(value)) value. Lengths are bounded by the record bound
-// and read in growing steps, so a length larger than the body fails at
-// the body's end without being allocated; the record count and total are
-// bounded as the records come.
+// decodeBatch reads the binary batch (httpapi.BatchReader), its keys and
+// values bounded by the record bound, and its record count and total by
+// the budget as the records come.
 func decodeBatch(body io.Reader) ([]partition.Record, error) {
-	br := bufio.NewReader(body)
+	br := httpapi.NewBatchReader(body, wire.MaxRecordBytes)
 	var out []partition.Record
 	var budget batchBudget
 	for {
-		if _, err := br.Peek(1); errors.Is(err, io.EOF) {
+		key, value, err := br.Record()
+		if err == io.EOF {
 			return out, nil
-		} else if err != nil {
+		}
+		if err != nil {
 			return nil, err
-		}
-		key, err := readChunk(br)
-		if err != nil {
-			return nil, fmt.Errorf("record %d: key: %w", len(out), err)
-		}
-		value, err := readChunk(br)
-		if err != nil {
-			return nil, fmt.Errorf("record %d: value: %w", len(out), err)
 		}
 		if err := budget.add(len(key), len(value)); err != nil {
 			return nil, err
 		}
 		out = append(out, partition.Record{Key: key, Value: value})
 	}
-}
-
-func readChunk(br *bufio.Reader) ([]byte, error) {
-	n, err := binary.ReadUvarint(br)
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return nil, errors.New("the body ends inside its length")
-	}
-	if err != nil {
-		return nil, errors.New("its length is not a valid uvarint")
-	}
-	if n > wire.MaxRecordBytes {
-		return nil, fmt.Errorf("length %d over the %d-byte record bound", n, wire.MaxRecordBytes)
-	}
-	// In pieces, each as large as all before it (64 KiB first), joined
-	// once: a whole value costs about twice its length, and a length the
-	// body does not hold fails at the body's end having allocated about
-	// twice what the body held.
-	var pieces [][]byte
-	for read := 0; read < int(n) || pieces == nil; {
-		piece := make([]byte, min(int(n)-read, max(read, 64<<10)))
-		got, err := io.ReadFull(br, piece)
-		if err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return nil, fmt.Errorf("the body ends %d bytes into its %d", read+got, n)
-			}
-			return nil, err
-		}
-		pieces = append(pieces, piece)
-		read += got
-	}
-	if len(pieces) == 1 {
-		return pieces[0], nil
-	}
-	return bytes.Join(pieces, nil), nil
 }
 
 // fetch serves records below the high watermark; at the high watermark
@@ -429,9 +377,9 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	accept, _, _ := mime.ParseMediaType(r.Header.Get("Accept"))
-	batch := accept == batchContentType
+	batch := accept == httpapi.BatchMediaType
 	s := newRecordStream(w, batch, rp.b64, rp.maxBytes)
-	w.Header().Set("Narad-Incarnation", string(inc))
+	w.Header().Set(httpapi.HeaderIncarnation, string(inc))
 	// An HTTP/1.0 client gets no trailers: its binary answer ends where
 	// the buffer does, so its boundary goes in the headers.
 	sum, err := a.readInto(r.Context(), s, topic, p, offset, rp.maxRecords, rp.maxBytes, batch && !r.ProtoAtLeast(1, 1))
@@ -522,7 +470,7 @@ func (a *api) writeFetchError(w http.ResponseWriter, r *http.Request, topic stri
 			a.writeNodeError(w, r, serr)
 			return
 		}
-		writeErrorBody(w, http.StatusGone, "offset_deleted",
+		writeErrorBody(w, http.StatusGone, httpapi.CodeOffsetDeleted,
 			fmt.Sprintf("offset %d is below the partition's start_offset %d: retention deleted it", offset, start),
 			func(b *errorBody) { b.StartOffset = &start })
 		return
@@ -538,7 +486,7 @@ func (a *api) readIncarnation(w http.ResponseWriter, r *http.Request, q url.Valu
 	if q.Has("incarnation") {
 		id, err := wire.ParseIncarnationID(q.Get("incarnation"))
 		if err != nil {
-			writeError(w, http.StatusBadRequest, "invalid_parameter", fmt.Sprintf("incarnation must be a topic's incarnation (16 hex digits), not %q", q.Get("incarnation")))
+			writeError(w, http.StatusBadRequest, httpapi.CodeInvalidParameter, fmt.Sprintf("incarnation must be a topic's incarnation (16 hex digits), not %q", q.Get("incarnation")))
 			return "", false
 		}
 		want = id
@@ -550,10 +498,10 @@ func (a *api) readIncarnation(w http.ResponseWriter, r *http.Request, q url.Valu
 	}
 	switch {
 	case !ok:
-		writeError(w, http.StatusNotFound, "topic_not_found", fmt.Sprintf("no topic %q", topic))
+		writeError(w, http.StatusNotFound, httpapi.CodeTopicNotFound, fmt.Sprintf("no topic %q", topic))
 		return "", false
 	case want != "" && rec.Incarnation != want:
-		writeError(w, http.StatusNotFound, "topic_not_found", fmt.Sprintf("topic %q is incarnation %s now: incarnation %s was deleted", topic, rec.Incarnation, want))
+		writeError(w, http.StatusNotFound, httpapi.CodeTopicNotFound, fmt.Sprintf("topic %q is incarnation %s now: incarnation %s was deleted", topic, rec.Incarnation, want))
 		return "", false
 	}
 	return rec.Incarnation, true
@@ -569,10 +517,10 @@ func (a *api) stillIncarnation(w http.ResponseWriter, r *http.Request, topic str
 		a.writeNodeError(w, r, err)
 		return false
 	case !ok:
-		writeError(w, http.StatusNotFound, "topic_not_found", fmt.Sprintf("topic %q was deleted while the read waited", topic))
+		writeError(w, http.StatusNotFound, httpapi.CodeTopicNotFound, fmt.Sprintf("topic %q was deleted while the read waited", topic))
 		return false
 	case rec.Incarnation != inc:
-		writeError(w, http.StatusNotFound, "topic_not_found", fmt.Sprintf("topic %q was deleted and made again (incarnation %s, not %s) while the read waited", topic, rec.Incarnation, inc))
+		writeError(w, http.StatusNotFound, httpapi.CodeTopicNotFound, fmt.Sprintf("topic %q was deleted and made again (incarnation %s, not %s) while the read waited", topic, rec.Incarnation, inc))
 		return false
 	}
 	return true
@@ -649,13 +597,13 @@ type readParams struct {
 // readParamsOf reads max_records, max_bytes, wait_ms and encoding,
 // answering the error itself when one is invalid.
 func readParamsOf(w http.ResponseWriter, q url.Values) (rp readParams, ok bool) {
-	if rp.maxRecords, ok = intParam(w, q, "max_records", 1000, 1, maxFetchRecords); !ok {
+	if rp.maxRecords, ok = intParam(w, q, "max_records", httpapi.DefaultFetchRecords, 1, httpapi.MaxFetchRecords); !ok {
 		return rp, false
 	}
-	if rp.maxBytes, ok = intParam(w, q, "max_bytes", 1<<20, 1, maxFetchBytes); !ok {
+	if rp.maxBytes, ok = intParam(w, q, "max_bytes", httpapi.DefaultFetchBytes, 1, httpapi.MaxFetchBytes); !ok {
 		return rp, false
 	}
-	if rp.waitMs, ok = intParam(w, q, "wait_ms", 0, 0, maxWait); !ok {
+	if rp.waitMs, ok = intParam(w, q, "wait_ms", 0, 0, httpapi.MaxWaitMs); !ok {
 		return rp, false
 	}
 	rp.b64, ok = base64Param(w, q)
@@ -667,7 +615,7 @@ func readParamsOf(w http.ResponseWriter, q url.Values) (rp readParams, ok bool) 
 func (a *api) fetchOffset(w http.ResponseWriter, r *http.Request, q url.Values, topic string, p int) (int64, bool) {
 	if q.Has("at_ms") {
 		if q.Has("offset") {
-			writeError(w, http.StatusBadRequest, "invalid_parameter", "give offset or at_ms, not both")
+			writeError(w, http.StatusBadRequest, httpapi.CodeInvalidParameter, "give offset or at_ms, not both")
 			return 0, false
 		}
 		at, ok := atMsParam(w, q)
@@ -687,7 +635,7 @@ func (a *api) fetchOffset(w http.ResponseWriter, r *http.Request, q url.Values, 
 		if !q.Has("offset") {
 			msg = "offset is required (or at_ms): the first offset to read"
 		}
-		writeError(w, http.StatusBadRequest, "invalid_offset", msg)
+		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidOffset, msg)
 		return 0, false
 	}
 	return offset, true
@@ -696,12 +644,12 @@ func (a *api) fetchOffset(w http.ResponseWriter, r *http.Request, q url.Values, 
 // atMsParam reads at_ms: a time in milliseconds since the epoch.
 func atMsParam(w http.ResponseWriter, q url.Values) (int64, bool) {
 	if len(q["at_ms"]) != 1 {
-		writeError(w, http.StatusBadRequest, "invalid_parameter", "at_ms is given once: milliseconds since the epoch")
+		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidParameter, "at_ms is given once: milliseconds since the epoch")
 		return 0, false
 	}
 	at, ok := decimal(q.Get("at_ms"))
 	if !ok {
-		writeError(w, http.StatusBadRequest, "invalid_parameter", fmt.Sprintf("at_ms must be milliseconds since the epoch, from 0 up, not %q", q.Get("at_ms")))
+		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidParameter, fmt.Sprintf("at_ms must be milliseconds since the epoch, from 0 up, not %q", q.Get("at_ms")))
 		return 0, false
 	}
 	return at, true
@@ -719,7 +667,7 @@ func (a *api) offsetAt(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !q.Has("at_ms") {
-		writeError(w, http.StatusBadRequest, "invalid_parameter", "at_ms is required: milliseconds since the epoch")
+		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidParameter, "at_ms is required: milliseconds since the epoch")
 		return
 	}
 	at, ok := atMsParam(w, q)
@@ -731,7 +679,7 @@ func (a *api) offsetAt(w http.ResponseWriter, r *http.Request) {
 		a.writeNodeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int64{"offset": offset, "high_watermark": a.hwm(r, topic, p, offset)})
+	writeJSON(w, http.StatusOK, httpapi.OffsetAnswer{HighWatermark: a.hwm(r, topic, p, offset), Offset: offset})
 }
 
 func (a *api) startOffset(r *http.Request, topic string, p int) (int64, error) {

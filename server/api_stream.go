@@ -3,7 +3,6 @@ package server
 import (
 	"bufio"
 	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"net/http"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	httpapi "github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/wire"
 )
@@ -39,8 +39,10 @@ var (
 )
 
 // recordStream writes a records answer (a fetch's, a cursor read's, a
-// queue consume's) as the records come, in JSON (text or base64) or the
-// binary batch encoding, through its own write buffer: a record that fits
+// queue consume's) as the records come, in JSON (text or base64: written
+// here, and held to httpapi's answer types by its tests) or the binary
+// batch encoding (httpapi.BatchWriter), through its own write buffer: a
+// record that fits
 // the buffer is copied nowhere else on its way out, and no escaping grows
 // it beyond its encoding (docs/http-api.md, "Fetch": how max_bytes bounds
 // an answer).
@@ -72,9 +74,10 @@ type recordStream struct {
 		offset int64
 		size   int
 	}
-	bounded bool     // the binary boundary went out in the headers (boundary)
-	buf     []byte   // scratch for a record's fixed fields, in scratch
-	scratch [64]byte // room for buf: two int64s and their field names
+	bounded bool                // the binary boundary went out in the headers (boundary)
+	enc     httpapi.BatchWriter // a binary answer's records, to bw
+	buf     []byte              // scratch for a JSON record's fixed fields, in scratch
+	scratch [64]byte            // room for buf: two int64s and their field names
 }
 
 // sentWriter notes the first write through to the client, and gives each
@@ -126,9 +129,10 @@ func deadlinerOf(w http.ResponseWriter) writeDeadliner {
 func newRecordStream(w http.ResponseWriter, batch, b64 bool, limit int) *recordStream {
 	s := &recordStream{w: w, out: sentWriter{ResponseWriter: w}, bw: answerWriters.Get().(*bufio.Writer), batch: batch, b64: b64, limit: limit, last: -1}
 	s.bw.Reset(&s.out)
+	s.enc.Reset(s.bw)
 	s.buf = s.scratch[:0]
 	if batch {
-		w.Header().Set("Content-Type", batchContentType)
+		w.Header().Set("Content-Type", httpapi.BatchMediaType)
 	} else {
 		w.Header().Set("Content-Type", "application/json")
 		s.bw.WriteString(`{"records":[`)
@@ -177,8 +181,8 @@ func (s *recordStream) flush() {
 // that cannot carry trailers (HTTP/1.0), of one record larger than the
 // buffer.
 func (s *recordStream) boundary(next, hwm int64) {
-	s.w.Header().Set("Narad-Next-Offset", strconv.FormatInt(next, 10))
-	s.w.Header().Set("Narad-High-Watermark", strconv.FormatInt(hwm, 10))
+	s.w.Header().Set(httpapi.HeaderNextOffset, strconv.FormatInt(next, 10))
+	s.w.Header().Set(httpapi.HeaderHighWatermark, strconv.FormatInt(hwm, 10))
 	s.bounded = true
 }
 
@@ -204,14 +208,7 @@ func (s *recordStream) base64(r partition.ReadRecord) bool {
 func (s *recordStream) write(r partition.ReadRecord, b64 bool, size int, extra string) {
 	s.count, s.used, s.last = s.count+1, s.used+size, r.Offset
 	if s.batch {
-		b := binary.BigEndian.AppendUint64(s.buf[:0], uint64(r.Offset))
-		b = binary.BigEndian.AppendUint64(b, uint64(r.CommittedAtUnixMs))
-		b = binary.AppendUvarint(b, uint64(len(r.Key)))
-		s.bw.Write(b)
-		s.bw.Write(r.Key)
-		s.buf = binary.AppendUvarint(b[:0], uint64(len(r.Value)))
-		s.bw.Write(s.buf)
-		s.bw.Write(r.Value)
+		s.enc.Fetched(httpapi.BatchRecord{Offset: r.Offset, CommittedAtMs: r.CommittedAtUnixMs, Key: r.Key, Value: r.Value})
 		return
 	}
 	if s.count > 1 {
@@ -239,7 +236,7 @@ func (s *recordStream) write(r partition.ReadRecord, b64 bool, size int, extra s
 func (s *recordStream) size(r partition.ReadRecord, b64 bool) int {
 	key, value := r.Key, r.Value
 	if s.batch {
-		return 16 + uvarintLen(len(key)) + len(key) + uvarintLen(len(value)) + len(value)
+		return httpapi.FetchedSize(len(key), len(value))
 	}
 	n := len(`{"offset":,"value":,"committed_at_ms":}`) + decimalLen(r.Offset) + decimalLen(r.CommittedAtUnixMs)
 	if s.count > 0 {
@@ -305,11 +302,6 @@ func jsonBytesLen(b []byte, b64 bool) int {
 	return n
 }
 
-func uvarintLen(n int) int {
-	var b [binary.MaxVarintLen64]byte
-	return binary.PutUvarint(b[:], uint64(n))
-}
-
 func decimalLen(v int64) int {
 	var b [20]byte
 	return len(strconv.AppendInt(b[:0], v, 10))
@@ -325,8 +317,8 @@ func (s *recordStream) finish(next, hwm int64, tail []byte) {
 		if s.out.sent {
 			prefix = http.TrailerPrefix
 		}
-		s.w.Header().Set(prefix+"Narad-Next-Offset", strconv.FormatInt(next, 10))
-		s.w.Header().Set(prefix+"Narad-High-Watermark", strconv.FormatInt(hwm, 10))
+		s.w.Header().Set(prefix+httpapi.HeaderNextOffset, strconv.FormatInt(next, 10))
+		s.w.Header().Set(prefix+httpapi.HeaderHighWatermark, strconv.FormatInt(hwm, 10))
 	} else if !s.batch {
 		s.bw.WriteByte(']')
 		s.bw.Write(tail)
@@ -338,6 +330,7 @@ func (s *recordStream) finish(next, hwm int64, tail []byte) {
 
 // release gives the write buffer back; the stream is done with.
 func (s *recordStream) release() {
+	s.enc.Reset(nil)
 	s.bw.Reset(nil)
 	answerWriters.Put(s.bw)
 	s.bw = nil

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	httpapi "github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/partition"
 )
 
@@ -30,21 +31,9 @@ func (d *discardWriter) SetWriteDeadline(time.Time) error { return nil }
 // streamed: every record read into memory (Read), copied into strings,
 // and the whole answer encoded at once. The benchmark's baseline.
 func builtAnswer(w http.ResponseWriter, res partition.ReadResult) {
-	type rec struct {
-		Offset        int64   `json:"offset"`
-		Key           *string `json:"key,omitempty"`
-		Value         string  `json:"value"`
-		Encoding      string  `json:"encoding,omitempty"`
-		CommittedAtMs int64   `json:"committed_at_ms"`
-	}
-	out := struct {
-		Records       []rec  `json:"records"`
-		NextOffset    int64  `json:"next_offset"`
-		HighWatermark int64  `json:"high_watermark"`
-		Incarnation   string `json:"incarnation"`
-	}{Records: make([]rec, 0, len(res.Records)), NextOffset: res.Next, HighWatermark: res.HighWatermark}
+	out := httpapi.FetchAnswer{Records: make([]httpapi.Record, 0, len(res.Records)), NextOffset: res.Next, HighWatermark: res.HighWatermark}
 	for _, r := range res.Records {
-		fr := rec{Offset: r.Offset, CommittedAtMs: r.CommittedAtUnixMs}
+		fr := httpapi.Record{Offset: r.Offset, CommittedAtMs: r.CommittedAtUnixMs}
 		if utf8.Valid(r.Value) {
 			fr.Value = string(r.Value)
 		} else {

@@ -5,39 +5,14 @@ import (
 	"fmt"
 	"net/http"
 
+	httpapi "github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/wire"
 )
 
-type topicBody struct {
-	Partitions     *int   `json:"partitions"`
-	RetentionMs    *int64 `json:"retention_ms"`
-	RetentionBytes *int64 `json:"retention_bytes"`
-}
-
-type partitionDescription struct {
-	Partition     int   `json:"partition"`
-	StartOffset   int64 `json:"start_offset"`
-	HighWatermark int64 `json:"high_watermark"`
-	Segments      int   `json:"segments"`
-	Bytes         int64 `json:"bytes"`
-	// A cluster's node names each partition's owner, and marks those
-	// another node serves: their figures are that node's to give.
-	Owner  *ownerBody `json:"owner,omitempty"`
-	Remote bool       `json:"remote,omitempty"`
-}
-
-type topicDescription struct {
-	Name           string                 `json:"name"`
-	Incarnation    string                 `json:"incarnation"`
-	RetentionMs    int64                  `json:"retention_ms"`
-	RetentionBytes int64                  `json:"retention_bytes"`
-	Partitions     []partitionDescription `json:"partitions"`
-}
-
-// topicRequest reads {topic} and a topicBody, answering the error itself
+// topicRequest reads {topic} and its body, answering the error itself
 // when either is invalid.
-func (a *api) topicRequest(w http.ResponseWriter, r *http.Request) (name string, body topicBody, ok bool) {
+func (a *api) topicRequest(w http.ResponseWriter, r *http.Request) (name string, body httpapi.TopicRequest, ok bool) {
 	name, ok = topicOf(w, r)
 	if !ok {
 		return "", body, false
@@ -57,7 +32,7 @@ func (a *api) topicRequest(w http.ResponseWriter, r *http.Request) (name string,
 func topicOf(w http.ResponseWriter, r *http.Request) (string, bool) {
 	name := r.PathValue("topic")
 	if wire.ValidateTopicName(name) != nil {
-		writeError(w, http.StatusBadRequest, "invalid_topic_name", nameProblem(name))
+		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidTopicName, nameProblem(name))
 		return "", false
 	}
 	return name, true
@@ -76,15 +51,15 @@ func (a *api) putTopic(w http.ResponseWriter, r *http.Request) {
 		retention.Bytes = *body.RetentionBytes
 	}
 	if msg := retentionProblem(retention); msg != "" {
-		writeError(w, http.StatusBadRequest, "invalid_body", msg)
+		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, msg)
 		return
 	}
 	switch {
 	case body.Partitions == nil:
-		writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("partitions is required: an integer from 1 to %d", maxPartitions))
+		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, fmt.Sprintf("partitions is required: an integer from 1 to %d", maxPartitions))
 		return
 	case *body.Partitions < 1 || *body.Partitions > maxPartitions:
-		writeError(w, http.StatusBadRequest, "invalid_body", fmt.Sprintf("partitions must be from 1 to %d, not %d", maxPartitions, *body.Partitions))
+		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, fmt.Sprintf("partitions must be from 1 to %d, not %d", maxPartitions, *body.Partitions))
 		return
 	}
 	_, created, err := a.node.CreateTopic(r.Context(), name, *body.Partitions, retention)
@@ -108,9 +83,7 @@ func (a *api) listTopics(w http.ResponseWriter, r *http.Request) {
 		a.writeNodeError(w, r, err)
 		return
 	}
-	out := struct {
-		Topics []topicDescription `json:"topics"`
-	}{Topics: []topicDescription{}}
+	out := httpapi.TopicList{Topics: []httpapi.TopicDescription{}}
 	for _, t := range topics {
 		d, err := a.description(r, t.Name)
 		if err != nil {
@@ -135,15 +108,15 @@ func (a *api) patchTopic(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case body.Partitions != nil:
-		writeError(w, http.StatusBadRequest, "invalid_body", "partitions cannot change; PATCH takes retention_ms and retention_bytes")
+		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, "partitions cannot change; PATCH takes retention_ms and retention_bytes")
 		return
 	case body.RetentionMs == nil && body.RetentionBytes == nil:
-		writeError(w, http.StatusBadRequest, "invalid_body", "give retention_ms, retention_bytes or both (0: no bound)")
+		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, "give retention_ms, retention_bytes or both (0: no bound)")
 		return
 	}
 	given := runtime.Retention{Ms: deref(body.RetentionMs), Bytes: deref(body.RetentionBytes)}
 	if msg := retentionProblem(given); msg != "" {
-		writeError(w, http.StatusBadRequest, "invalid_body", msg)
+		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, msg)
 		return
 	}
 	// A bound not given keeps its value; the merge happens in the
@@ -185,22 +158,24 @@ func (a *api) describe(w http.ResponseWriter, r *http.Request, name string, stat
 }
 
 // description describes a topic; a partition whose boundary is not on
-// disk (closed after a crash) is opened to learn it, never shown as 0.
-func (a *api) description(r *http.Request, name string) (topicDescription, error) {
+// disk (closed after a crash) is opened to learn it, never shown as 0. A
+// cluster's node names each partition's owner, and marks those another
+// node serves: their figures are that node's to give.
+func (a *api) description(r *http.Request, name string) (httpapi.TopicDescription, error) {
 	rec, infos, err := a.node.Describe(r.Context(), name)
 	if err != nil {
-		return topicDescription{}, err
+		return httpapi.TopicDescription{}, err
 	}
-	d := topicDescription{Name: rec.Name, Incarnation: string(rec.Incarnation), RetentionMs: rec.RetentionMs,
-		RetentionBytes: rec.RetentionBytes, Partitions: []partitionDescription{}}
+	d := httpapi.TopicDescription{Name: rec.Name, Incarnation: string(rec.Incarnation), RetentionMs: rec.RetentionMs,
+		RetentionBytes: rec.RetentionBytes, Partitions: []httpapi.PartitionDescription{}}
 	for _, p := range infos {
-		var owner *ownerBody
+		var owner *httpapi.Owner
 		if a.opts.owners != nil {
 			if loc, ok := a.opts.owners.Locate(name, p.Partition); ok {
-				owner = &ownerBody{NodeID: loc.NodeID, Addr: loc.Addr}
+				owner = &httpapi.Owner{NodeID: loc.NodeID, Addr: loc.Addr}
 			}
 			if mine, err := a.ms.Assigned(r.Context(), name, p.Partition); err != nil || !mine {
-				d.Partitions = append(d.Partitions, partitionDescription{Partition: p.Partition, Owner: owner, Remote: true})
+				d.Partitions = append(d.Partitions, httpapi.PartitionDescription{Partition: p.Partition, Owner: owner, Remote: true})
 				continue
 			}
 		}
@@ -211,7 +186,7 @@ func (a *api) description(r *http.Request, name string) (topicDescription, error
 			}
 			p.HighWatermark = hwm
 		}
-		d.Partitions = append(d.Partitions, partitionDescription{Partition: p.Partition, StartOffset: p.StartOffset,
+		d.Partitions = append(d.Partitions, httpapi.PartitionDescription{Partition: p.Partition, StartOffset: p.StartOffset,
 			HighWatermark: p.HighWatermark, Segments: p.Segments, Bytes: p.Bytes, Owner: owner})
 	}
 	return d, nil
@@ -221,10 +196,10 @@ func (a *api) description(r *http.Request, name string) (topicDescription, error
 // body, or of a batch's records), else 400.
 func (a *api) badBody(w http.ResponseWriter, err error) {
 	if isTooLarge(err) || errors.Is(err, errBatchTooLarge) {
-		writeError(w, http.StatusRequestEntityTooLarge, "batch_too_large", err.Error())
+		writeError(w, http.StatusRequestEntityTooLarge, httpapi.CodeBatchTooLarge, err.Error())
 		return
 	}
-	writeError(w, http.StatusBadRequest, "invalid_body", err.Error())
+	writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, err.Error())
 }
 
 // retentionProblem says what is wrong with retention bounds, or "".

@@ -3,26 +3,14 @@ package server
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"slices"
 	"testing"
 	"unicode/utf8"
 
-	"github.com/narad-io/storage/internal/testmem"
+	httpapi "github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/partition"
 )
-
-// appendBatch is the binary produce body decodeBatch reads.
-func appendBatch(b []byte, recs []partition.Record) []byte {
-	for _, r := range recs {
-		b = binary.AppendUvarint(b, uint64(len(r.Key)))
-		b = append(b, r.Key...)
-		b = binary.AppendUvarint(b, uint64(len(r.Value)))
-		b = append(b, r.Value...)
-	}
-	return b
-}
 
 func sameRecords(a, b []partition.Record) bool {
 	return slices.EqualFunc(a, b, func(x, y partition.Record) bool {
@@ -36,48 +24,6 @@ func heldBytes(recs []partition.Record) int {
 		n += len(r.Key) + len(r.Value)
 	}
 	return n
-}
-
-// FuzzDecodeBatch: whatever a binary produce body holds, decodeBatch
-// refuses it or returns records that hold no more than the body did and
-// encode back into a body that decodes to the same records.
-func FuzzDecodeBatch(f *testing.F) {
-	f.Add(appendBatch(nil, []partition.Record{{Key: []byte("k"), Value: []byte("v")}, {Value: []byte{}}}))
-	f.Add(binary.AppendUvarint(nil, 1<<40))
-	f.Add([]byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01})
-	f.Fuzz(func(t *testing.T, body []byte) {
-		recs, err := decodeBatch(bytes.NewReader(body))
-		if err != nil {
-			return
-		}
-		if held := heldBytes(recs); held > len(body) {
-			t.Fatalf("%d bytes of records out of a %d-byte body", held, len(body))
-		}
-		again, err := decodeBatch(bytes.NewReader(appendBatch(nil, recs)))
-		if err != nil || !sameRecords(recs, again) {
-			t.Fatalf("%d records encoded again decoded as %d: %v", len(recs), len(again), err)
-		}
-	})
-}
-
-// TestDecodeBatch_AllocatesAboutWhatTheBodyHolds: a body of a few bytes
-// that claims a value of the record bound fails at its end having
-// allocated little, and a whole value costs about twice its length, also
-// one byte past a power of two (reading in fixed steps cost about five
-// times, doubling one buffer three).
-func TestDecodeBatch_AllocatesAboutWhatTheBodyHolds(t *testing.T) {
-	cut := append(binary.AppendUvarint([]byte{0}, 4<<20), "only this"...)
-	var err error
-	if got := testmem.Allocated(func() { _, err = decodeBatch(bytes.NewReader(cut)) }); err == nil || got > 1<<20 {
-		t.Fatalf("a %d-byte body claiming a 4 MiB value: %v, allocated %d bytes", len(cut), err, got)
-	}
-	for _, size := range []int{4 << 20, 4<<20 + 1} {
-		whole := appendBatch(nil, []partition.Record{{Value: make([]byte, size)}})
-		var recs []partition.Record
-		if got := testmem.Allocated(func() { recs, err = decodeBatch(bytes.NewReader(whole)) }); err != nil || len(recs) != 1 || len(recs[0].Value) != size || got > 2*uint64(size)+1<<20 {
-			t.Fatalf("a body of one %d-byte value: %d records, %v, allocated %d bytes", size, len(recs), err, got)
-		}
-	}
 }
 
 // FuzzDecodeJSONRecords: whatever a JSON produce body holds, decoded as
@@ -97,13 +43,7 @@ func FuzzDecodeJSONRecords(f *testing.F) {
 		if held := heldBytes(recs); held > len(body) {
 			t.Fatalf("%d bytes of records out of a %d-byte body", held, len(body))
 		}
-		type record struct {
-			Key   *string `json:"key,omitempty"`
-			Value string  `json:"value"`
-		}
-		out := struct {
-			Records []record `json:"records"`
-		}{Records: []record{}}
+		out := httpapi.ProduceRequest{Records: []httpapi.ProduceRecord{}}
 		for _, r := range recs {
 			if !b64 && (!utf8.Valid(r.Key) || !utf8.Valid(r.Value)) {
 				t.Fatalf("took text that is not UTF-8: %q", body)
@@ -114,7 +54,7 @@ func FuzzDecodeJSONRecords(f *testing.F) {
 				}
 				return string(b)
 			}
-			rec := record{Value: text(r.Value)}
+			rec := httpapi.ProduceRecord{Value: text(r.Value)}
 			if r.Key != nil {
 				k := text(r.Key)
 				rec.Key = &k

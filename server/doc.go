@@ -21,8 +21,9 @@
 // and answers in flight, what a request may ask for) hold either way.
 //
 // Files: config.go (Config), server.go (the life of a node), api*.go (the
-// handlers, one file per resource; api_stream.go streams records
-// answers, api_body.go meters produce bodies), conns.go (connection
+// handlers, one file per resource, over package api's bodies, codes,
+// bounds and batch codec; api_stream.go streams records answers,
+// api_body.go meters produce bodies), conns.go (connection
 // limits and authentication state), tls.go, cluster.go (a cluster's
 // node), mover.go (pulling moved partitions), descriptors.go.
 package server

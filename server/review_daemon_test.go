@@ -13,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	httpapi "github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
 	"github.com/prometheus/client_golang/prometheus"
@@ -328,7 +329,7 @@ func TestReview_AStreamedBinaryAnswerToHTTP10NamesItsBoundary(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	fmt.Fprintf(c, "GET /v1/topics/t/partitions/0/records?offset=0 HTTP/1.0\r\nAccept: %s\r\n\r\n", batchContentType)
+	fmt.Fprintf(c, "GET /v1/topics/t/partitions/0/records?offset=0 HTTP/1.0\r\nAccept: %s\r\n\r\n", httpapi.BatchMediaType)
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	httpapi "github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/partition"
 )
 
@@ -42,13 +43,7 @@ func TestReview_AFirstRecordThatFillsTheBufferIsReadFromTheFetchOffset(t *testin
 	}
 	w := httptest.NewRecorder()
 	a.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/topics/t/partitions/0/records?offset=1&max_records=1", nil))
-	var got struct {
-		Records []struct {
-			Offset int64  `json:"offset"`
-			Value  string `json:"value"`
-		} `json:"records"`
-		NextOffset int64 `json:"next_offset"`
-	}
+	var got httpapi.FetchAnswer
 	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
 		t.Fatalf("%d %v: %.200s", w.Code, err, w.Body.String())
 	}
@@ -92,7 +87,7 @@ func TestReview_ARecordLargerThanTheBufferGetsAStallPerBuffer(t *testing.T) {
 	if _, err := node.Produce(context.Background(), "t", 0, []partition.Record{{Value: []byte(value)}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, accept := range []string{"application/json", batchContentType} {
+	for _, accept := range []string{"application/json", httpapi.BatchMediaType} {
 		c := &bufferPerStallClient{header: http.Header{}}
 		r := httptest.NewRequest(http.MethodGet, "/v1/topics/t/partitions/0/records?offset=0", nil)
 		r.Header.Set("Accept", accept)

@@ -1,0 +1,63 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	httpapi "github.com/narad-io/storage/api"
+	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/runtime"
+)
+
+// TestRecordStream_AnswersAreTheAPITypes: a records answer, streamed as
+// its records are read, is byte for byte what encoding/json writes of
+// package api's type for it (with <, > and & as they are, as the docs
+// say), and holds no field the type lacks: a fetch's in text (a key with
+// characters to escape, a record without a key, one that is not UTF-8 and
+// goes in base64) and in base64, a cursor read's and a queue consume's.
+// The types are the one statement of the answers' shapes; the stream is
+// held to them here.
+func TestRecordStream_AnswersAreTheAPITypes(t *testing.T) {
+	node, a := reviewNode(t, apiOptions{})
+	ctx := context.Background()
+	records := []partition.Record{{Key: []byte(`k"<&>`), Value: []byte("line\n\x01\\\t")}, {Value: []byte{0xff, 0}}, {Key: []byte("k2"), Value: []byte{}}}
+	if _, err := node.Produce(ctx, "t", 0, records); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.CreateCursor(ctx, "t", "c", runtime.CursorEarliest); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		method, target string
+		answer         any
+	}{
+		{"GET", "/v1/topics/t/partitions/0/records?offset=0", &httpapi.FetchAnswer{}},
+		{"GET", "/v1/topics/t/partitions/0/records?offset=0&encoding=base64", &httpapi.FetchAnswer{}},
+		{"GET", "/v1/topics/t/cursors/c/partitions/0/records?advance=false", &httpapi.CursorReadAnswer{}},
+		{"POST", "/v1/topics/t/consume", &httpapi.ConsumeAnswer{}},
+	} {
+		w := httptest.NewRecorder()
+		a.ServeHTTP(w, httptest.NewRequest(tc.method, tc.target, nil))
+		if got := strings.Count(w.Body.String(), `"offset":`); w.Code != 200 || got != len(records) {
+			t.Fatalf("%s %s: %d, %d records: %s", tc.method, tc.target, w.Code, got, w.Body)
+		}
+		dec := json.NewDecoder(bytes.NewReader(w.Body.Bytes()))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(tc.answer); err != nil {
+			t.Fatalf("%s %s: %v: %s", tc.method, tc.target, err, w.Body)
+		}
+		var again bytes.Buffer
+		enc := json.NewEncoder(&again)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(tc.answer); err != nil {
+			t.Fatal(err)
+		}
+		if again.String() != w.Body.String() {
+			t.Errorf("%s %s: streamed\n%s\nthe API's type encodes as\n%s", tc.method, tc.target, w.Body, again.String())
+		}
+	}
+}
