@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/narad-io/storage/api"
 )
 
 // Options configure a Client. The zero value is a client without a token,
@@ -204,15 +206,7 @@ func (c *Client) send(ctx context.Context, base *url.URL, req request) (*http.Re
 func errorOf(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	e := &Error{Status: resp.StatusCode}
-	var body struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-		StartOffset *int64 `json:"start_offset"`
-		NextOffset  *int64 `json:"next_offset"`
-		Owner       *Owner `json:"owner"`
-	}
+	var body api.ErrorBody
 	if json.Unmarshal(b, &body) == nil && body.Error.Code != "" {
 		e.Code, e.Message, e.StartOffset, e.NextOffset = body.Error.Code, body.Error.Message, body.StartOffset, body.NextOffset
 		e.Owner = body.Owner

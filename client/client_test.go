@@ -13,6 +13,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/narad-io/storage/api"
 )
 
 // fakeDaemon answers requests from a function, without a network.
@@ -149,7 +151,7 @@ func TestNew_Addresses(t *testing.T) {
 func TestFetch_DecodesTheBinaryAnswerAndBoundsIt(t *testing.T) {
 	var body []byte
 	c := fakeClient(t, func(r *http.Request) *http.Response {
-		if r.Header.Get("Accept") != batchContentType {
+		if r.Header.Get("Accept") != api.BatchMediaType {
 			t.Errorf("fetch Accept %q", r.Header.Get("Accept"))
 		}
 		return answer(200, string(body), "Narad-Next-Offset", "6", "Narad-High-Watermark", "9")
@@ -195,8 +197,8 @@ func TestProduce_JSONTextRefusesBytesItCannotCarry(t *testing.T) {
 }
 
 // TestImports_NothingOfTheEngine: a program that talks to a daemon does
-// not build the storage engine (architecture: client depends on wire
-// only).
+// not build the storage engine (architecture: client depends on api
+// only, which depends on the standard library only).
 func TestImports_NothingOfTheEngine(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil {
@@ -212,7 +214,7 @@ func TestImports_NothingOfTheEngine(t *testing.T) {
 		}
 		for _, imp := range f.Imports {
 			path := strings.Trim(imp.Path.Value, `"`)
-			if strings.HasPrefix(path, "github.com/narad-io/storage/") && path != "github.com/narad-io/storage/wire" {
+			if strings.HasPrefix(path, "github.com/narad-io/storage/") && path != "github.com/narad-io/storage/api" {
 				t.Errorf("%s imports %s", name, path)
 			}
 		}

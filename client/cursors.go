@@ -2,28 +2,21 @@ package client
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/narad-io/storage/api"
 )
 
 // CursorPosition is a fan-out cursor's place in one partition.
-type CursorPosition struct {
-	Partition     int   `json:"partition"`
-	Position      int64 `json:"position"` // the next offset it reads
-	HighWatermark int64 `json:"high_watermark"`
-	Lag           int64 `json:"lag"`
-}
+type CursorPosition = api.CursorPosition
 
 // Cursor is a fan-out cursor: a named reader of a topic with a position
 // of its own in each partition, kept by the daemon across restarts.
-type Cursor struct {
-	Name       string           `json:"name"`
-	Partitions []CursorPosition `json:"partitions"`
-}
+type Cursor = api.Cursor
 
 // CursorFrom is where a new cursor starts.
 type CursorFrom string
@@ -66,7 +59,8 @@ func (c *Client) CreateCursor(ctx context.Context, topic, name string, from Curs
 	if from == "" {
 		from = Earliest
 	}
-	b, err := jsonBody(map[string]string{"from": string(from)})
+	start := string(from)
+	b, err := jsonBody(api.CreateCursorRequest{From: &start})
 	if err != nil {
 		return cur, false, err
 	}
@@ -114,7 +108,7 @@ func (c *Client) CommitCursor(ctx context.Context, topic, name string, p int, po
 	if err := checkCursorName(name); err != nil {
 		return err
 	}
-	return c.doJSON(ctx, http.MethodPut, cursorPath(topic, name)+"/partitions/"+strconv.Itoa(p), map[string]int64{"position": position}, nil)
+	return c.doJSON(ctx, http.MethodPut, cursorPath(topic, name)+"/partitions/"+strconv.Itoa(p), api.CommitCursorRequest{Position: &position}, nil)
 }
 
 // ReadCursor reads a partition from a cursor's position and, unless
@@ -141,32 +135,15 @@ func (c *Client) ReadCursor(ctx context.Context, topic, name string, p int, opts
 		return CursorRecords{}, err
 	}
 	defer drain(resp)
-	var out struct {
-		Records []struct {
-			Offset        int64   `json:"offset"`
-			Key           *string `json:"key"`
-			Value         string  `json:"value"`
-			CommittedAtMs int64   `json:"committed_at_ms"`
-		} `json:"records"`
-		NextOffset    int64 `json:"next_offset"`
-		HighWatermark int64 `json:"high_watermark"`
-		Skipped       int64 `json:"skipped"`
-	}
+	var out api.CursorReadAnswer
 	if err := decodeJSON(resp, &out); err != nil {
 		return CursorRecords{}, err
 	}
 	res := CursorRecords{NextOffset: out.NextOffset, HighWatermark: out.HighWatermark, Skipped: out.Skipped, Records: make([]FetchedRecord, len(out.Records))}
 	for i, r := range out.Records {
-		fr := FetchedRecord{Offset: r.Offset, CommittedAt: time.UnixMilli(r.CommittedAtMs)}
-		if fr.Value, err = base64.StdEncoding.DecodeString(r.Value); err != nil {
-			return CursorRecords{}, fmt.Errorf("narad: cursor read: record %d: value is not base64", r.Offset)
+		if res.Records[i], err = fromBase64(r); err != nil {
+			return CursorRecords{}, fmt.Errorf("narad: cursor read: record %d: %w", r.Offset, err)
 		}
-		if r.Key != nil {
-			if fr.Key, err = base64.StdEncoding.DecodeString(*r.Key); err != nil {
-				return CursorRecords{}, fmt.Errorf("narad: cursor read: record %d: key is not base64", r.Offset)
-			}
-		}
-		res.Records[i] = fr
 	}
 	return res, nil
 }

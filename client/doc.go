@@ -38,6 +38,10 @@
 // nodes, drain one and mark one lost. A node alone answers these with
 // ErrNotACluster.
 //
-// The package depends on nothing of the engine: a program that talks to a
-// daemon does not build the storage engine.
+// The package depends on nothing of the engine, only on package api (the
+// API's bodies, codes and binary batch codec, on the standard library
+// alone): a program that talks to a daemon does not build the storage
+// engine. Topic, Partition, Produced, ConsumerState, Cursor,
+// CursorPosition and Owner are api's types under the names the client
+// has always given them.
 package client

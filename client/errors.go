@@ -3,6 +3,8 @@ package client
 import (
 	"fmt"
 	"time"
+
+	"github.com/narad-io/storage/api"
 )
 
 // Error is an error answer of the API: its status, its code (the API's
@@ -25,10 +27,7 @@ type Error struct {
 
 // Owner is where a cluster serves a partition: the owner's node id and
 // its address.
-type Owner struct {
-	NodeID string `json:"node_id"`
-	Addr   string `json:"addr"`
-}
+type Owner = api.Owner
 
 func (e *Error) Error() string {
 	return fmt.Sprintf("narad: %s (%d): %s", e.Code, e.Status, e.Message)
@@ -44,43 +43,43 @@ func code(c string) *Error { return &Error{Code: c} }
 
 // Sentinels, one per code of the API, for errors.Is.
 var (
-	ErrInvalidParameter          = code("invalid_parameter")
-	ErrInvalidBody               = code("invalid_body")
-	ErrInvalidOffset             = code("invalid_offset")
-	ErrInvalidTopicName          = code("invalid_topic_name")
-	ErrBadRequest                = code("bad_request")
-	ErrInvalidPath               = code("invalid_path")
-	ErrBodyTooSlow               = code("body_too_slow")
-	ErrUnauthorized              = code("unauthorized")
-	ErrNotFound                  = code("not_found")
-	ErrTopicNotFound             = code("topic_not_found")
-	ErrPartitionNotFound         = code("partition_not_found")
-	ErrMethodNotAllowed          = code("method_not_allowed")
-	ErrTopicExists               = code("topic_exists")
-	ErrOffsetDeleted             = code("offset_deleted")
-	ErrRecordUnreadable          = code("record_unreadable")
-	ErrBatchTooLarge             = code("batch_too_large")
-	ErrOffsetBeyondHighWatermark = code("offset_beyond_high_watermark")
-	ErrCommitFailed              = code("commit_failed")
-	ErrLogPoisoned               = code("log_poisoned")
-	ErrMetastoreBroken           = code("metastore_broken")
-	ErrUnavailable               = code("unavailable")
-	ErrBusy                      = code("busy")
-	ErrTooManyLeased             = code("too_many_leased")
-	ErrCursorNotFound            = code("cursor_not_found")
-	ErrInvalidCursorName         = code("invalid_cursor_name")
-	ErrNotReady                  = code("not_ready")
-	ErrNoSpace                   = code("no_space")
-	ErrInternal                  = code("internal")
-	ErrNotOwner                  = code("not_owner")
-	ErrUnassigned                = code("unassigned")
-	ErrOwnerUnavailable          = code("owner_unavailable")
-	ErrMoving                    = code("moving")
-	ErrFenced                    = code("fenced")
-	ErrNodeLive                  = code("node_live")
-	ErrNodeNotFound              = code("node_not_found")
-	ErrMoveRefused               = code("move_refused")
-	ErrMoveNotFound              = code("move_not_found")
-	ErrMoveChanged               = code("move_changed")
-	ErrNotACluster               = code("not_a_cluster")
+	ErrInvalidParameter          = code(api.CodeInvalidParameter)
+	ErrInvalidBody               = code(api.CodeInvalidBody)
+	ErrInvalidOffset             = code(api.CodeInvalidOffset)
+	ErrInvalidTopicName          = code(api.CodeInvalidTopicName)
+	ErrBadRequest                = code(api.CodeBadRequest)
+	ErrInvalidPath               = code(api.CodeInvalidPath)
+	ErrBodyTooSlow               = code(api.CodeBodyTooSlow)
+	ErrUnauthorized              = code(api.CodeUnauthorized)
+	ErrNotFound                  = code(api.CodeNotFound)
+	ErrTopicNotFound             = code(api.CodeTopicNotFound)
+	ErrPartitionNotFound         = code(api.CodePartitionNotFound)
+	ErrMethodNotAllowed          = code(api.CodeMethodNotAllowed)
+	ErrTopicExists               = code(api.CodeTopicExists)
+	ErrOffsetDeleted             = code(api.CodeOffsetDeleted)
+	ErrRecordUnreadable          = code(api.CodeRecordUnreadable)
+	ErrBatchTooLarge             = code(api.CodeBatchTooLarge)
+	ErrOffsetBeyondHighWatermark = code(api.CodeOffsetBeyondHighWatermark)
+	ErrCommitFailed              = code(api.CodeCommitFailed)
+	ErrLogPoisoned               = code(api.CodeLogPoisoned)
+	ErrMetastoreBroken           = code(api.CodeMetastoreBroken)
+	ErrUnavailable               = code(api.CodeUnavailable)
+	ErrBusy                      = code(api.CodeBusy)
+	ErrTooManyLeased             = code(api.CodeTooManyLeased)
+	ErrCursorNotFound            = code(api.CodeCursorNotFound)
+	ErrInvalidCursorName         = code(api.CodeInvalidCursorName)
+	ErrNotReady                  = code(api.CodeNotReady)
+	ErrNoSpace                   = code(api.CodeNoSpace)
+	ErrInternal                  = code(api.CodeInternal)
+	ErrNotOwner                  = code(api.CodeNotOwner)
+	ErrUnassigned                = code(api.CodeUnassigned)
+	ErrOwnerUnavailable          = code(api.CodeOwnerUnavailable)
+	ErrMoving                    = code(api.CodeMoving)
+	ErrFenced                    = code(api.CodeFenced)
+	ErrNodeLive                  = code(api.CodeNodeLive)
+	ErrNodeNotFound              = code(api.CodeNodeNotFound)
+	ErrMoveRefused               = code(api.CodeMoveRefused)
+	ErrMoveNotFound              = code(api.CodeMoveNotFound)
+	ErrMoveChanged               = code(api.CodeMoveChanged)
+	ErrNotACluster               = code(api.CodeNotACluster)
 )

@@ -2,11 +2,12 @@ package client
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/narad-io/storage/api"
 )
 
 // ConsumeOptions shape a queue consume. The zero value leases up to 100
@@ -38,21 +39,23 @@ type LeasedRecord struct {
 // every partition it may lease from holds as many leased records as the
 // node allows.
 func (c *Client) Consume(ctx context.Context, topic string, opts ConsumeOptions) ([]LeasedRecord, error) {
-	body := map[string]int{}
+	var body api.ConsumeRequest
 	if opts.OnlyPartition {
-		body["partition"] = opts.Partition
+		body.Partition = &opts.Partition
 	}
 	if opts.MaxRecords > 0 {
-		body["max_records"] = opts.MaxRecords
+		body.MaxRecords = &opts.MaxRecords
 	}
 	if opts.MaxBytes > 0 {
-		body["max_bytes"] = opts.MaxBytes
+		body.MaxBytes = &opts.MaxBytes
 	}
 	if opts.Lease > 0 {
-		body["lease_ms"] = int(max(opts.Lease.Milliseconds(), 1))
+		leaseMs := int(max(opts.Lease.Milliseconds(), 1))
+		body.LeaseMs = &leaseMs
 	}
 	if opts.Wait > 0 {
-		body["wait_ms"] = int(opts.Wait.Milliseconds())
+		waitMs := int(opts.Wait.Milliseconds())
+		body.WaitMs = &waitMs
 	}
 	b, err := jsonBody(body)
 	if err != nil {
@@ -64,32 +67,18 @@ func (c *Client) Consume(ctx context.Context, topic string, opts ConsumeOptions)
 		return nil, err
 	}
 	defer drain(resp)
-	var out struct {
-		Records []struct {
-			Partition       int     `json:"partition"`
-			Offset          int64   `json:"offset"`
-			Key             *string `json:"key"`
-			Value           string  `json:"value"`
-			CommittedAtMs   int64   `json:"committed_at_ms"`
-			LeaseDeadlineMs int64   `json:"lease_deadline_ms"`
-			LeaseID         uint64  `json:"lease_id"`
-		} `json:"records"`
-	}
+	var out api.ConsumeAnswer
 	if err := decodeJSON(resp, &out); err != nil {
 		return nil, err
 	}
 	recs := make([]LeasedRecord, len(out.Records))
 	for i, r := range out.Records {
-		recs[i] = LeasedRecord{Partition: r.Partition, Offset: r.Offset,
-			CommittedAt: time.UnixMilli(r.CommittedAtMs), LeaseDeadline: time.UnixMilli(r.LeaseDeadlineMs), LeaseID: r.LeaseID}
-		if recs[i].Value, err = base64.StdEncoding.DecodeString(r.Value); err != nil {
-			return nil, fmt.Errorf("narad: consume answer: record %d/%d: value is not base64", r.Partition, r.Offset)
+		fr, err := fromBase64(r.Record)
+		if err != nil {
+			return nil, fmt.Errorf("narad: consume answer: record %d/%d: %w", r.Partition, r.Offset, err)
 		}
-		if r.Key != nil {
-			if recs[i].Key, err = base64.StdEncoding.DecodeString(*r.Key); err != nil {
-				return nil, fmt.Errorf("narad: consume answer: record %d/%d: key is not base64", r.Partition, r.Offset)
-			}
-		}
+		recs[i] = LeasedRecord{Partition: r.Partition, Offset: r.Offset, Key: fr.Key, Value: fr.Value,
+			CommittedAt: fr.CommittedAt, LeaseDeadline: time.UnixMilli(r.LeaseDeadlineMs), LeaseID: r.LeaseID}
 	}
 	return recs, nil
 }
@@ -98,9 +87,7 @@ func (c *Client) Consume(ctx context.Context, topic string, opts ConsumeOptions)
 // redelivery now, and returns how many still were (the rest were acked,
 // or their lease ran out and they may be another consumer's now).
 func (c *Client) Nack(ctx context.Context, topic string, p int, leaseID uint64, offsets ...int64) (int, error) {
-	var out struct {
-		GivenBack int `json:"given_back"`
-	}
-	err := c.doJSON(ctx, http.MethodPost, partitionPath(topic, p)+"/nacks", map[string]any{"lease_id": leaseID, "offsets": offsets}, &out)
+	var out api.NackAnswer
+	err := c.doJSON(ctx, http.MethodPost, partitionPath(topic, p)+"/nacks", api.NackRequest{LeaseID: &leaseID, Offsets: offsets}, &out)
 	return out.GivenBack, err
 }

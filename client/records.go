@@ -1,11 +1,9 @@
 package client
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,10 +13,9 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
-)
 
-// batchContentType is the API's binary batch encoding.
-const batchContentType = "application/vnd.narad.batch"
+	"github.com/narad-io/storage/api"
+)
 
 // Record is a record to produce; a nil Key is no key.
 type Record struct {
@@ -57,11 +54,7 @@ func WithEncoding(e Encoding) ProduceOption { return func(o *produceOptions) { o
 // Produced is a produce's answer: the offset of the first record, how
 // many there were and the high watermark after them. It comes only after
 // the durable commit.
-type Produced struct {
-	BaseOffset    int64 `json:"base_offset"`
-	Count         int64 `json:"count"`
-	HighWatermark int64 `json:"high_watermark"`
-}
+type Produced = api.ProduceAnswer
 
 // Produce appends records to a partition as one durable commit; they get
 // consecutive offsets. A 503 commit_failed (nothing was kept) is retried.
@@ -74,7 +67,7 @@ func (c *Client) Produce(ctx context.Context, topic string, p int, records []Rec
 	var err error
 	switch o.encoding {
 	case Binary:
-		req.body, req.contentType = encodeBatch(records), batchContentType
+		req.body, req.contentType = encodeBatch(records), api.BatchMediaType
 	case JSONText, JSONBase64:
 		req.contentType = "application/json"
 		if req.body, err = encodeJSONRecords(records, o.encoding == JSONBase64); err != nil {
@@ -104,22 +97,16 @@ func (c *Client) Produce(ctx context.Context, topic string, p int, records []Rec
 }
 
 func encodeBatch(records []Record) []byte {
-	var b []byte
+	var b bytes.Buffer
+	bw := api.NewBatchWriter(&b)
 	for _, r := range records {
-		b = binary.AppendUvarint(b, uint64(len(r.Key)))
-		b = append(b, r.Key...)
-		b = binary.AppendUvarint(b, uint64(len(r.Value)))
-		b = append(b, r.Value...)
+		bw.Record(r.Key, r.Value) // a bytes.Buffer takes every write
 	}
-	return b
+	return b.Bytes()
 }
 
 func encodeJSONRecords(records []Record, b64 bool) ([]byte, error) {
-	type jsonRecord struct {
-		Key   *string `json:"key,omitempty"`
-		Value string  `json:"value"`
-	}
-	out := make([]jsonRecord, len(records))
+	out := make([]api.ProduceRecord, len(records))
 	text := func(i int, what string, b []byte) (string, error) {
 		if b64 {
 			return base64.StdEncoding.EncodeToString(b), nil
@@ -143,7 +130,7 @@ func encodeJSONRecords(records []Record, b64 bool) ([]byte, error) {
 			out[i].Key = &k
 		}
 	}
-	return jsonBody(map[string]any{"records": out})
+	return jsonBody(api.ProduceRequest{Records: out})
 }
 
 // FetchOptions bound a fetch; zero values take the API's defaults.
@@ -183,21 +170,21 @@ func (c *Client) Fetch(ctx context.Context, topic string, p int, offset int64, o
 	if opts.Incarnation != "" {
 		q.Set("incarnation", opts.Incarnation)
 	}
-	resp, err := c.do(ctx, request{method: http.MethodGet, path: partitionPath(topic, p) + "/records", query: q, accept: batchContentType})
+	resp, err := c.do(ctx, request{method: http.MethodGet, path: partitionPath(topic, p) + "/records", query: q, accept: api.BatchMediaType})
 	if err != nil {
 		return Fetched{}, err
 	}
 	defer drain(resp)
-	out := Fetched{Incarnation: resp.Header.Get("Narad-Incarnation")}
-	if out.Records, err = decodeFetched(bufio.NewReader(resp.Body)); err != nil {
+	out := Fetched{Incarnation: resp.Header.Get(api.HeaderIncarnation)}
+	if out.Records, err = decodeFetched(resp.Body); err != nil {
 		return out, err
 	}
 	// A large answer, streamed, gives its boundary after its records: in
 	// the trailer, read once the body is.
-	if out.NextOffset, err = boundary(resp, "Narad-Next-Offset"); err != nil {
+	if out.NextOffset, err = boundary(resp, api.HeaderNextOffset); err != nil {
 		return out, err
 	}
-	out.HighWatermark, err = boundary(resp, "Narad-High-Watermark")
+	out.HighWatermark, err = boundary(resp, api.HeaderHighWatermark)
 	return out, err
 }
 
@@ -215,83 +202,37 @@ func boundary(resp *http.Response, name string) (int64, error) {
 	return n, nil
 }
 
-// decodeFetched reads the binary fetch encoding: for each record int64
-// offset, int64 committed_at_ms, uvarint(len(key)) key, uvarint(len(value))
-// value.
-func decodeFetched(br *bufio.Reader) ([]FetchedRecord, error) {
-	var out []FetchedRecord
-	var head [16]byte
-	for {
-		if _, err := io.ReadFull(br, head[:]); err == io.EOF {
-			return out, nil
-		} else if err != nil {
-			return nil, fmt.Errorf("narad: fetch answer cut short: %w", err)
-		}
-		r := FetchedRecord{Offset: int64(binary.BigEndian.Uint64(head[:8])), CommittedAt: time.UnixMilli(int64(binary.BigEndian.Uint64(head[8:])))}
-		var err error
-		if r.Key, err = readChunk(br); err != nil {
-			return nil, err
-		}
-		if r.Value, err = readChunk(br); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-}
-
-// maxChunk bounds one key or value of an answer (the engine's records
+// maxField bounds one key or value of an answer (the engine's records
 // are far smaller), so a corrupt answer never makes the client allocate
 // without bound.
-const maxChunk = 64 << 20
+const maxField = 64 << 20
 
-// chunkStep is the first piece readChunk reads.
-const chunkStep = 64 << 10
-
-func readChunk(br *bufio.Reader) ([]byte, error) {
-	n, err := binary.ReadUvarint(br)
-	if err != nil {
-		return nil, fmt.Errorf("narad: fetch answer cut short: %w", err)
-	}
-	if n > maxChunk {
-		return nil, fmt.Errorf("narad: fetch answer has a %d-byte field", n)
-	}
-	// In pieces, each as large as all before it, joined once: a whole
-	// field costs about twice its length, and a length the answer does
-	// not hold fails at the answer's end having allocated about twice
-	// what it held, never the length it claimed.
-	var pieces [][]byte
-	for read := uint64(0); read < n || pieces == nil; {
-		piece := make([]byte, min(n-read, max(read, chunkStep)))
-		if _, err := io.ReadFull(br, piece); err != nil {
-			return nil, fmt.Errorf("narad: fetch answer cut short: %w", err)
+// decodeFetched reads a binary fetch answer (api.BatchReader).
+func decodeFetched(body io.Reader) ([]FetchedRecord, error) {
+	br := api.NewBatchReader(body, maxField)
+	var out []FetchedRecord
+	for {
+		r, err := br.Fetched()
+		if err == io.EOF {
+			return out, nil
 		}
-		pieces = append(pieces, piece)
-		read += uint64(len(piece))
+		if err != nil {
+			return nil, fmt.Errorf("narad: fetch answer: %w", err)
+		}
+		out = append(out, FetchedRecord{Offset: r.Offset, Key: r.Key, Value: r.Value, CommittedAt: time.UnixMilli(r.CommittedAtMs)})
 	}
-	if len(pieces) == 1 {
-		return pieces[0], nil
-	}
-	return bytes.Join(pieces, nil), nil
 }
 
 // Ack settles offsets of a partition for its consumer and returns the
 // frontier: the lowest offset not yet acked.
 func (c *Client) Ack(ctx context.Context, topic string, p int, offsets ...int64) (frontier int64, err error) {
-	var out struct {
-		Frontier int64 `json:"frontier"`
-	}
-	err = c.doJSON(ctx, http.MethodPost, partitionPath(topic, p)+"/acks", map[string]any{"offsets": offsets}, &out)
+	var out api.AckAnswer
+	err = c.doJSON(ctx, http.MethodPost, partitionPath(topic, p)+"/acks", api.AckRequest{Offsets: offsets}, &out)
 	return out.Frontier, err
 }
 
 // ConsumerState is a partition's consumer progress.
-type ConsumerState struct {
-	Frontier      int64   `json:"frontier"`
-	AckedAhead    []int64 `json:"acked_ahead"`
-	HighWatermark int64   `json:"high_watermark"`
-	Lag           int64   `json:"lag"`    // committed and not acked
-	Leased        int     `json:"leased"` // leased to queue consumers, not settled
-}
+type ConsumerState = api.ConsumerState
 
 // Consumer returns a partition's consumer progress.
 func (c *Client) Consumer(ctx context.Context, topic string, p int) (ConsumerState, error) {
@@ -300,6 +241,22 @@ func (c *Client) Consumer(ctx context.Context, topic string, p int) (ConsumerSta
 }
 
 func jsonBody(v any) ([]byte, error) { return json.Marshal(v) }
+
+// fromBase64 is a JSON answer's record asked for in base64 (a consume, a
+// cursor read), its key and value decoded.
+func fromBase64(r api.Record) (FetchedRecord, error) {
+	fr := FetchedRecord{Offset: r.Offset, CommittedAt: time.UnixMilli(r.CommittedAtMs)}
+	var err error
+	if fr.Value, err = base64.StdEncoding.DecodeString(r.Value); err != nil {
+		return FetchedRecord{}, errors.New("value is not base64")
+	}
+	if r.Key != nil {
+		if fr.Key, err = base64.StdEncoding.DecodeString(*r.Key); err != nil {
+			return FetchedRecord{}, errors.New("key is not base64")
+		}
+	}
+	return fr, nil
+}
 
 func decodeJSON(resp *http.Response, out any) error {
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
@@ -313,9 +270,7 @@ func decodeJSON(resp *http.Response, out any) error {
 // times never decrease along a partition. Fetch from it to read from a
 // time.
 func (c *Client) OffsetAt(ctx context.Context, topic string, p int, at time.Time) (int64, error) {
-	var out struct {
-		Offset int64 `json:"offset"`
-	}
+	var out api.OffsetAnswer
 	resp, err := c.do(ctx, request{method: http.MethodGet, path: partitionPath(topic, p) + "/offset",
 		query: url.Values{"at_ms": {strconv.FormatInt(max(at.UnixMilli(), 0), 10)}}})
 	if err != nil {

@@ -3,16 +3,12 @@ package client
 import (
 	"context"
 	"net/http"
+
+	"github.com/narad-io/storage/api"
 )
 
 // Topic describes a topic and its partitions.
-type Topic struct {
-	Name           string      `json:"name"`
-	Incarnation    string      `json:"incarnation"`
-	RetentionMs    int64       `json:"retention_ms"`
-	RetentionBytes int64       `json:"retention_bytes"`
-	Partitions     []Partition `json:"partitions"`
-}
+type Topic = api.TopicDescription
 
 // Retention bounds what each partition of a topic keeps: records older
 // than Ms milliseconds, and the oldest segments while a partition holds
@@ -22,27 +18,17 @@ type Retention struct {
 	Bytes int64
 }
 
-// Partition describes one partition of a topic.
-type Partition struct {
-	Partition     int   `json:"partition"`
-	StartOffset   int64 `json:"start_offset"`
-	HighWatermark int64 `json:"high_watermark"`
-	Segments      int   `json:"segments"`
-	Bytes         int64 `json:"bytes"`
-	// Owner is the node that serves the partition, from a node of a
-	// cluster; nil from a node alone, or while the partition has none.
-	Owner *Owner `json:"owner,omitempty"`
-	// Remote: another node than the one asked serves the partition, and
-	// the figures above are zero; ask the owner.
-	Remote bool `json:"remote,omitempty"`
-}
+// Partition describes one partition of a topic: its figures, and in a
+// cluster its owner (Remote: another node serves it, and the figures are
+// zero; ask the owner).
+type Partition = api.PartitionDescription
 
 // CreateTopic creates a topic of partitions partitions under retention
 // (the zero value keeps everything). An identical topic is returned with
 // created false; a different one is ErrTopicExists.
 func (c *Client) CreateTopic(ctx context.Context, name string, partitions int, retention Retention) (t Topic, created bool, err error) {
 	req := request{method: http.MethodPut, path: topicPath(name), contentType: "application/json"}
-	req.body, err = jsonBody(map[string]any{"partitions": partitions, "retention_ms": retention.Ms, "retention_bytes": retention.Bytes})
+	req.body, err = jsonBody(api.TopicRequest{Partitions: &partitions, RetentionMs: &retention.Ms, RetentionBytes: &retention.Bytes})
 	if err != nil {
 		return t, false, err
 	}
@@ -62,9 +48,7 @@ func (c *Client) Topic(ctx context.Context, name string) (Topic, error) {
 
 // Topics describes every topic.
 func (c *Client) Topics(ctx context.Context) ([]Topic, error) {
-	var out struct {
-		Topics []Topic `json:"topics"`
-	}
+	var out api.TopicList
 	return out.Topics, c.doJSON(ctx, http.MethodGet, "/v1/topics", nil, &out)
 }
 
@@ -83,15 +67,8 @@ type RetentionChange struct {
 // daemon merges atomically, so updates of different bounds at once both
 // land.
 func (c *Client) UpdateRetention(ctx context.Context, name string, change RetentionChange) (Topic, error) {
-	body := map[string]any{}
-	if change.Ms != nil {
-		body["retention_ms"] = *change.Ms
-	}
-	if change.Bytes != nil {
-		body["retention_bytes"] = *change.Bytes
-	}
 	var t Topic
-	return t, c.doJSON(ctx, http.MethodPatch, topicPath(name), body, &t)
+	return t, c.doJSON(ctx, http.MethodPatch, topicPath(name), api.TopicRequest{RetentionMs: change.Ms, RetentionBytes: change.Bytes}, &t)
 }
 
 // DeleteTopic deletes a topic and its data.
