@@ -10,24 +10,28 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/narad-io/storage/client"
+	"github.com/narad-io/storage/datadir"
+	"github.com/narad-io/storage/server"
 	"github.com/narad-io/storage/wire"
 )
 
 // produceEach produces n records into every partition of topic through
 // the nodes in turn (partition p through nodes[p%len]), values
 // "<topic>/<p>/<i>" from i = from.
-func produceEach(t *testing.T, nodes []*daemon, topic string, partitions, from, n int) {
+func produceEach[P peer](t *testing.T, nodes []P, topic string, partitions, from, n int) {
 	t.Helper()
 	for p := range partitions {
 		var recs []client.Record
 		for i := from; i < from+n; i++ {
 			recs = append(recs, client.Record{Value: fmt.Appendf(nil, "%s/%d/%d", topic, p, i)})
 		}
-		res, err := nodes[p%len(nodes)].client().Produce(bg, topic, p, recs)
+		through := nodes[p%len(nodes)].at()
+		res, err := through.client().Produce(bg, topic, p, recs)
 		if err != nil {
-			t.Fatalf("produce into %s/%d through %s: %v", topic, p, nodes[p%len(nodes)].id, err)
+			t.Fatalf("produce into %s/%d through %s: %v", topic, p, through.id, err)
 		}
 		if res.BaseOffset != int64(from) {
 			t.Fatalf("produce into %s/%d: base offset %d, want %d", topic, p, res.BaseOffset, from)
@@ -37,8 +41,9 @@ func produceEach(t *testing.T, nodes []*daemon, topic string, partitions, from, 
 
 // fetchAll reads every record of a partition through node d and checks
 // they are the values produceEach gave, n of them.
-func fetchAll(t *testing.T, d *daemon, topic string, p, n int) {
+func fetchAll(t *testing.T, node peer, topic string, p, n int) {
 	t.Helper()
+	d := node.at()
 	got, err := d.client().Fetch(bg, topic, p, 0, client.FetchOptions{})
 	if err != nil {
 		t.Fatalf("fetch %s/%d through %s: %v", topic, p, d.id, err)
@@ -54,9 +59,9 @@ func fetchAll(t *testing.T, d *daemon, topic string, p, n int) {
 }
 
 // partitionDirs lists the partition directories a node holds of topic.
-func partitionDirs(t *testing.T, d *daemon, topic string) []int {
+func partitionDirs(t *testing.T, d peer, topic string) []int {
 	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(d.dataDir, wire.TopicsDirName, topic))
+	entries, err := os.ReadDir(filepath.Join(d.at().dataDir, wire.TopicsDirName, topic))
 	if os.IsNotExist(err) {
 		return nil
 	}
@@ -82,7 +87,7 @@ func partitionDirs(t *testing.T, d *daemon, topic string) []int {
 func TestCluster_TopicsSpreadAndAnyNodeServes(t *testing.T) {
 	te := startEtcd(t)
 	nodes := startNodes(t, te, "a", "b", "c")
-	byID := map[string]*daemon{}
+	byID := map[string]*node{}
 	for _, d := range nodes {
 		byID[d.id] = d
 	}
@@ -269,7 +274,8 @@ func TestCluster_EtcdRestartedMidRun(t *testing.T) {
 // and a new directory never takes the id of a node that owns partitions:
 // each would have the startup sweep take its topics for deleted ones, or
 // serve a lost disk's partitions from offset 0 again. Each is refused at
-// start with exit 2, naming what is wrong.
+// start, naming what is wrong: server.New answers datadir.ErrIdentity,
+// and the daemon (a process: its exit code) exits 2.
 func TestCluster_ADataDirectoryServesOnlyItsOwnNodeAndCluster(t *testing.T) {
 	te := startEtcd(t)
 	a := startNodes(t, te, "a")[0]
@@ -279,36 +285,37 @@ func TestCluster_ADataDirectoryServesOnlyItsOwnNodeAndCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	owners(t, watch, heard, "orders", 2)
-	produceEach(t, []*daemon{a}, "orders", 2, 0, 1)
+	produceEach(t, []*node{a}, "orders", 2, 0, 1)
 	a.stop()
 
 	alone := filepath.Join(t.TempDir(), "alone")
-	b := &daemon{t: t, id: "alone", dataDir: alone, args: []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", alone}}
-	b.start()
-	t.Cleanup(b.kill)
+	b := startNodeWith(t, "alone", aloneConfig(alone))
 	if _, _, err := b.client().CreateTopic(bg, "local", 1, client.Retention{}); err != nil {
 		t.Fatal(err)
 	}
 	b.stop()
 
 	other := startEtcd(t) // another cluster's etcd, holding nothing yet
-	cluster := func(te *testEtcd, dir, id string) []string {
-		return []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir, "--metastore", "etcd+unix://" + te.socket, "--node-id", id}
-	}
 	for _, tc := range []struct {
 		what string
-		args []string
+		cfg  server.Config
 		says string
 	}{
-		{"a cluster node's directory as a node alone", []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", a.dataDir}, "is a cluster's node's (a;"},
-		{"a cluster node's directory under another id", cluster(te, a.dataDir, "z"), `is node \"a\"'s, not \"z\"`},
-		{"a cluster node's directory on another etcd", cluster(other, a.dataDir, "a"), "etcd holds no cluster"},
-		{"a node alone's directory in a cluster", cluster(te, alone, "y"), "has served a node alone"},
-		{"a new directory under the id of a node owning partitions", cluster(te, filepath.Join(t.TempDir(), "new"), "a"), `node id \"a\" owns 2 partitions`},
+		{"a cluster node's directory as a node alone", aloneConfig(a.dataDir), "is a cluster's node's (a;"},
+		{"a cluster node's directory under another id", nodeConfig(te.socket, "z", a.dataDir), `is node "a"'s, not "z"`},
+		{"a cluster node's directory on another etcd", nodeConfig(other.socket, "a", a.dataDir), "etcd holds no cluster"},
+		{"a node alone's directory in a cluster", nodeConfig(te.socket, "y", alone), "has served a node alone"},
+		{"a new directory under the id of a node owning partitions", nodeConfig(te.socket, "a", filepath.Join(t.TempDir(), "new")), `node id "a" owns 2 partitions`},
 	} {
-		code, out := runToExit(t, tc.args...)
-		if code != 2 || !strings.Contains(out, tc.says) {
-			t.Fatalf("%s: exit %d; want 2 and a log saying %q:\n%s", tc.what, code, tc.says, out)
+		if s, err := server.New(bg, tc.cfg); err == nil {
+			s.Close()
+			t.Fatalf("%s: served", tc.what)
+		} else if !errors.Is(err, datadir.ErrIdentity) || !strings.Contains(err.Error(), tc.says) {
+			t.Fatalf("%s: %v; want %v saying %q", tc.what, err, datadir.ErrIdentity, tc.says)
+		}
+		code, out := runToExit(t, serveArgs(tc.cfg)...)
+		if logged, _ := json.Marshal(tc.says); code != 2 || !strings.Contains(out, strings.Trim(string(logged), `"`)) {
+			t.Fatalf("%s: exit %d; want 2 and a log saying %s:\n%s", tc.what, code, logged, out)
 		}
 	}
 	// Refused, and nothing lost: a, back as itself, serves its records.
@@ -318,6 +325,25 @@ func TestCluster_ADataDirectoryServesOnlyItsOwnNodeAndCluster(t *testing.T) {
 	}
 }
 
+// aloneConfig is a node alone's over dataDir, on a loopback port of its
+// own choosing.
+func aloneConfig(dataDir string) server.Config {
+	cfg := server.DefaultConfig()
+	cfg.DataDir = dataDir
+	cfg.Listen = "127.0.0.1:0"
+	return cfg
+}
+
+// serveArgs are the daemon's arguments for what cfg sets of a node's
+// directory, listener and cluster.
+func serveArgs(cfg server.Config) []string {
+	args := []string{"serve", "--listen", cfg.Listen, "--data-dir", cfg.DataDir, "--metastore", cfg.Metastore}
+	if cfg.NodeID != "" {
+		args = append(args, "--node-id", cfg.NodeID)
+	}
+	return args
+}
+
 // TestCluster_AMoveUnderProduceLosesAndDuplicatesNothing: a partition
 // moved to another node while a producer writes to it through a third:
 // every acked record is on the new owner, once, in order, at consecutive
@@ -325,16 +351,19 @@ func TestCluster_ADataDirectoryServesOnlyItsOwnNodeAndCluster(t *testing.T) {
 // its copy; the other partition is untouched.
 func TestCluster_AMoveUnderProduceLosesAndDuplicatesNothing(t *testing.T) {
 	te := startEtcd(t)
-	nodes := make([]*daemon, 3)
+	nodes := make([]*node, 3)
 	for i, id := range []string{"a", "b", "c"} {
 		// Small segments: the move copies sealed ones before its freeze.
 		// The default lease TTL: no node stops here, and a machine busy
 		// enough to stall etcd's answers past 2 s would have a lease run
 		// out mid-move (seen under load), the node answering the producer
 		// 503 fenced, or the requested move cancelled as stranded.
-		nodes[i] = startDaemon(t, te, id, filepath.Join(t.TempDir(), id), "--segment-max-bytes", "1024", "--member-ttl", "10s")
+		nodes[i] = startNode(t, te, id, filepath.Join(t.TempDir(), id), func(c *server.Config) {
+			c.SegmentMaxBytes = 1024
+			c.MemberTTL = server.Duration(10 * time.Second)
+		})
 	}
-	byID := map[string]*daemon{}
+	byID := map[string]*node{}
 	for _, d := range nodes {
 		byID[d.id] = d
 	}
@@ -503,7 +532,7 @@ func TestCluster_ANodeThatJoinsTakesItsShareAndADrainedOneGivesItsUp(t *testing.
 		}
 	}
 	joined := settled([]string{"a", "b", "c"})
-	nodes = append(nodes, startDaemon(t, te, "c", filepath.Join(t.TempDir(), "c")))
+	nodes = append(nodes, startNode(t, te, "c", filepath.Join(t.TempDir(), "c")))
 	heard.waitFor(t, "c to take its share", joined)
 	for p := range 6 {
 		fetchAll(t, nodes[p%3], "orders", p, 3)

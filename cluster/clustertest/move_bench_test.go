@@ -20,7 +20,9 @@ import (
 // third, each move timed from its request to its completion in a
 // replica, each started once the producer has had 20 records acked since
 // the last. It reports the median and the slowest move, and how many
-// took a second or more; the record count is checked at the end.
+// took a second or more; the record count is checked at the end. The
+// nodes are daemons, as an operator runs them: each a process with its
+// own runtime, not three nodes sharing the benchmark's.
 //
 //	cd cluster/clustertest && go test -run '^$' -bench MoveUnderProduce -benchtime 20x
 func BenchmarkCluster_MoveUnderProduce(b *testing.B) {

@@ -17,11 +17,11 @@ import (
 // lag is made by a proxy holding what etcd sends it.
 func TestCluster_AMoveWaitsForTheOldOwnersViewOfIt(t *testing.T) {
 	te := startEtcd(t)
-	byID, proxies := map[string]*daemon{}, map[string]*proxy{}
-	var nodes []*daemon
+	byID, proxies := map[string]*node{}, map[string]*proxy{}
+	var nodes []*node
 	for _, id := range []string{"a", "b"} {
 		proxies[id] = newProxyAt(t, te, id+".sock")
-		byID[id] = startDaemonOn(t, proxies[id].path, id, filepath.Join(t.TempDir(), id))
+		byID[id] = startNodeThrough(t, proxies[id], id, filepath.Join(t.TempDir(), id))
 		nodes = append(nodes, byID[id])
 	}
 	watch := openMetastore(t, te, "observer")

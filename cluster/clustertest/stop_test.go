@@ -6,21 +6,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/narad-io/storage/server"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// TestCluster_ANodeStoppedWhileEtcdIsDownExits: with etcd down, SIGTERM
+// TestCluster_ANodeStoppedWhileEtcdIsDownCloses: with etcd down, Close
 // stops every node, the one leading the assignment and the ones waiting
-// in its election alike, with exit 0 and every log closed: no etcd call
-// on the way out (a candidate's withdrawal, the leader's resignation, the
-// lease's revoke) outlasts the stop's deadline, --shutdown-timeout (found
-// in a trial: a node not leading waited for etcd without end, in the
-// election API's cleanup of its cancelled campaign).
-func TestCluster_ANodeStoppedWhileEtcdIsDownExits(t *testing.T) {
+// in its election alike, without error (the daemon's exit 0) and with
+// every log closed: no etcd call on the way out (a candidate's
+// withdrawal, the leader's resignation, the lease's revoke) outlasts the
+// stop's deadline, Config.ShutdownTimeout (found in a trial: a node not
+// leading waited for etcd without end, in the election API's cleanup of
+// its cancelled campaign).
+func TestCluster_ANodeStoppedWhileEtcdIsDownCloses(t *testing.T) {
 	te := startEtcd(t)
-	var nodes []*daemon
+	var nodes []*node
 	for _, id := range []string{"a", "b", "c"} { // a deadline shorter than the TTL: it, not the TTL, ends the stop
-		nodes = append(nodes, startDaemon(t, te, id, filepath.Join(t.TempDir(), id), "--shutdown-timeout", "1s"))
+		nodes = append(nodes, startNode(t, te, id, filepath.Join(t.TempDir(), id), func(c *server.Config) { c.ShutdownTimeout = server.Duration(time.Second) }))
 	}
 	waitKeyCount(t, te, "/narad/assigner/", 3) // each node is a candidate: one leads, two wait
 	te.stop()
@@ -30,9 +32,9 @@ func TestCluster_ANodeStoppedWhileEtcdIsDownExits(t *testing.T) {
 		}
 	}
 	for _, d := range nodes {
-		d.stop() // exit 0, or the test fails
+		d.stop() // Close returns nil, or the test fails
 		if !d.waitLog("stopped: every log closed") {
-			t.Fatalf("node %s exited without closing every log", d.id)
+			t.Fatalf("node %s stopped without closing every log", d.id)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/narad-io/storage/client"
+	"github.com/narad-io/storage/server"
 )
 
 // selfSigned writes a self-signed certificate for 127.0.0.1, its own CA,
@@ -69,9 +70,11 @@ func TestCluster_AMoveOverTLSCarriesTheToken(t *testing.T) {
 	if err := os.WriteFile(token, []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	secure := []string{"--tls-cert", cert, "--tls-key", key, "--auth-token-file", token, "--peer-ca", cert}
-	a := startDaemon(t, te, "a", filepath.Join(dir, "a"), secure...)
-	b := startDaemon(t, te, "b", filepath.Join(dir, "b"), secure...)
+	secure := func(c *server.Config) {
+		c.TLSCert, c.TLSKey, c.AuthTokenFile, c.PeerCA = cert, key, token, cert
+	}
+	a := startNode(t, te, "a", filepath.Join(dir, "a"), secure)
+	b := startNode(t, te, "b", filepath.Join(dir, "b"), secure)
 	if !strings.HasPrefix(a.addr, "https://") || !strings.HasPrefix(b.addr, "https://") {
 		t.Fatalf("nodes at %s and %s; want https", a.addr, b.addr)
 	}
