@@ -23,8 +23,17 @@
 // while its lease renewals are answered within its fence horizon), an
 // elected assigner that gives each new partition an owner and takes one
 // away only from a node an operator marked lost (lost.go), and the
-// records of partition moves (moves.go). narad-storaged runs on them with
-// --metastore etcd://..., answers calls for other nodes' partitions with
-// 421, and runs the moves an operator asks for or the assigner plans when
-// the members change (a join, a drain); its mover pulls the files.
+// records of partition moves (moves.go).
+//
+// A node takes part through a Participant (participant.go), which a
+// server opens over its data directory and its runtime.Node: the data
+// directory's identity (participant_identity.go), joining and leaving,
+// the lost-mark set-aside (participant_join.go), the partitions' move
+// locks and the drops of copies other nodes own (copies.go), and the
+// moves: its mover (mover.go, pull.go) pulls each partition moving to
+// the node from its old owner through a Transfer (transfer.go), whose
+// other end is the old owner's Participant (transfer_source.go). The
+// package speaks no HTTP: package server carries a Transfer over HTTP
+// beside its API (and answers calls for other nodes' partitions with
+// 421); DirectTransfer joins Participants of one process.
 package cluster

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	httpapi "github.com/narad-io/storage/api"
+	"github.com/narad-io/storage/cluster"
 	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/wire"
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,10 +49,10 @@ type apiOptions struct {
 	// 0: none.
 	readTimeout time.Duration
 	pprof       bool
-	access      bool            // log every request (--access-log)
-	closing     <-chan struct{} // closed at shutdown: long polls answer at once
-	owners      ownerLocator    // a cluster's node: where other nodes' partitions are; nil alone
-	cluster     *clusterNode    // a cluster's node: its moves; nil alone
+	access      bool                 // log every request (--access-log)
+	closing     <-chan struct{}      // closed at shutdown: long polls answer at once
+	owners      ownerLocator         // a cluster's node: where other nodes' partitions are; nil alone
+	cluster     *cluster.Participant // a cluster's node: its moves; nil alone
 	// metrics is what GET /metrics serves; nil: the registry the API
 	// registers its own in.
 	metrics prometheus.Gatherer

@@ -71,7 +71,7 @@ func (a *api) requestMove(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_body", "to (the node id to move the partition to) is required")
 		return
 	}
-	mv, err := a.opts.cluster.ms.RequestMove(r.Context(), topic, p, *body.To)
+	mv, err := a.opts.cluster.Metastore().RequestMove(r.Context(), topic, p, *body.To)
 	if errors.Is(err, cluster.ErrMoveRefused) {
 		writeError(w, http.StatusConflict, "move_refused", moveRefusal(err))
 		return
@@ -96,7 +96,7 @@ func (a *api) listMoves(w http.ResponseWriter, r *http.Request) {
 	if _, ok := query(w, r); !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string][]cluster.Move{"moves": a.opts.cluster.ms.Moves()})
+	writeJSON(w, http.StatusOK, map[string][]cluster.Move{"moves": a.opts.cluster.Metastore().Moves()})
 }
 
 func (a *api) cancelMove(w http.ResponseWriter, r *http.Request) {
@@ -110,7 +110,7 @@ func (a *api) cancelMove(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := a.opts.cluster.ms.CancelMove(r.Context(), mv); err != nil {
+	if err := a.opts.cluster.Metastore().CancelMove(r.Context(), mv); err != nil {
 		if errors.Is(err, cluster.ErrMoveChanged) {
 			writeError(w, http.StatusConflict, "move_changed", "the move changed meanwhile (completed, or cancelled); see GET /v1/moves")
 			return
@@ -129,7 +129,7 @@ func (a *api) listNodes(w http.ResponseWriter, r *http.Request) {
 	if _, ok := query(w, r); !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"nodes": a.opts.cluster.ms.Nodes(), "lost": a.opts.cluster.ms.LostNodes()})
+	writeJSON(w, http.StatusOK, map[string]any{"nodes": a.opts.cluster.Metastore().Nodes(), "lost": a.opts.cluster.Metastore().LostNodes()})
 }
 
 // markLost marks a node that is not live lost: once its fence horizon
@@ -141,7 +141,7 @@ func (a *api) markLost(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := a.opts.cluster.ms.MarkLost(r.Context(), id, time.Now()); err != nil {
+	if err := a.opts.cluster.Metastore().MarkLost(r.Context(), id, time.Now()); err != nil {
 		if errors.Is(err, cluster.ErrNodeIDLive) {
 			writeError(w, http.StatusConflict, "node_live", fmt.Sprintf("node %q is live: only a node that is not can be marked lost (stop it, or move its partitions)", id))
 			return
@@ -182,7 +182,7 @@ func (a *api) drainNode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	draining := r.Method == http.MethodPost
-	if err := a.opts.cluster.ms.SetDraining(r.Context(), id, draining); err != nil {
+	if err := a.opts.cluster.Metastore().SetDraining(r.Context(), id, draining); err != nil {
 		a.writeNodeError(w, r, err)
 		return
 	}
@@ -190,7 +190,8 @@ func (a *api) drainNode(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// transferBody is a move's listing of the old owner's files.
+// transferBody is a move's listing of the old owner's files
+// (cluster.TransferListing), as the internal move endpoints answer it.
 type transferBody struct {
 	Move          cluster.Move  `json:"move"`
 	Segments      []segmentBody `json:"segments"`
@@ -210,6 +211,35 @@ type cursorBody struct {
 	Position int64  `json:"position"`
 }
 
+func newTransferBody(l cluster.TransferListing) transferBody {
+	out := transferBody{Move: l.Move, HighWatermark: l.HighWatermark, Known: l.Known, Segments: []segmentBody{}, Cursors: []cursorBody{}, Consumer: []segmentBody{}}
+	for _, f := range l.Consumer {
+		out.Consumer = append(out.Consumer, segmentBody(f))
+	}
+	for _, s := range l.Segments {
+		out.Segments = append(out.Segments, segmentBody(s))
+	}
+	for _, c := range l.Cursors {
+		out.Cursors = append(out.Cursors, cursorBody(c))
+	}
+	return out
+}
+
+// listing is the body as the puller's cluster.TransferListing.
+func (b transferBody) listing() cluster.TransferListing {
+	out := cluster.TransferListing{Move: b.Move, HighWatermark: b.HighWatermark, Known: b.Known}
+	for _, f := range b.Consumer {
+		out.Consumer = append(out.Consumer, cluster.TransferFile(f))
+	}
+	for _, s := range b.Segments {
+		out.Segments = append(out.Segments, cluster.TransferFile(s))
+	}
+	for _, c := range b.Cursors {
+		out.Cursors = append(out.Cursors, cluster.TransferCursor(c))
+	}
+	return out
+}
+
 // findMove finds the move under way named by the path's id, in this
 // node's replica or, when it does not hold it, once the replica caught up
 // with etcd (a move asked through another node a moment before); ok is
@@ -218,12 +248,10 @@ type cursorBody struct {
 func (a *api) findMove(w http.ResponseWriter, r *http.Request, notFound string) (cluster.Move, bool) {
 	ctx, cancel := context.WithTimeout(r.Context(), settleWait)
 	defer cancel()
-	mv, found, err := a.opts.cluster.ms.FindMove(ctx, r.PathValue("id"))
+	mv, found, err := a.opts.cluster.Metastore().FindMove(ctx, r.PathValue("id"))
 	switch {
 	case err != nil:
-		a.logger.Warn("looking for a move in etcd", zap.String("move", r.PathValue("id")), zap.Error(err))
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "this node could not catch up with etcd to look for the move; retry")
+		a.writeNotCaughtUp(w, r, err)
 		return cluster.Move{}, false
 	case !found:
 		writeError(w, http.StatusNotFound, "move_not_found", notFound)
@@ -232,48 +260,50 @@ func (a *api) findMove(w http.ResponseWriter, r *http.Request, notFound string) 
 	return mv, true
 }
 
-// outgoingMove finds a move of a partition this node owns by its id.
+// outgoingMove finds a move of a partition this node owns by its id
+// (cluster.Participant.OutgoingMove); ok is false when it wrote the
+// answer: 404 move_not_found, or 503 when this node could not catch up
+// with etcd to look for it.
 func (a *api) outgoingMove(w http.ResponseWriter, r *http.Request) (cluster.Move, bool) {
 	if !a.inCluster(w) {
 		return cluster.Move{}, false
 	}
-	notFound := fmt.Sprintf("no move %q out of this node under way", r.PathValue("id"))
-	mv, ok := a.findMove(w, r, notFound)
-	if !ok {
+	mv, err := a.opts.cluster.OutgoingMove(r.Context(), r.PathValue("id"))
+	switch {
+	case errors.Is(err, cluster.ErrNotCaughtUp):
+		a.writeNotCaughtUp(w, r, err)
 		return cluster.Move{}, false
-	}
-	if mv.From != a.opts.cluster.id {
-		writeError(w, http.StatusNotFound, "move_not_found", notFound)
+	case errors.Is(err, cluster.ErrMoveNotFound):
+		writeError(w, http.StatusNotFound, "move_not_found", fmt.Sprintf("no move %q out of this node under way", r.PathValue("id")))
+		return cluster.Move{}, false
+	case err != nil:
+		a.writeNodeError(w, r, err)
 		return cluster.Move{}, false
 	}
 	return mv, true
 }
 
-func (a *api) writeListing(w http.ResponseWriter, r *http.Request, mv cluster.Move) {
-	l, err := a.node.TransferListing(r.Context(), mv.Topic, mv.Partition)
-	if err != nil {
-		a.writeNodeError(w, r, err)
+// writeNotCaughtUp answers a call about a move this node could not catch
+// up with etcd to look for.
+func (a *api) writeNotCaughtUp(w http.ResponseWriter, r *http.Request, err error) {
+	a.logger.Warn("looking for a move in etcd", zap.String("move", r.PathValue("id")), zap.Error(err))
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, "unavailable", "this node could not catch up with etcd to look for the move; retry")
+}
+
+// writeMoveError answers the failure of a move's step on this node: 409
+// move_changed saying how (cluster.ErrMoveChanged), else as any node
+// error.
+func (a *api) writeMoveError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, cluster.ErrMoveChanged) {
+		writeError(w, http.StatusConflict, "move_changed", strings.TrimPrefix(err.Error(), cluster.ErrMoveChanged.Error()+": "))
 		return
 	}
-	if l.Incarnation != mv.Incarnation {
-		writeError(w, http.StatusConflict, "move_changed", "the topic is another incarnation than the move's")
-		return
-	}
-	out := transferBody{Move: mv, HighWatermark: l.HighWatermark, Known: l.Known, Segments: []segmentBody{}, Cursors: []cursorBody{}, Consumer: []segmentBody{}}
-	for _, f := range l.Consumer {
-		out.Consumer = append(out.Consumer, segmentBody{Name: f.Name, Size: f.Size})
-	}
-	for _, s := range l.Segments {
-		out.Segments = append(out.Segments, segmentBody{Name: s.Name, Size: s.Size})
-	}
-	for _, c := range l.Cursors {
-		out.Cursors = append(out.Cursors, cursorBody{Name: c.Name, Position: c.Position})
-	}
-	writeJSON(w, http.StatusOK, out)
+	a.writeNodeError(w, r, err)
 }
 
 // moveListing lists the partition's files while its old owner still
-// serves it: the sealed segments, copied before the freeze.
+// serves it (cluster.Participant.MoveListing).
 func (a *api) moveListing(w http.ResponseWriter, r *http.Request) {
 	if _, ok := query(w, r); !ok {
 		return
@@ -282,15 +312,12 @@ func (a *api) moveListing(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if mv.State == cluster.MoveFrozen {
-		// A pull taken up again after the freeze: the log stays closed
-		// (a freeze call whose answer was lost may have left it open).
-		if err := a.node.FreezePartition(r.Context(), mv.Topic, mv.Partition); err != nil {
-			a.writeNodeError(w, r, err)
-			return
-		}
+	l, err := a.opts.cluster.MoveListing(r.Context(), mv)
+	if err != nil {
+		a.writeMoveError(w, r, err)
+		return
 	}
-	a.writeListing(w, r, mv)
+	writeJSON(w, http.StatusOK, newTransferBody(l))
 }
 
 // moveFile streams the first size bytes of one file of the listing.
@@ -308,32 +335,22 @@ func (a *api) moveFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_parameter", "size must be the file's size in the listing")
 		return
 	}
-	f, err := a.node.OpenTransferFile(r.Context(), mv.Topic, mv.Partition, r.PathValue("name"))
+	f, err := a.opts.cluster.OpenMoveFile(r.Context(), mv, r.PathValue("name"), size)
 	if err != nil {
-		a.writeNodeError(w, r, err)
+		a.writeMoveError(w, r, err)
 		return
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		a.writeNodeError(w, r, err)
-		return
-	}
-	if st.Size < size {
-		writeError(w, http.StatusConflict, "move_changed", fmt.Sprintf("the file holds %d bytes, fewer than the %d asked", st.Size, size))
-		return
-	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 	w.WriteHeader(http.StatusOK)
-	if _, err := io.Copy(w, io.NewSectionReader(f, 0, size)); err != nil {
+	if _, err := io.Copy(w, f); err != nil {
 		a.logger.Warn("streaming a file to a move's new owner", zap.String("move", mv.ID), zap.Error(err))
 	}
 }
 
-// freezeMove stops this node serving the partition (the move's record
-// frozen, then its log closed between two commits) and lists its final
-// files. Asked again of a frozen move, it lists them again.
+// freezeMove stops this node serving the partition and lists its final
+// files (cluster.Participant.FreezeMove).
 func (a *api) freezeMove(w http.ResponseWriter, r *http.Request) {
 	if _, ok := query(w, r); !ok {
 		return
@@ -342,25 +359,12 @@ func (a *api) freezeMove(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if mv.State == cluster.MoveRequested {
-		frozen, err := a.opts.cluster.ms.FreezeMove(r.Context(), mv, time.Now())
-		if errors.Is(err, cluster.ErrMoveChanged) {
-			writeError(w, http.StatusConflict, "move_changed", "the move changed meanwhile (cancelled?)")
-			return
-		}
-		if err != nil {
-			a.writeNodeError(w, r, err)
-			return
-		}
-		mv = frozen
-		a.logger.Info("partition frozen for its move: served no more here", zap.String("move", mv.ID),
-			zap.String("topic", mv.Topic), zap.Int("partition", mv.Partition), zap.String("to", mv.To))
-	}
-	if err := a.node.FreezePartition(r.Context(), mv.Topic, mv.Partition); err != nil {
-		a.writeNodeError(w, r, err)
+	l, err := a.opts.cluster.FreezeMove(r.Context(), mv)
+	if err != nil {
+		a.writeMoveError(w, r, err)
 		return
 	}
-	a.writeListing(w, r, mv)
+	writeJSON(w, http.StatusOK, newTransferBody(l))
 }
 
 // releasePartition drops this node's copy of a partition once etcd
@@ -382,7 +386,7 @@ func (a *api) releasePartition(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "partition_not_found", "no such partition")
 		return
 	}
-	if err := a.opts.cluster.dropIfMoved(r.Context(), a.node, topic, p, true); err != nil {
+	if err := a.opts.cluster.ReleasePartition(r.Context(), topic, p); err != nil {
 		if errors.Is(err, runtime.ErrAssigned) || errors.Is(err, runtime.ErrReceiveInProgress) {
 			writeError(w, http.StatusConflict, "move_changed", "the partition is this node's, or moving here")
 			return

@@ -1,9 +1,10 @@
 // Package server is the node a broker embeds whole: a runtime.Node, its
 // HTTP API (docs/http-api.md) and, when its metastore is a cluster's
-// etcd, its place in the cluster (identity, membership, the assigner,
-// 421 answers to another node's partitions, the moves API and the mover
-// that pulls moved partitions). narad-storaged is flags, signals and
-// systemd around it.
+// etcd, its place in the cluster (a cluster.Participant: identity,
+// membership, the assigner, the mover) with the HTTP side of it: 421
+// answers to another node's partitions, the moves API, and the internal
+// move endpoints with the cluster.Transfer that calls them on other nodes.
+// narad-storaged is flags, signals and systemd around it.
 //
 //	s, err := server.New(ctx, cfg) // cfg from server.DefaultConfig()
 //	...
@@ -25,5 +26,7 @@
 // bounds and batch codec; api_stream.go streams records answers,
 // api_body.go meters produce bodies), conns.go (connection
 // limits and authentication state), tls.go, cluster.go (a cluster's
-// node), mover.go (pulling moved partitions), descriptors.go.
+// node's etcd endpoints, advertised address and peer TLS), transfer.go
+// (cluster.Transfer over HTTP: a move's calls to the old owner),
+// descriptors.go.
 package server

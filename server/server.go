@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/narad-io/storage/cluster"
 	"github.com/narad-io/storage/codec"
 	"github.com/narad-io/storage/datadir"
 	"github.com/narad-io/storage/runtime"
@@ -44,8 +45,8 @@ type Server struct {
 	cfg      Config
 	logger   *zap.Logger
 	node     *runtime.Node
-	member   *clusterNode // nil: a node alone, on the embedded metastore
-	peerTLS  *tls.Config  // a cluster's node: its calls to other nodes
+	member   *cluster.Participant // nil: a node alone, on the embedded metastore
+	peerTLS  *tls.Config          // a cluster's node: its calls to other nodes
 	token    []byte
 	certs    *certReloader // nil: plain HTTP
 	reg      *prometheus.Registry
@@ -58,7 +59,7 @@ type Server struct {
 	endOnce   sync.Once
 	failed    chan error    // the own server's Serve, ended other than by Close
 	served    chan struct{} // closed when the own server's Serve returned; nil before Start
-	stopMover func()        // a cluster's node: its mover's close, once it runs
+	stopMover func()        // a cluster's node: stops its mover (cluster.Participant.StopMover)
 	closeOnce sync.Once
 	closeErr  error
 	closed    atomic.Bool // set as Close begins
@@ -133,7 +134,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		undo = append(undo, func() {
 			stop, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.ShutdownTimeout))
 			defer cancel()
-			if err := s.member.close(stop); err != nil {
+			if err := s.member.Close(stop); err != nil {
 				s.logger.Warn("leaving the cluster", zap.Error(err))
 			}
 		})
@@ -170,10 +171,13 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	undo = append(undo, func() { s.node.Close() })
+	if s.member != nil {
+		s.member.Attach(s.node)
+	}
 	if err := s.listen(); err != nil {
 		return nil, err
 	}
-	var owners ownerLocator // nil, not a nil *clusterNode, when alone
+	var owners ownerLocator // nil, not a nil *cluster.Participant, when alone
 	if s.member != nil {
 		owners = s.member
 	}
@@ -237,13 +241,20 @@ func (s *Server) openMetastore(ctx context.Context, files vfs.FS) (runtime.Metas
 	if s.peerTLS, err = peerTLSConfig(cfg, s.certs != nil); err != nil { // before anything opens: a bad --peer-ca is a usage error
 		return nil, err
 	}
-	if s.member, err = openClusterNode(ctx, files, cfg, endpoints, s.logger); err != nil {
+	transfer := newHTTPTransfer(s.token, s.peerTLS)
+	s.member, err = cluster.OpenParticipant(ctx, cluster.ParticipantConfig{Endpoints: endpoints, DataDir: cfg.DataDir, FS: files, NodeID: cfg.NodeID,
+		MemberTTL: time.Duration(cfg.MemberTTL), FenceAfter: time.Duration(cfg.FenceAfter), Transfer: transfer, Logger: s.logger})
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err() // stopped while waiting for etcd
 		}
 		return nil, err
 	}
-	return s.member.ms, nil
+	s.stopMover = func() {
+		s.member.StopMover()
+		transfer.closeIdle()
+	}
+	return s.member.Metastore(), nil
 }
 
 // listen opens the own listener (none without a listen address) and
@@ -379,9 +390,9 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	if s.member != nil {
 		// Registered once started: a node marked lost sets its copies of
-		// the partitions given away aside first (join), and until it is
-		// registered it answers 503 fenced.
-		if err := s.member.join(ctx, s.addr, s.node); err != nil {
+		// the partitions given away aside first (Join), and until it is
+		// registered it answers 503 fenced. Join starts the mover.
+		if err := s.member.Join(ctx, s.addr); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -389,10 +400,6 @@ func (s *Server) start(ctx context.Context) error {
 		}
 	}
 	warnIfFewDescriptors(ctx, s.node, s.cfg.MaxOpenLogs, s.logger)
-	if s.member != nil {
-		m := startMover(s.member, s.node, s.token, s.peerTLS, s.logger)
-		s.stopMover = m.close
-	}
 	s.logger.Info("ready")
 	return nil
 }
@@ -487,7 +494,7 @@ func (s *Server) close() error {
 		s.logger.Info("stopped: every log closed")
 	}
 	if s.member != nil {
-		if lerr := s.member.close(stop); lerr != nil {
+		if lerr := s.member.Close(stop); lerr != nil {
 			s.logger.Warn("leaving the cluster", zap.Error(lerr))
 		}
 	}
