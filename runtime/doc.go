@@ -20,9 +20,14 @@
 //	queue_leaseid.go           lease ids and consumer.lease
 //	cursor.go                  fan-out cursors
 //	lag.go, metrics.go         consumer lag and per-topic metrics
-//	transfer.go, receive.go,
-//	install.go                 a move's listing, freeze, receive and install
-//	setaside.go                drop and set-aside of a copy no longer owned
+//
+// and, apart, what only a cluster's moves call (Moves, below):
+//
+//	moves_source.go            the old owner's listing, file opens and freeze
+//	moves_receive.go           the new owner's streamed receive
+//	moves_install.go           the install and its recovery; InstallPartition
+//	moves_drop.go              the drop of a copy no longer owned; PartitionDirs
+//	moves_setaside.go          the set-aside of a copy given away while lost
 //
 // The data directory's lock and a node's identity are package datadir's.
 //
@@ -82,17 +87,6 @@
 //     and a clean close writes it whole to consumer.acked
 //     (consumer_acked.go), so only a crash loses acks. Closing a log
 //     writes the files out and closes the held descriptor.
-//   - TransferListing, ReceivePartition and InstallPartition are the
-//     storage side of a partition move: the listing reads the directory
-//     without opening the log and refuses a stale incarnation; a receive
-//     streams the files into a staging directory, and its Commit stamps
-//     the marker and swaps it in, atomically across a crash (Protocols,
-//     below); InstallPartition is a receive of files held in memory.
-//   - A copy of a partition the metastore no longer assigns this node is
-//     removed once its move completed (DropPartition), or, when an
-//     operator reassigned it while the node was marked lost, set aside
-//     (SetAsidePartition, setaside.go) into <data dir>/lost/: never
-//     served, swept or removed by the node, the operator's to recover.
 //   - Partitions lists the partitions the metastore assigns this node,
 //     opening none.
 //   - Peeks and describes answer a closed partition from its directory and
@@ -109,6 +103,28 @@
 // written) the records are rebuilt from the topic directories (name,
 // marker, partition count; retention keep-forever until set again), never
 // an empty metastore whose topics' directories a sweep would purge.
+//
+// # Moves
+//
+// What a broker calls is the data path above. The rest of Node's methods
+// are the storage side of a partition move, which a cluster's node calls
+// (cluster.Participant; a node alone never does), in the moves_*.go files:
+//
+//   - On the old owner: TransferListing reads the partition's directory
+//     without opening its log and refuses a stale incarnation;
+//     OpenTransferFile opens one file it lists; FreezePartition closes
+//     the log between two commits once the metastore no longer assigns the
+//     partition here, so the files listed then are final.
+//   - On the new owner: ReceivePartition streams the files into a staging
+//     directory, and its Commit stamps the marker and swaps it in,
+//     atomically across a crash (Protocols, below); InstallPartition is a
+//     receive of files held in memory.
+//   - A copy of a partition the metastore no longer assigns this node is
+//     removed once its move completed (DropPartition), or, when an
+//     operator reassigned it while the node was marked lost, set aside
+//     (SetAsidePartition) into <data dir>/lost/: never served, swept or
+//     removed by the node, the operator's to recover. PartitionDirs lists
+//     the copies a node holds, whoever owns them.
 //
 // # Protocols
 //

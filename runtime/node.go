@@ -137,7 +137,9 @@ func (c Config) withDefaults() Config {
 // Node is the storage node a broker embeds: the registry of open partition
 // logs, the policy that opens them (lazy open, incarnation markers and
 // quarantine, startup open, idle eviction), and the metastore they are
-// checked against.
+// checked against. Its methods are the data path a broker calls, but for
+// the storage side of partition moves, which a cluster's node calls
+// (moves_*.go; package doc, "Moves").
 //
 // Invariants: every open log is in the registry and was opened under its
 // topic's guard after its directory's incarnation marker matched the

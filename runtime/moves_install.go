@@ -24,10 +24,11 @@ type InstallFile struct {
 
 // InstallPartition installs a moved partition in place of whatever the
 // partition's directory holds, from files held in memory: a
-// ReceivePartition, a WriteFile of each file, and the Commit (receive.go),
-// so it is atomic across a crash as they are. Only segment files, the
-// hwm file, cursor position files and the queue consumer's progress
-// files are accepted; a moved partition's marker is the record's.
+// ReceivePartition, a WriteFile of each file, and the Commit
+// (moves_receive.go), so it is atomic across a crash as they are. Only
+// segment files, the hwm file, cursor position files and the queue
+// consumer's progress files are accepted; a moved partition's marker is
+// the record's.
 func (n *Node) InstallPartition(ctx context.Context, topic string, p int, incarnation wire.IncarnationID, files []InstallFile) error {
 	for _, f := range files {
 		if err := checkInstallFile(f.Name, int64(len(f.Data))); err != nil {
