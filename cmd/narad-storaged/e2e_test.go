@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -13,17 +12,22 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
-
-	"github.com/narad-io/storage/client"
 )
 
-// The end-to-end tests build the real binary once and run it on loopback
-// with a temporary data directory. They wait on what the daemon says (its
-// "ready" log line, its exit), never on a timer.
+// The end-to-end tests of the process: they build the real binary once
+// (with -race) and run it on loopback with a temporary data directory,
+// for what only a process shows: signals (SIGTERM, SIGKILL, SIGHUP), exit
+// codes, flags, systemd notification, the commands (produce, consume,
+// verify, inspect, version, completion), the limits of a process (open
+// files, a mount namespace) and its peak memory. They wait on what the
+// daemon says (its "ready" log line, its exit), never on a timer. The
+// node's behaviour (the HTTP API and what it answers) is tested in
+// process, in package server's e2e tests.
 
 var daemonBinary string
 
@@ -229,6 +233,26 @@ func expect(t *testing.T, r response, status int, code string) {
 	}
 }
 
+// metricValue is the value of one series in a /metrics exposition (its
+// name and labels exactly as exposed), and whether it is there.
+func metricValue(exposition, series string) (float64, bool) {
+	for _, line := range strings.Split(exposition, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
+}
+
+func expectMetric(t *testing.T, exposition, series string, want float64) {
+	t.Helper()
+	got, ok := metricValue(exposition, series)
+	if !ok || got != want {
+		t.Fatalf("%s = %v (present %v), want %v", series, got, ok, want)
+	}
+}
+
 type fetched struct {
 	Records []struct {
 		Offset        int64   `json:"offset"`
@@ -240,173 +264,15 @@ type fetched struct {
 	HighWatermark int64 `json:"high_watermark"`
 }
 
-// TestE2E_Contract walks every endpoint and error of docs/http-api.md.
-func TestE2E_Contract(t *testing.T) {
-	d := startDaemon(t, t.TempDir(), "--pprof")
-	expect(t, d.req("GET", "/healthz", nil), 200, "")
-	expect(t, d.req("GET", "/readyz", nil), 200, "")
-
-	// Topics.
-	expect(t, d.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 2}), 201, "")
-	expect(t, d.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 2}), 200, "")
-	expect(t, d.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 3}), 409, "topic_exists")
-	// ("..", like any path a URL cleans away, never reaches a topic handler.)
-	for _, bad := range []string{"a%2Fb", "x.stale-0123456789abcdef", strings.Repeat("a", 201), "sp%20ace", "%2E%2E%2Fetc"} {
-		expect(t, d.req("PUT", "/v1/topics/"+bad, map[string]any{"partitions": 1}), 400, "invalid_topic_name")
-	}
-	expect(t, d.req("PUT", "/v1/topics/t2", "{not json"), 400, "invalid_body")
-	expect(t, d.req("PUT", "/v1/topics/t2", map[string]any{"partitions": 0}), 400, "invalid_body")
-	var desc client.Topic
-	r := d.req("GET", "/v1/topics/orders", nil)
-	expect(t, r, 200, "")
-	r.json(t, &desc)
-	if desc.Name != "orders" || len(desc.Incarnation) != 16 || len(desc.Partitions) != 2 || desc.Partitions[1].HighWatermark != 0 {
-		t.Fatalf("describe: %+v", desc)
-	}
-	expect(t, d.req("GET", "/v1/topics/nope", nil), 404, "topic_not_found")
-	var list struct{ Topics []client.Topic }
-	d.req("GET", "/v1/topics", nil).json(t, &list)
-	if len(list.Topics) != 1 {
-		t.Fatalf("list: %+v", list)
-	}
-
-	// Produce: JSON, base64, binary.
-	var prod struct {
-		BaseOffset    int64 `json:"base_offset"`
-		Count         int64 `json:"count"`
-		HighWatermark int64 `json:"high_watermark"`
-	}
-	r = d.req("POST", "/v1/topics/orders/partitions/0/records", `{"records": [{"key": "user-42", "value": "{\"total\": 12.5}"}, {"value": "no key"}]}`)
-	expect(t, r, 200, "")
-	r.json(t, &prod)
-	if prod.BaseOffset != 0 || prod.Count != 2 || prod.HighWatermark != 2 {
-		t.Fatalf("produce: %+v", prod)
-	}
-	b64 := base64.StdEncoding.EncodeToString([]byte{0, 1, 2, 0xff})
-	expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records?encoding=base64", fmt.Sprintf(`{"records":[{"key":%q,"value":%q}]}`, b64, b64)), 200, "")
-	var batch []byte
-	for _, kv := range [][2]string{{"k1", "binary one"}, {"", "binary two"}} {
-		batch = binary.AppendUvarint(batch, uint64(len(kv[0])))
-		batch = append(batch, kv[0]...)
-		batch = binary.AppendUvarint(batch, uint64(len(kv[1])))
-		batch = append(batch, kv[1]...)
-	}
-	r = d.req("POST", "/v1/topics/orders/partitions/0/records", batch, "Content-Type", batchContentType)
-	expect(t, r, 200, "")
-	r.json(t, &prod)
-	if prod.BaseOffset != 3 || prod.Count != 2 {
-		t.Fatalf("binary produce: %+v", prod)
-	}
-	for _, bad := range []string{`{"records": []}`, `nope`, `{"records":[{"value": 5}]}`} {
-		expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records", bad), 400, "invalid_body")
-	}
-	expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records?encoding=base64", `{"records":[{"value":"!!"}]}`), 400, "invalid_body")
-	expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records", []byte{0x05, 'a'}, "Content-Type", batchContentType), 400, "invalid_body")
-	expect(t, d.req("POST", "/v1/topics/orders/partitions/9/records", `{"records":[{"value":"x"}]}`), 404, "partition_not_found")
-	expect(t, d.req("POST", "/v1/topics/orders/partitions/-1/records", `{"records":[{"value":"x"}]}`), 404, "partition_not_found")
-	expect(t, d.req("POST", "/v1/topics/nope/partitions/0/records", `{"records":[{"value":"x"}]}`), 404, "topic_not_found")
-	// A body of nothing but empty records: bounded by count, not decoded whole.
-	expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records", make([]byte, 1<<20), "Content-Type", batchContentType), 413, "batch_too_large")
-	expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records", `{"records":[`+strings.Repeat(`{"value":""},`, 200000)+`{"value":""}]}`), 413, "batch_too_large")
-	big := `{"records":[{"value":"` + strings.Repeat("x", 70<<20) + `"}]}`
-	expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records", big), 413, "batch_too_large")
-
-	// Fetch: JSON, base64, binary, limits, errors.
-	var f fetched
-	r = d.req("GET", "/v1/topics/orders/partitions/0/records?offset=0", nil)
-	expect(t, r, 200, "")
-	r.json(t, &f)
-	if len(f.Records) != 5 || f.NextOffset != 5 || f.HighWatermark != 5 || *f.Records[0].Key != "user-42" || f.Records[1].Key != nil || f.Records[4].Value != "binary two" {
-		t.Fatalf("fetch: %+v", f)
-	}
-	d.req("GET", "/v1/topics/orders/partitions/0/records?offset=2&encoding=base64&max_records=1", nil).json(t, &f)
-	if len(f.Records) != 1 || f.Records[0].Value != b64 || f.NextOffset != 3 {
-		t.Fatalf("base64 fetch: %+v", f)
-	}
-	d.req("GET", "/v1/topics/orders/partitions/0/records?offset=0&max_bytes=1", nil).json(t, &f)
-	if len(f.Records) != 1 {
-		t.Fatalf("max_bytes=1 returned %d records, want at least one", len(f.Records))
-	}
-	r = d.req("GET", "/v1/topics/orders/partitions/0/records?offset=3", nil, "Accept", batchContentType)
-	expect(t, r, 200, "")
-	if r.header.Get("Narad-Next-Offset") != "5" || r.header.Get("Narad-High-Watermark") != "5" || binary.BigEndian.Uint64(r.body) != 3 {
-		t.Fatalf("binary fetch: %v %x", r.header, r.body)
-	}
-	for _, bad := range []string{"", "-1", "abc"} {
-		expect(t, d.req("GET", "/v1/topics/orders/partitions/0/records?offset="+bad, nil), 400, "invalid_offset")
-	}
-	expect(t, d.req("GET", "/v1/topics/orders/partitions/0/records?offset=6", nil), 416, "offset_beyond_high_watermark")
-	d.req("GET", "/v1/topics/orders/partitions/0/records?offset=5", nil).json(t, &f)
-	if len(f.Records) != 0 || f.NextOffset != 5 {
-		t.Fatalf("fetch at the high watermark: %+v", f)
-	}
-
-	// Consumer progress.
-	var ack struct{ Frontier int64 }
-	d.req("POST", "/v1/topics/orders/partitions/0/acks", map[string]any{"offsets": []int{0, 2, 3}}).json(t, &ack)
-	if ack.Frontier != 1 {
-		t.Fatalf("frontier %d, want 1", ack.Frontier)
-	}
-	expect(t, d.req("POST", "/v1/topics/orders/partitions/0/acks", map[string]any{"offsets": []int{5}}), 400, "invalid_offset")
-	var cs struct {
-		Frontier   int64   `json:"frontier"`
-		AckedAhead []int64 `json:"acked_ahead"`
-	}
-	d.req("GET", "/v1/topics/orders/partitions/0/consumer", nil).json(t, &cs)
-	if cs.Frontier != 1 || fmt.Sprint(cs.AckedAhead) != "[2 3]" {
-		t.Fatalf("consumer: %+v", cs)
-	}
-
-	// Retention change, operations, delete.
-	r = d.req("PATCH", "/v1/topics/orders", map[string]any{"retention_ms": 3600000})
-	expect(t, r, 200, "")
-	r.json(t, &desc)
-	if desc.RetentionMs != 3600000 {
-		t.Fatalf("patch: %+v", desc)
-	}
-	metrics := string(d.req("GET", "/metrics", nil).body)
-	for _, name := range []string{"narad_storage_commit_seconds", "narad_consumer_acks_total", "narad_storage_open_logs", "narad_reaper_restarts"} {
-		if !strings.Contains(metrics, name) {
-			t.Fatalf("/metrics lacks %s", name)
-		}
-	}
-	expect(t, d.req("GET", "/debug/pprof/", nil), 200, "")
-	expect(t, d.req("DELETE", "/v1/topics/orders", nil), 204, "")
-	expect(t, d.req("GET", "/v1/topics/orders", nil), 404, "topic_not_found")
-	expect(t, d.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 1}), 201, "")
-	d.req("GET", "/v1/topics/orders/partitions/0/records?offset=0", nil).json(t, &f)
-	if f.HighWatermark != 0 {
-		t.Fatalf("a recreated topic holds %d records", f.HighWatermark)
-	}
-	expect(t, d.req("GET", "/nowhere", nil), 404, "not_found")
-	entries, _ := os.ReadDir(filepath.Join(d.dataDir, "topics"))
-	for _, e := range entries {
-		if e.Name() != "orders" {
-			t.Fatalf("unexpected directory %s: bad input created a file", e.Name())
-		}
-	}
-	if err := d.stop(syscall.SIGTERM); err != nil {
-		t.Fatalf("exit after SIGTERM: %v\n%s", err, d.log())
-	}
-}
-
-// TestE2E_AuthAndListen: a token guards every endpoint but /healthz; a
-// non-loopback --listen refuses to start without a token or --insecure.
-func TestE2E_AuthAndListen(t *testing.T) {
+// TestE2E_RefusesAnOpenTokenOrAnUnguardedListen: the daemon refuses to
+// start, with a non-zero exit naming why, on a token file others can
+// read (as ssh refuses such keys), and on a non-loopback --listen
+// without a token or --insecure. (What the token guards is package
+// server's TestE2E_AuthGuardsEveryEndpointButHealthz.)
+func TestE2E_RefusesAnOpenTokenOrAnUnguardedListen(t *testing.T) {
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
-	os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600)
-	d := startDaemon(t, filepath.Join(dir, "data"), "--auth-token-file", tokenFile)
-	expect(t, d.req("GET", "/healthz", nil), 200, "")
-	expect(t, d.req("GET", "/v1/topics", nil), 401, "unauthorized")
-	expect(t, d.req("GET", "/v1/topics", nil, "Authorization", "Bearer wrong"), 401, "unauthorized")
-	expect(t, d.req("GET", "/v1/topics", nil, "Authorization", "Bearer s3cret"), 200, "")
-	expect(t, d.req("GET", "/v1/topics", nil, "Authorization", "bearer s3cret"), 200, "") // the scheme is case-insensitive
-	expect(t, d.req("GET", "/v1/topics", nil, "Authorization", "Basic s3cret"), 401, "unauthorized")
-	d.stop(syscall.SIGTERM)
-
-	// A token file others can read is refused, as ssh refuses such keys.
-	os.Chmod(tokenFile, 0o644)
+	os.WriteFile(tokenFile, []byte("s3cret\n"), 0o644)
 	out, err := exec.Command(daemonBinary, "serve", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"), "--auth-token-file", tokenFile).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "readable by group or others") {
 		t.Fatalf("a world-readable token file was accepted: %v %s", err, out)
@@ -416,35 +282,6 @@ func TestE2E_AuthAndListen(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "not loopback") {
 		t.Fatalf("non-loopback listen without a token started: %v %s", err, out)
 	}
-	if fi, err := os.Stat(filepath.Join(dir, "data")); err != nil || fi.Mode().Perm() != 0o700 {
-		t.Fatalf("data dir mode: %v %v", fi.Mode(), err)
-	}
-}
-
-// TestE2E_LongPollWakesOnCommit: a fetch at the high watermark with
-// wait_ms returns the record a later produce commits, woken by the log's
-// broadcast, well before its wait runs out.
-func TestE2E_LongPollWakesOnCommit(t *testing.T) {
-	d := startDaemon(t, t.TempDir())
-	d.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 1})
-	got := make(chan fetched, 1)
-	go func() {
-		var f fetched
-		resp, err := http.Get(d.addr + "/v1/topics/orders/partitions/0/records?offset=0&wait_ms=60000")
-		if err == nil {
-			json.NewDecoder(resp.Body).Decode(&f)
-			resp.Body.Close()
-		}
-		got <- f
-	}()
-	// Produce until the poll has its record: the first produce may land
-	// before the poll starts waiting, which returns it at once too.
-	expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records", `{"records":[{"value":"wake"}]}`), 200, "")
-	f := <-got
-	if len(f.Records) != 1 || f.Records[0].Value != "wake" {
-		t.Fatalf("long poll returned %+v", f)
-	}
-	d.stop(syscall.SIGTERM)
 }
 
 // TestE2E_SigtermWritesHWMFiles: a graceful stop closes every log, each

@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"bufio"
@@ -10,9 +10,9 @@ import (
 
 // rawRequest sends text as it is (no client cleans or rewrites it) and
 // reads the answer.
-func (d *daemon) rawRequest(text string) response {
+func (d *node) rawRequest(text string) response {
 	d.t.Helper()
-	c, err := net.Dial("tcp", strings.TrimPrefix(d.addr, "http://"))
+	c, err := net.Dial("tcp", d.hostPort())
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func (d *daemon) rawRequest(text string) response {
 // read in one canonical decimal form, as a path's; a message names the
 // problem the value has.
 func TestE2E_OddRequestsAreAnsweredExactly(t *testing.T) {
-	d := startDaemon(t, t.TempDir())
+	d := startNode(t, t.TempDir())
 	expect(t, d.req("PUT", "/v1/topics/in", map[string]any{"partitions": 1}), 201, "")
 
 	for _, req := range []string{"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", "GET * HTTP/1.1\r\nHost: x\r\n\r\n"} {
@@ -77,10 +77,10 @@ func TestE2E_OddRequestsAreAnsweredExactly(t *testing.T) {
 
 // longPoll starts a GET in the background; its answer comes on the
 // channel.
-func (d *daemon) longPoll(path string) <-chan response {
+func (d *node) longPoll(path string) <-chan response {
 	out := make(chan response, 1)
 	go func() {
-		resp, err := http.Get(d.addr + path)
+		resp, err := d.http.Get(d.addr + path)
 		if err != nil {
 			out <- response{status: -1, body: []byte(err.Error())}
 			return
@@ -103,7 +103,7 @@ func (d *daemon) longPoll(path string) <-chan response {
 // before or after the delete, 404 is the one right answer, so the test
 // does not depend on when it starts waiting.
 func TestE2E_AReadNeverOutlivesItsTopic(t *testing.T) {
-	d := startDaemon(t, t.TempDir())
+	d := startNode(t, t.TempDir())
 	var desc struct {
 		Incarnation string `json:"incarnation"`
 	}
@@ -140,7 +140,7 @@ func TestE2E_AReadNeverOutlivesItsTopic(t *testing.T) {
 // which a client without the token can send, are at most 64 KiB (431),
 // not the HTTP server's default 1 MiB.
 func TestE2E_HeadersAreBoundedBeforeAuthentication(t *testing.T) {
-	d := startDaemon(t, t.TempDir())
+	d := startNode(t, t.TempDir())
 	r := d.rawRequest("GET /v1/topics HTTP/1.1\r\nHost: x\r\nX-Pad: " + strings.Repeat("p", 100<<10) + "\r\n\r\n")
 	if r.status != http.StatusRequestHeaderFieldsTooLarge {
 		t.Fatalf("a 100 KiB header: %d %s", r.status, r.body)

@@ -1,10 +1,9 @@
-package main
+package server_test
 
 import (
 	"encoding/base64"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -38,7 +37,7 @@ func expectMessage(t *testing.T, r response, status int, code string, words ...s
 // refused naming it; invalid UTF-8 in a JSON text is refused naming the
 // record, never replaced; errors speak the request's terms.
 func TestE2E_ExactInput(t *testing.T) {
-	d := startDaemon(t, t.TempDir())
+	d := startNode(t, t.TempDir())
 	expect(t, d.req("PUT", "/v1/topics/in", map[string]any{"partitions": 1}), 201, "")
 	const records = "/v1/topics/in/partitions/0/records"
 
@@ -169,8 +168,8 @@ func TestE2E_ExactInput(t *testing.T) {
 		t.Fatalf("Allow %q", r.header.Get("Allow"))
 	}
 	expect(t, d.req("GET", "/v2/topics", nil), 404, "not_found")
-	if err := d.stop(syscall.SIGTERM); err != nil {
-		t.Fatalf("exit: %v\n%s", err, d.log())
+	if err := d.stop(); err != nil {
+		t.Fatalf("a clean stop: %v\n%s", err, d.log())
 	}
 }
 

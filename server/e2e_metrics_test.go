@@ -1,12 +1,12 @@
-package main
+package server_test
 
 import (
 	"bytes"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
+	"github.com/narad-io/storage/server"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 )
 
@@ -36,10 +36,10 @@ func expectMetric(t *testing.T, exposition, series string, want float64) {
 // route and code; produce and fetch are counted per topic; each
 // partition's high watermark is a gauge.
 func TestE2E_Metrics(t *testing.T) {
-	d := startDaemon(t, t.TempDir(), "--access-log")
+	d := startNode(t, t.TempDir(), func(c *server.Config) { c.AccessLog = true })
 	first := string(d.req("GET", "/metrics", nil).body)
 	if !d.waitLog(`"msg":"request","method":"GET","path":"/metrics","route":"GET /metrics","status":200`) {
-		t.Fatalf("--access-log logged no line for the scrape:\n%s", d.log())
+		t.Fatalf("the access log logged no line for the scrape:\n%s", d.log())
 	}
 	for _, kind := range []string{"commit_failed", "fsync_poisoned", "hwm_file", "read_corrupt", "retention_unlink", "write_failed"} {
 		expectMetric(t, first, `errors_total{component="storage",kind="`+kind+`"}`, 0)
@@ -80,7 +80,7 @@ func TestE2E_Metrics(t *testing.T) {
 	expectMetric(t, after, `narad_topic_fetched_records_total{topic="orders"}`, 3)
 	expectMetric(t, after, `narad_topic_fetched_bytes_total{topic="orders"}`, 6+3) // "de"+"k", "abc", "de"+"k"
 	expectMetric(t, after, `narad_partition_high_watermark{partition="1",topic="orders"}`, 4)
-	if err := d.stop(syscall.SIGTERM); err != nil {
-		t.Fatalf("exit: %v\n%s", err, d.log())
+	if err := d.stop(); err != nil {
+		t.Fatalf("a clean stop: %v\n%s", err, d.log())
 	}
 }

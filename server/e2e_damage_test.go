@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"bytes"
@@ -9,24 +9,24 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/tool"
 	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
 )
 
-// seedPartition creates topic orders (one partition) through the daemon,
+// seedPartition creates topic orders (one partition) through a node,
 // stops it, and fills its partition directory through the engine with
 // small segments, so the tests have sealed segments and a multi-frame
 // active one to damage. Each record's value is "v<offset>".
 func seedPartition(t *testing.T, records int) (dataDir string, segments []string) {
 	t.Helper()
 	dataDir = t.TempDir()
-	d := startDaemon(t, dataDir)
+	d := startNode(t, dataDir)
 	expect(t, d.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 1}), 201, "")
-	d.stop(syscall.SIGTERM)
+	d.stop()
 	dir := filepath.Join(dataDir, "topics", "orders", "p00000")
 	l, err := partition.Open(dir, partition.Options{FS: vfs.OS{}, SegmentMaxBytes: 2 << 10})
 	if err != nil {
@@ -88,10 +88,31 @@ func flipByte(t *testing.T, path string, at int64) {
 	f.WriteAt(b, at)
 }
 
+// writeAt overwrites the file's bytes at pos.
+func writeAt(t *testing.T, path string, pos int64, data []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(data, pos); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// verifyExit is the exit status of `narad-storaged verify --data-dir
+// dataDir` (0 clean, 1 damage found, 2 unreadable) and what it printed.
 func verifyExit(dataDir string) (int, string) {
 	var out, errb bytes.Buffer
-	code := runVerify([]string{"--data-dir", dataDir}, &out, &errb)
-	return code, out.String()
+	clean, err := tool.Verify(&out, tool.VerifyOptions{DataDir: dataDir, Messages: &errb})
+	switch {
+	case err != nil:
+		return 2, out.String() + errb.String() + err.Error()
+	case !clean:
+		return 1, out.String()
+	}
+	return 0, out.String()
 }
 
 // TestE2E_DamagedSegments: torn and corrupted segment files give the
@@ -162,7 +183,7 @@ func TestE2E_DamagedSegments(t *testing.T) {
 			if code, out := verifyExit(dataDir); code != 1 {
 				t.Fatalf("verify of damaged data exited %d:\n%s", code, out)
 			}
-			d := startDaemon(t, dataDir)
+			d := startNode(t, dataDir)
 			var f fetched
 			r := d.req("GET", "/v1/topics/orders/partitions/0/records?offset=0&max_records=10000", nil)
 			expect(t, r, 200, "")
@@ -225,12 +246,12 @@ func TestE2E_DamagedSegments(t *testing.T) {
 			if prod.BaseOffset != wantHWM {
 				t.Fatalf("produce after recovery at %d, want %d", prod.BaseOffset, wantHWM)
 			}
-			if err := d.stop(syscall.SIGTERM); err != nil {
+			if err := d.stop(); err != nil {
 				t.Fatal(err)
 			}
 			if tornFrom >= 0 {
 				if code, out := verifyExit(dataDir); code != 0 {
-					t.Fatalf("verify after the daemon cut the torn tail exited %d:\n%s", code, out)
+					t.Fatalf("verify after the node cut the torn tail exited %d:\n%s", code, out)
 				}
 			}
 		})
@@ -243,25 +264,25 @@ func TestE2E_DamagedSegments(t *testing.T) {
 // or a node that missed the purge).
 func TestE2E_RecreatedTopicNeverServesTheOldIncarnation(t *testing.T) {
 	dataDir := t.TempDir()
-	d := startDaemon(t, dataDir)
+	d := startNode(t, dataDir)
 	expect(t, d.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 1}), 201, "")
 	expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records", `{"records":[{"value":"old-1"},{"value":"old-2"}]}`), 200, "")
-	d.stop(syscall.SIGTERM)
+	d.stop()
 	backup := t.TempDir()
 	if err := os.CopyFS(backup, os.DirFS(filepath.Join(dataDir, "topics", "orders"))); err != nil {
 		t.Fatal(err)
 	}
-	d = startDaemon(t, dataDir)
+	d = startNode(t, dataDir)
 	expect(t, d.req("DELETE", "/v1/topics/orders", nil), 204, "")
 	expect(t, d.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 1}), 201, "")
-	d.stop(syscall.SIGTERM)
+	d.stop()
 	// The old incarnation's directory comes back.
 	os.RemoveAll(filepath.Join(dataDir, "topics", "orders"))
 	if err := os.CopyFS(filepath.Join(dataDir, "topics", "orders"), os.DirFS(backup)); err != nil {
 		t.Fatal(err)
 	}
-	d = startDaemon(t, dataDir)
-	defer d.stop(syscall.SIGTERM)
+	d = startNode(t, dataDir)
+	defer d.stop()
 	var f fetched
 	d.req("GET", "/v1/topics/orders/partitions/0/records?offset=0", nil).json(t, &f)
 	if len(f.Records) != 0 || f.HighWatermark != 0 {

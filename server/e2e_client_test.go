@@ -1,4 +1,4 @@
-package main
+package server_test
 
 import (
 	"bytes"
@@ -6,25 +6,22 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/narad-io/storage/client"
+	"github.com/narad-io/storage/server"
 )
 
-// TestE2E_Client: the Go client against the real daemon, every endpoint,
+// TestE2E_Client: the Go client against a node, every endpoint,
 // and the error codes a client meets, each matched by its sentinel.
 func TestE2E_Client(t *testing.T) {
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
 	os.WriteFile(tokenFile, []byte("tok\n"), 0o600)
-	d := startDaemon(t, filepath.Join(dir, "data"), "--auth-token-file", tokenFile)
+	d := startNode(t, filepath.Join(dir, "data"), func(c *server.Config) { c.AuthTokenFile = tokenFile })
 	ctx := context.Background()
-	c, err := client.New(d.addr, client.Options{Token: "tok"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := d.client(client.Options{Token: "tok"})
 	isErr := func(what string, err, want error) {
 		t.Helper()
 		if !errors.Is(err, want) {
@@ -124,10 +121,10 @@ func TestE2E_Client(t *testing.T) {
 	_, err = c.Topic(ctx, "orders")
 	isErr("a deleted topic", err, client.ErrTopicNotFound)
 
-	anonymous, _ := client.New(d.addr, client.Options{})
+	anonymous := d.client(client.Options{})
 	_, err = anonymous.Topics(ctx)
 	isErr("no token", err, client.ErrUnauthorized)
-	if err := d.stop(syscall.SIGTERM); err != nil {
-		t.Fatalf("exit: %v\n%s", err, d.log())
+	if err := d.stop(); err != nil {
+		t.Fatalf("a clean stop: %v\n%s", err, d.log())
 	}
 }

@@ -1,12 +1,13 @@
-package main
+package server_test
 
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"testing"
+	"time"
 
 	"github.com/narad-io/storage/client"
+	"github.com/narad-io/storage/server"
 )
 
 // TestE2E_RetentionChangeAppliedToAnOpenLogNobodyWrites: a PATCH of
@@ -17,12 +18,13 @@ import (
 // an hour and the cold walk is off, so only the sweep the change starts
 // can delete.
 func TestE2E_RetentionChangeAppliedToAnOpenLogNobodyWrites(t *testing.T) {
-	d := startDaemon(t, t.TempDir(), "--segment-max-bytes", "4096", "--reaper-interval", "1h", "--cold-walk-interval", "0")
+	d := startNode(t, t.TempDir(), func(c *server.Config) {
+		c.SegmentMaxBytes = 4096
+		c.ReaperInterval = server.Duration(time.Hour)
+		c.ColdWalkInterval = 0
+	})
 	ctx := context.Background()
-	c, err := client.New(d.addr, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := d.client(client.Options{})
 	if _, _, err := c.CreateTopic(ctx, "kept", 1, client.Retention{}); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +63,7 @@ func TestE2E_RetentionChangeAppliedToAnOpenLogNobodyWrites(t *testing.T) {
 	if p.Bytes > bound && p.Segments > 1 {
 		t.Fatalf("%d bytes in %d segments, over the %d-byte bound", p.Bytes, p.Segments, bound)
 	}
-	if err := d.stop(syscall.SIGTERM); err != nil {
-		t.Fatalf("exit: %v\n%s", err, d.log())
+	if err := d.stop(); err != nil {
+		t.Fatalf("a clean stop: %v\n%s", err, d.log())
 	}
 }
