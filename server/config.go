@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/narad-io/storage/api"
 	"net"
 	"time"
 
@@ -154,8 +155,8 @@ func (c Config) Validate() error {
 	if c.MaxInflightBytes != 0 && c.MaxInflightBytes < c.MaxBodyBytes {
 		return fmt.Errorf("max-inflight-bytes %d is under max-body-bytes %d: the largest body could never be taken; raise it, or 0 for no bound", c.MaxInflightBytes, c.MaxBodyBytes)
 	}
-	if c.MaxAnswerBytes != 0 && c.MaxAnswerBytes < maxFetchBytes {
-		return fmt.Errorf("max-answer-bytes %d is under %d, the largest max_bytes a read may ask for; raise it, or 0 for no bound", c.MaxAnswerBytes, maxFetchBytes)
+	if c.MaxAnswerBytes != 0 && c.MaxAnswerBytes < api.MaxFetchBytes {
+		return fmt.Errorf("max-answer-bytes %d is under %d, the largest max_bytes a read may ask for; raise it, or 0 for no bound", c.MaxAnswerBytes, api.MaxFetchBytes)
 	}
 	endpoints, err := etcdEndpoints(c.Metastore)
 	if err != nil {

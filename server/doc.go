@@ -21,12 +21,9 @@
 // shuts it down before Close; the API's own bounds (bodies, produce bytes
 // and answers in flight, what a request may ask for) hold either way.
 //
-// Files: config.go (Config), server.go (the life of a node), api*.go (the
-// handlers, one file per resource, over package api's bodies, codes,
-// bounds and batch codec; api_stream.go streams records answers,
-// api_body.go meters produce bodies), conns.go (connection
-// limits and authentication state), tls.go, cluster.go (a cluster's
-// node's etcd endpoints, advertised address and peer TLS), transfer.go
-// (cluster.Transfer over HTTP: a move's calls to the old owner),
-// descriptors.go.
+// The handlers are package httpapi's; this package opens the node and its
+// listener, serves the handlers with its own http.Server, and closes it
+// all in order. Files: config.go (Config), server.go (the life of a
+// node), listener.go (the connection cap), tls.go, cluster.go (a cluster's
+// node's etcd endpoints, advertised address and peer TLS), descriptors.go.
 package server

@@ -15,6 +15,7 @@ import (
 	"github.com/narad-io/storage/cluster"
 	"github.com/narad-io/storage/codec"
 	"github.com/narad-io/storage/datadir"
+	"github.com/narad-io/storage/httpapi"
 	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/vfs"
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,7 +25,7 @@ import (
 
 // readTimeout bounds the reading of a request, its body included: a body
 // trickled slower than this is cut (the produce body's meter keeps it
-// when it moves the deadline, api_body.go).
+// when it moves the deadline: httpapi, body.go).
 const readTimeout = 5 * time.Minute
 
 // Server is one node: its partitions (a runtime.Node), its HTTP API, and,
@@ -50,7 +51,7 @@ type Server struct {
 	token    []byte
 	certs    *certReloader // nil: plain HTTP
 	reg      *prometheus.Registry
-	api      *api
+	api      *httpapi.Handler
 	listener net.Listener // nil: the embedding program serves Handler
 	http     *http.Server // nil with listener
 	addr     string       // a cluster's node: the address it registers
@@ -177,13 +178,13 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := s.listen(); err != nil {
 		return nil, err
 	}
-	var owners ownerLocator // nil, not a nil *cluster.Participant, when alone
+	var owners httpapi.OwnerLocator // nil, not a nil *cluster.Participant, when alone
 	if s.member != nil {
 		owners = s.member
 	}
-	s.api = newAPI(s.node, ms, s.logger, s.reg, apiOptions{token: s.token, maxBody: cfg.MaxBodyBytes, maxInflight: cfg.MaxInflightBytes,
-		maxAnswer: cfg.MaxAnswerBytes, readTimeout: readTimeout, pprof: cfg.Pprof, access: cfg.AccessLog, closing: s.closing, owners: owners, cluster: s.member,
-		metrics: prometheus.Gatherers{process, s.reg}})
+	s.api = httpapi.New(s.node, ms, s.logger, s.reg, httpapi.Options{Token: s.token, MaxBody: cfg.MaxBodyBytes, MaxInflight: cfg.MaxInflightBytes,
+		MaxAnswer: cfg.MaxAnswerBytes, ReadTimeout: readTimeout, Pprof: cfg.Pprof, AccessLog: cfg.AccessLog, Closing: s.closing, Owners: owners, Cluster: s.member,
+		Metrics: prometheus.Gatherers{process, s.reg}})
 	if s.listener != nil {
 		s.http = s.newHTTPServer()
 	}
@@ -241,7 +242,7 @@ func (s *Server) openMetastore(ctx context.Context, files vfs.FS) (runtime.Metas
 	if s.peerTLS, err = peerTLSConfig(cfg, s.certs != nil); err != nil { // before anything opens: a bad --peer-ca is a usage error
 		return nil, err
 	}
-	transfer := newHTTPTransfer(s.token, s.peerTLS)
+	transfer := httpapi.NewTransfer(s.token, s.peerTLS)
 	s.member, err = cluster.OpenParticipant(ctx, cluster.ParticipantConfig{Endpoints: endpoints, DataDir: cfg.DataDir, FS: files, NodeID: cfg.NodeID,
 		MemberTTL: time.Duration(cfg.MemberTTL), FenceAfter: time.Duration(cfg.FenceAfter), Transfer: transfer, Logger: s.logger})
 	if err != nil {
@@ -252,7 +253,7 @@ func (s *Server) openMetastore(ctx context.Context, files vfs.FS) (runtime.Metas
 	}
 	s.stopMover = func() {
 		s.member.StopMover()
-		transfer.closeIdle()
+		transfer.CloseIdle()
 	}
 	return s.member.Metastore(), nil
 }
@@ -300,7 +301,7 @@ func (s *Server) newHTTPServer() *http.Server {
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      5 * time.Minute, // above the longest long poll
 		IdleTimeout:       2 * time.Minute,
-		ConnContext:       withConnAuth,
+		ConnContext:       httpapi.ConnContext,
 		// Headers come before authentication: a client without the token
 		// can send them, so they are bounded well below the default 1 MiB.
 		MaxHeaderBytes: 64 << 10,
@@ -313,7 +314,7 @@ func (s *Server) newHTTPServer() *http.Server {
 		ErrorLog:                     zap.NewStdLog(s.logger.Named("http")),
 	}
 	if len(s.token) > 0 {
-		server.ConnContext = withConnAuthDeadline
+		server.ConnContext = httpapi.ConnContextWithAuthDeadline
 	}
 	if s.certs != nil {
 		server.TLSConfig = s.certs.config()
@@ -430,7 +431,7 @@ func (s *Server) Addr() net.Addr {
 // Ready reports what GET /readyz answers 200 for: the partitions the
 // design opens before ready are open and, a cluster's node, it is
 // registered and not fenced. It is false from Close on.
-func (s *Server) Ready() bool { return !s.closed.Load() && s.api.ready() == "" }
+func (s *Server) Ready() bool { return !s.closed.Load() && s.api.NotReady() == "" }
 
 // Gatherer is the node's metrics, to gather beside the embedding
 // program's own: what GET /metrics serves but the Go runtime's and the

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"encoding/json"
@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	httpapi "github.com/narad-io/storage/api"
+	"github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/supervisor"
@@ -22,7 +22,7 @@ import (
 // a healthy process (a failed commit, a poisoned log, a full disk); no
 // message carries the server's paths or a Go package's words.
 func TestWriteNodeError_StatusAndCode(t *testing.T) {
-	a := &api{logger: zap.NewNop()}
+	a := &Handler{logger: zap.NewNop()}
 	wrap := func(err error) error { return fmt.Errorf("read /srv/secret/topics/orders/p00003/hwm: %w", err) }
 	cases := []struct {
 		err        error
@@ -55,7 +55,7 @@ func TestWriteNodeError_StatusAndCode(t *testing.T) {
 		r.SetPathValue("topic", "orders")
 		r.SetPathValue("p", "3")
 		a.writeNodeError(w, r, c.err)
-		var body httpapi.ErrorBody
+		var body api.ErrorBody
 		if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
 			t.Fatalf("%v: body %q is not the error shape: %v", c.err, w.Body.Bytes(), err)
 		}

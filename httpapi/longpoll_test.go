@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"context"
@@ -46,7 +46,7 @@ func TestFetch_LongPollsDoNotEvictEachOther(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a := newAPI(node, ms, zap.NewNop(), reg, apiOptions{maxBody: 1 << 20})
+	a := New(node, ms, zap.NewNop(), reg, Options{MaxBody: 1 << 20})
 	evictions := func() float64 {
 		families, _ := reg.Gather()
 		for _, f := range families {

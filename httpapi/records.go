@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	httpapi "github.com/narad-io/storage/api"
+	"github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/wire"
@@ -21,7 +21,7 @@ import (
 
 // produce appends a request's records and answers only after the durable
 // commit. Concurrent requests to one partition share a group commit.
-func (a *api) produce(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) produce(w http.ResponseWriter, r *http.Request) {
 	topic, p, ok := a.partitionOf(w, r)
 	if !ok {
 		return
@@ -38,9 +38,9 @@ func (a *api) produce(w http.ResponseWriter, r *http.Request) {
 	defer body.release()
 	var records []partition.Record
 	var err error
-	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == httpapi.BatchMediaType {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == api.BatchMediaType {
 		if q.Has("encoding") {
-			writeError(w, http.StatusBadRequest, httpapi.CodeInvalidParameter, "encoding applies to JSON bodies; a binary batch carries bytes as they are")
+			writeError(w, http.StatusBadRequest, api.CodeInvalidParameter, "encoding applies to JSON bodies; a binary batch carries bytes as they are")
 			return
 		}
 		records, err = decodeBatch(body)
@@ -55,39 +55,39 @@ func (a *api) produce(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(records) == 0 {
-		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, "no records")
+		writeError(w, http.StatusBadRequest, api.CodeInvalidBody, "no records")
 		return
 	}
 	for _, rec := range records {
 		if len(rec.Key) > wire.MaxKeyBytes {
-			writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, fmt.Sprintf("a key of %d bytes; keys are at most %d", len(rec.Key), wire.MaxKeyBytes))
+			writeError(w, http.StatusBadRequest, api.CodeInvalidBody, fmt.Sprintf("a key of %d bytes; keys are at most %d", len(rec.Key), wire.MaxKeyBytes))
 			return
 		}
 	}
 	var registration uint64
-	if a.opts.owners != nil {
-		registration = a.opts.owners.Registration()
+	if a.opts.Owners != nil {
+		registration = a.opts.Owners.Registration()
 	}
 	base, err := a.node.Produce(r.Context(), topic, p, records)
 	if err != nil {
 		a.writeNodeError(w, r, err)
 		return
 	}
-	if a.opts.owners != nil && (!a.opts.owners.Serving() || a.opts.owners.Registration() != registration) {
+	if a.opts.Owners != nil && (!a.opts.Owners.Serving() || a.opts.Owners.Registration() != registration) {
 		// Fenced while the commit ran (or fenced and registered again):
 		// the partition may be another node's by now, so this copy's
 		// records are not acknowledged.
 		writeFenced(w, " (the batch was written to this node's copy, which may be set aside: not acknowledged)")
 		return
 	}
-	writeJSON(w, http.StatusOK, httpapi.ProduceAnswer{BaseOffset: base, Count: int64(len(records)), HighWatermark: a.hwm(r, topic, p, base+int64(len(records)))})
+	writeJSON(w, http.StatusOK, api.ProduceAnswer{BaseOffset: base, Count: int64(len(records)), HighWatermark: a.hwm(r, topic, p, base+int64(len(records)))})
 }
 
 // admitAnswer takes a records answer's max_bytes from the answer budget,
 // or answers 503 busy: the daemon reads and writes at most
 // --max-answer-bytes of records answers at once, however many clients
 // ask. release gives them back once the answer is written.
-func (a *api) admitAnswer(w http.ResponseWriter, maxBytes int) (release func(), ok bool) {
+func (a *Handler) admitAnswer(w http.ResponseWriter, maxBytes int) (release func(), ok bool) {
 	if release, ok = a.takeAnswer(maxBytes); !ok {
 		refuseAnswer(w)
 	}
@@ -100,12 +100,12 @@ var errNoAnswerBudget = errors.New("no room in --max-answer-bytes")
 // refuseAnswer answers a read the answer budget has no room for.
 func refuseAnswer(w http.ResponseWriter) {
 	w.Header().Set("Retry-After", "1")
-	writeError(w, http.StatusServiceUnavailable, httpapi.CodeBusy, "the node writes as many records answers as it takes at once (--max-answer-bytes); nothing was read; retry")
+	writeError(w, http.StatusServiceUnavailable, api.CodeBusy, "the node writes as many records answers as it takes at once (--max-answer-bytes); nothing was read; retry")
 }
 
 // takeAnswer is admitAnswer that answers nothing when the budget has no
 // room.
-func (a *api) takeAnswer(maxBytes int) (release func(), ok bool) {
+func (a *Handler) takeAnswer(maxBytes int) (release func(), ok bool) {
 	n := int64(max(maxBytes, 1))
 	if a.answers != nil && !a.answers.TryAcquire(n) {
 		return nil, false
@@ -120,7 +120,7 @@ func (a *api) takeAnswer(maxBytes int) (release func(), ok bool) {
 }
 
 // hwm is the partition's high watermark now, at least floor.
-func (a *api) hwm(r *http.Request, topic string, p int, floor int64) int64 {
+func (a *Handler) hwm(r *http.Request, topic string, p int, floor int64) int64 {
 	if l, err := a.node.Log(r.Context(), topic, p); err == nil {
 		return max(l.HighWatermark(), floor)
 	}
@@ -130,7 +130,7 @@ func (a *api) hwm(r *http.Request, topic string, p int, floor int64) int64 {
 var errBatchTooLarge = errors.New("batch over the record bound")
 
 // batchBudget counts a request's records as they are decoded, against
-// httpapi.MaxProduceRecords and httpapi.MaxProduceBytes (the engine's
+// api.MaxProduceRecords and api.MaxProduceBytes (the engine's
 // bound on one Produce call, counted as it counts them): a request's
 // decoding allocates no more than a small multiple of its body, whatever
 // the body holds.
@@ -139,11 +139,11 @@ type batchBudget struct{ records, bytes int }
 func (b *batchBudget) add(keyLen, valueLen int) error {
 	b.records++
 	b.bytes += wire.EnvelopeSize(keyLen, valueLen) + wire.RecordLenSize
-	if b.records > httpapi.MaxProduceRecords {
-		return fmt.Errorf("%w: more than %d records", errBatchTooLarge, httpapi.MaxProduceRecords)
+	if b.records > api.MaxProduceRecords {
+		return fmt.Errorf("%w: more than %d records", errBatchTooLarge, api.MaxProduceRecords)
 	}
-	if b.bytes > httpapi.MaxProduceBytes {
-		return fmt.Errorf("%w: more than %d bytes of records", errBatchTooLarge, httpapi.MaxProduceBytes)
+	if b.bytes > api.MaxProduceBytes {
+		return fmt.Errorf("%w: more than %d bytes of records", errBatchTooLarge, api.MaxProduceBytes)
 	}
 	return nil
 }
@@ -305,11 +305,11 @@ func tokenName(tok json.Token) string {
 	return fmt.Sprint(tok)
 }
 
-// decodeBatch reads the binary batch (httpapi.BatchReader), its keys and
+// decodeBatch reads the binary batch (api.BatchReader), its keys and
 // values bounded by the record bound, and its record count and total by
 // the budget as the records come.
 func decodeBatch(body io.Reader) ([]partition.Record, error) {
-	br := httpapi.NewBatchReader(body, wire.MaxRecordBytes)
+	br := api.NewBatchReader(body, wire.MaxRecordBytes)
 	var out []partition.Record
 	var budget batchBudget
 	for {
@@ -329,7 +329,7 @@ func decodeBatch(body io.Reader) ([]partition.Record, error) {
 
 // fetch serves records below the high watermark; at the high watermark
 // with wait_ms it long-polls on the log's broadcast channel.
-func (a *api) fetch(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) fetch(w http.ResponseWriter, r *http.Request) {
 	topic, p, ok := a.partitionOf(w, r)
 	if !ok {
 		return
@@ -377,9 +377,9 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	accept, _, _ := mime.ParseMediaType(r.Header.Get("Accept"))
-	batch := accept == httpapi.BatchMediaType
+	batch := accept == api.BatchMediaType
 	s := newRecordStream(w, batch, rp.b64, rp.maxBytes)
-	w.Header().Set(httpapi.HeaderIncarnation, string(inc))
+	w.Header().Set(api.HeaderIncarnation, string(inc))
 	// An HTTP/1.0 client gets no trailers: its binary answer ends where
 	// the buffer does, so its boundary goes in the headers.
 	sum, err := a.readInto(r.Context(), s, topic, p, offset, rp.maxRecords, rp.maxBytes, batch && !r.ProtoAtLeast(1, 1))
@@ -415,7 +415,7 @@ func (a *api) fetch(w http.ResponseWriter, r *http.Request) {
 // to a client without trailers) the answer ends where the buffer does,
 // and a first record larger than it goes out alone with its boundary in
 // the headers.
-func (a *api) readInto(ctx context.Context, s *recordStream, topic string, p int, offset int64, maxRecords, maxBytes int, whole bool) (sum partition.ReadSummary, err error) {
+func (a *Handler) readInto(ctx context.Context, s *recordStream, topic string, p int, offset int64, maxRecords, maxBytes int, whole bool) (sum partition.ReadSummary, err error) {
 	// Each read goes on after the last record written; with none yet (a
 	// first record that did not fit after the answer's opening), from offset.
 	for next := offset; s.count < maxRecords; next = max(offset, s.last+1) {
@@ -434,7 +434,7 @@ func (a *api) readInto(ctx context.Context, s *recordStream, topic string, p int
 		if a.answers != nil {
 			// A record whose encoding passes the whole budget holds all of
 			// it (it goes alone), never more: more would never fit.
-			more = min(more, int(a.opts.maxAnswer)-maxBytes)
+			more = min(more, int(a.opts.MaxAnswer)-maxBytes)
 		}
 		if s.count == 0 && more > 0 {
 			release, ok := a.takeAnswer(more)
@@ -463,14 +463,14 @@ func (a *api) readInto(ctx context.Context, s *recordStream, topic string, p int
 
 // writeFetchError answers a fetch's error: 410 with the partition's start
 // for an offset retention deleted, else as every node error.
-func (a *api) writeFetchError(w http.ResponseWriter, r *http.Request, topic string, p int, offset int64, err error) {
+func (a *Handler) writeFetchError(w http.ResponseWriter, r *http.Request, topic string, p int, offset int64, err error) {
 	if errors.Is(err, partition.ErrOffsetDeleted) {
 		start, serr := a.startOffset(r, topic, p)
 		if serr != nil {
 			a.writeNodeError(w, r, serr)
 			return
 		}
-		writeErrorBody(w, http.StatusGone, httpapi.CodeOffsetDeleted,
+		writeErrorBody(w, http.StatusGone, api.CodeOffsetDeleted,
 			fmt.Sprintf("offset %d is below the partition's start_offset %d: retention deleted it", offset, start),
 			func(b *errorBody) { b.StartOffset = &start })
 		return
@@ -481,12 +481,12 @@ func (a *api) writeFetchError(w http.ResponseWriter, r *http.Request, topic stri
 // readIncarnation is the topic's incarnation now, which a read serves:
 // with the incarnation parameter, the one the client expects, and 404
 // topic_not_found (answered here) when the topic is another one now.
-func (a *api) readIncarnation(w http.ResponseWriter, r *http.Request, q url.Values, topic string) (wire.IncarnationID, bool) {
+func (a *Handler) readIncarnation(w http.ResponseWriter, r *http.Request, q url.Values, topic string) (wire.IncarnationID, bool) {
 	var want wire.IncarnationID
 	if q.Has("incarnation") {
 		id, err := wire.ParseIncarnationID(q.Get("incarnation"))
 		if err != nil {
-			writeError(w, http.StatusBadRequest, httpapi.CodeInvalidParameter, fmt.Sprintf("incarnation must be a topic's incarnation (16 hex digits), not %q", q.Get("incarnation")))
+			writeError(w, http.StatusBadRequest, api.CodeInvalidParameter, fmt.Sprintf("incarnation must be a topic's incarnation (16 hex digits), not %q", q.Get("incarnation")))
 			return "", false
 		}
 		want = id
@@ -498,10 +498,10 @@ func (a *api) readIncarnation(w http.ResponseWriter, r *http.Request, q url.Valu
 	}
 	switch {
 	case !ok:
-		writeError(w, http.StatusNotFound, httpapi.CodeTopicNotFound, fmt.Sprintf("no topic %q", topic))
+		writeError(w, http.StatusNotFound, api.CodeTopicNotFound, fmt.Sprintf("no topic %q", topic))
 		return "", false
 	case want != "" && rec.Incarnation != want:
-		writeError(w, http.StatusNotFound, httpapi.CodeTopicNotFound, fmt.Sprintf("topic %q is incarnation %s now: incarnation %s was deleted", topic, rec.Incarnation, want))
+		writeError(w, http.StatusNotFound, api.CodeTopicNotFound, fmt.Sprintf("topic %q is incarnation %s now: incarnation %s was deleted", topic, rec.Incarnation, want))
 		return "", false
 	}
 	return rec.Incarnation, true
@@ -510,17 +510,17 @@ func (a *api) readIncarnation(w http.ResponseWriter, r *http.Request, q url.Valu
 // stillIncarnation reports that topic is still incarnation inc, answering
 // 404 topic_not_found itself when it is not (deleted, or deleted and made
 // again, while a read waited or ran).
-func (a *api) stillIncarnation(w http.ResponseWriter, r *http.Request, topic string, inc wire.IncarnationID) bool {
+func (a *Handler) stillIncarnation(w http.ResponseWriter, r *http.Request, topic string, inc wire.IncarnationID) bool {
 	rec, ok, err := a.ms.Topic(r.Context(), topic)
 	switch {
 	case err != nil:
 		a.writeNodeError(w, r, err)
 		return false
 	case !ok:
-		writeError(w, http.StatusNotFound, httpapi.CodeTopicNotFound, fmt.Sprintf("topic %q was deleted while the read waited", topic))
+		writeError(w, http.StatusNotFound, api.CodeTopicNotFound, fmt.Sprintf("topic %q was deleted while the read waited", topic))
 		return false
 	case rec.Incarnation != inc:
-		writeError(w, http.StatusNotFound, httpapi.CodeTopicNotFound, fmt.Sprintf("topic %q was deleted and made again (incarnation %s, not %s) while the read waited", topic, rec.Incarnation, inc))
+		writeError(w, http.StatusNotFound, api.CodeTopicNotFound, fmt.Sprintf("topic %q was deleted and made again (incarnation %s, not %s) while the read waited", topic, rec.Incarnation, inc))
 		return false
 	}
 	return true
@@ -528,7 +528,7 @@ func (a *api) stillIncarnation(w http.ResponseWriter, r *http.Request, topic str
 
 // gone reports, without answering, that topic is no longer incarnation
 // inc (a metastore error is not taken for gone: the read goes on).
-func (a *api) gone(r *http.Request, topic string, inc wire.IncarnationID) bool {
+func (a *Handler) gone(r *http.Request, topic string, inc wire.IncarnationID) bool {
 	rec, ok, err := a.ms.Topic(r.Context(), topic)
 	return err == nil && (!ok || rec.Incarnation != inc)
 }
@@ -552,7 +552,7 @@ const (
 // delete and a create) of the topic wakes it too, and it ends at once,
 // waitGone: a read never waits out a topic that went, nor crosses into
 // its next incarnation. It returns the log to read next (waitWoken).
-func (a *api) waitForCommit(r *http.Request, topic string, p int, l *partition.Log, wake <-chan struct{}, deadline time.Time, inc wire.IncarnationID) (*partition.Log, waitEnd) {
+func (a *Handler) waitForCommit(r *http.Request, topic string, p int, l *partition.Log, wake <-chan struct{}, deadline time.Time, inc wire.IncarnationID) (*partition.Log, waitEnd) {
 	for {
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
@@ -597,13 +597,13 @@ type readParams struct {
 // readParamsOf reads max_records, max_bytes, wait_ms and encoding,
 // answering the error itself when one is invalid.
 func readParamsOf(w http.ResponseWriter, q url.Values) (rp readParams, ok bool) {
-	if rp.maxRecords, ok = intParam(w, q, "max_records", httpapi.DefaultFetchRecords, 1, httpapi.MaxFetchRecords); !ok {
+	if rp.maxRecords, ok = intParam(w, q, "max_records", api.DefaultFetchRecords, 1, api.MaxFetchRecords); !ok {
 		return rp, false
 	}
-	if rp.maxBytes, ok = intParam(w, q, "max_bytes", httpapi.DefaultFetchBytes, 1, httpapi.MaxFetchBytes); !ok {
+	if rp.maxBytes, ok = intParam(w, q, "max_bytes", api.DefaultFetchBytes, 1, api.MaxFetchBytes); !ok {
 		return rp, false
 	}
-	if rp.waitMs, ok = intParam(w, q, "wait_ms", 0, 0, httpapi.MaxWaitMs); !ok {
+	if rp.waitMs, ok = intParam(w, q, "wait_ms", 0, 0, api.MaxWaitMs); !ok {
 		return rp, false
 	}
 	rp.b64, ok = base64Param(w, q)
@@ -612,10 +612,10 @@ func readParamsOf(w http.ResponseWriter, q url.Values) (rp readParams, ok bool) 
 
 // fetchOffset is where a fetch starts: offset, or the first record
 // committed at or after at_ms (exactly one of them).
-func (a *api) fetchOffset(w http.ResponseWriter, r *http.Request, q url.Values, topic string, p int) (int64, bool) {
+func (a *Handler) fetchOffset(w http.ResponseWriter, r *http.Request, q url.Values, topic string, p int) (int64, bool) {
 	if q.Has("at_ms") {
 		if q.Has("offset") {
-			writeError(w, http.StatusBadRequest, httpapi.CodeInvalidParameter, "give offset or at_ms, not both")
+			writeError(w, http.StatusBadRequest, api.CodeInvalidParameter, "give offset or at_ms, not both")
 			return 0, false
 		}
 		at, ok := atMsParam(w, q)
@@ -635,7 +635,7 @@ func (a *api) fetchOffset(w http.ResponseWriter, r *http.Request, q url.Values, 
 		if !q.Has("offset") {
 			msg = "offset is required (or at_ms): the first offset to read"
 		}
-		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidOffset, msg)
+		writeError(w, http.StatusBadRequest, api.CodeInvalidOffset, msg)
 		return 0, false
 	}
 	return offset, true
@@ -644,12 +644,12 @@ func (a *api) fetchOffset(w http.ResponseWriter, r *http.Request, q url.Values, 
 // atMsParam reads at_ms: a time in milliseconds since the epoch.
 func atMsParam(w http.ResponseWriter, q url.Values) (int64, bool) {
 	if len(q["at_ms"]) != 1 {
-		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidParameter, "at_ms is given once: milliseconds since the epoch")
+		writeError(w, http.StatusBadRequest, api.CodeInvalidParameter, "at_ms is given once: milliseconds since the epoch")
 		return 0, false
 	}
 	at, ok := decimal(q.Get("at_ms"))
 	if !ok {
-		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidParameter, fmt.Sprintf("at_ms must be milliseconds since the epoch, from 0 up, not %q", q.Get("at_ms")))
+		writeError(w, http.StatusBadRequest, api.CodeInvalidParameter, fmt.Sprintf("at_ms must be milliseconds since the epoch, from 0 up, not %q", q.Get("at_ms")))
 		return 0, false
 	}
 	return at, true
@@ -657,7 +657,7 @@ func atMsParam(w http.ResponseWriter, q url.Values) (int64, bool) {
 
 // offsetAt answers the offset of the first record committed at or after
 // at_ms, or the high watermark when none is.
-func (a *api) offsetAt(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) offsetAt(w http.ResponseWriter, r *http.Request) {
 	topic, p, ok := a.partitionOf(w, r)
 	if !ok {
 		return
@@ -667,7 +667,7 @@ func (a *api) offsetAt(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !q.Has("at_ms") {
-		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidParameter, "at_ms is required: milliseconds since the epoch")
+		writeError(w, http.StatusBadRequest, api.CodeInvalidParameter, "at_ms is required: milliseconds since the epoch")
 		return
 	}
 	at, ok := atMsParam(w, q)
@@ -679,10 +679,10 @@ func (a *api) offsetAt(w http.ResponseWriter, r *http.Request) {
 		a.writeNodeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, httpapi.OffsetAnswer{HighWatermark: a.hwm(r, topic, p, offset), Offset: offset})
+	writeJSON(w, http.StatusOK, api.OffsetAnswer{HighWatermark: a.hwm(r, topic, p, offset), Offset: offset})
 }
 
-func (a *api) startOffset(r *http.Request, topic string, p int) (int64, error) {
+func (a *Handler) startOffset(r *http.Request, topic string, p int) (int64, error) {
 	l, err := a.node.Log(r.Context(), topic, p)
 	if err != nil {
 		return 0, err

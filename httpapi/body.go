@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	httpapi "github.com/narad-io/storage/api"
+	"github.com/narad-io/storage/api"
 )
 
 // A produce body is taken as it arrives (docs/http-api.md, "Produce"):
@@ -51,9 +51,9 @@ type meteredBody struct {
 }
 
 // meterBody wraps r's body for the produce handler.
-func (a *api) meterBody(w http.ResponseWriter, r *http.Request) *meteredBody {
+func (a *Handler) meterBody(w http.ResponseWriter, r *http.Request) *meteredBody {
 	m := &meteredBody{body: r.Body, rc: http.NewResponseController(w), start: time.Now(),
-		grace: a.opts.bodyGrace, rate: a.opts.minBodyRate, timeout: a.opts.readTimeout}
+		grace: a.opts.bodyGrace, rate: a.opts.minBodyRate, timeout: a.opts.ReadTimeout}
 	if a.inflight != nil {
 		m.budget, m.giveBack = a.inflight, a.inflight.Release
 	}
@@ -123,14 +123,14 @@ func (m *meteredBody) refused(w http.ResponseWriter) bool {
 	case errBodyBusy:
 		w.Header().Set("Connection", "close")
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, httpapi.CodeBusy, "the node holds as many produce bytes as it takes at once (--max-inflight-bytes); nothing was done; retry")
+		writeError(w, http.StatusServiceUnavailable, api.CodeBusy, "the node holds as many produce bytes as it takes at once (--max-inflight-bytes); nothing was done; retry")
 	case errBodySlow:
 		w.Header().Set("Connection", "close")
 		within := ""
 		if m.timeout > 0 {
 			within = fmt.Sprintf(", or not whole within %v", m.timeout)
 		}
-		writeError(w, http.StatusRequestTimeout, httpapi.CodeBodyTooSlow, fmt.Sprintf("the body arrived slower than %d bytes a second after its first %v%s; nothing was done", m.rate, m.grace, within))
+		writeError(w, http.StatusRequestTimeout, api.CodeBodyTooSlow, fmt.Sprintf("the body arrived slower than %d bytes a second after its first %v%s; nothing was done", m.rate, m.grace, within))
 	default:
 		return false
 	}

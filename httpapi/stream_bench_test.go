@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	httpapi "github.com/narad-io/storage/api"
+	"github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/partition"
 )
 
@@ -31,9 +31,9 @@ func (d *discardWriter) SetWriteDeadline(time.Time) error { return nil }
 // streamed: every record read into memory (Read), copied into strings,
 // and the whole answer encoded at once. The benchmark's baseline.
 func builtAnswer(w http.ResponseWriter, res partition.ReadResult) {
-	out := httpapi.FetchAnswer{Records: make([]httpapi.Record, 0, len(res.Records)), NextOffset: res.Next, HighWatermark: res.HighWatermark}
+	out := api.FetchAnswer{Records: make([]api.Record, 0, len(res.Records)), NextOffset: res.Next, HighWatermark: res.HighWatermark}
 	for _, r := range res.Records {
-		fr := httpapi.Record{Offset: r.Offset, CommittedAtMs: r.CommittedAtUnixMs}
+		fr := api.Record{Offset: r.Offset, CommittedAtMs: r.CommittedAtUnixMs}
 		if utf8.Valid(r.Value) {
 			fr.Value = string(r.Value)
 		} else {
@@ -52,7 +52,7 @@ func builtAnswer(w http.ResponseWriter, res partition.ReadResult) {
 //	go test -run '^$' -bench BenchmarkFetchAnswer -count 5 ./cmd/narad-storaged/
 func BenchmarkFetchAnswer(b *testing.B) {
 	ctx := context.Background()
-	node, a := reviewNode(b, apiOptions{})
+	node, a := reviewNode(b, Options{})
 	batch := make([]partition.Record, 10000)
 	for i := range batch {
 		batch[i] = partition.Record{Value: fmt.Appendf(nil, "%0100d", i)}

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 	"github.com/narad-io/storage/cluster"
 )
 
-// ownerLocator says where a cluster serves a partition (the node's
+// OwnerLocator says where a cluster serves a partition (the node's
 // replica of the assignment and of the members); nil on a node alone.
-type ownerLocator interface {
+type OwnerLocator interface {
 	Locate(topic string, p int) (cluster.Location, bool)
 	// Settle brings the node's replica up to etcd and waits, until ctx
 	// ends, for the partition to have an owner.
@@ -43,7 +43,7 @@ type ownerBody struct {
 // its body is read: 421 not_owner with the owner's address while the
 // owner is live, 503 while the owner is not or the partition has none
 // yet. A partition the node's replica does not know an owner of is
-// settled first (ownerLocator.Settle): a topic just made through another
+// settled first (OwnerLocator.Settle): a topic just made through another
 // node is found, and its partitions' owners waited for, briefly (so a
 // call for a topic that does not exist costs an etcd read, and up to
 // settleWait while etcd is away). A topic or partition that does not
@@ -53,18 +53,18 @@ type ownerBody struct {
 // renewed within its fence horizon) answers 503 fenced for the
 // partitions it owns and for topic-wide calls, once the owner check
 // passed.
-func (a *api) owned(h http.HandlerFunc) http.HandlerFunc {
-	if a.opts.owners == nil {
+func (a *Handler) owned(h http.HandlerFunc) http.HandlerFunc {
+	if a.opts.Owners == nil {
 		return h
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		topic := r.PathValue("topic")
 		if p, ok := partitionParam(r); ok {
-			if _, owned := a.opts.owners.Locate(topic, p); !owned {
+			if _, owned := a.opts.Owners.Locate(topic, p); !owned {
 				// Unknown here, or without an owner: the topic may be just
 				// made through another node.
 				ctx, cancel := context.WithTimeout(r.Context(), settleWait)
-				a.opts.owners.Settle(ctx, topic, p)
+				a.opts.Owners.Settle(ctx, topic, p)
 				cancel()
 			}
 			rec, exists, err := a.ms.Topic(r.Context(), topic)
@@ -75,7 +75,7 @@ func (a *api) owned(h http.HandlerFunc) http.HandlerFunc {
 				}
 			}
 		}
-		if !a.opts.owners.Serving() { // after the owner check: another node's partition is still sent on
+		if !a.opts.Owners.Serving() { // after the owner check: another node's partition is still sent on
 			writeFenced(w, "")
 			return
 		}
@@ -85,12 +85,12 @@ func (a *api) owned(h http.HandlerFunc) http.HandlerFunc {
 
 // writeNotOwner answers a request for a partition this node does not
 // serve with where it is served.
-func (a *api) writeNotOwner(w http.ResponseWriter, topic string, p int) {
+func (a *Handler) writeNotOwner(w http.ResponseWriter, topic string, p int) {
 	where := fmt.Sprintf("partition %d of topic %q", p, topic)
 	var loc cluster.Location
 	ok := false
-	if a.opts.owners != nil {
-		loc, ok = a.opts.owners.Locate(topic, p)
+	if a.opts.Owners != nil {
+		loc, ok = a.opts.Owners.Locate(topic, p)
 	}
 	switch {
 	case ok && loc.Moving:

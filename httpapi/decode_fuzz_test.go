@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	httpapi "github.com/narad-io/storage/api"
+	"github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/partition"
 )
 
@@ -43,7 +43,7 @@ func FuzzDecodeJSONRecords(f *testing.F) {
 		if held := heldBytes(recs); held > len(body) {
 			t.Fatalf("%d bytes of records out of a %d-byte body", held, len(body))
 		}
-		out := httpapi.ProduceRequest{Records: []httpapi.ProduceRecord{}}
+		out := api.ProduceRequest{Records: []api.ProduceRecord{}}
 		for _, r := range recs {
 			if !b64 && (!utf8.Valid(r.Key) || !utf8.Valid(r.Value)) {
 				t.Fatalf("took text that is not UTF-8: %q", body)
@@ -54,7 +54,7 @@ func FuzzDecodeJSONRecords(f *testing.F) {
 				}
 				return string(b)
 			}
-			rec := httpapi.ProduceRecord{Value: text(r.Value)}
+			rec := api.ProduceRecord{Value: text(r.Value)}
 			if r.Key != nil {
 				k := text(r.Key)
 				rec.Key = &k

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"cmp"
@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	httpapi "github.com/narad-io/storage/api"
+	"github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/cluster"
 	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/wire"
@@ -23,47 +23,50 @@ import (
 	"golang.org/x/sync/semaphore"
 )
 
-// What one request may ask for is the API's (httpapi.MaxFetchRecords,
+// What one request may ask for is the API's (api.MaxFetchRecords,
 // ...); a topic's partitions are bounded by what a directory name holds.
 const (
-	maxFetchBytes = httpapi.MaxFetchBytes // the name config.go bounds --max-answer-bytes by
+	maxFetchBytes = api.MaxFetchBytes
 	maxPartitions = wire.MaxPartitions
 )
 
-type apiOptions struct {
-	token   []byte // empty: no authentication
-	maxBody int64
-	// maxInflight bounds the produce bodies held at once, in bytes
+// Options are a Handler's bounds and its place in a cluster; the zero
+// value is a node alone with no bounds but MaxBody's (which must be set).
+type Options struct {
+	Token   []byte // the bearer token every request but /healthz must carry; empty: no authentication
+	MaxBody int64  // largest request body (--max-body-bytes)
+	// MaxInflight bounds the produce bodies held at once, in bytes
 	// (--max-inflight-bytes); 0: none.
-	maxInflight int64
-	// maxAnswer bounds the records answers in flight, each counted at its
+	MaxInflight int64
+	// MaxAnswer bounds the records answers in flight, each counted at its
 	// max_bytes (--max-answer-bytes); 0: none.
-	maxAnswer int64
+	MaxAnswer int64
+	// ReadTimeout is the serving http.Server's ReadTimeout: a produce body
+	// is cut by it whatever its rate (the meter's deadline replaces the
+	// server's); 0: none.
+	ReadTimeout time.Duration
+	Pprof       bool                 // serve /debug/pprof/
+	AccessLog   bool                 // log every request (--access-log)
+	Closing     <-chan struct{}      // closed at shutdown: long polls answer at once
+	Owners      OwnerLocator         // a cluster's node: where other nodes' partitions are; nil alone
+	Cluster     *cluster.Participant // a cluster's node: its moves; nil alone
+	// Metrics is what GET /metrics serves; nil: the registry the Handler
+	// registers its own in.
+	Metrics prometheus.Gatherer
+
 	// bodyGrace and minBodyRate: a produce body must arrive at
-	// minBodyRate bytes a second after bodyGrace (api_body.go); zero: the
-	// defaults.
+	// minBodyRate bytes a second after bodyGrace (body.go); zero: the
+	// defaults. Tests shorten them.
 	bodyGrace   time.Duration
 	minBodyRate int64
-	// readTimeout is the server's ReadTimeout: a produce body is cut by
-	// it whatever its rate (the meter's deadline replaces the server's);
-	// 0: none.
-	readTimeout time.Duration
-	pprof       bool
-	access      bool                 // log every request (--access-log)
-	closing     <-chan struct{}      // closed at shutdown: long polls answer at once
-	owners      ownerLocator         // a cluster's node: where other nodes' partitions are; nil alone
-	cluster     *cluster.Participant // a cluster's node: its moves; nil alone
-	// metrics is what GET /metrics serves; nil: the registry the API
-	// registers its own in.
-	metrics prometheus.Gatherer
 }
 
-// api is the HTTP API of docs/http-api.md over a runtime.Node.
-type api struct {
+// Handler is the HTTP API of docs/http-api.md over a runtime.Node.
+type Handler struct {
 	node    *runtime.Node
 	ms      runtime.Metastore
 	logger  *zap.Logger
-	opts    apiOptions
+	opts    Options
 	mux     *http.ServeMux
 	closing <-chan struct{}
 	metrics httpMetrics
@@ -77,18 +80,19 @@ type api struct {
 	answerBytes atomic.Int64
 }
 
-func newAPI(node *runtime.Node, ms runtime.Metastore, logger *zap.Logger, reg *prometheus.Registry, opts apiOptions) *api {
+// New is the API over node, registering its metrics in reg.
+func New(node *runtime.Node, ms runtime.Metastore, logger *zap.Logger, reg *prometheus.Registry, opts Options) *Handler {
 	opts.bodyGrace = cmp.Or(opts.bodyGrace, bodyGrace)
 	opts.minBodyRate = cmp.Or(opts.minBodyRate, minBodyRate)
-	a := &api{node: node, ms: ms, logger: logger, opts: opts, mux: http.NewServeMux(), closing: opts.closing, metrics: newHTTPMetrics(reg)}
+	a := &Handler{node: node, ms: ms, logger: logger, opts: opts, mux: http.NewServeMux(), closing: opts.Closing, metrics: newHTTPMetrics(reg)}
 	if a.closing == nil {
 		a.closing = make(chan struct{})
 	}
-	if opts.maxInflight > 0 {
-		a.inflight = semaphore.NewWeighted(opts.maxInflight)
+	if opts.MaxInflight > 0 {
+		a.inflight = semaphore.NewWeighted(opts.MaxInflight)
 	}
-	if opts.maxAnswer > 0 {
-		a.answers = semaphore.NewWeighted(opts.maxAnswer)
+	if opts.MaxAnswer > 0 {
+		a.answers = semaphore.NewWeighted(opts.MaxAnswer)
 	}
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "narad_http_answer_bytes_in_flight",
 		Help: "Bytes of --max-answer-bytes held by records answers being read and written (each at its max_bytes)."},
@@ -111,7 +115,7 @@ func newAPI(node *runtime.Node, ms runtime.Metastore, logger *zap.Logger, reg *p
 	a.mux.HandleFunc("GET /v1/topics/{topic}/cursors/{name}/partitions/{p}/records", a.owned(a.readCursor))
 	a.mux.HandleFunc("PUT /v1/topics/{topic}/cursors/{name}/partitions/{p}", a.owned(a.commitCursor))
 	a.registerMoves()
-	served := opts.metrics
+	served := opts.Metrics
 	if served == nil {
 		served = reg
 	}
@@ -120,7 +124,7 @@ func newAPI(node *runtime.Node, ms runtime.Metastore, logger *zap.Logger, reg *p
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	a.mux.HandleFunc("GET /readyz", a.readyz)
-	if opts.pprof {
+	if opts.Pprof {
 		a.mux.HandleFunc("/debug/pprof/", pprof.Index)
 		a.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 		a.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -133,7 +137,7 @@ func newAPI(node *runtime.Node, ms runtime.Metastore, logger *zap.Logger, reg *p
 
 // noRoute answers a request no route takes: 405 with Allow when the path
 // is an endpoint's and the method is not, else 404.
-func (a *api) noRoute(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) noRoute(w http.ResponseWriter, r *http.Request) {
 	var allow []string
 	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodPost, http.MethodPatch, http.MethodDelete} {
 		probe := r.Clone(r.Context())
@@ -143,24 +147,24 @@ func (a *api) noRoute(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(allow) == 0 {
-		writeError(w, http.StatusNotFound, httpapi.CodeNotFound, "no such endpoint: "+r.URL.Path)
+		writeError(w, http.StatusNotFound, api.CodeNotFound, "no such endpoint: "+r.URL.Path)
 		return
 	}
 	if slices.Contains(allow, http.MethodGet) {
 		allow = append(allow, http.MethodHead)
 	}
 	w.Header().Set("Allow", strings.Join(allow, ", "))
-	writeError(w, http.StatusMethodNotAllowed, httpapi.CodeMethodNotAllowed, fmt.Sprintf("%s does not take %s; it takes %s", r.URL.Path, r.Method, strings.Join(allow, ", ")))
+	writeError(w, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, fmt.Sprintf("%s does not take %s; it takes %s", r.URL.Path, r.Method, strings.Join(allow, ", ")))
 }
 
 // ServeHTTP checks the bearer token (in constant time; /healthz is open),
 // caps the body, and routes; every request is counted and timed by its
 // route. A panic in a handler answers 500, never takes the daemon down.
-func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	// The cap reports a body over it to the server's own writer (so the
 	// connection closes at once), never to the wrapper below.
-	r.Body = http.MaxBytesReader(w, r.Body, a.opts.maxBody)
+	r.Body = http.MaxBytesReader(w, r.Body, a.opts.MaxBody)
 	rec := &statusRecorder{ResponseWriter: w}
 	w = rec
 	route := "unmatched"
@@ -170,7 +174,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		took := time.Since(start)
 		a.metrics.observe(route, rec.code(), took)
-		if a.opts.access {
+		if a.opts.AccessLog {
 			a.logger.Info("request", zap.String("method", r.Method), zap.String("path", r.URL.Path),
 				zap.String("route", route), zap.Int("status", rec.code()), zap.Duration("took", took),
 				zap.Int64("body_bytes", r.ContentLength), zap.String("remote", r.RemoteAddr))
@@ -182,7 +186,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				panic(p)
 			}
 			a.logger.Error("handler panic", zap.Any("panic", p), zap.Stack("stack"), zap.String("path", r.URL.Path))
-			writeError(w, http.StatusInternalServerError, httpapi.CodeInternal, "internal error")
+			writeError(w, http.StatusInternalServerError, api.CodeInternal, "internal error")
 		}
 	}()
 	// The token is looked at first: a connection that has not
@@ -191,21 +195,21 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasPrefix(r.URL.Path, "/") {
 		// "*" or a CONNECT's host:port: no endpoint's; answered here, in
 		// JSON, not by the router's plain text.
-		writeError(w, http.StatusBadRequest, httpapi.CodeBadRequest, "the request target must be a path")
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "the request target must be a path")
 		return
 	}
 	if p := r.URL.EscapedPath(); !cleanPath(p) {
 		// The router would answer a redirect to the cleaned path, which a
 		// client following it takes for another resource. (An escaped
 		// segment, %2E%2E or a%2Fb, is a name, for its handler to judge.)
-		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidPath, fmt.Sprintf("the path %q has an empty, \".\" or \"..\" segment", p))
+		writeError(w, http.StatusBadRequest, api.CodeInvalidPath, fmt.Sprintf("the path %q has an empty, \".\" or \"..\" segment", p))
 		return
 	}
 	if !authorized && r.URL.Path != "/healthz" {
 		route = "unauthorized"
 		w.Header().Set("Connection", "close")
 		w.Header().Set("WWW-Authenticate", "Bearer")
-		writeError(w, http.StatusUnauthorized, httpapi.CodeUnauthorized, "a valid bearer token is required")
+		writeError(w, http.StatusUnauthorized, api.CodeUnauthorized, "a valid bearer token is required")
 		return
 	}
 	a.mux.ServeHTTP(w, r)
@@ -217,13 +221,13 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // request included) closes it, as a 401 does on any connection, so a
 // client that fails, or never tries, holds no descriptor past its
 // answer.
-func (a *api) authenticate(w http.ResponseWriter, r *http.Request) bool {
-	if len(a.opts.token) == 0 {
+func (a *Handler) authenticate(w http.ResponseWriter, r *http.Request) bool {
+	if len(a.opts.Token) == 0 {
 		return true
 	}
 	conn := connAuthOf(r.Context())
 	scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	valid := strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(strings.TrimLeft(got, " ")), a.opts.token) == 1
+	valid := strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(strings.TrimLeft(got, " ")), a.opts.Token) == 1
 	if valid && conn != nil {
 		conn.authenticated.Store(true)
 	}
@@ -233,33 +237,33 @@ func (a *api) authenticate(w http.ResponseWriter, r *http.Request) bool {
 	return valid
 }
 
-func (a *api) readyz(w http.ResponseWriter, _ *http.Request) {
-	if reason := a.ready(); reason != "" {
-		writeError(w, http.StatusServiceUnavailable, httpapi.CodeNotReady, reason)
+func (a *Handler) readyz(w http.ResponseWriter, _ *http.Request) {
+	if reason := a.NotReady(); reason != "" {
+		writeError(w, http.StatusServiceUnavailable, api.CodeNotReady, reason)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-// ready says why the node is not ready ("" when it is).
-func (a *api) ready() string {
+// NotReady says why the node is not ready ("" when it is).
+func (a *Handler) NotReady() string {
 	if !a.node.Ready() {
 		return "opening partitions"
 	}
-	if a.opts.owners != nil && !a.opts.owners.Serving() {
+	if a.opts.Owners != nil && !a.opts.Owners.Serving() {
 		return "fenced: not registered in the cluster, or its lease not renewed within its fence horizon"
 	}
 	return ""
 }
 
 // errorBody is what an error answer carries besides its code and message
-// (httpapi.ErrorBody, the one shape every error answers with).
+// (api.ErrorBody, the one shape every error answers with).
 type errorBody struct {
 	StartOffset, NextOffset *int64
 	Owner                   *ownerBody
 }
 
-// writeError answers an error of code (an httpapi.Code...) with message.
+// writeError answers an error of code (an api.Code...) with message.
 func writeError(w http.ResponseWriter, status int, code, message string) {
 	writeErrorBody(w, status, code, message, nil)
 }
@@ -270,8 +274,8 @@ func writeErrorBody(w http.ResponseWriter, status int, code, message string, fil
 	if fill != nil {
 		fill(&extra)
 	}
-	writeJSON(w, status, httpapi.ErrorBody{Error: httpapi.ErrorDetail{Code: code, Message: message},
-		StartOffset: extra.StartOffset, NextOffset: extra.NextOffset, Owner: (*httpapi.Owner)(extra.Owner)})
+	writeJSON(w, status, api.ErrorBody{Error: api.ErrorDetail{Code: code, Message: message},
+		StartOffset: extra.StartOffset, NextOffset: extra.NextOffset, Owner: (*api.Owner)(extra.Owner)})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

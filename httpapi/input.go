@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	httpapi "github.com/narad-io/storage/api"
+	"github.com/narad-io/storage/api"
 )
 
 // Exact input: every query parameter and JSON field a request carries is
@@ -30,7 +30,7 @@ import (
 func query(w http.ResponseWriter, r *http.Request, known ...string) (url.Values, bool) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidParameter, "the query string is not valid URL encoding")
+		writeError(w, http.StatusBadRequest, api.CodeInvalidParameter, "the query string is not valid URL encoding")
 		return nil, false
 	}
 	names := make([]string, 0, len(q))
@@ -44,11 +44,11 @@ func query(w http.ResponseWriter, r *http.Request, known ...string) (url.Values,
 			if len(known) > 0 {
 				takes = "only " + strings.Join(known, ", ")
 			}
-			writeError(w, http.StatusBadRequest, httpapi.CodeInvalidParameter, fmt.Sprintf("unknown parameter %q: this endpoint takes %s", name, takes))
+			writeError(w, http.StatusBadRequest, api.CodeInvalidParameter, fmt.Sprintf("unknown parameter %q: this endpoint takes %s", name, takes))
 			return nil, false
 		}
 		if len(q[name]) > 1 {
-			writeError(w, http.StatusBadRequest, httpapi.CodeInvalidParameter, fmt.Sprintf("parameter %q given %d times", name, len(q[name])))
+			writeError(w, http.StatusBadRequest, api.CodeInvalidParameter, fmt.Sprintf("parameter %q given %d times", name, len(q[name])))
 			return nil, false
 		}
 	}
@@ -63,7 +63,7 @@ func base64Param(w http.ResponseWriter, q url.Values) (b64, ok bool) {
 	case "base64":
 		return true, true
 	default:
-		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidParameter, fmt.Sprintf("encoding %q: want text or base64", v))
+		writeError(w, http.StatusBadRequest, api.CodeInvalidParameter, fmt.Sprintf("encoding %q: want text or base64", v))
 		return false, false
 	}
 }
@@ -89,7 +89,7 @@ func intParam(w http.ResponseWriter, q url.Values, name string, def, lo, hi int)
 	}
 	v, ok := decimal(s[0])
 	if !ok || v < int64(lo) || v > int64(hi) {
-		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidParameter, fmt.Sprintf("%s must be an integer from %d to %d, not %q", name, lo, hi, s[0]))
+		writeError(w, http.StatusBadRequest, api.CodeInvalidParameter, fmt.Sprintf("%s must be an integer from %d to %d, not %q", name, lo, hi, s[0]))
 		return 0, false
 	}
 	return int(v), true

@@ -1,13 +1,11 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"math"
 	"net"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/narad-io/storage/runtime"
 	"github.com/prometheus/client_golang/prometheus"
@@ -98,40 +96,4 @@ func (c *limitedConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return errors.ErrUnsupported
-}
-
-// connAuth is a connection's: whether a request on it has presented the
-// token. Kept in each request's context (http.Server.ConnContext).
-type connAuth struct{ authenticated atomic.Bool }
-
-type connAuthKey struct{}
-
-// unauthenticatedFor (a variable for tests) is how long a connection may stay open before a
-// request on it presents the token (with one configured), whatever the
-// protocol: HTTP/2 has no header timeout to close a silent one.
-var unauthenticatedFor = 10 * time.Second
-
-// withConnAuth is the server's ConnContext without a token.
-func withConnAuth(ctx context.Context, _ net.Conn) context.Context {
-	return context.WithValue(ctx, connAuthKey{}, &connAuth{})
-}
-
-// withConnAuthDeadline is the server's ConnContext with a token: a
-// connection that has not authenticated within unauthenticatedFor is
-// closed.
-func withConnAuthDeadline(ctx context.Context, c net.Conn) context.Context {
-	auth := &connAuth{}
-	time.AfterFunc(unauthenticatedFor, func() {
-		if !auth.authenticated.Load() {
-			c.Close()
-		}
-	})
-	return context.WithValue(ctx, connAuthKey{}, auth)
-}
-
-// connAuthOf is the request's connection's state; nil outside a server
-// (a test's recorder).
-func connAuthOf(ctx context.Context) *connAuth {
-	a, _ := ctx.Value(connAuthKey{}).(*connAuth)
-	return a
 }

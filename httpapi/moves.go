@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 // partition (docs/http-api.md, "Moves"). The internal ones carry the
 // cluster's token like every call.
 
-func (a *api) registerMoves() {
+func (a *Handler) registerMoves() {
 	a.mux.HandleFunc("POST /v1/topics/{topic}/partitions/{p}/move", a.requestMove)
 	a.mux.HandleFunc("GET /v1/moves", a.listMoves)
 	a.mux.HandleFunc("DELETE /v1/moves/{id}", a.cancelMove)
@@ -36,15 +36,15 @@ func (a *api) registerMoves() {
 }
 
 // inCluster answers 404 not_a_cluster on a node alone.
-func (a *api) inCluster(w http.ResponseWriter) bool {
-	if a.opts.cluster == nil {
+func (a *Handler) inCluster(w http.ResponseWriter) bool {
+	if a.opts.Cluster == nil {
 		writeError(w, http.StatusNotFound, "not_a_cluster", "this node serves alone (--metastore local): nothing moves")
 		return false
 	}
 	return true
 }
 
-func (a *api) requestMove(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) requestMove(w http.ResponseWriter, r *http.Request) {
 	if !a.inCluster(w) {
 		return
 	}
@@ -71,7 +71,7 @@ func (a *api) requestMove(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_body", "to (the node id to move the partition to) is required")
 		return
 	}
-	mv, err := a.opts.cluster.Metastore().RequestMove(r.Context(), topic, p, *body.To)
+	mv, err := a.opts.Cluster.Metastore().RequestMove(r.Context(), topic, p, *body.To)
 	if errors.Is(err, cluster.ErrMoveRefused) {
 		writeError(w, http.StatusConflict, "move_refused", moveRefusal(err))
 		return
@@ -89,17 +89,17 @@ func moveRefusal(err error) string {
 	return strings.TrimPrefix(err.Error(), "cluster: ")
 }
 
-func (a *api) listMoves(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) listMoves(w http.ResponseWriter, r *http.Request) {
 	if !a.inCluster(w) {
 		return
 	}
 	if _, ok := query(w, r); !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string][]cluster.Move{"moves": a.opts.cluster.Metastore().Moves()})
+	writeJSON(w, http.StatusOK, map[string][]cluster.Move{"moves": a.opts.Cluster.Metastore().Moves()})
 }
 
-func (a *api) cancelMove(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) cancelMove(w http.ResponseWriter, r *http.Request) {
 	if !a.inCluster(w) {
 		return
 	}
@@ -110,7 +110,7 @@ func (a *api) cancelMove(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := a.opts.cluster.Metastore().CancelMove(r.Context(), mv); err != nil {
+	if err := a.opts.Cluster.Metastore().CancelMove(r.Context(), mv); err != nil {
 		if errors.Is(err, cluster.ErrMoveChanged) {
 			writeError(w, http.StatusConflict, "move_changed", "the move changed meanwhile (completed, or cancelled); see GET /v1/moves")
 			return
@@ -122,26 +122,26 @@ func (a *api) cancelMove(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (a *api) listNodes(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) listNodes(w http.ResponseWriter, r *http.Request) {
 	if !a.inCluster(w) {
 		return
 	}
 	if _, ok := query(w, r); !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"nodes": a.opts.cluster.Metastore().Nodes(), "lost": a.opts.cluster.Metastore().LostNodes()})
+	writeJSON(w, http.StatusOK, map[string]any{"nodes": a.opts.Cluster.Metastore().Nodes(), "lost": a.opts.Cluster.Metastore().LostNodes()})
 }
 
 // markLost marks a node that is not live lost: once its fence horizon
 // has passed, the assigner gives its partitions to live nodes, empty
 // (cluster/lost.go). What only its disk held is given up: an operator's
 // call for a node that will not come back.
-func (a *api) markLost(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) markLost(w http.ResponseWriter, r *http.Request) {
 	id, ok := a.nodeParam(w, r)
 	if !ok {
 		return
 	}
-	if err := a.opts.cluster.Metastore().MarkLost(r.Context(), id, time.Now()); err != nil {
+	if err := a.opts.Cluster.Metastore().MarkLost(r.Context(), id, time.Now()); err != nil {
 		if errors.Is(err, cluster.ErrNodeIDLive) {
 			writeError(w, http.StatusConflict, "node_live", fmt.Sprintf("node %q is live: only a node that is not can be marked lost (stop it, or move its partitions)", id))
 			return
@@ -159,7 +159,7 @@ func (a *api) markLost(w http.ResponseWriter, r *http.Request) {
 
 // nodeParam is a call about one node of the cluster's: its id, valid,
 // or the answer already written.
-func (a *api) nodeParam(w http.ResponseWriter, r *http.Request) (string, bool) {
+func (a *Handler) nodeParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 	if !a.inCluster(w) {
 		return "", false
 	}
@@ -176,13 +176,13 @@ func (a *api) nodeParam(w http.ResponseWriter, r *http.Request) (string, bool) {
 
 // drainNode marks a node draining (POST) or no longer (DELETE): the
 // assigner moves its partitions off, or gives it its share again.
-func (a *api) drainNode(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) drainNode(w http.ResponseWriter, r *http.Request) {
 	id, ok := a.nodeParam(w, r)
 	if !ok {
 		return
 	}
 	draining := r.Method == http.MethodPost
-	if err := a.opts.cluster.Metastore().SetDraining(r.Context(), id, draining); err != nil {
+	if err := a.opts.Cluster.Metastore().SetDraining(r.Context(), id, draining); err != nil {
 		a.writeNodeError(w, r, err)
 		return
 	}
@@ -245,10 +245,10 @@ func (b transferBody) listing() cluster.TransferListing {
 // with etcd (a move asked through another node a moment before); ok is
 // false when it wrote the answer: 404 move_not_found saying notFound when
 // etcd holds no such move either, 503 when the catch-up failed.
-func (a *api) findMove(w http.ResponseWriter, r *http.Request, notFound string) (cluster.Move, bool) {
+func (a *Handler) findMove(w http.ResponseWriter, r *http.Request, notFound string) (cluster.Move, bool) {
 	ctx, cancel := context.WithTimeout(r.Context(), settleWait)
 	defer cancel()
-	mv, found, err := a.opts.cluster.Metastore().FindMove(ctx, r.PathValue("id"))
+	mv, found, err := a.opts.Cluster.Metastore().FindMove(ctx, r.PathValue("id"))
 	switch {
 	case err != nil:
 		a.writeNotCaughtUp(w, r, err)
@@ -264,11 +264,11 @@ func (a *api) findMove(w http.ResponseWriter, r *http.Request, notFound string) 
 // (cluster.Participant.OutgoingMove); ok is false when it wrote the
 // answer: 404 move_not_found, or 503 when this node could not catch up
 // with etcd to look for it.
-func (a *api) outgoingMove(w http.ResponseWriter, r *http.Request) (cluster.Move, bool) {
+func (a *Handler) outgoingMove(w http.ResponseWriter, r *http.Request) (cluster.Move, bool) {
 	if !a.inCluster(w) {
 		return cluster.Move{}, false
 	}
-	mv, err := a.opts.cluster.OutgoingMove(r.Context(), r.PathValue("id"))
+	mv, err := a.opts.Cluster.OutgoingMove(r.Context(), r.PathValue("id"))
 	switch {
 	case errors.Is(err, cluster.ErrNotCaughtUp):
 		a.writeNotCaughtUp(w, r, err)
@@ -285,7 +285,7 @@ func (a *api) outgoingMove(w http.ResponseWriter, r *http.Request) (cluster.Move
 
 // writeNotCaughtUp answers a call about a move this node could not catch
 // up with etcd to look for.
-func (a *api) writeNotCaughtUp(w http.ResponseWriter, r *http.Request, err error) {
+func (a *Handler) writeNotCaughtUp(w http.ResponseWriter, r *http.Request, err error) {
 	a.logger.Warn("looking for a move in etcd", zap.String("move", r.PathValue("id")), zap.Error(err))
 	w.Header().Set("Retry-After", "1")
 	writeError(w, http.StatusServiceUnavailable, "unavailable", "this node could not catch up with etcd to look for the move; retry")
@@ -294,7 +294,7 @@ func (a *api) writeNotCaughtUp(w http.ResponseWriter, r *http.Request, err error
 // writeMoveError answers the failure of a move's step on this node: 409
 // move_changed saying how (cluster.ErrMoveChanged), else as any node
 // error.
-func (a *api) writeMoveError(w http.ResponseWriter, r *http.Request, err error) {
+func (a *Handler) writeMoveError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, cluster.ErrMoveChanged) {
 		writeError(w, http.StatusConflict, "move_changed", strings.TrimPrefix(err.Error(), cluster.ErrMoveChanged.Error()+": "))
 		return
@@ -304,7 +304,7 @@ func (a *api) writeMoveError(w http.ResponseWriter, r *http.Request, err error) 
 
 // moveListing lists the partition's files while its old owner still
 // serves it (cluster.Participant.MoveListing).
-func (a *api) moveListing(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) moveListing(w http.ResponseWriter, r *http.Request) {
 	if _, ok := query(w, r); !ok {
 		return
 	}
@@ -312,7 +312,7 @@ func (a *api) moveListing(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	l, err := a.opts.cluster.MoveListing(r.Context(), mv)
+	l, err := a.opts.Cluster.MoveListing(r.Context(), mv)
 	if err != nil {
 		a.writeMoveError(w, r, err)
 		return
@@ -321,7 +321,7 @@ func (a *api) moveListing(w http.ResponseWriter, r *http.Request) {
 }
 
 // moveFile streams the first size bytes of one file of the listing.
-func (a *api) moveFile(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) moveFile(w http.ResponseWriter, r *http.Request) {
 	q, ok := query(w, r, "size")
 	if !ok {
 		return
@@ -335,7 +335,7 @@ func (a *api) moveFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_parameter", "size must be the file's size in the listing")
 		return
 	}
-	f, err := a.opts.cluster.OpenMoveFile(r.Context(), mv, r.PathValue("name"), size)
+	f, err := a.opts.Cluster.OpenMoveFile(r.Context(), mv, r.PathValue("name"), size)
 	if err != nil {
 		a.writeMoveError(w, r, err)
 		return
@@ -351,7 +351,7 @@ func (a *api) moveFile(w http.ResponseWriter, r *http.Request) {
 
 // freezeMove stops this node serving the partition and lists its final
 // files (cluster.Participant.FreezeMove).
-func (a *api) freezeMove(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) freezeMove(w http.ResponseWriter, r *http.Request) {
 	if _, ok := query(w, r); !ok {
 		return
 	}
@@ -359,7 +359,7 @@ func (a *api) freezeMove(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	l, err := a.opts.cluster.FreezeMove(r.Context(), mv)
+	l, err := a.opts.Cluster.FreezeMove(r.Context(), mv)
 	if err != nil {
 		a.writeMoveError(w, r, err)
 		return
@@ -370,7 +370,7 @@ func (a *api) freezeMove(w http.ResponseWriter, r *http.Request) {
 // releasePartition drops this node's copy of a partition once etcd
 // confirms another node owns it (a move's new owner calls it after the
 // move completed).
-func (a *api) releasePartition(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) releasePartition(w http.ResponseWriter, r *http.Request) {
 	if !a.inCluster(w) {
 		return
 	}
@@ -386,7 +386,7 @@ func (a *api) releasePartition(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "partition_not_found", "no such partition")
 		return
 	}
-	if err := a.opts.cluster.ReleasePartition(r.Context(), topic, p); err != nil {
+	if err := a.opts.Cluster.ReleasePartition(r.Context(), topic, p); err != nil {
 		if errors.Is(err, runtime.ErrAssigned) || errors.Is(err, runtime.ErrReceiveInProgress) {
 			writeError(w, http.StatusConflict, "move_changed", "the partition is this node's, or moving here")
 			return

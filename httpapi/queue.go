@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"cmp"
@@ -8,14 +8,14 @@ import (
 	"net/http"
 	"time"
 
-	httpapi "github.com/narad-io/storage/api"
+	"github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
 )
 
 // consume leases records of a topic (docs/http-api.md, "Queue consume").
 // Shutdown ends a long poll with an empty answer, as a fetch's.
-func (a *api) consume(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) consume(w http.ResponseWriter, r *http.Request) {
 	topic, ok := topicOf(w, r)
 	if !ok {
 		return
@@ -28,7 +28,7 @@ func (a *api) consume(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var body httpapi.ConsumeRequest
+	var body api.ConsumeRequest
 	if r.ContentLength != 0 {
 		if err := decodeJSON(r, &body); err != nil {
 			a.badBody(w, err)
@@ -43,14 +43,14 @@ func (a *api) consume(w http.ResponseWriter, r *http.Request) {
 		setting *int
 	}{
 		{"partition", body.Partition, 0, maxPartitions - 1, &opts.Partition},
-		{"max_records", body.MaxRecords, 1, httpapi.MaxConsumeRecords, &opts.MaxRecords},
-		{"max_bytes", body.MaxBytes, 1, httpapi.MaxFetchBytes, &opts.MaxBytes},
+		{"max_records", body.MaxRecords, 1, api.MaxConsumeRecords, &opts.MaxRecords},
+		{"max_bytes", body.MaxBytes, 1, api.MaxFetchBytes, &opts.MaxBytes},
 	} {
 		if f.v == nil {
 			continue
 		}
 		if *f.v < f.lo || *f.v > f.hi {
-			writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, fmt.Sprintf("%s must be from %d to %d, not %d", f.name, f.lo, f.hi, *f.v))
+			writeError(w, http.StatusBadRequest, api.CodeInvalidBody, fmt.Sprintf("%s must be from %d to %d, not %d", f.name, f.lo, f.hi, *f.v))
 			return
 		}
 		*f.setting = *f.v
@@ -61,14 +61,14 @@ func (a *api) consume(w http.ResponseWriter, r *http.Request) {
 		lo, hi  int
 		setting *time.Duration
 	}{
-		{"lease_ms", body.LeaseMs, 1, httpapi.MaxLeaseMs, &opts.Lease},
-		{"wait_ms", body.WaitMs, 0, httpapi.MaxWaitMs, &opts.Wait},
+		{"lease_ms", body.LeaseMs, 1, api.MaxLeaseMs, &opts.Lease},
+		{"wait_ms", body.WaitMs, 0, api.MaxWaitMs, &opts.Wait},
 	} {
 		if f.v == nil {
 			continue
 		}
 		if *f.v < f.lo || *f.v > f.hi {
-			writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, fmt.Sprintf("%s must be from %d to %d, not %d", f.name, f.lo, f.hi, *f.v))
+			writeError(w, http.StatusBadRequest, api.CodeInvalidBody, fmt.Sprintf("%s must be from %d to %d, not %d", f.name, f.lo, f.hi, *f.v))
 			return
 		}
 		*f.setting = time.Duration(*f.v) * time.Millisecond
@@ -94,7 +94,7 @@ func (a *api) consume(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	opts.Admit = func() (func(), error) {
-		release, ok := a.takeAnswer(cmp.Or(opts.MaxBytes, httpapi.DefaultFetchBytes))
+		release, ok := a.takeAnswer(cmp.Or(opts.MaxBytes, api.DefaultFetchBytes))
 		if !ok {
 			return nil, errNoAnswerBudget
 		}
@@ -115,15 +115,15 @@ func (a *api) consume(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if errors.Is(err, runtime.ErrPartitionNotFound) {
-			writeError(w, http.StatusNotFound, httpapi.CodePartitionNotFound, fmt.Sprintf("topic %q has no partition %d", topic, opts.Partition))
+			writeError(w, http.StatusNotFound, api.CodePartitionNotFound, fmt.Sprintf("topic %q has no partition %d", topic, opts.Partition))
 			return
 		}
-		if errors.Is(err, runtime.ErrNotAssigned) && a.opts.owners != nil && opts.Partition != runtime.AnyPartition {
+		if errors.Is(err, runtime.ErrNotAssigned) && a.opts.Owners != nil && opts.Partition != runtime.AnyPartition {
 			a.writeNotOwner(w, topic, opts.Partition) // a consume naming another node's partition
 			return
 		}
 		if errors.Is(err, runtime.ErrTooManyLeased) {
-			writeError(w, http.StatusTooManyRequests, httpapi.CodeTooManyLeased,
+			writeError(w, http.StatusTooManyRequests, api.CodeTooManyLeased,
 				fmt.Sprintf("the partitions of topic %q this consume may lease from each hold %d leased records; ack or nack some first", topic, runtime.MaxLeasedPerPartition))
 			return
 		}
@@ -139,7 +139,7 @@ func (a *api) consume(w http.ResponseWriter, r *http.Request) {
 }
 
 // nack gives leased records back for redelivery.
-func (a *api) nack(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) nack(w http.ResponseWriter, r *http.Request) {
 	topic, p, ok := a.partitionOf(w, r)
 	if !ok {
 		return
@@ -147,13 +147,13 @@ func (a *api) nack(w http.ResponseWriter, r *http.Request) {
 	if _, ok := query(w, r); !ok {
 		return
 	}
-	var body httpapi.NackRequest
+	var body api.NackRequest
 	if err := decodeJSON(r, &body); err != nil {
 		a.badBody(w, err)
 		return
 	}
 	if body.LeaseID == nil {
-		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, "lease_id is required: the lease_id the consume gave the records")
+		writeError(w, http.StatusBadRequest, api.CodeInvalidBody, "lease_id is required: the lease_id the consume gave the records")
 		return
 	}
 	if !validOffsets(w, body.Offsets) {
@@ -164,5 +164,5 @@ func (a *api) nack(w http.ResponseWriter, r *http.Request) {
 		a.writeNodeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, httpapi.NackAnswer{GivenBack: given})
+	writeJSON(w, http.StatusOK, api.NackAnswer{GivenBack: given})
 }

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"bufio"
@@ -13,7 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	httpapi "github.com/narad-io/storage/api"
+	"github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,7 +25,7 @@ import (
 
 // reviewNode is a started node with topic t of one partition, and an API
 // over it with opts.
-func reviewNode(t testing.TB, opts apiOptions) (*runtime.Node, *api) {
+func reviewNode(t testing.TB, opts Options) (*runtime.Node, *Handler) {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -45,8 +45,8 @@ func reviewNode(t testing.TB, opts apiOptions) (*runtime.Node, *api) {
 	if _, _, err := node.CreateTopic(ctx, "t", 1, runtime.Retention{}); err != nil {
 		t.Fatal(err)
 	}
-	opts.maxBody = max(opts.maxBody, 1<<20)
-	return node, newAPI(node, ms, zap.NewNop(), reg, opts)
+	opts.MaxBody = max(opts.MaxBody, 1<<20)
+	return node, New(node, ms, zap.NewNop(), reg, opts)
 }
 
 // tokenServer serves a with the daemon's connection settings: each
@@ -54,7 +54,7 @@ func reviewNode(t testing.TB, opts apiOptions) (*runtime.Node, *api) {
 // to the API.
 func tokenServer(t *testing.T, a http.Handler) *httptest.Server {
 	srv := httptest.NewUnstartedServer(a)
-	srv.Config.ConnContext = withConnAuth
+	srv.Config.ConnContext = ConnContext
 	srv.Config.DisableGeneralOptionsHandler = true
 	srv.Start()
 	t.Cleanup(srv.Close)
@@ -69,7 +69,7 @@ func tokenServer(t *testing.T, a http.Handler) *httptest.Server {
 // --max-connections) for as long as it sent one of them within the idle
 // timeout.
 func TestReview_AnUnauthenticatedOddRequestClosesItsConnection(t *testing.T) {
-	a := newAPI(nil, nil, zap.NewNop(), prometheus.NewRegistry(), apiOptions{token: []byte("tok"), maxBody: 1 << 20})
+	a := New(nil, nil, zap.NewNop(), prometheus.NewRegistry(), Options{Token: []byte("tok"), MaxBody: 1 << 20})
 	srv := tokenServer(t, a)
 	for _, request := range []string{
 		"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n",
@@ -98,7 +98,7 @@ func TestReview_AnUnauthenticatedOddRequestClosesItsConnection(t *testing.T) {
 // /healthz without the token too; a request without it anywhere else is
 // answered 401 and closes it.
 func TestReview_AnAuthenticatedConnectionStaysAlive(t *testing.T) {
-	a := newAPI(nil, nil, zap.NewNop(), prometheus.NewRegistry(), apiOptions{token: []byte("tok"), maxBody: 1 << 20})
+	a := New(nil, nil, zap.NewNop(), prometheus.NewRegistry(), Options{Token: []byte("tok"), MaxBody: 1 << 20})
 	srv := tokenServer(t, a)
 	for _, steps := range [][]struct {
 		request string
@@ -130,42 +130,6 @@ func TestReview_AnAuthenticatedConnectionStaysAlive(t *testing.T) {
 			}
 		}
 		c.Close()
-	}
-}
-
-// TestReview_ALimitedConnectionHalfCloses: net/http half-closes a
-// connection (closeWriteAndWait: its answer, then a FIN) before it drops
-// one whose request body it did not read whole (a 413, a produce cut 503
-// busy or 408 body_too_slow), so the client reads the answer before the
-// reset its unread bytes cause. It does so only for a connection with
-// CloseWrite, which the --max-connections wrapper hid.
-func TestReview_ALimitedConnectionHalfCloses(t *testing.T) {
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := newLimitListener(inner, 1, prometheus.NewRegistry())
-	defer l.Close()
-	client, err := net.Dial("tcp", inner.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	c, err := l.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cw, ok := c.(interface{ CloseWrite() error })
-	if !ok {
-		t.Fatalf("an accepted %T has no CloseWrite", c)
-	}
-	fmt.Fprint(c, "answer")
-	if err := cw.CloseWrite(); err != nil {
-		t.Fatal(err)
-	}
-	if b, err := io.ReadAll(client); err != nil || string(b) != "answer" {
-		t.Fatalf("the client read %q, %v; want the answer, then EOF", b, err)
 	}
 }
 
@@ -202,7 +166,7 @@ func TestReview_ABodyDeadlineStaysWithinTheReadTimeout(t *testing.T) {
 // outside the budget; a cursor read's must too.
 func TestReview_ACursorLongPollHoldsNoAnswerBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		node, a := reviewNode(t, apiOptions{maxAnswer: 1 << 20})
+		node, a := reviewNode(t, Options{MaxAnswer: 1 << 20})
 		if _, err := node.CreateCursor(context.Background(), "t", "c", runtime.CursorEarliest); err != nil {
 			t.Fatal(err)
 		}
@@ -267,7 +231,7 @@ func (s *stalledWriter) Write(p []byte) (int, error) {
 // number (--max-connections) could pin records of any size through a
 // budget that saw none of it.
 func TestReview_AStalledAnswerHoldsWhatItPins(t *testing.T) {
-	node, a := reviewNode(t, apiOptions{maxAnswer: 64 << 20})
+	node, a := reviewNode(t, Options{MaxAnswer: 64 << 20})
 	value := strings.Repeat("v", 1<<20)
 	if _, err := node.Produce(context.Background(), "t", 0, []partition.Record{{Value: []byte(value)}}); err != nil {
 		t.Fatal(err)
@@ -295,7 +259,7 @@ func TestReview_AStalledAnswerHoldsWhatItPins(t *testing.T) {
 // time.
 func TestReview_AConsumeLongPollHoldsNoAnswerBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		_, a := reviewNode(t, apiOptions{maxAnswer: 1 << 20})
+		_, a := reviewNode(t, Options{MaxAnswer: 1 << 20})
 		ctx, cancel := context.WithCancel(context.Background())
 		polled := make(chan struct{})
 		go func() {
@@ -318,7 +282,7 @@ func TestReview_AConsumeLongPollHoldsNoAnswerBudget(t *testing.T) {
 // Narad-High-Watermark as trailers, which HTTP/1.0 has not: an HTTP/1.0
 // client gets the records and no boundary at all.
 func TestReview_AStreamedBinaryAnswerToHTTP10NamesItsBoundary(t *testing.T) {
-	node, a := reviewNode(t, apiOptions{})
+	node, a := reviewNode(t, Options{})
 	if _, err := node.Produce(context.Background(), "t", 0, []partition.Record{{Value: make([]byte, 100<<10)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +293,7 @@ func TestReview_AStreamedBinaryAnswerToHTTP10NamesItsBoundary(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	fmt.Fprintf(c, "GET /v1/topics/t/partitions/0/records?offset=0 HTTP/1.0\r\nAccept: %s\r\n\r\n", httpapi.BatchMediaType)
+	fmt.Fprintf(c, "GET /v1/topics/t/partitions/0/records?offset=0 HTTP/1.0\r\nAccept: %s\r\n\r\n", api.BatchMediaType)
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		t.Fatal(err)

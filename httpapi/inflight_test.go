@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"bufio"
@@ -21,7 +21,7 @@ import (
 // Retry-After, the connection closed), and fits again once the bytes
 // ahead of it are released.
 func TestMeteredBody_BoundsTheProduceBytesHeldAtOnce(t *testing.T) {
-	a := newAPI(nil, nil, zap.NewNop(), prometheus.NewRegistry(), apiOptions{maxBody: 1 << 20, maxInflight: 100})
+	a := New(nil, nil, zap.NewNop(), prometheus.NewRegistry(), Options{MaxBody: 1 << 20, MaxInflight: 100})
 	meter := func(body string) *meteredBody {
 		r := httptest.NewRequest("POST", "/v1/topics/t/partitions/0/records", strings.NewReader(body))
 		r.ContentLength = 1 << 20 // declared: never counted
@@ -53,7 +53,7 @@ func TestMeteredBody_BoundsTheProduceBytesHeldAtOnce(t *testing.T) {
 // connection closed, its bytes given back; a body that keeps up is read
 // whole.
 func TestMeteredBody_ASlowBodyIsCut(t *testing.T) {
-	a := newAPI(nil, nil, zap.NewNop(), prometheus.NewRegistry(), apiOptions{maxBody: 1 << 20, maxInflight: 1 << 20,
+	a := New(nil, nil, zap.NewNop(), prometheus.NewRegistry(), Options{MaxBody: 1 << 20, MaxInflight: 1 << 20,
 		bodyGrace: 50 * time.Millisecond, minBodyRate: 1 << 20})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body := a.meterBody(w, r)

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	httpapi "github.com/narad-io/storage/api"
+	"github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/vfs/sim"
@@ -99,7 +99,7 @@ func TestReadCursor_APeekLongPollCountsSkippedOnce(t *testing.T) {
 	if err := node.CommitCursor(ctx, "jobs", "c", 0, lastBase); err != nil {
 		t.Fatal(err)
 	}
-	a := newAPI(node, ms, zap.NewNop(), prometheus.NewRegistry(), apiOptions{maxBody: 1 << 20})
+	a := New(node, ms, zap.NewNop(), prometheus.NewRegistry(), Options{MaxBody: 1 << 20})
 	read := make(chan struct{})
 	var once sync.Once
 	d.SetHook(func(c sim.Call) error {
@@ -120,7 +120,7 @@ func TestReadCursor_APeekLongPollCountsSkippedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := <-done
-	var got httpapi.CursorReadAnswer
+	var got api.CursorReadAnswer
 	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != 200 {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}

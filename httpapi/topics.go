@@ -1,18 +1,18 @@
-package server
+package httpapi
 
 import (
 	"errors"
 	"fmt"
 	"net/http"
 
-	httpapi "github.com/narad-io/storage/api"
+	"github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/wire"
 )
 
 // topicRequest reads {topic} and its body, answering the error itself
 // when either is invalid.
-func (a *api) topicRequest(w http.ResponseWriter, r *http.Request) (name string, body httpapi.TopicRequest, ok bool) {
+func (a *Handler) topicRequest(w http.ResponseWriter, r *http.Request) (name string, body api.TopicRequest, ok bool) {
 	name, ok = topicOf(w, r)
 	if !ok {
 		return "", body, false
@@ -32,13 +32,13 @@ func (a *api) topicRequest(w http.ResponseWriter, r *http.Request) (name string,
 func topicOf(w http.ResponseWriter, r *http.Request) (string, bool) {
 	name := r.PathValue("topic")
 	if wire.ValidateTopicName(name) != nil {
-		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidTopicName, nameProblem(name))
+		writeError(w, http.StatusBadRequest, api.CodeInvalidTopicName, nameProblem(name))
 		return "", false
 	}
 	return name, true
 }
 
-func (a *api) putTopic(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) putTopic(w http.ResponseWriter, r *http.Request) {
 	name, body, ok := a.topicRequest(w, r)
 	if !ok {
 		return
@@ -51,15 +51,15 @@ func (a *api) putTopic(w http.ResponseWriter, r *http.Request) {
 		retention.Bytes = *body.RetentionBytes
 	}
 	if msg := retentionProblem(retention); msg != "" {
-		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, msg)
+		writeError(w, http.StatusBadRequest, api.CodeInvalidBody, msg)
 		return
 	}
 	switch {
 	case body.Partitions == nil:
-		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, fmt.Sprintf("partitions is required: an integer from 1 to %d", maxPartitions))
+		writeError(w, http.StatusBadRequest, api.CodeInvalidBody, fmt.Sprintf("partitions is required: an integer from 1 to %d", maxPartitions))
 		return
 	case *body.Partitions < 1 || *body.Partitions > maxPartitions:
-		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, fmt.Sprintf("partitions must be from 1 to %d, not %d", maxPartitions, *body.Partitions))
+		writeError(w, http.StatusBadRequest, api.CodeInvalidBody, fmt.Sprintf("partitions must be from 1 to %d, not %d", maxPartitions, *body.Partitions))
 		return
 	}
 	_, created, err := a.node.CreateTopic(r.Context(), name, *body.Partitions, retention)
@@ -74,7 +74,7 @@ func (a *api) putTopic(w http.ResponseWriter, r *http.Request) {
 	a.describe(w, r, name, status)
 }
 
-func (a *api) listTopics(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) listTopics(w http.ResponseWriter, r *http.Request) {
 	if _, ok := query(w, r); !ok {
 		return
 	}
@@ -83,7 +83,7 @@ func (a *api) listTopics(w http.ResponseWriter, r *http.Request) {
 		a.writeNodeError(w, r, err)
 		return
 	}
-	out := httpapi.TopicList{Topics: []httpapi.TopicDescription{}}
+	out := api.TopicList{Topics: []api.TopicDescription{}}
 	for _, t := range topics {
 		d, err := a.description(r, t.Name)
 		if err != nil {
@@ -94,29 +94,29 @@ func (a *api) listTopics(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (a *api) getTopic(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) getTopic(w http.ResponseWriter, r *http.Request) {
 	if _, ok := query(w, r); !ok {
 		return
 	}
 	a.describe(w, r, r.PathValue("topic"), http.StatusOK)
 }
 
-func (a *api) patchTopic(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) patchTopic(w http.ResponseWriter, r *http.Request) {
 	name, body, ok := a.topicRequest(w, r)
 	if !ok {
 		return
 	}
 	switch {
 	case body.Partitions != nil:
-		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, "partitions cannot change; PATCH takes retention_ms and retention_bytes")
+		writeError(w, http.StatusBadRequest, api.CodeInvalidBody, "partitions cannot change; PATCH takes retention_ms and retention_bytes")
 		return
 	case body.RetentionMs == nil && body.RetentionBytes == nil:
-		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, "give retention_ms, retention_bytes or both (0: no bound)")
+		writeError(w, http.StatusBadRequest, api.CodeInvalidBody, "give retention_ms, retention_bytes or both (0: no bound)")
 		return
 	}
 	given := runtime.Retention{Ms: deref(body.RetentionMs), Bytes: deref(body.RetentionBytes)}
 	if msg := retentionProblem(given); msg != "" {
-		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, msg)
+		writeError(w, http.StatusBadRequest, api.CodeInvalidBody, msg)
 		return
 	}
 	// A bound not given keeps its value; the merge happens in the
@@ -137,7 +137,7 @@ func (a *api) patchTopic(w http.ResponseWriter, r *http.Request) {
 	a.describe(w, r, name, http.StatusOK)
 }
 
-func (a *api) deleteTopic(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) deleteTopic(w http.ResponseWriter, r *http.Request) {
 	if _, ok := query(w, r); !ok {
 		return
 	}
@@ -148,7 +148,7 @@ func (a *api) deleteTopic(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (a *api) describe(w http.ResponseWriter, r *http.Request, name string, status int) {
+func (a *Handler) describe(w http.ResponseWriter, r *http.Request, name string, status int) {
 	d, err := a.description(r, name)
 	if err != nil {
 		a.writeNodeError(w, r, err)
@@ -161,21 +161,21 @@ func (a *api) describe(w http.ResponseWriter, r *http.Request, name string, stat
 // disk (closed after a crash) is opened to learn it, never shown as 0. A
 // cluster's node names each partition's owner, and marks those another
 // node serves: their figures are that node's to give.
-func (a *api) description(r *http.Request, name string) (httpapi.TopicDescription, error) {
+func (a *Handler) description(r *http.Request, name string) (api.TopicDescription, error) {
 	rec, infos, err := a.node.Describe(r.Context(), name)
 	if err != nil {
-		return httpapi.TopicDescription{}, err
+		return api.TopicDescription{}, err
 	}
-	d := httpapi.TopicDescription{Name: rec.Name, Incarnation: string(rec.Incarnation), RetentionMs: rec.RetentionMs,
-		RetentionBytes: rec.RetentionBytes, Partitions: []httpapi.PartitionDescription{}}
+	d := api.TopicDescription{Name: rec.Name, Incarnation: string(rec.Incarnation), RetentionMs: rec.RetentionMs,
+		RetentionBytes: rec.RetentionBytes, Partitions: []api.PartitionDescription{}}
 	for _, p := range infos {
-		var owner *httpapi.Owner
-		if a.opts.owners != nil {
-			if loc, ok := a.opts.owners.Locate(name, p.Partition); ok {
-				owner = &httpapi.Owner{NodeID: loc.NodeID, Addr: loc.Addr}
+		var owner *api.Owner
+		if a.opts.Owners != nil {
+			if loc, ok := a.opts.Owners.Locate(name, p.Partition); ok {
+				owner = &api.Owner{NodeID: loc.NodeID, Addr: loc.Addr}
 			}
 			if mine, err := a.ms.Assigned(r.Context(), name, p.Partition); err != nil || !mine {
-				d.Partitions = append(d.Partitions, httpapi.PartitionDescription{Partition: p.Partition, Owner: owner, Remote: true})
+				d.Partitions = append(d.Partitions, api.PartitionDescription{Partition: p.Partition, Owner: owner, Remote: true})
 				continue
 			}
 		}
@@ -186,7 +186,7 @@ func (a *api) description(r *http.Request, name string) (httpapi.TopicDescriptio
 			}
 			p.HighWatermark = hwm
 		}
-		d.Partitions = append(d.Partitions, httpapi.PartitionDescription{Partition: p.Partition, StartOffset: p.StartOffset,
+		d.Partitions = append(d.Partitions, api.PartitionDescription{Partition: p.Partition, StartOffset: p.StartOffset,
 			HighWatermark: p.HighWatermark, Segments: p.Segments, Bytes: p.Bytes, Owner: owner})
 	}
 	return d, nil
@@ -194,12 +194,12 @@ func (a *api) description(r *http.Request, name string) (httpapi.TopicDescriptio
 
 // badBody answers an unreadable request body: 413 past the cap (of the
 // body, or of a batch's records), else 400.
-func (a *api) badBody(w http.ResponseWriter, err error) {
+func (a *Handler) badBody(w http.ResponseWriter, err error) {
 	if isTooLarge(err) || errors.Is(err, errBatchTooLarge) {
-		writeError(w, http.StatusRequestEntityTooLarge, httpapi.CodeBatchTooLarge, err.Error())
+		writeError(w, http.StatusRequestEntityTooLarge, api.CodeBatchTooLarge, err.Error())
 		return
 	}
-	writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, err.Error())
+	writeError(w, http.StatusBadRequest, api.CodeInvalidBody, err.Error())
 }
 
 // retentionProblem says what is wrong with retention bounds, or "".

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"bufio"
@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	httpapi "github.com/narad-io/storage/api"
+	"github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/wire"
 )
@@ -41,7 +41,7 @@ var (
 // recordStream writes a records answer (a fetch's, a cursor read's, a
 // queue consume's) as the records come, in JSON (text or base64: written
 // here, and held to httpapi's answer types by its tests) or the binary
-// batch encoding (httpapi.BatchWriter), through its own write buffer: a
+// batch encoding (api.BatchWriter), through its own write buffer: a
 // record that fits
 // the buffer is copied nowhere else on its way out, and no escaping grows
 // it beyond its encoding (docs/http-api.md, "Fetch": how max_bytes bounds
@@ -74,10 +74,10 @@ type recordStream struct {
 		offset int64
 		size   int
 	}
-	bounded bool                // the binary boundary went out in the headers (boundary)
-	enc     httpapi.BatchWriter // a binary answer's records, to bw
-	buf     []byte              // scratch for a JSON record's fixed fields, in scratch
-	scratch [64]byte            // room for buf: two int64s and their field names
+	bounded bool            // the binary boundary went out in the headers (boundary)
+	enc     api.BatchWriter // a binary answer's records, to bw
+	buf     []byte          // scratch for a JSON record's fixed fields, in scratch
+	scratch [64]byte        // room for buf: two int64s and their field names
 }
 
 // sentWriter notes the first write through to the client, and gives each
@@ -132,7 +132,7 @@ func newRecordStream(w http.ResponseWriter, batch, b64 bool, limit int) *recordS
 	s.enc.Reset(s.bw)
 	s.buf = s.scratch[:0]
 	if batch {
-		w.Header().Set("Content-Type", httpapi.BatchMediaType)
+		w.Header().Set("Content-Type", api.BatchMediaType)
 	} else {
 		w.Header().Set("Content-Type", "application/json")
 		s.bw.WriteString(`{"records":[`)
@@ -181,8 +181,8 @@ func (s *recordStream) flush() {
 // that cannot carry trailers (HTTP/1.0), of one record larger than the
 // buffer.
 func (s *recordStream) boundary(next, hwm int64) {
-	s.w.Header().Set(httpapi.HeaderNextOffset, strconv.FormatInt(next, 10))
-	s.w.Header().Set(httpapi.HeaderHighWatermark, strconv.FormatInt(hwm, 10))
+	s.w.Header().Set(api.HeaderNextOffset, strconv.FormatInt(next, 10))
+	s.w.Header().Set(api.HeaderHighWatermark, strconv.FormatInt(hwm, 10))
 	s.bounded = true
 }
 
@@ -208,7 +208,7 @@ func (s *recordStream) base64(r partition.ReadRecord) bool {
 func (s *recordStream) write(r partition.ReadRecord, b64 bool, size int, extra string) {
 	s.count, s.used, s.last = s.count+1, s.used+size, r.Offset
 	if s.batch {
-		s.enc.Fetched(httpapi.BatchRecord{Offset: r.Offset, CommittedAtMs: r.CommittedAtUnixMs, Key: r.Key, Value: r.Value})
+		s.enc.Fetched(api.BatchRecord{Offset: r.Offset, CommittedAtMs: r.CommittedAtUnixMs, Key: r.Key, Value: r.Value})
 		return
 	}
 	if s.count > 1 {
@@ -236,7 +236,7 @@ func (s *recordStream) write(r partition.ReadRecord, b64 bool, size int, extra s
 func (s *recordStream) size(r partition.ReadRecord, b64 bool) int {
 	key, value := r.Key, r.Value
 	if s.batch {
-		return httpapi.FetchedSize(len(key), len(value))
+		return api.FetchedSize(len(key), len(value))
 	}
 	n := len(`{"offset":,"value":,"committed_at_ms":}`) + decimalLen(r.Offset) + decimalLen(r.CommittedAtUnixMs)
 	if s.count > 0 {
@@ -317,8 +317,8 @@ func (s *recordStream) finish(next, hwm int64, tail []byte) {
 		if s.out.sent {
 			prefix = http.TrailerPrefix
 		}
-		s.w.Header().Set(prefix+httpapi.HeaderNextOffset, strconv.FormatInt(next, 10))
-		s.w.Header().Set(prefix+httpapi.HeaderHighWatermark, strconv.FormatInt(hwm, 10))
+		s.w.Header().Set(prefix+api.HeaderNextOffset, strconv.FormatInt(next, 10))
+		s.w.Header().Set(prefix+api.HeaderHighWatermark, strconv.FormatInt(hwm, 10))
 	} else if !s.batch {
 		s.bw.WriteByte(']')
 		s.bw.Write(tail)

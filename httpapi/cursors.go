@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	httpapi "github.com/narad-io/storage/api"
+	"github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/wire"
@@ -23,7 +23,7 @@ func cursorOf(w http.ResponseWriter, r *http.Request) (topic, name string, ok bo
 	}
 	name = r.PathValue("name")
 	if err := wire.ValidateCursorName(name); err != nil {
-		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidCursorName, "invalid "+strings.TrimPrefix(err.Error(), wire.ErrBadName.Error()+": "))
+		writeError(w, http.StatusBadRequest, api.CodeInvalidCursorName, "invalid "+strings.TrimPrefix(err.Error(), wire.ErrBadName.Error()+": "))
 		return "", "", false
 	}
 	return topic, name, true
@@ -36,35 +36,35 @@ func cursorPartitionOf(w http.ResponseWriter, r *http.Request) (topic, name stri
 		return "", "", 0, false
 	}
 	if p, ok = partitionParam(r); !ok {
-		writeError(w, http.StatusNotFound, httpapi.CodePartitionNotFound, fmt.Sprintf("no partition %q: partitions are numbered from 0", r.PathValue("p")))
+		writeError(w, http.StatusNotFound, api.CodePartitionNotFound, fmt.Sprintf("no partition %q: partitions are numbered from 0", r.PathValue("p")))
 	}
 	return topic, name, p, ok
 }
 
 // writeCursorError answers the cursor's own errors, and the node's.
-func (a *api) writeCursorError(w http.ResponseWriter, r *http.Request, name string, err error) {
+func (a *Handler) writeCursorError(w http.ResponseWriter, r *http.Request, name string, err error) {
 	if errors.Is(err, runtime.ErrCursorNotFound) {
-		writeError(w, http.StatusNotFound, httpapi.CodeCursorNotFound, fmt.Sprintf("topic %q has no cursor %q", r.PathValue("topic"), name))
+		writeError(w, http.StatusNotFound, api.CodeCursorNotFound, fmt.Sprintf("topic %q has no cursor %q", r.PathValue("topic"), name))
 		return
 	}
 	a.writeNodeError(w, r, err)
 }
 
-func (a *api) writeCursor(w http.ResponseWriter, r *http.Request, status int, topic, name string) {
+func (a *Handler) writeCursor(w http.ResponseWriter, r *http.Request, status int, topic, name string) {
 	positions, err := a.node.Cursor(r.Context(), topic, name)
 	if err != nil {
 		a.writeCursorError(w, r, name, err)
 		return
 	}
-	out := httpapi.Cursor{Name: name, Partitions: make([]httpapi.CursorPosition, len(positions))}
+	out := api.Cursor{Name: name, Partitions: make([]api.CursorPosition, len(positions))}
 	for i, p := range positions {
-		out.Partitions[i] = httpapi.CursorPosition(p)
+		out.Partitions[i] = api.CursorPosition(p)
 	}
 	writeJSON(w, status, out)
 }
 
 // putCursor makes a fan-out cursor on every partition of the topic.
-func (a *api) putCursor(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) putCursor(w http.ResponseWriter, r *http.Request) {
 	topic, name, ok := cursorOf(w, r)
 	if !ok {
 		return
@@ -72,7 +72,7 @@ func (a *api) putCursor(w http.ResponseWriter, r *http.Request) {
 	if _, ok := query(w, r); !ok {
 		return
 	}
-	var body httpapi.CreateCursorRequest
+	var body api.CreateCursorRequest
 	if r.ContentLength != 0 {
 		if err := decodeJSON(r, &body); err != nil {
 			a.badBody(w, err)
@@ -86,7 +86,7 @@ func (a *api) putCursor(w http.ResponseWriter, r *http.Request) {
 		case "latest":
 			start = runtime.CursorLatest
 		default:
-			writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, fmt.Sprintf("from must be \"earliest\" or \"latest\", not %q", *body.From))
+			writeError(w, http.StatusBadRequest, api.CodeInvalidBody, fmt.Sprintf("from must be \"earliest\" or \"latest\", not %q", *body.From))
 			return
 		}
 	}
@@ -105,7 +105,7 @@ func (a *api) putCursor(w http.ResponseWriter, r *http.Request) {
 	a.writeCursor(w, r, status, topic, name)
 }
 
-func (a *api) getCursor(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) getCursor(w http.ResponseWriter, r *http.Request) {
 	topic, name, ok := cursorOf(w, r)
 	if !ok {
 		return
@@ -116,7 +116,7 @@ func (a *api) getCursor(w http.ResponseWriter, r *http.Request) {
 	a.writeCursor(w, r, http.StatusOK, topic, name)
 }
 
-func (a *api) deleteCursor(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) deleteCursor(w http.ResponseWriter, r *http.Request) {
 	topic, name, ok := cursorOf(w, r)
 	if !ok {
 		return
@@ -133,7 +133,7 @@ func (a *api) deleteCursor(w http.ResponseWriter, r *http.Request) {
 }
 
 // commitCursor sets a cursor's position in one partition.
-func (a *api) commitCursor(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) commitCursor(w http.ResponseWriter, r *http.Request) {
 	topic, name, p, ok := cursorPartitionOf(w, r)
 	if !ok {
 		return
@@ -141,35 +141,35 @@ func (a *api) commitCursor(w http.ResponseWriter, r *http.Request) {
 	if _, ok := query(w, r); !ok {
 		return
 	}
-	var body httpapi.CommitCursorRequest
+	var body api.CommitCursorRequest
 	if err := decodeJSON(r, &body); err != nil {
 		a.badBody(w, err)
 		return
 	}
 	if body.Position == nil {
-		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, "position is required: the next offset the cursor reads, from 0 up to the high watermark")
+		writeError(w, http.StatusBadRequest, api.CodeInvalidBody, "position is required: the next offset the cursor reads, from 0 up to the high watermark")
 		return
 	}
 	if *body.Position < 0 {
-		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidBody, fmt.Sprintf("position must be from 0 up to the high watermark, not %d", *body.Position))
+		writeError(w, http.StatusBadRequest, api.CodeInvalidBody, fmt.Sprintf("position must be from 0 up to the high watermark, not %d", *body.Position))
 		return
 	}
 	err := a.node.CommitCursor(r.Context(), topic, name, p, *body.Position)
 	if errors.Is(err, partition.ErrBeyondHighWatermark) {
-		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidOffset, fmt.Sprintf("position %d is beyond the high watermark (%d now)", *body.Position, a.hwm(r, topic, p, 0)))
+		writeError(w, http.StatusBadRequest, api.CodeInvalidOffset, fmt.Sprintf("position %d is beyond the high watermark (%d now)", *body.Position, a.hwm(r, topic, p, 0)))
 		return
 	}
 	if err != nil {
 		a.writeCursorError(w, r, name, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, httpapi.CommitCursorAnswer{Position: *body.Position})
+	writeJSON(w, http.StatusOK, api.CommitCursorAnswer{Position: *body.Position})
 }
 
 // readCursor reads a partition through a cursor, advancing it unless
 // advance=false; at the high watermark with wait_ms it long-polls on the
 // log's broadcast channel, as a fetch does.
-func (a *api) readCursor(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) readCursor(w http.ResponseWriter, r *http.Request) {
 	topic, name, p, ok := cursorPartitionOf(w, r)
 	if !ok {
 		return
@@ -189,7 +189,7 @@ func (a *api) readCursor(w http.ResponseWriter, r *http.Request) {
 	case "false":
 		advance = false
 	default:
-		writeError(w, http.StatusBadRequest, httpapi.CodeInvalidParameter, fmt.Sprintf("advance must be true or false, not %q", v))
+		writeError(w, http.StatusBadRequest, api.CodeInvalidParameter, fmt.Sprintf("advance must be true or false, not %q", v))
 		return
 	}
 	inc, ok := a.readIncarnation(w, r, q, topic)

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	httpapi "github.com/narad-io/storage/api"
+	"github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/partition"
 )
 
@@ -25,7 +25,7 @@ import (
 // written, from offset 0, not from the fetch's offset, so the answer
 // held another record than the one asked for.
 func TestReview_AFirstRecordThatFillsTheBufferIsReadFromTheFetchOffset(t *testing.T) {
-	node, a := reviewNode(t, apiOptions{})
+	node, a := reviewNode(t, Options{})
 	ctx := context.Background()
 	if _, err := node.Produce(ctx, "t", 0, []partition.Record{{Value: []byte("first")}}); err != nil {
 		t.Fatal(err)
@@ -43,7 +43,7 @@ func TestReview_AFirstRecordThatFillsTheBufferIsReadFromTheFetchOffset(t *testin
 	}
 	w := httptest.NewRecorder()
 	a.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/topics/t/partitions/0/records?offset=1&max_records=1", nil))
-	var got httpapi.FetchAnswer
+	var got api.FetchAnswer
 	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
 		t.Fatalf("%d %v: %.200s", w.Code, err, w.Body.String())
 	}
@@ -82,12 +82,12 @@ func (c *bufferPerStallClient) Write(p []byte) (int, error) {
 // takes a 64 MiB record at less than 6.4 MB/s could never fetch it, and
 // met the cut at every retry.
 func TestReview_ARecordLargerThanTheBufferGetsAStallPerBuffer(t *testing.T) {
-	node, a := reviewNode(t, apiOptions{})
+	node, a := reviewNode(t, Options{})
 	value := strings.Repeat("v", 4*answerBufferSize)
 	if _, err := node.Produce(context.Background(), "t", 0, []partition.Record{{Value: []byte(value)}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, accept := range []string{"application/json", httpapi.BatchMediaType} {
+	for _, accept := range []string{"application/json", api.BatchMediaType} {
 		c := &bufferPerStallClient{header: http.Header{}}
 		r := httptest.NewRequest(http.MethodGet, "/v1/topics/t/partitions/0/records?offset=0", nil)
 		r.Header.Set("Accept", accept)
@@ -106,7 +106,7 @@ func TestReview_ARecordLargerThanTheBufferGetsAStallPerBuffer(t *testing.T) {
 // 11 MiB record of control bytes (JSON escapes each in six) was answered
 // 503 busy, retry, at every retry, for ever: a consumer stuck at it.
 func TestReview_ARecordWhoseEncodingPassesTheBudgetIsServed(t *testing.T) {
-	node, a := reviewNode(t, apiOptions{maxAnswer: maxFetchBytes})
+	node, a := reviewNode(t, Options{MaxAnswer: maxFetchBytes})
 	value := bytes.Repeat([]byte{1}, maxFetchBytes/6+1)
 	if _, err := node.Produce(context.Background(), "t", 0, []partition.Record{{Value: value}}); err != nil {
 		t.Fatal(err)
@@ -122,7 +122,7 @@ func TestReview_ARecordWhoseEncodingPassesTheBudgetIsServed(t *testing.T) {
 // as above, with max_bytes the whole budget: the answer already holds
 // all of it, and takes nothing more.
 func TestReview_ARecordWhoseEncodingPassesTheBudgetIsServedAtTheLargestMaxBytes(t *testing.T) {
-	node, a := reviewNode(t, apiOptions{maxAnswer: 1 << 20})
+	node, a := reviewNode(t, Options{MaxAnswer: 1 << 20})
 	value := bytes.Repeat([]byte{1}, 1<<20/6+1)
 	if _, err := node.Produce(context.Background(), "t", 0, []partition.Record{{Value: value}}); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	httpapi "github.com/narad-io/storage/api"
+	"github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
 )
@@ -22,7 +22,7 @@ import (
 // The types are the one statement of the answers' shapes; the stream is
 // held to them here.
 func TestRecordStream_AnswersAreTheAPITypes(t *testing.T) {
-	node, a := reviewNode(t, apiOptions{})
+	node, a := reviewNode(t, Options{})
 	ctx := context.Background()
 	records := []partition.Record{{Key: []byte(`k"<&>`), Value: []byte("line\n\x01\\\t")}, {Value: []byte{0xff, 0}}, {Key: []byte("k2"), Value: []byte{}}}
 	if _, err := node.Produce(ctx, "t", 0, records); err != nil {
@@ -35,10 +35,10 @@ func TestRecordStream_AnswersAreTheAPITypes(t *testing.T) {
 		method, target string
 		answer         any
 	}{
-		{"GET", "/v1/topics/t/partitions/0/records?offset=0", &httpapi.FetchAnswer{}},
-		{"GET", "/v1/topics/t/partitions/0/records?offset=0&encoding=base64", &httpapi.FetchAnswer{}},
-		{"GET", "/v1/topics/t/cursors/c/partitions/0/records?advance=false", &httpapi.CursorReadAnswer{}},
-		{"POST", "/v1/topics/t/consume", &httpapi.ConsumeAnswer{}},
+		{"GET", "/v1/topics/t/partitions/0/records?offset=0", &api.FetchAnswer{}},
+		{"GET", "/v1/topics/t/partitions/0/records?offset=0&encoding=base64", &api.FetchAnswer{}},
+		{"GET", "/v1/topics/t/cursors/c/partitions/0/records?advance=false", &api.CursorReadAnswer{}},
+		{"POST", "/v1/topics/t/consume", &api.ConsumeAnswer{}},
 	} {
 		w := httptest.NewRecorder()
 		a.ServeHTTP(w, httptest.NewRequest(tc.method, tc.target, nil))

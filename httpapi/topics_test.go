@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"context"
@@ -62,7 +62,7 @@ func TestPatchTopic_TwoBoundsAtOnceBothLand(t *testing.T) {
 	if _, _, err := node.CreateTopic(context.Background(), "t", 1, runtime.Retention{}); err != nil {
 		t.Fatal(err)
 	}
-	a := newAPI(node, ms, zap.NewNop(), prometheus.NewRegistry(), apiOptions{maxBody: 1 << 20})
+	a := New(node, ms, zap.NewNop(), prometheus.NewRegistry(), Options{MaxBody: 1 << 20})
 	ms.arrived.Add(2)
 	var wg sync.WaitGroup
 	for _, body := range []string{`{"retention_ms": 60000}`, `{"retention_bytes": 1048576}`} {
@@ -94,7 +94,7 @@ func TestTopics_AnAgeBoundNoDurationHoldsIsRefused(t *testing.T) {
 		ms = local
 		return ms
 	})
-	a := newAPI(node, ms, zap.NewNop(), prometheus.NewRegistry(), apiOptions{maxBody: 1 << 20})
+	a := New(node, ms, zap.NewNop(), prometheus.NewRegistry(), Options{MaxBody: 1 << 20})
 	serve := func(method, body string) int {
 		w := httptest.NewRecorder()
 		a.ServeHTTP(w, httptest.NewRequest(method, "/v1/topics/t", strings.NewReader(body)))

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"bytes"
@@ -15,33 +15,33 @@ import (
 	"github.com/narad-io/storage/cluster"
 )
 
-// httpTransfer is cluster.Transfer over HTTP: a move's new owner calls
-// the old owner's internal move endpoints (api_moves.go) at its
+// Transfer is cluster.Transfer over HTTP: a move's new owner calls
+// the old owner's internal move endpoints (moves.go) at its
 // advertised address, with the cluster's token, over TLS when this node
 // serves TLS (its peers do too).
-type httpTransfer struct {
+type Transfer struct {
 	peers *http.Client
 	token string
 }
 
-var _ cluster.Transfer = (*httpTransfer)(nil)
+var _ cluster.Transfer = (*Transfer)(nil)
 
-// newHTTPTransfer makes the transfer of a node whose calls carry token
+// NewTransfer makes the transfer of a node whose calls carry token
 // (none when empty) and use tlsConfig (nil: plain HTTP).
-func newHTTPTransfer(token []byte, tlsConfig *tls.Config) *httpTransfer {
+func NewTransfer(token []byte, tlsConfig *tls.Config) *Transfer {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tlsConfig
 	tr.ResponseHeaderTimeout = 30 * time.Second // a peer that took the call but never answers
-	return &httpTransfer{peers: &http.Client{Transport: tr}, token: string(token)}
+	return &Transfer{peers: &http.Client{Transport: tr}, token: string(token)}
 }
 
-// closeIdle closes the connections no call uses: once the mover stopped.
-func (t *httpTransfer) closeIdle() { t.peers.CloseIdleConnections() }
+// CloseIdle closes the connections no call uses: once the mover stopped.
+func (t *Transfer) CloseIdle() { t.peers.CloseIdleConnections() }
 
 func movePath(mv cluster.Move) string { return "/v1/internal/moves/" + url.PathEscape(mv.ID) }
 
 // Listing implements cluster.Transfer.
-func (t *httpTransfer) Listing(ctx context.Context, src cluster.Location, mv cluster.Move) (cluster.TransferListing, error) {
+func (t *Transfer) Listing(ctx context.Context, src cluster.Location, mv cluster.Move) (cluster.TransferListing, error) {
 	var body transferBody
 	if err := t.call(ctx, http.MethodGet, src.Addr, movePath(mv)+"/listing", &body); err != nil {
 		return cluster.TransferListing{}, err
@@ -50,7 +50,7 @@ func (t *httpTransfer) Listing(ctx context.Context, src cluster.Location, mv clu
 }
 
 // File implements cluster.Transfer.
-func (t *httpTransfer) File(ctx context.Context, src cluster.Location, mv cluster.Move, f cluster.TransferFile) (io.ReadCloser, error) {
+func (t *Transfer) File(ctx context.Context, src cluster.Location, mv cluster.Move, f cluster.TransferFile) (io.ReadCloser, error) {
 	resp, err := t.send(ctx, http.MethodGet, src.Addr, movePath(mv)+"/files/"+url.PathEscape(f.Name)+"?size="+strconv.FormatInt(f.Size, 10))
 	if err != nil {
 		return nil, err
@@ -59,7 +59,7 @@ func (t *httpTransfer) File(ctx context.Context, src cluster.Location, mv cluste
 }
 
 // Freeze implements cluster.Transfer.
-func (t *httpTransfer) Freeze(ctx context.Context, src cluster.Location, mv cluster.Move) (cluster.TransferListing, error) {
+func (t *Transfer) Freeze(ctx context.Context, src cluster.Location, mv cluster.Move) (cluster.TransferListing, error) {
 	var body transferBody
 	if err := t.call(ctx, http.MethodPost, src.Addr, movePath(mv)+"/freeze", &body); err != nil {
 		return cluster.TransferListing{}, err
@@ -68,14 +68,14 @@ func (t *httpTransfer) Freeze(ctx context.Context, src cluster.Location, mv clus
 }
 
 // Release implements cluster.Transfer.
-func (t *httpTransfer) Release(ctx context.Context, src cluster.Location, topic string, p int) error {
+func (t *Transfer) Release(ctx context.Context, src cluster.Location, topic string, p int) error {
 	path := "/v1/internal/partitions/" + url.PathEscape(topic) + "/" + strconv.Itoa(p) + "/release"
 	return t.call(ctx, http.MethodPost, src.Addr, path, nil)
 }
 
 // send makes one call to a peer with the cluster's token; an answer that
 // is not a success is its error.
-func (t *httpTransfer) send(ctx context.Context, method, addr, path string) (*http.Response, error) {
+func (t *Transfer) send(ctx context.Context, method, addr, path string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, addr+path, nil)
 	if err != nil {
 		return nil, err
@@ -96,7 +96,7 @@ func (t *httpTransfer) send(ctx context.Context, method, addr, path string) (*ht
 }
 
 // call is send with a JSON answer decoded into out (nil: none).
-func (t *httpTransfer) call(ctx context.Context, method, addr, path string, out any) error {
+func (t *Transfer) call(ctx context.Context, method, addr, path string, out any) error {
 	resp, err := t.send(ctx, method, addr, path)
 	if err != nil {
 		return err
