@@ -29,28 +29,9 @@ type Partition struct {
 //
 // With no eligible node it places nothing.
 //
-// From a placement with that balance over the nodes it was made for, so:
-// with the same nodes nothing moves; new topics' partitions are placed and
-// nothing else moves; when a node joins, it takes floor(T/N) or ceil(T/N)
-// (N counting it), and at most floor(T/N) more move between the others;
-// when a node leaves (drained, or its partitions given away once lost),
-// its c partitions move, and at most c more between the others. Those
-// others are the price of the per-node balance: a topic's balance alone
-// never needs them (docs/scaling.md, "Placement", has an example). Why no
-// more: each topic's balance can be reached moving partitions only onto
-// the joining node, floor(T/N) of them (only off the leaving node); then,
-// while one node's total is over its share and another's under it, some
-// topic has one partition more on the first than on the second (their
-// totals differ, and no topic's counts differ by more than one), and
-// moving one of it mends one unit of each; and there are no more such
-// units than the joining node took (than the leaving node had).
-//
-// Which partitions move, and where, follows the balance: a node over its
-// share of a topic keeps the partitions it scores highest (rendezvous
-// scores of partition and node), and each partition to place goes to the
-// node with room that scores it highest; a topic's one-over-the-floor
-// places go first where they keep a partition in place, then to the
-// nodes with the fewest (placement_balance.go).
+// What moves when the nodes change (a join, a leave), why no more, and
+// which partitions are chosen are docs/scaling.md's "Placement"; the
+// choice is placement_balance.go's.
 func Place(parts []Partition, eligible []string, current map[Partition]string) map[Partition]string {
 	nodes := slices.Compact(slices.Sorted(slices.Values(eligible)))
 	out := make(map[Partition]string, len(parts))

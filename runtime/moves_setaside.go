@@ -29,26 +29,15 @@ const setAsideNameTries = 1000
 
 // SetAsidePartition moves this node's copy of a partition the metastore no
 // longer assigns it (reassigned while the node was marked lost) out of
-// the served tree, for an operator to recover what it may hold that the
-// new owner never had. The guards and bookkeeping are DropPartition's
-// (releasePartition): the live log closed between two commits, a
-// partition assigned to this node refused (ErrAssigned), one being
-// received refused (ErrReceiveInProgress), the partition's in-memory state
-// forgotten. Then the directory topics/<topic>/pNNNNN is renamed to
-//
-//	<data dir>/lost/<topic>.<incarnation>/pNNNNN.<unix ms>
-//
-// where <incarnation> is the topic directory's marker ("unknown" when
-// neither it nor its copy reads), with -1, -2, ... appended to the last
-// name when it is taken: nothing set aside before is overwritten. The
-// destination's parents are created durably first, and after the rename
-// both the topic directory and the destination's parent are synced. The
-// rename is atomic, so a crash leaves the copy whole under one of the two
-// names; before the syncs it may be back under topics/, never opened there
-// while another node owns the partition, for the caller to set aside
-// again. It returns the path the copy now has: "" and nil when the
-// partition has no directory here. After an error the path is where the
-// copy was renamed to, if the rename happened, not yet durable.
+// the served tree, to <data dir>/lost/<topic>.<incarnation>/pNNNNN.<unix
+// ms> (<incarnation> "unknown" when the marker does not read; -1, -2, ...
+// appended when the name is taken), for an operator to recover what it
+// may hold that the new owner never had. A partition assigned to this
+// node is refused (ErrAssigned), one being received too
+// (ErrReceiveInProgress). It returns the copy's new path: "" and nil when
+// the partition has no directory here; after an error, where the copy
+// was renamed to, if it was, not yet durable. The steps and their crash
+// argument are runtime/doc.go's "Drop and set aside".
 func (n *Node) SetAsidePartition(ctx context.Context, topic string, p int) (string, error) {
 	key, err := n.key(topic, p)
 	if err != nil {

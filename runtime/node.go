@@ -363,15 +363,10 @@ func (n *Node) Ready() bool { return n.ready.Load() }
 func (n *Node) LockOrderViolations() []string { return n.reg.LockOrderViolations() }
 
 // Close closes every open log, each between two commits, and stops the
-// node's background work. It returns the errors of the closes.
-//
-// It fences every path that opens a log or works under a topic guard
-// first (supervisor.Registry.Close), so a call that was already past its
-// closed check when Close began can no longer open and register a log
-// behind the listing Close closes, and it waits for the guarded work
-// under way (an install, a purge) to finish: a disk stuck under a guard
-// holds Close up with it. The data directory's lock is released last,
-// once nothing can write.
+// node's background work. It returns the errors of the closes. Guarded
+// work under way (an install, a purge) finishes first, and the data
+// directory's lock is released last (runtime/doc.go, "Eviction and
+// reopen").
 func (n *Node) Close() error {
 	n.lifecycle.Lock()
 	if n.closed.Swap(true) {

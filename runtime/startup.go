@@ -17,16 +17,11 @@ import (
 )
 
 // Start opens every partition this node owns before it reports ready
-// (docs/design.md, "High watermark and hidden tail"): up to min(8,
-// GOMAXPROCS) topics at once, each topic's partitions one after another,
-// skipping those the metastore assigns another node, and with a warning
-// one whose assignment lookup or open fails, and
-// logging progress so a node with thousands of partitions does not look
-// hung. Past the open-log budget each open closes the least recently
-// opened log (openAtStartup): every partition is recovered, the last ones
-// opened stay open. Before that it reclaims quarantined directories whose incarnation
-// the metastore confirms gone (the startup orphan sweep), and it follows
-// the metastore's change feed from then on.
+// (docs/design.md, "High watermark and hidden tail"), logging progress; a
+// partition whose assignment lookup or open fails is warned of and
+// skipped. Before, it reclaims quarantined directories whose incarnation
+// the metastore confirms gone; after, it follows the metastore's change
+// feed. How it opens past the open-log budget is runtime/doc.go's.
 func (n *Node) Start(ctx context.Context) error {
 	unsubscribe := n.ms.Subscribe(func(topic string) {
 		n.lifecycle.Lock() // so no recheck starts once Close waits for them
