@@ -50,8 +50,9 @@ type ParticipantConfig struct {
 //
 // Its life: OpenParticipant; runtime.New over Metastore(); Attach; the
 // node's Start; Join; StopMover; the node's Close; Close. Join, StopMover
-// and Close are called from one goroutine, in that order; the rest from
-// any goroutine once Attach returned.
+// and Close are called in that order, each once the one before returned
+// (package server's Close, on another goroutine, waits for its Start);
+// the rest from any goroutine once Attach returned.
 //
 // Invariants:
 //   - The node is attached once, before Join and before any move call;

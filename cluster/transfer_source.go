@@ -18,7 +18,8 @@ import (
 // to drop its copy (ReleasePartition). None of them but the release takes
 // the partition's move lock: until the move completes the partition is
 // this node's in etcd, so no drop of it can land meanwhile (dropIfMoved
-// confirms another owner first).
+// confirms another owner first), nor a set-aside (only of a partition
+// given away from this node) or an install (only of one moving here).
 
 // ErrMoveNotFound: no move out of this node under way has the id, in
 // this node's replica or in etcd.
@@ -140,9 +141,9 @@ func (p *Participant) OpenMoveFile(ctx context.Context, mv Move, name string, si
 
 // ReleasePartition drops this node's copy of a partition once etcd
 // confirms another node owns it (a move's new owner asks once the move
-// completed), under the partition's move lock; runtime.ErrAssigned when
-// the partition is this node's or moving here, and
-// runtime.ErrReceiveInProgress when a pull of it is under way.
+// completed), under the partition's move lock, so a pull of it under way
+// here is waited for; runtime.ErrAssigned when the partition is this
+// node's or moving here.
 func (p *Participant) ReleasePartition(ctx context.Context, topic string, partition int) error {
 	return p.dropIfMoved(ctx, topic, partition, true)
 }

@@ -118,7 +118,8 @@
 //   - On the new owner: ReceivePartition streams the files into a staging
 //     directory, and its Commit stamps the marker and swaps it in,
 //     atomically across a crash (Protocols, below); InstallPartition is a
-//     receive of files held in memory.
+//     receive of files held in memory (tests install with it; a cluster's
+//     moves stream).
 //   - A copy of a partition the metastore no longer assigns this node is
 //     removed once its move completed (DropPartition), or, when an
 //     operator reassigned it while the node was marked lost, set aside
