@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -56,6 +57,39 @@ func waitKeyCount(t *testing.T, te *testEtcd, prefix string, n int64) {
 		wr := <-cli.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
 		if err := wr.Err(); err != nil || ctx.Err() != nil {
 			t.Fatalf("waiting for %d keys under %s: %v, %v", n, prefix, err, ctx.Err())
+		}
+	}
+}
+
+// TestCluster_ACloseThatEndsAStartLeavesTheClusterAndTheDirectory: a
+// cluster's node closed while its Start runs (or once it returned) ends
+// that Start (nil, or ErrClosed) and stops all it started: Close returns
+// nil, nothing is left running (goleak: a registration not left keeps
+// its lease's goroutines), and the same directory and node id open and
+// start again at once (the directory's lock was released).
+func TestCluster_ACloseThatEndsAStartLeavesTheClusterAndTheDirectory(t *testing.T) {
+	te := startEtcd(t)
+	cfg := nodeConfig(te.socket, "a", filepath.Join(t.TempDir(), "a"))
+	for round := range 4 {
+		s, err := server.New(bg, cfg)
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		started := make(chan error, 1)
+		go func() { started <- s.Start(bg) }()
+		var startErr error
+		ready := round%2 == 1 // else Close comes while Start runs
+		if ready {
+			startErr = <-started
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("round %d: close: %v", round, err)
+		}
+		if !ready {
+			startErr = <-started
+		}
+		if startErr != nil && !errors.Is(startErr, server.ErrClosed) {
+			t.Fatalf("round %d: start: %v, want nil or ErrClosed", round, startErr)
 		}
 	}
 }
