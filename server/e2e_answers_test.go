@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/narad-io/storage/client"
+	"github.com/narad-io/storage/internal/e2etest"
 	"github.com/narad-io/storage/server"
 )
 
@@ -21,29 +22,13 @@ import (
 // descriptors unauthenticated connections may take under an open-file
 // limit, are the process's: cmd/narad-storaged's tests measure them.)
 
-// maxFetchBytes is the largest max_bytes a read may ask for (docs/http-api.md).
-const maxFetchBytes = 64 << 20
-
-// produceLarge commits n records of size bytes of c each, up to three a
-// request.
-func produceLarge(t *testing.T, d *node, topic string, n, size int, c string) {
-	t.Helper()
-	record := `{"value":"` + strings.Repeat(c, size) + `"}`
-	for n > 0 {
-		batch := min(n, 3)
-		body := `{"records":[` + strings.Repeat(record+",", batch-1) + record + `]}`
-		expect(t, d.req("POST", "/v1/topics/"+topic+"/partitions/0/records", body), 200, "")
-		n -= batch
-	}
-}
-
 // TestE2E_MaxBytesBoundsTheAnswerOnTheWire: a JSON fetch's records take at
 // most max_bytes of the answer as it is sent (escapes and base64
 // included), but the first record, which always comes.
 func TestE2E_MaxBytesBoundsTheAnswerOnTheWire(t *testing.T) {
 	d := startNode(t, t.TempDir())
-	expect(t, d.req("PUT", "/v1/topics/w", map[string]any{"partitions": 1}), 201, "")
-	produceLarge(t, d, "w", 20, 1000, `\"`) // 1,000 quotes, 2,000 bytes as JSON
+	e2etest.Expect(t, d.req("PUT", "/v1/topics/w", map[string]any{"partitions": 1}), 201, "")
+	e2etest.ProduceLarge(t, d.api(), "w", 20, 1000, `\"`) // 1,000 quotes, 2,000 bytes as JSON
 	for _, c := range []struct {
 		query   string
 		records int
@@ -53,12 +38,12 @@ func TestE2E_MaxBytesBoundsTheAnswerOnTheWire(t *testing.T) {
 		{"max_bytes=10", 1},
 	} {
 		r := d.req("GET", "/v1/topics/w/partitions/0/records?offset=0&"+c.query, nil)
-		expect(t, r, 200, "")
+		e2etest.Expect(t, r, 200, "")
 		var f struct {
 			Records    []json.RawMessage `json:"records"`
 			NextOffset int64             `json:"next_offset"`
 		}
-		r.json(t, &f)
+		r.JSON(t, &f)
 		size := 0
 		for i, rec := range f.Records {
 			size += len(rec)
@@ -78,17 +63,17 @@ func TestE2E_MaxBytesBoundsTheAnswerOnTheWire(t *testing.T) {
 // (Retry-After) meanwhile, and the gauge shows what is held.
 func TestE2E_AnAnswerASlowReaderHoldsTakesItsBudget(t *testing.T) {
 	d := startNode(t, t.TempDir(), func(c *server.Config) {
-		c.MaxAnswerBytes = maxFetchBytes
+		c.MaxAnswerBytes = e2etest.MaxFetchBytes
 		c.MaxBodyBytes = 4 << 20
 	})
-	expect(t, d.req("PUT", "/v1/topics/s", map[string]any{"partitions": 1}), 201, "")
-	produceLarge(t, d, "s", 16, 1<<20, "x")
+	e2etest.Expect(t, d.req("PUT", "/v1/topics/s", map[string]any{"partitions": 1}), 201, "")
+	e2etest.ProduceLarge(t, d.api(), "s", 16, 1<<20, "x")
 	c, err := net.Dial("tcp", d.hostPort())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	fmt.Fprintf(c, "GET /v1/topics/s/partitions/0/records?offset=0&max_bytes=%d HTTP/1.1\r\nHost: x\r\n\r\n", maxFetchBytes)
+	fmt.Fprintf(c, "GET /v1/topics/s/partitions/0/records?offset=0&max_bytes=%d HTTP/1.1\r\nHost: x\r\n\r\n", e2etest.MaxFetchBytes)
 	resp, err := http.ReadResponse(bufio.NewReader(io.LimitReader(c, 1<<16)), nil)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("the held fetch: %v, %v", resp, err)
@@ -96,11 +81,11 @@ func TestE2E_AnAnswerASlowReaderHoldsTakesItsBudget(t *testing.T) {
 	// Its answer has begun (the header came with its first 64 KiB) and
 	// is not read on: it holds its budget.
 	r := d.req("GET", "/v1/topics/s/partitions/0/records?offset=0&max_bytes=1000", nil)
-	expect(t, r, 503, "busy")
-	if r.header.Get("Retry-After") == "" {
+	e2etest.Expect(t, r, 503, "busy")
+	if r.Header.Get("Retry-After") == "" {
 		t.Error("503 busy without Retry-After")
 	}
-	expectMetric(t, string(d.req("GET", "/metrics", nil).body), "narad_http_answer_bytes_in_flight", maxFetchBytes)
+	e2etest.ExpectMetric(t, string(d.req("GET", "/metrics", nil).Body), "narad_http_answer_bytes_in_flight", e2etest.MaxFetchBytes)
 	c.Close() // the held answer's write fails; its budget comes back
 	// The client retries busy, as the 503 asks. Its answer is one record
 	// of 1 MiB (the first always comes), streamed: its boundary comes in
@@ -121,19 +106,19 @@ func TestE2E_AnAnswerASlowReaderHoldsTakesItsBudget(t *testing.T) {
 // 100-continue, which it does when the handler first reads the body).
 func TestE2E_SlowUploadsHoldOnlyWhatTheySent(t *testing.T) {
 	d := startNode(t, t.TempDir())
-	expect(t, d.req("PUT", "/v1/topics/up", map[string]any{"partitions": 1}), 201, "")
+	e2etest.Expect(t, d.req("PUT", "/v1/topics/up", map[string]any{"partitions": 1}), 201, "")
 	for range 16 {
 		c, err := net.Dial("tcp", d.hostPort())
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		fmt.Fprintf(c, "POST /v1/topics/up/partitions/0/records HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", maxFetchBytes)
+		fmt.Fprintf(c, "POST /v1/topics/up/partitions/0/records HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", e2etest.MaxFetchBytes)
 		line, err := bufio.NewReader(c).ReadString('\n')
 		if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
 			t.Fatalf("no 100 Continue: %q, %v", line, err)
 		}
 		c.Write([]byte("{"))
 	}
-	expect(t, d.req("POST", "/v1/topics/up/partitions/0/records", `{"records":[{"value":"meanwhile"}]}`), 200, "")
+	e2etest.Expect(t, d.req("POST", "/v1/topics/up/partitions/0/records", `{"records":[{"value":"meanwhile"}]}`), 200, "")
 }

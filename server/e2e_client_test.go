@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/narad-io/storage/client"
+	"github.com/narad-io/storage/internal/e2etest"
 	"github.com/narad-io/storage/server"
 )
 
@@ -99,16 +100,16 @@ func TestE2E_Client(t *testing.T) {
 	}
 	// PATCH with one bound keeps the other.
 	r := d.req("PATCH", "/v1/topics/orders", `{"retention_bytes": 5000000}`, "Authorization", "Bearer tok")
-	expect(t, r, 200, "")
+	e2etest.Expect(t, r, 200, "")
 	var desc struct {
 		RetentionMs    int64 `json:"retention_ms"`
 		RetentionBytes int64 `json:"retention_bytes"`
 	}
-	r.json(t, &desc)
+	r.JSON(t, &desc)
 	if desc.RetentionMs != 3600000 || desc.RetentionBytes != 5000000 {
 		t.Fatalf("after a PATCH of retention_bytes alone: %+v", desc)
 	}
-	expect(t, d.req("PATCH", "/v1/topics/orders", `{"retention_bytes": -1}`, "Authorization", "Bearer tok"), 400, "invalid_body")
+	e2etest.Expect(t, d.req("PATCH", "/v1/topics/orders", `{"retention_bytes": -1}`, "Authorization", "Bearer tok"), 400, "invalid_body")
 	if top, err = c.Topic(ctx, "orders"); err != nil || top.Partitions[1].HighWatermark != 4 {
 		t.Fatalf("describe: %+v %v", top, err)
 	}

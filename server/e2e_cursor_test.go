@@ -89,7 +89,7 @@ func TestE2E_FanOutCursors(t *testing.T) {
 	}
 	d = startNode(t, dir)
 	c = d.client(client.Options{})
-	metrics := string(d.req("GET", "/metrics", nil).body)
+	metrics := string(d.req("GET", "/metrics", nil).Body)
 	for _, want := range []string{`narad_fanout_child_dropped_messages{cursor="audit",topic="events"} 0`, `narad_fanout_child_dropped_messages{cursor="live",topic="events"} 0`, "narad_consumer_corrupt_skipped_total 0"} {
 		if !strings.Contains(metrics, want) {
 			t.Fatalf("/metrics after the restart lacks %q", want)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/narad-io/storage/internal/e2etest"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/tool"
 	"github.com/narad-io/storage/vfs"
@@ -25,7 +26,7 @@ func seedPartition(t *testing.T, records int) (dataDir string, segments []string
 	t.Helper()
 	dataDir = t.TempDir()
 	d := startNode(t, dataDir)
-	expect(t, d.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 1}), 201, "")
+	e2etest.Expect(t, d.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 1}), 201, "")
 	d.stop()
 	dir := filepath.Join(dataDir, "topics", "orders", "p00000")
 	l, err := partition.Open(dir, partition.Options{FS: vfs.OS{}, SegmentMaxBytes: 2 << 10})
@@ -88,19 +89,6 @@ func flipByte(t *testing.T, path string, at int64) {
 	f.WriteAt(b, at)
 }
 
-// writeAt overwrites the file's bytes at pos.
-func writeAt(t *testing.T, path string, pos int64, data []byte) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteAt(data, pos); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // verifyExit is the exit status of `narad-storaged verify --data-dir
 // dataDir` (0 clean, 1 damage found, 2 unreadable) and what it printed.
 func verifyExit(dataDir string) (int, string) {
@@ -139,7 +127,7 @@ func TestE2E_DamagedSegments(t *testing.T) {
 			active := s[len(s)-1]
 			fi, _ := os.Stat(active)
 			pos, _ := segmentFrames(t, active)
-			writeAt(t, active, pos[len(pos)-1], make([]byte, fi.Size()-pos[len(pos)-1]))
+			e2etest.WriteAt(t, active, pos[len(pos)-1], make([]byte, fi.Size()-pos[len(pos)-1]))
 		}, -1, 0, -2},
 		{"bit flip in a middle frame of the active segment", func(t *testing.T, s []string) {
 			active := s[len(s)-1]
@@ -154,7 +142,7 @@ func TestE2E_DamagedSegments(t *testing.T) {
 			pos, _ := segmentFrames(t, s[0])
 			var v [4]byte
 			binary.BigEndian.PutUint32(v[:], 0x7FFFFFF0)
-			writeAt(t, s[0], pos[1]+19, v[:])
+			e2etest.WriteAt(t, s[0], pos[1]+19, v[:])
 		}, -5, 0, -1},
 	}
 	for _, c := range cases {
@@ -184,10 +172,10 @@ func TestE2E_DamagedSegments(t *testing.T) {
 				t.Fatalf("verify of damaged data exited %d:\n%s", code, out)
 			}
 			d := startNode(t, dataDir)
-			var f fetched
+			var f e2etest.Fetched
 			r := d.req("GET", "/v1/topics/orders/partitions/0/records?offset=0&max_records=10000", nil)
-			expect(t, r, 200, "")
-			r.json(t, &f)
+			e2etest.Expect(t, r, 200, "")
+			r.JSON(t, &f)
 			wantHWM := int64(records)
 			if tornFrom >= 0 {
 				wantHWM = tornFrom
@@ -213,9 +201,9 @@ func TestE2E_DamagedSegments(t *testing.T) {
 					t.Fatalf("a fetch reaching the gap stopped at %d, want %d", f.NextOffset, gapFrom)
 				}
 				r = d.req("GET", fmt.Sprintf("/v1/topics/orders/partitions/0/records?offset=%d", gapFrom), nil)
-				expect(t, r, 410, "record_unreadable")
-				var e errorBody
-				r.json(t, &e)
+				e2etest.Expect(t, r, 410, "record_unreadable")
+				var e e2etest.ErrorBody
+				r.JSON(t, &e)
 				if e.NextOffset == nil || *e.NextOffset != gapTo {
 					t.Fatalf("record_unreadable next_offset %v, want %d", e.NextOffset, gapTo)
 				}
@@ -224,15 +212,15 @@ func TestE2E_DamagedSegments(t *testing.T) {
 				}
 				if c.gapAt == -4 { // found by the read, not by recovery: logged once however often read
 					for range 2 {
-						expect(t, d.req("GET", fmt.Sprintf("/v1/topics/orders/partitions/0/records?offset=%d", gapFrom), nil), 410, "record_unreadable")
+						e2etest.Expect(t, d.req("GET", fmt.Sprintf("/v1/topics/orders/partitions/0/records?offset=%d", gapFrom), nil), 410, "record_unreadable")
 					}
 					if n := strings.Count(d.log(), "read met a damaged frame"); n != 1 {
 						t.Fatalf("the damaged frame was logged %d times over 3 reads, want once:\n%s", n, d.log())
 					}
 				}
 				r = d.req("GET", fmt.Sprintf("/v1/topics/orders/partitions/0/records?offset=%d&max_records=10000", gapTo), nil)
-				expect(t, r, 200, "")
-				r.json(t, &f)
+				e2etest.Expect(t, r, 200, "")
+				r.JSON(t, &f)
 				check(f.Records)
 				if f.NextOffset != records {
 					t.Fatalf("after the gap the fetch ends at %d, want %d", f.NextOffset, records)
@@ -242,7 +230,7 @@ func TestE2E_DamagedSegments(t *testing.T) {
 			var prod struct {
 				BaseOffset int64 `json:"base_offset"`
 			}
-			d.req("POST", "/v1/topics/orders/partitions/0/records", fmt.Sprintf(`{"records":[{"value":"v%d"}]}`, wantHWM)).json(t, &prod)
+			d.req("POST", "/v1/topics/orders/partitions/0/records", fmt.Sprintf(`{"records":[{"value":"v%d"}]}`, wantHWM)).JSON(t, &prod)
 			if prod.BaseOffset != wantHWM {
 				t.Fatalf("produce after recovery at %d, want %d", prod.BaseOffset, wantHWM)
 			}
@@ -265,16 +253,16 @@ func TestE2E_DamagedSegments(t *testing.T) {
 func TestE2E_RecreatedTopicNeverServesTheOldIncarnation(t *testing.T) {
 	dataDir := t.TempDir()
 	d := startNode(t, dataDir)
-	expect(t, d.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 1}), 201, "")
-	expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records", `{"records":[{"value":"old-1"},{"value":"old-2"}]}`), 200, "")
+	e2etest.Expect(t, d.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 1}), 201, "")
+	e2etest.Expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records", `{"records":[{"value":"old-1"},{"value":"old-2"}]}`), 200, "")
 	d.stop()
 	backup := t.TempDir()
 	if err := os.CopyFS(backup, os.DirFS(filepath.Join(dataDir, "topics", "orders"))); err != nil {
 		t.Fatal(err)
 	}
 	d = startNode(t, dataDir)
-	expect(t, d.req("DELETE", "/v1/topics/orders", nil), 204, "")
-	expect(t, d.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 1}), 201, "")
+	e2etest.Expect(t, d.req("DELETE", "/v1/topics/orders", nil), 204, "")
+	e2etest.Expect(t, d.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 1}), 201, "")
 	d.stop()
 	// The old incarnation's directory comes back.
 	os.RemoveAll(filepath.Join(dataDir, "topics", "orders"))
@@ -283,8 +271,8 @@ func TestE2E_RecreatedTopicNeverServesTheOldIncarnation(t *testing.T) {
 	}
 	d = startNode(t, dataDir)
 	defer d.stop()
-	var f fetched
-	d.req("GET", "/v1/topics/orders/partitions/0/records?offset=0", nil).json(t, &f)
+	var f e2etest.Fetched
+	d.req("GET", "/v1/topics/orders/partitions/0/records?offset=0", nil).JSON(t, &f)
 	if len(f.Records) != 0 || f.HighWatermark != 0 {
 		t.Fatalf("the recreated topic serves the old incarnation: %+v", f)
 	}

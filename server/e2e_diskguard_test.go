@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/narad-io/storage/internal/e2etest"
 	"github.com/narad-io/storage/server"
 )
 
@@ -15,15 +16,15 @@ import (
 // 0), and the gauges say why.
 func TestE2E_FreeSpaceFloor(t *testing.T) {
 	d := startNode(t, t.TempDir(), func(c *server.Config) { c.MinFreeBytes = 18000000000000000000 })
-	expect(t, d.req("PUT", "/v1/topics/full", map[string]any{"partitions": 1}), 201, "")
+	e2etest.Expect(t, d.req("PUT", "/v1/topics/full", map[string]any{"partitions": 1}), 201, "")
 	r := d.req("POST", "/v1/topics/full/partitions/0/records", `{"records":[{"value":"x"}]}`)
 	expectMessage(t, r, 507, "no_space", "floor")
-	var f fetched
-	d.req("GET", "/v1/topics/full/partitions/0/records?offset=0", nil).json(t, &f)
+	var f e2etest.Fetched
+	d.req("GET", "/v1/topics/full/partitions/0/records?offset=0", nil).JSON(t, &f)
 	if f.HighWatermark != 0 {
 		t.Fatalf("a refused produce left a high watermark of %d", f.HighWatermark)
 	}
-	metrics := string(d.req("GET", "/metrics", nil).body)
+	metrics := string(d.req("GET", "/metrics", nil).Body)
 	if !strings.Contains(metrics, "narad_disk_floor_bytes{data_dir=") || !strings.Contains(metrics, "narad_disk_free_bytes{data_dir=") {
 		t.Fatal("the disk gauges are missing")
 	}

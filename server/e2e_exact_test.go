@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/narad-io/storage/internal/e2etest"
 )
 
 // rawRequest sends text as it is (no client cleans or rewrites it) and
 // reads the answer.
-func (d *node) rawRequest(text string) response {
+func (d *node) rawRequest(text string) e2etest.Response {
 	d.t.Helper()
 	c, err := net.Dial("tcp", d.hostPort())
 	if err != nil {
@@ -27,7 +29,7 @@ func (d *node) rawRequest(text string) response {
 	defer resp.Body.Close()
 	var body strings.Builder
 	bufio.NewReader(resp.Body).WriteTo(&body)
-	return response{resp.StatusCode, resp.Header, []byte(body.String())}
+	return e2etest.Response{Status: resp.StatusCode, Header: resp.Header, Body: []byte(body.String())}
 }
 
 // TestE2E_OddRequestsAreAnsweredExactly: what outside review found
@@ -39,36 +41,36 @@ func (d *node) rawRequest(text string) response {
 // problem the value has.
 func TestE2E_OddRequestsAreAnsweredExactly(t *testing.T) {
 	d := startNode(t, t.TempDir())
-	expect(t, d.req("PUT", "/v1/topics/in", map[string]any{"partitions": 1}), 201, "")
+	e2etest.Expect(t, d.req("PUT", "/v1/topics/in", map[string]any{"partitions": 1}), 201, "")
 
 	for _, req := range []string{"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", "GET * HTTP/1.1\r\nHost: x\r\n\r\n"} {
 		r := d.rawRequest(req)
-		if r.header.Get("Content-Type") != "application/json" {
-			t.Fatalf("%q: content type %q", req, r.header.Get("Content-Type"))
+		if r.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("%q: content type %q", req, r.Header.Get("Content-Type"))
 		}
-		expect(t, r, 400, "bad_request")
+		e2etest.Expect(t, r, 400, "bad_request")
 	}
 
 	for _, path := range []string{"/v1/topics//", "/v1/topics/../topics/zz", "/v1/topics/./zz", "//v1/topics/zz"} {
 		r := d.rawRequest("PUT " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 17\r\n\r\n{\"partitions\": 1}")
-		if loc := r.header.Get("Location"); loc != "" {
+		if loc := r.Header.Get("Location"); loc != "" {
 			t.Fatalf("PUT %s: redirected to %s", path, loc)
 		}
 		expectMessage(t, r, 400, "invalid_path", path)
 	}
-	expect(t, d.req("GET", "/v1/topics/zz", nil), 404, "topic_not_found")
+	e2etest.Expect(t, d.req("GET", "/v1/topics/zz", nil), 404, "topic_not_found")
 
 	const records = "/v1/topics/in/partitions/0/records"
 	for _, q := range []string{"offset=%2B1", "offset=01", "offset=0&max_records=%2B1", "offset=0&max_records=010", "offset=0&wait_ms=%2B0"} {
 		r := d.req("GET", records+"?"+q, nil)
-		if r.status != 400 {
-			t.Fatalf("?%s: %d %s; want 400", q, r.status, r.body)
+		if r.Status != 400 {
+			t.Fatalf("?%s: %d %s; want 400", q, r.Status, r.Body)
 		}
 	}
-	expect(t, d.req("GET", records+"?offset=0&max_records=10", nil), 200, "")
-	expect(t, d.req("GET", "/v1/topics/in/partitions/00/records?offset=0", nil), 404, "")
+	e2etest.Expect(t, d.req("GET", records+"?offset=0&max_records=10", nil), 200, "")
+	e2etest.Expect(t, d.req("GET", "/v1/topics/in/partitions/00/records?offset=0", nil), 404, "")
 
-	expect(t, d.req("PUT", "/v1/topics/in/cursors/audit", nil), 201, "")
+	e2etest.Expect(t, d.req("PUT", "/v1/topics/in/cursors/audit", nil), 201, "")
 	expectMessage(t, d.req("PUT", "/v1/topics/in/cursors/audit/partitions/0", `{"position": -1}`), 400, "invalid_body", "position must be from 0", "-1")
 	expectMessage(t, d.req("POST", "/v1/topics/in/partitions/0/nacks", `{"lease_id": -1, "offsets": [0]}`), 400, "invalid_body", "lease_id", "-1 is not an integer from 0 to 18446744073709551615")
 	expectMessage(t, d.req("POST", "/v1/topics/in/partitions/0/acks", `{"offsets": [99999999999999999999]}`), 400, "invalid_body", "offsets", "99999999999999999999 is not an integer from")
@@ -77,18 +79,18 @@ func TestE2E_OddRequestsAreAnsweredExactly(t *testing.T) {
 
 // longPoll starts a GET in the background; its answer comes on the
 // channel.
-func (d *node) longPoll(path string) <-chan response {
-	out := make(chan response, 1)
+func (d *node) longPoll(path string) <-chan e2etest.Response {
+	out := make(chan e2etest.Response, 1)
 	go func() {
 		resp, err := d.http.Get(d.addr + path)
 		if err != nil {
-			out <- response{status: -1, body: []byte(err.Error())}
+			out <- e2etest.Response{Status: -1, Body: []byte(err.Error())}
 			return
 		}
 		defer resp.Body.Close()
 		var b strings.Builder
 		bufio.NewReader(resp.Body).WriteTo(&b)
-		out <- response{resp.StatusCode, resp.Header, []byte(b.String())}
+		out <- e2etest.Response{Status: resp.StatusCode, Header: resp.Header, Body: []byte(b.String())}
 	}()
 	return out
 }
@@ -108,30 +110,30 @@ func TestE2E_AReadNeverOutlivesItsTopic(t *testing.T) {
 		Incarnation string `json:"incarnation"`
 	}
 	r := d.req("PUT", "/v1/topics/t", map[string]any{"partitions": 1})
-	expect(t, r, 201, "")
-	r.json(t, &desc)
-	expect(t, d.req("POST", "/v1/topics/t/partitions/0/records", `{"records":[{"value":"old"}]}`), 200, "")
-	expect(t, d.req("PUT", "/v1/topics/t/cursors/audit", `{"from": "latest"}`), 201, "")
+	e2etest.Expect(t, r, 201, "")
+	r.JSON(t, &desc)
+	e2etest.Expect(t, d.req("POST", "/v1/topics/t/partitions/0/records", `{"records":[{"value":"old"}]}`), 200, "")
+	e2etest.Expect(t, d.req("PUT", "/v1/topics/t/cursors/audit", `{"from": "latest"}`), 201, "")
 	var f struct {
 		Incarnation string `json:"incarnation"`
 	}
 	r = d.req("GET", "/v1/topics/t/partitions/0/records?offset=0", nil)
-	expect(t, r, 200, "")
-	if r.json(t, &f); f.Incarnation != desc.Incarnation {
+	e2etest.Expect(t, r, 200, "")
+	if r.JSON(t, &f); f.Incarnation != desc.Incarnation {
 		t.Fatalf("the fetch says incarnation %q, the topic is %q", f.Incarnation, desc.Incarnation)
 	}
 
 	fetch := d.longPoll("/v1/topics/t/partitions/0/records?offset=1&wait_ms=60000")
 	carried := d.longPoll("/v1/topics/t/partitions/0/records?offset=1&wait_ms=60000&incarnation=" + desc.Incarnation)
 	cursor := d.longPoll("/v1/topics/t/cursors/audit/partitions/0/records?wait_ms=60000")
-	expect(t, d.req("DELETE", "/v1/topics/t", nil), 204, "")
-	expect(t, <-fetch, 404, "topic_not_found")
-	expect(t, <-cursor, 404, "")
+	e2etest.Expect(t, d.req("DELETE", "/v1/topics/t", nil), 204, "")
+	e2etest.Expect(t, <-fetch, 404, "topic_not_found")
+	e2etest.Expect(t, <-cursor, 404, "")
 
 	// Made again, with records at the offsets the old one had.
-	expect(t, d.req("PUT", "/v1/topics/t", map[string]any{"partitions": 1}), 201, "")
-	expect(t, d.req("POST", "/v1/topics/t/partitions/0/records", `{"records":[{"value":"new0"},{"value":"new1"}]}`), 200, "")
-	expect(t, <-carried, 404, "topic_not_found")
+	e2etest.Expect(t, d.req("PUT", "/v1/topics/t", map[string]any{"partitions": 1}), 201, "")
+	e2etest.Expect(t, d.req("POST", "/v1/topics/t/partitions/0/records", `{"records":[{"value":"new0"},{"value":"new1"}]}`), 200, "")
+	e2etest.Expect(t, <-carried, 404, "topic_not_found")
 	expectMessage(t, d.req("GET", "/v1/topics/t/partitions/0/records?offset=1&incarnation="+desc.Incarnation, nil), 404, "topic_not_found", desc.Incarnation)
 	expectMessage(t, d.req("GET", "/v1/topics/t/partitions/0/records?offset=0&incarnation=xyz", nil), 400, "invalid_parameter", "incarnation")
 }
@@ -142,7 +144,7 @@ func TestE2E_AReadNeverOutlivesItsTopic(t *testing.T) {
 func TestE2E_HeadersAreBoundedBeforeAuthentication(t *testing.T) {
 	d := startNode(t, t.TempDir())
 	r := d.rawRequest("GET /v1/topics HTTP/1.1\r\nHost: x\r\nX-Pad: " + strings.Repeat("p", 100<<10) + "\r\n\r\n")
-	if r.status != http.StatusRequestHeaderFieldsTooLarge {
-		t.Fatalf("a 100 KiB header: %d %s", r.status, r.body)
+	if r.Status != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("a 100 KiB header: %d %s", r.Status, r.Body)
 	}
 }

@@ -5,21 +5,23 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/narad-io/storage/internal/e2etest"
 )
 
 // errMessage is the message of an error answer.
-func errMessage(t *testing.T, r response) string {
+func errMessage(t *testing.T, r e2etest.Response) string {
 	t.Helper()
-	var e errorBody
-	r.json(t, &e)
+	var e e2etest.ErrorBody
+	r.JSON(t, &e)
 	return e.Error.Message
 }
 
 // expectMessage is expect, and the message names every one of words and
 // none of the words a Go program's internals would show.
-func expectMessage(t *testing.T, r response, status int, code string, words ...string) {
+func expectMessage(t *testing.T, r e2etest.Response, status int, code string, words ...string) {
 	t.Helper()
-	expect(t, r, status, code)
+	e2etest.Expect(t, r, status, code)
 	msg := errMessage(t, r)
 	for _, w := range words {
 		if !strings.Contains(msg, w) {
@@ -38,14 +40,14 @@ func expectMessage(t *testing.T, r response, status int, code string, words ...s
 // record, never replaced; errors speak the request's terms.
 func TestE2E_ExactInput(t *testing.T) {
 	d := startNode(t, t.TempDir())
-	expect(t, d.req("PUT", "/v1/topics/in", map[string]any{"partitions": 1}), 201, "")
+	e2etest.Expect(t, d.req("PUT", "/v1/topics/in", map[string]any{"partitions": 1}), 201, "")
 	const records = "/v1/topics/in/partitions/0/records"
 
 	// Query parameters.
 	expectMessage(t, d.req("POST", records+"?encoding=rot13", `{"records":[{"value":"x"}]}`), 400, "invalid_parameter", "encoding", "rot13")
 	expectMessage(t, d.req("POST", records+"?encodign=base64", `{"records":[{"value":"x"}]}`), 400, "invalid_parameter", "encodign")
 	expectMessage(t, d.req("POST", records+"?encoding=base64&encoding=base64", `{"records":[{"value":"eA=="}]}`), 400, "invalid_parameter", "encoding", "2 times")
-	expectMessage(t, d.req("POST", records+"?encoding=base64", []byte{1, 'x'}, "Content-Type", batchContentType), 400, "invalid_parameter", "encoding")
+	expectMessage(t, d.req("POST", records+"?encoding=base64", []byte{1, 'x'}, "Content-Type", e2etest.BatchContentType), 400, "invalid_parameter", "encoding")
 	expectMessage(t, d.req("GET", records+"?offset=0&max_records=0", nil), 400, "invalid_parameter", "max_records")
 	expectMessage(t, d.req("GET", records+"?offset=0&max_bytes=x", nil), 400, "invalid_parameter", "max_bytes")
 	expectMessage(t, d.req("GET", records+"?offset=0&wait_ms=-5", nil), 400, "invalid_parameter", "wait_ms")
@@ -117,7 +119,7 @@ func TestE2E_ExactInput(t *testing.T) {
 		fmt.Fprintf(&body, `{"value":%q}`, v)
 	}
 	body.WriteString(`,{"value":"\ufffd \\ud800 \ud83d\ude00"}]}`)
-	expect(t, d.req("POST", records, body.String()), 200, "")
+	e2etest.Expect(t, d.req("POST", records, body.String()), 200, "")
 	exact = append(exact, "\uFFFD \\ud800 😀")
 
 	// Bytes that are not UTF-8 go in with base64 and come back exactly:
@@ -135,11 +137,11 @@ func TestE2E_ExactInput(t *testing.T) {
 		fmt.Fprintf(&b64, `{"key":%q,"value":%q}`, base64.StdEncoding.EncodeToString([]byte("k")), base64.StdEncoding.EncodeToString(bad))
 	}
 	b64.WriteString("]}")
-	expect(t, d.req("POST", records+"?encoding=base64", b64.String()), 200, "")
+	e2etest.Expect(t, d.req("POST", records+"?encoding=base64", b64.String()), 200, "")
 	var f struct {
 		Records []fetchedRecord `json:"records"`
 	}
-	d.req("GET", records+"?offset=0", nil).json(t, &f)
+	d.req("GET", records+"?offset=0", nil).JSON(t, &f)
 	if len(f.Records) != len(exact)+len(invalid) {
 		t.Fatalf("fetched %d records, want %d", len(f.Records), len(exact)+len(invalid))
 	}
@@ -159,15 +161,15 @@ func TestE2E_ExactInput(t *testing.T) {
 	// A wrong method on a known path: 405 with Allow; an unknown path: 404.
 	r := d.req("DELETE", records, nil)
 	expectMessage(t, r, 405, "method_not_allowed", "DELETE")
-	if r.header.Get("Allow") != "GET, POST, HEAD" {
-		t.Fatalf("Allow %q", r.header.Get("Allow"))
+	if r.Header.Get("Allow") != "GET, POST, HEAD" {
+		t.Fatalf("Allow %q", r.Header.Get("Allow"))
 	}
 	r = d.req("POST", "/v1/topics/in", nil)
-	expect(t, r, 405, "method_not_allowed")
-	if r.header.Get("Allow") != "GET, PUT, PATCH, DELETE, HEAD" {
-		t.Fatalf("Allow %q", r.header.Get("Allow"))
+	e2etest.Expect(t, r, 405, "method_not_allowed")
+	if r.Header.Get("Allow") != "GET, PUT, PATCH, DELETE, HEAD" {
+		t.Fatalf("Allow %q", r.Header.Get("Allow"))
 	}
-	expect(t, d.req("GET", "/v2/topics", nil), 404, "not_found")
+	e2etest.Expect(t, d.req("GET", "/v2/topics", nil), 404, "not_found")
 	if err := d.stop(); err != nil {
 		t.Fatalf("a clean stop: %v\n%s", err, d.log())
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/narad-io/storage/client"
+	"github.com/narad-io/storage/internal/e2etest"
 )
 
 // TestE2E_QueueConsume: four concurrent consumers over four partitions
@@ -20,22 +21,10 @@ import (
 // TestE2E_QueueConsumeAfterSIGKILL.)
 func TestE2E_QueueConsume(t *testing.T) {
 	const partitions, perPartition = 4, 50
-	dir := t.TempDir()
-	d := startNode(t, dir)
+	d := startNode(t, t.TempDir())
 	ctx := context.Background()
 	c := d.client(client.Options{})
-	if _, _, err := c.CreateTopic(ctx, "jobs", partitions, client.Retention{}); err != nil {
-		t.Fatal(err)
-	}
-	for p := range partitions {
-		batch := make([]client.Record, perPartition)
-		for i := range batch {
-			batch[i] = client.Record{Value: fmt.Appendf(nil, "%d/%d", p, i)}
-		}
-		if _, err := c.Produce(ctx, "jobs", p, batch); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e2etest.ProduceNumbered(t, ctx, c, "jobs", partitions, perPartition)
 	type rec struct {
 		p int
 		o int64

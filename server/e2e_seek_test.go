@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/narad-io/storage/client"
+	"github.com/narad-io/storage/internal/e2etest"
 )
 
 // TestE2E_SeekByTime: for the commit time of every record, the offset
@@ -18,26 +19,7 @@ func TestE2E_SeekByTime(t *testing.T) {
 	d := startNode(t, t.TempDir())
 	ctx := context.Background()
 	c := d.client(client.Options{})
-	if _, _, err := c.CreateTopic(ctx, "clock", 1, client.Retention{}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 20 {
-		if _, err := c.Produce(ctx, "clock", 0, []client.Record{{Value: fmt.Appendf(nil, "%d", i)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	all, err := c.Fetch(ctx, "clock", 0, 0, client.FetchOptions{})
-	if err != nil || len(all.Records) != 20 {
-		t.Fatalf("fetch: %d records, %v", len(all.Records), err)
-	}
-	firstAt := func(at time.Time) int64 {
-		for _, r := range all.Records {
-			if !r.CommittedAt.Before(at) {
-				return r.Offset
-			}
-		}
-		return all.HighWatermark
-	}
+	all, firstAt := e2etest.CommittedOneByOne(t, ctx, c, "clock", 20)
 	for _, r := range all.Records {
 		for _, at := range []time.Time{r.CommittedAt, r.CommittedAt.Add(time.Millisecond)} {
 			got, err := c.OffsetAt(ctx, "clock", 0, at)
@@ -56,11 +38,11 @@ func TestE2E_SeekByTime(t *testing.T) {
 			Offset int64 `json:"offset"`
 		} `json:"records"`
 	}
-	d.req("GET", fmt.Sprintf("/v1/topics/clock/partitions/0/records?at_ms=%d", at.UnixMilli()), nil).json(t, &body)
+	d.req("GET", fmt.Sprintf("/v1/topics/clock/partitions/0/records?at_ms=%d", at.UnixMilli()), nil).JSON(t, &body)
 	if len(body.Records) == 0 || body.Records[0].Offset != firstAt(at) {
 		t.Fatalf("fetch with at_ms: %+v, want from %d", body, firstAt(at))
 	}
-	expect(t, d.req("GET", "/v1/topics/clock/partitions/0/records?at_ms=5&offset=1", nil), 400, "invalid_parameter")
+	e2etest.Expect(t, d.req("GET", "/v1/topics/clock/partitions/0/records?at_ms=5&offset=1", nil), 400, "invalid_parameter")
 	if err := d.stop(); err != nil {
 		t.Fatalf("a clean stop: %v\n%s", err, d.log())
 	}

@@ -1,13 +1,11 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/narad-io/storage/client"
+	"github.com/narad-io/storage/internal/e2etest"
 	"github.com/narad-io/storage/server"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -26,11 +25,12 @@ import (
 // own listener on loopback) and talks to it over HTTP as any client
 // would, so goleak (main_test.go) sees every goroutine it leaves. They
 // decode answers with types of their own, as docs/http-api.md gives
-// them, never the server's, so a renamed field fails a test. They wait on
-// what the node says (Start's return, a line of its log), never on a
-// timer. What only a process shows (signals, exit codes, flags, systemd,
-// the commands, the limits of a process) is tested on the built binary
-// in cmd/narad-storaged.
+// them, never the server's, so a renamed field fails a test (the
+// requests, and the types the process tests use too, are
+// internal/e2etest's). They wait on what the node says (Start's return,
+// a line of its log), never on a timer. What only a process shows
+// (signals, exit codes, flags, systemd, the commands, the limits of a
+// process) is tested on the built binary in cmd/narad-storaged.
 
 // node is one in-process server with what the daemon's tests had of a
 // process: requests, its log, a clean stop (Close). A restart is a stop,
@@ -174,117 +174,41 @@ func (l *lineLog) String() string {
 	return l.text.String()
 }
 
-type response struct {
-	status int
-	header http.Header
-	body   []byte
-}
+// api is the node's HTTP API over the harness's connections.
+func (d *node) api() e2etest.API { return e2etest.API{Base: d.addr, HTTP: d.http} }
 
-func (d *node) req(method, path string, body any, header ...string) response {
+// req sends one request to the node (e2etest.API.Req).
+func (d *node) req(method, path string, body any, header ...string) e2etest.Response {
 	d.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case []byte:
-		rd = bytes.NewReader(b)
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		j, _ := json.Marshal(b)
-		rd = bytes.NewReader(j)
-	}
-	req, err := http.NewRequest(method, d.addr+path, rd)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := d.http.Do(req)
-	if err != nil {
-		d.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{resp.StatusCode, resp.Header, b}
-}
-
-func (r response) json(t *testing.T, v any) {
-	t.Helper()
-	if err := json.Unmarshal(r.body, v); err != nil {
-		t.Fatalf("body %q: %v", r.body, err)
-	}
-}
-
-// batchContentType is the binary batch's media type (docs/http-api.md).
-const batchContentType = "application/vnd.narad.batch"
-
-// errorBody is an error answer as docs/http-api.md gives it, decoded
-// apart from the server's own type, so a renamed field fails a test.
-type errorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-	NextOffset *int64 `json:"next_offset"`
-}
-
-func (r response) code(t *testing.T) string {
-	t.Helper()
-	var e errorBody
-	r.json(t, &e)
-	return e.Error.Code
-}
-
-func expect(t *testing.T, r response, status int, code string) {
-	t.Helper()
-	if r.status != status {
-		t.Fatalf("status %d, want %d: %s", r.status, status, r.body)
-	}
-	if code != "" {
-		if got := r.code(t); got != code {
-			t.Fatalf("error code %q, want %q: %s", got, code, r.body)
-		}
-	}
-}
-
-type fetched struct {
-	Records []struct {
-		Offset        int64   `json:"offset"`
-		Key           *string `json:"key"`
-		Value         string  `json:"value"`
-		CommittedAtMs int64   `json:"committed_at_ms"`
-	} `json:"records"`
-	NextOffset    int64 `json:"next_offset"`
-	HighWatermark int64 `json:"high_watermark"`
+	return d.api().Req(d.t, method, path, body, header...)
 }
 
 // TestE2E_Contract walks every endpoint and error of docs/http-api.md.
 func TestE2E_Contract(t *testing.T) {
 	d := startNode(t, t.TempDir(), func(c *server.Config) { c.Pprof = true })
-	expect(t, d.req("GET", "/healthz", nil), 200, "")
-	expect(t, d.req("GET", "/readyz", nil), 200, "")
+	e2etest.Expect(t, d.req("GET", "/healthz", nil), 200, "")
+	e2etest.Expect(t, d.req("GET", "/readyz", nil), 200, "")
 
 	// Topics.
-	expect(t, d.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 2}), 201, "")
-	expect(t, d.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 2}), 200, "")
-	expect(t, d.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 3}), 409, "topic_exists")
+	e2etest.Expect(t, d.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 2}), 201, "")
+	e2etest.Expect(t, d.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 2}), 200, "")
+	e2etest.Expect(t, d.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 3}), 409, "topic_exists")
 	// ("..", like any path a URL cleans away, never reaches a topic handler.)
 	for _, bad := range []string{"a%2Fb", "x.stale-0123456789abcdef", strings.Repeat("a", 201), "sp%20ace", "%2E%2E%2Fetc"} {
-		expect(t, d.req("PUT", "/v1/topics/"+bad, map[string]any{"partitions": 1}), 400, "invalid_topic_name")
+		e2etest.Expect(t, d.req("PUT", "/v1/topics/"+bad, map[string]any{"partitions": 1}), 400, "invalid_topic_name")
 	}
-	expect(t, d.req("PUT", "/v1/topics/t2", "{not json"), 400, "invalid_body")
-	expect(t, d.req("PUT", "/v1/topics/t2", map[string]any{"partitions": 0}), 400, "invalid_body")
+	e2etest.Expect(t, d.req("PUT", "/v1/topics/t2", "{not json"), 400, "invalid_body")
+	e2etest.Expect(t, d.req("PUT", "/v1/topics/t2", map[string]any{"partitions": 0}), 400, "invalid_body")
 	var desc client.Topic
 	r := d.req("GET", "/v1/topics/orders", nil)
-	expect(t, r, 200, "")
-	r.json(t, &desc)
+	e2etest.Expect(t, r, 200, "")
+	r.JSON(t, &desc)
 	if desc.Name != "orders" || len(desc.Incarnation) != 16 || len(desc.Partitions) != 2 || desc.Partitions[1].HighWatermark != 0 {
 		t.Fatalf("describe: %+v", desc)
 	}
-	expect(t, d.req("GET", "/v1/topics/nope", nil), 404, "topic_not_found")
+	e2etest.Expect(t, d.req("GET", "/v1/topics/nope", nil), 404, "topic_not_found")
 	var list struct{ Topics []client.Topic }
-	d.req("GET", "/v1/topics", nil).json(t, &list)
+	d.req("GET", "/v1/topics", nil).JSON(t, &list)
 	if len(list.Topics) != 1 {
 		t.Fatalf("list: %+v", list)
 	}
@@ -296,13 +220,13 @@ func TestE2E_Contract(t *testing.T) {
 		HighWatermark int64 `json:"high_watermark"`
 	}
 	r = d.req("POST", "/v1/topics/orders/partitions/0/records", `{"records": [{"key": "user-42", "value": "{\"total\": 12.5}"}, {"value": "no key"}]}`)
-	expect(t, r, 200, "")
-	r.json(t, &prod)
+	e2etest.Expect(t, r, 200, "")
+	r.JSON(t, &prod)
 	if prod.BaseOffset != 0 || prod.Count != 2 || prod.HighWatermark != 2 {
 		t.Fatalf("produce: %+v", prod)
 	}
 	b64 := base64.StdEncoding.EncodeToString([]byte{0, 1, 2, 0xff})
-	expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records?encoding=base64", fmt.Sprintf(`{"records":[{"key":%q,"value":%q}]}`, b64, b64)), 200, "")
+	e2etest.Expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records?encoding=base64", fmt.Sprintf(`{"records":[{"key":%q,"value":%q}]}`, b64, b64)), 200, "")
 	var batch []byte
 	for _, kv := range [][2]string{{"k1", "binary one"}, {"", "binary two"}} {
 		batch = binary.AppendUvarint(batch, uint64(len(kv[0])))
@@ -310,94 +234,94 @@ func TestE2E_Contract(t *testing.T) {
 		batch = binary.AppendUvarint(batch, uint64(len(kv[1])))
 		batch = append(batch, kv[1]...)
 	}
-	r = d.req("POST", "/v1/topics/orders/partitions/0/records", batch, "Content-Type", batchContentType)
-	expect(t, r, 200, "")
-	r.json(t, &prod)
+	r = d.req("POST", "/v1/topics/orders/partitions/0/records", batch, "Content-Type", e2etest.BatchContentType)
+	e2etest.Expect(t, r, 200, "")
+	r.JSON(t, &prod)
 	if prod.BaseOffset != 3 || prod.Count != 2 {
 		t.Fatalf("binary produce: %+v", prod)
 	}
 	for _, bad := range []string{`{"records": []}`, `nope`, `{"records":[{"value": 5}]}`} {
-		expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records", bad), 400, "invalid_body")
+		e2etest.Expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records", bad), 400, "invalid_body")
 	}
-	expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records?encoding=base64", `{"records":[{"value":"!!"}]}`), 400, "invalid_body")
-	expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records", []byte{0x05, 'a'}, "Content-Type", batchContentType), 400, "invalid_body")
-	expect(t, d.req("POST", "/v1/topics/orders/partitions/9/records", `{"records":[{"value":"x"}]}`), 404, "partition_not_found")
-	expect(t, d.req("POST", "/v1/topics/orders/partitions/-1/records", `{"records":[{"value":"x"}]}`), 404, "partition_not_found")
-	expect(t, d.req("POST", "/v1/topics/nope/partitions/0/records", `{"records":[{"value":"x"}]}`), 404, "topic_not_found")
+	e2etest.Expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records?encoding=base64", `{"records":[{"value":"!!"}]}`), 400, "invalid_body")
+	e2etest.Expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records", []byte{0x05, 'a'}, "Content-Type", e2etest.BatchContentType), 400, "invalid_body")
+	e2etest.Expect(t, d.req("POST", "/v1/topics/orders/partitions/9/records", `{"records":[{"value":"x"}]}`), 404, "partition_not_found")
+	e2etest.Expect(t, d.req("POST", "/v1/topics/orders/partitions/-1/records", `{"records":[{"value":"x"}]}`), 404, "partition_not_found")
+	e2etest.Expect(t, d.req("POST", "/v1/topics/nope/partitions/0/records", `{"records":[{"value":"x"}]}`), 404, "topic_not_found")
 	// A body of nothing but empty records: bounded by count, not decoded whole.
-	expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records", make([]byte, 1<<20), "Content-Type", batchContentType), 413, "batch_too_large")
-	expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records", `{"records":[`+strings.Repeat(`{"value":""},`, 200000)+`{"value":""}]}`), 413, "batch_too_large")
+	e2etest.Expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records", make([]byte, 1<<20), "Content-Type", e2etest.BatchContentType), 413, "batch_too_large")
+	e2etest.Expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records", `{"records":[`+strings.Repeat(`{"value":""},`, 200000)+`{"value":""}]}`), 413, "batch_too_large")
 	big := `{"records":[{"value":"` + strings.Repeat("x", 70<<20) + `"}]}`
-	expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records", big), 413, "batch_too_large")
+	e2etest.Expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records", big), 413, "batch_too_large")
 
 	// Fetch: JSON, base64, binary, limits, errors.
-	var f fetched
+	var f e2etest.Fetched
 	r = d.req("GET", "/v1/topics/orders/partitions/0/records?offset=0", nil)
-	expect(t, r, 200, "")
-	r.json(t, &f)
+	e2etest.Expect(t, r, 200, "")
+	r.JSON(t, &f)
 	if len(f.Records) != 5 || f.NextOffset != 5 || f.HighWatermark != 5 || *f.Records[0].Key != "user-42" || f.Records[1].Key != nil || f.Records[4].Value != "binary two" {
 		t.Fatalf("fetch: %+v", f)
 	}
-	d.req("GET", "/v1/topics/orders/partitions/0/records?offset=2&encoding=base64&max_records=1", nil).json(t, &f)
+	d.req("GET", "/v1/topics/orders/partitions/0/records?offset=2&encoding=base64&max_records=1", nil).JSON(t, &f)
 	if len(f.Records) != 1 || f.Records[0].Value != b64 || f.NextOffset != 3 {
 		t.Fatalf("base64 fetch: %+v", f)
 	}
-	d.req("GET", "/v1/topics/orders/partitions/0/records?offset=0&max_bytes=1", nil).json(t, &f)
+	d.req("GET", "/v1/topics/orders/partitions/0/records?offset=0&max_bytes=1", nil).JSON(t, &f)
 	if len(f.Records) != 1 {
 		t.Fatalf("max_bytes=1 returned %d records, want at least one", len(f.Records))
 	}
-	r = d.req("GET", "/v1/topics/orders/partitions/0/records?offset=3", nil, "Accept", batchContentType)
-	expect(t, r, 200, "")
-	if r.header.Get("Narad-Next-Offset") != "5" || r.header.Get("Narad-High-Watermark") != "5" || binary.BigEndian.Uint64(r.body) != 3 {
-		t.Fatalf("binary fetch: %v %x", r.header, r.body)
+	r = d.req("GET", "/v1/topics/orders/partitions/0/records?offset=3", nil, "Accept", e2etest.BatchContentType)
+	e2etest.Expect(t, r, 200, "")
+	if r.Header.Get("Narad-Next-Offset") != "5" || r.Header.Get("Narad-High-Watermark") != "5" || binary.BigEndian.Uint64(r.Body) != 3 {
+		t.Fatalf("binary fetch: %v %x", r.Header, r.Body)
 	}
 	for _, bad := range []string{"", "-1", "abc"} {
-		expect(t, d.req("GET", "/v1/topics/orders/partitions/0/records?offset="+bad, nil), 400, "invalid_offset")
+		e2etest.Expect(t, d.req("GET", "/v1/topics/orders/partitions/0/records?offset="+bad, nil), 400, "invalid_offset")
 	}
-	expect(t, d.req("GET", "/v1/topics/orders/partitions/0/records?offset=6", nil), 416, "offset_beyond_high_watermark")
-	d.req("GET", "/v1/topics/orders/partitions/0/records?offset=5", nil).json(t, &f)
+	e2etest.Expect(t, d.req("GET", "/v1/topics/orders/partitions/0/records?offset=6", nil), 416, "offset_beyond_high_watermark")
+	d.req("GET", "/v1/topics/orders/partitions/0/records?offset=5", nil).JSON(t, &f)
 	if len(f.Records) != 0 || f.NextOffset != 5 {
 		t.Fatalf("fetch at the high watermark: %+v", f)
 	}
 
 	// Consumer progress.
 	var ack struct{ Frontier int64 }
-	d.req("POST", "/v1/topics/orders/partitions/0/acks", map[string]any{"offsets": []int{0, 2, 3}}).json(t, &ack)
+	d.req("POST", "/v1/topics/orders/partitions/0/acks", map[string]any{"offsets": []int{0, 2, 3}}).JSON(t, &ack)
 	if ack.Frontier != 1 {
 		t.Fatalf("frontier %d, want 1", ack.Frontier)
 	}
-	expect(t, d.req("POST", "/v1/topics/orders/partitions/0/acks", map[string]any{"offsets": []int{5}}), 400, "invalid_offset")
+	e2etest.Expect(t, d.req("POST", "/v1/topics/orders/partitions/0/acks", map[string]any{"offsets": []int{5}}), 400, "invalid_offset")
 	var cs struct {
 		Frontier   int64   `json:"frontier"`
 		AckedAhead []int64 `json:"acked_ahead"`
 	}
-	d.req("GET", "/v1/topics/orders/partitions/0/consumer", nil).json(t, &cs)
+	d.req("GET", "/v1/topics/orders/partitions/0/consumer", nil).JSON(t, &cs)
 	if cs.Frontier != 1 || fmt.Sprint(cs.AckedAhead) != "[2 3]" {
 		t.Fatalf("consumer: %+v", cs)
 	}
 
 	// Retention change, operations, delete.
 	r = d.req("PATCH", "/v1/topics/orders", map[string]any{"retention_ms": 3600000})
-	expect(t, r, 200, "")
-	r.json(t, &desc)
+	e2etest.Expect(t, r, 200, "")
+	r.JSON(t, &desc)
 	if desc.RetentionMs != 3600000 {
 		t.Fatalf("patch: %+v", desc)
 	}
-	metrics := string(d.req("GET", "/metrics", nil).body)
+	metrics := string(d.req("GET", "/metrics", nil).Body)
 	for _, name := range []string{"narad_storage_commit_seconds", "narad_consumer_acks_total", "narad_storage_open_logs", "narad_reaper_restarts"} {
 		if !strings.Contains(metrics, name) {
 			t.Fatalf("/metrics lacks %s", name)
 		}
 	}
-	expect(t, d.req("GET", "/debug/pprof/", nil), 200, "")
-	expect(t, d.req("DELETE", "/v1/topics/orders", nil), 204, "")
-	expect(t, d.req("GET", "/v1/topics/orders", nil), 404, "topic_not_found")
-	expect(t, d.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 1}), 201, "")
-	d.req("GET", "/v1/topics/orders/partitions/0/records?offset=0", nil).json(t, &f)
+	e2etest.Expect(t, d.req("GET", "/debug/pprof/", nil), 200, "")
+	e2etest.Expect(t, d.req("DELETE", "/v1/topics/orders", nil), 204, "")
+	e2etest.Expect(t, d.req("GET", "/v1/topics/orders", nil), 404, "topic_not_found")
+	e2etest.Expect(t, d.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 1}), 201, "")
+	d.req("GET", "/v1/topics/orders/partitions/0/records?offset=0", nil).JSON(t, &f)
 	if f.HighWatermark != 0 {
 		t.Fatalf("a recreated topic holds %d records", f.HighWatermark)
 	}
-	expect(t, d.req("GET", "/nowhere", nil), 404, "not_found")
+	e2etest.Expect(t, d.req("GET", "/nowhere", nil), 404, "not_found")
 	entries, _ := os.ReadDir(filepath.Join(d.dataDir, "topics"))
 	for _, e := range entries {
 		if e.Name() != "orders" {
@@ -419,12 +343,12 @@ func TestE2E_AuthGuardsEveryEndpointButHealthz(t *testing.T) {
 	tokenFile := filepath.Join(dir, "token")
 	os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600)
 	d := startNode(t, filepath.Join(dir, "data"), func(c *server.Config) { c.AuthTokenFile = tokenFile })
-	expect(t, d.req("GET", "/healthz", nil), 200, "")
-	expect(t, d.req("GET", "/v1/topics", nil), 401, "unauthorized")
-	expect(t, d.req("GET", "/v1/topics", nil, "Authorization", "Bearer wrong"), 401, "unauthorized")
-	expect(t, d.req("GET", "/v1/topics", nil, "Authorization", "Bearer s3cret"), 200, "")
-	expect(t, d.req("GET", "/v1/topics", nil, "Authorization", "bearer s3cret"), 200, "") // the scheme is case-insensitive
-	expect(t, d.req("GET", "/v1/topics", nil, "Authorization", "Basic s3cret"), 401, "unauthorized")
+	e2etest.Expect(t, d.req("GET", "/healthz", nil), 200, "")
+	e2etest.Expect(t, d.req("GET", "/v1/topics", nil), 401, "unauthorized")
+	e2etest.Expect(t, d.req("GET", "/v1/topics", nil, "Authorization", "Bearer wrong"), 401, "unauthorized")
+	e2etest.Expect(t, d.req("GET", "/v1/topics", nil, "Authorization", "Bearer s3cret"), 200, "")
+	e2etest.Expect(t, d.req("GET", "/v1/topics", nil, "Authorization", "bearer s3cret"), 200, "") // the scheme is case-insensitive
+	e2etest.Expect(t, d.req("GET", "/v1/topics", nil, "Authorization", "Basic s3cret"), 401, "unauthorized")
 	d.stop()
 	if fi, err := os.Stat(filepath.Join(dir, "data")); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("data dir mode: %v %v", fi.Mode(), err)
@@ -437,9 +361,9 @@ func TestE2E_AuthGuardsEveryEndpointButHealthz(t *testing.T) {
 func TestE2E_LongPollWakesOnCommit(t *testing.T) {
 	d := startNode(t, t.TempDir())
 	d.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 1})
-	got := make(chan fetched, 1)
+	got := make(chan e2etest.Fetched, 1)
 	go func() {
-		var f fetched
+		var f e2etest.Fetched
 		resp, err := d.http.Get(d.addr + "/v1/topics/orders/partitions/0/records?offset=0&wait_ms=60000")
 		if err == nil {
 			json.NewDecoder(resp.Body).Decode(&f)
@@ -449,7 +373,7 @@ func TestE2E_LongPollWakesOnCommit(t *testing.T) {
 	}()
 	// Produce until the poll has its record: the first produce may land
 	// before the poll starts waiting, which returns it at once too.
-	expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records", `{"records":[{"value":"wake"}]}`), 200, "")
+	e2etest.Expect(t, d.req("POST", "/v1/topics/orders/partitions/0/records", `{"records":[{"value":"wake"}]}`), 200, "")
 	f := <-got
 	if len(f.Records) != 1 || f.Records[0].Value != "wake" {
 		t.Fatalf("long poll returned %+v", f)

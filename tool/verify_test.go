@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/narad-io/storage/codec"
+	"github.com/narad-io/storage/internal/e2etest"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
@@ -130,19 +131,6 @@ func flipBit(t *testing.T, path string, pos int64) {
 	}
 	b[pos] ^= 0x10
 	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// writeAt overwrites the file's bytes at pos.
-func writeAt(t *testing.T, path string, pos int64, data []byte) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteAt(data, pos); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -338,7 +326,7 @@ func TestVerifyZeroFilledLastSector(t *testing.T) {
 	}
 	// The file's size reached the disk, its last sector's data did not.
 	sector := (fi.Size() - 1) / 512 * 512
-	writeAt(t, tp.active(), sector, make([]byte, fi.Size()-sector))
+	e2etest.WriteAt(t, tp.active(), sector, make([]byte, fi.Size()-sector))
 	first := -1 // the first frame the zeros reach starts the torn tail
 	for i, f := range frames {
 		if f.pos+f.h.FrameLen() > sector {
@@ -467,7 +455,7 @@ func TestVerifyUndecodableFrame(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeAt(t, tp.active(), fi.Size(), frame)
+	e2etest.WriteAt(t, tp.active(), fi.Size(), frame)
 
 	code, report, _ := verifyJSON(t, dataDir)
 	if code != 1 {
@@ -523,7 +511,7 @@ func TestVerifyHWMFileStates(t *testing.T) {
 		{"three bytes", func(path string) { truncate(t, path, 3) }, "damaged", 1},
 		{"past the tail", func(path string) {
 			b, _ := wire.EncodeOffsetFile(1000)
-			writeAt(t, path, 0, b[:])
+			e2etest.WriteAt(t, path, 0, b[:])
 		}, "value", 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -544,7 +532,7 @@ func TestVerifyHWMFileStates(t *testing.T) {
 func TestVerifyHugeFrameHeader(t *testing.T) {
 	setSizes := func(t *testing.T, path string, f frameLoc, size uint32) {
 		be := []byte{byte(size >> 24), byte(size >> 16), byte(size >> 8), byte(size)}
-		writeAt(t, path, f.pos+15, append(be, be...)) // uncompressed, then stored
+		e2etest.WriteAt(t, path, f.pos+15, append(be, be...)) // uncompressed, then stored
 	}
 	for _, c := range []struct {
 		name   string

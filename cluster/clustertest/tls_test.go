@@ -1,62 +1,17 @@
 package clustertest
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/narad-io/storage/client"
+	"github.com/narad-io/storage/internal/e2etest"
 	"github.com/narad-io/storage/server"
 )
-
-// selfSigned writes a self-signed certificate for 127.0.0.1, its own CA,
-// and its key into dir, and returns their paths and a pool trusting it.
-func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "narad cluster test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true, IsCA: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	for file, block := range map[string]*pem.Block{certFile: {Type: "CERTIFICATE", Bytes: der}, keyFile: {Type: "EC PRIVATE KEY", Bytes: keyDER}} {
-		if err := os.WriteFile(file, pem.EncodeToMemory(block), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool = x509.NewCertPool()
-	pool.AddCert(cert)
-	return certFile, keyFile, pool
-}
 
 // TestCluster_AMoveOverTLSCarriesTheToken: nodes serving HTTPS with a
 // token move a partition between them: the new owner's calls to the old
@@ -65,7 +20,7 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.
 func TestCluster_AMoveOverTLSCarriesTheToken(t *testing.T) {
 	te := startEtcd(t)
 	dir := t.TempDir()
-	cert, key, pool := selfSigned(t, dir)
+	cert, key, pool := e2etest.SelfSignedCert(t, dir, 1)
 	token := filepath.Join(dir, "token")
 	if err := os.WriteFile(token, []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)

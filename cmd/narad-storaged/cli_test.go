@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/narad-io/storage/client"
+	"github.com/narad-io/storage/internal/e2etest"
 )
 
 // fakeProduceServer decodes the binary batch of each produce and keeps
@@ -193,7 +194,7 @@ func TestConsume_ADamagedFrameStopsAReplayUnlessSkipped(t *testing.T) {
 			fmt.Fprint(w, `{"error":{"code":"record_unreadable","message":"m"},"next_offset":4}`)
 			return
 		}
-		w.Header().Set("Content-Type", batchContentType)
+		w.Header().Set("Content-Type", e2etest.BatchContentType)
 		w.Header().Set("Narad-Next-Offset", "5")
 		w.Header().Set("Narad-High-Watermark", "5")
 		var b []byte

@@ -54,19 +54,6 @@ func inspectRun(t *testing.T, args ...string) (int, string, string) {
 	return code, stdout.String(), stderr.String()
 }
 
-// writeAt overwrites the file's bytes at pos.
-func writeAt(t *testing.T, path string, pos int64, data []byte) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteAt(data, pos); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestVerifyUsageErrors(t *testing.T) {
 	dataDir := t.TempDir()
 	onePartition(t, dataDir)

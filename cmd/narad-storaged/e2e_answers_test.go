@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/narad-io/storage/internal/e2etest"
 )
 
 // Tests of records answers streamed and bounded (docs/http-api.md,
@@ -18,9 +20,6 @@ import (
 // down", items 1 and 3, where what is bounded is the process's: its peak
 // memory, its descriptors under an open-file limit. The rest of the
 // answers' contract is tested on a node in process (package server).
-
-// maxFetchBytes is the largest max_bytes a read may ask for (docs/http-api.md).
-const maxFetchBytes = 64 << 20
 
 // peakRSS is the daemon's peak resident memory since the last
 // resetPeakRSS, in bytes (VmHWM).
@@ -53,19 +52,6 @@ func (d *daemon) resetPeakRSS() int64 {
 	return d.peakRSS()
 }
 
-// produceLarge commits n records of size bytes of c each, up to three a
-// request.
-func produceLarge(t *testing.T, d *daemon, topic string, n, size int, c string) {
-	t.Helper()
-	record := `{"value":"` + strings.Repeat(c, size) + `"}`
-	for n > 0 {
-		batch := min(n, 3)
-		body := `{"records":[` + strings.Repeat(record+",", batch-1) + record + `]}`
-		expect(t, d.req("POST", "/v1/topics/"+topic+"/partitions/0/records", body), 200, "")
-		n -= batch
-	}
-}
-
 // TestE2E_LargeFetchesOfEscapedBytesStayWithinTheAnswerBudget: the
 // review's case. Four fetches at once, each of up to 64 MiB of values made
 // of '<' (which an HTML-escaping encoder makes six bytes), grow the
@@ -74,15 +60,15 @@ func produceLarge(t *testing.T, d *daemon, topic string, n, size int, c string) 
 // streamed, never built whole. Before, each cost about thirteen times its
 // max_bytes (3.3 GiB for four).
 func TestE2E_LargeFetchesOfEscapedBytesStayWithinTheAnswerBudget(t *testing.T) {
-	const budget = 4 * maxFetchBytes
+	const budget = 4 * e2etest.MaxFetchBytes
 	d := startDaemon(t, t.TempDir(), "--max-answer-bytes", strconv.Itoa(budget), "--max-body-bytes", strconv.Itoa(4<<20))
-	expect(t, d.req("PUT", "/v1/topics/lt", map[string]any{"partitions": 1}), 201, "")
-	produceLarge(t, d, "lt", 75, 1<<20, "<")
+	e2etest.Expect(t, d.req("PUT", "/v1/topics/lt", map[string]any{"partitions": 1}), 201, "")
+	e2etest.ProduceLarge(t, d.api(), "lt", 75, 1<<20, "<")
 	before := d.resetPeakRSS()
 	answers := make(chan error, 4)
 	for range 4 {
 		go func() {
-			resp, err := http.Get(d.addr + fmt.Sprintf("/v1/topics/lt/partitions/0/records?offset=0&max_bytes=%d&max_records=10000", maxFetchBytes))
+			resp, err := http.Get(d.addr + fmt.Sprintf("/v1/topics/lt/partitions/0/records?offset=0&max_bytes=%d&max_records=10000", e2etest.MaxFetchBytes))
 			if err != nil {
 				answers <- err
 				return
@@ -130,7 +116,7 @@ func TestE2E_UnauthenticatedConnectionsCannotTakeTheDescriptors(t *testing.T) {
 	defer func() { daemonWrap = nil }()
 	d := startDaemon(t, dir+"/data", "--auth-token-file", tokenFile)
 	auth := []string{"Authorization", "Bearer tok"}
-	expect(t, d.req("PUT", "/v1/topics/c", map[string]any{"partitions": 1}, auth...), 201, "")
+	e2etest.Expect(t, d.req("PUT", "/v1/topics/c", map[string]any{"partitions": 1}, auth...), 201, "")
 	addr := strings.TrimPrefix(d.addr, "http://")
 	for i := range 2000 {
 		c, err := net.Dial("tcp", addr)
@@ -149,5 +135,5 @@ func TestE2E_UnauthenticatedConnectionsCannotTakeTheDescriptors(t *testing.T) {
 	}
 	hc := &http.Client{Timeout: time.Minute} // bounds a hang; the answer comes at once
 	d.http = hc
-	expect(t, d.req("POST", "/v1/topics/c/partitions/0/records", `{"records":[{"value":"through"}]}`, auth...), 200, "")
+	e2etest.Expect(t, d.req("POST", "/v1/topics/c/partitions/0/records", `{"records":[{"value":"through"}]}`, auth...), 200, "")
 }

@@ -82,7 +82,7 @@ func TestE2E_ALowOpenFileLimitServesEveryPartition(t *testing.T) {
 	check(1)
 	produce(1)
 	check(2)
-	metrics := string(d.req("GET", "/metrics", nil).body)
+	metrics := string(d.req("GET", "/metrics", nil).Body)
 	for _, want := range []string{"narad_storage_open_logs_limit 16", "narad_storage_open_logs "} {
 		if !strings.Contains(metrics, want) {
 			t.Fatalf("/metrics lacks %q", want)

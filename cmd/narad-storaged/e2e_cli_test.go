@@ -2,17 +2,10 @@ package main
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -21,7 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/narad-io/storage/internal/e2etest"
 )
 
 // cli runs the binary with args and stdin, and returns its stdout, stderr
@@ -47,7 +41,7 @@ func cli(t *testing.T, stdin string, args ...string) (stdout, stderr string, cod
 // gives them back as text and as JSON lines.
 func TestE2E_ProduceBatchesAndConsumeRoundTrips(t *testing.T) {
 	d := startDaemon(t, t.TempDir())
-	expect(t, d.req("PUT", "/v1/topics/lines", map[string]any{"partitions": 1}), 201, "")
+	e2etest.Expect(t, d.req("PUT", "/v1/topics/lines", map[string]any{"partitions": 1}), 201, "")
 	hostPort := strings.TrimPrefix(d.addr, "http://")
 	var in strings.Builder
 	for i := range 2500 {
@@ -57,9 +51,9 @@ func TestE2E_ProduceBatchesAndConsumeRoundTrips(t *testing.T) {
 	if code != 0 || out != "produced 2500 records to lines/0 in 3 requests, offsets 0..2499\n" {
 		t.Fatalf("produce: exit %d, %q %s", code, out, errOut)
 	}
-	metrics := string(d.req("GET", "/metrics", nil).body)
-	expectMetric(t, metrics, `narad_http_requests_total{code="200",route="POST /v1/topics/{topic}/partitions/{p}/records"}`, 3)
-	expectMetric(t, metrics, `narad_topic_produced_records_total{topic="lines"}`, 2500)
+	metrics := string(d.req("GET", "/metrics", nil).Body)
+	e2etest.ExpectMetric(t, metrics, `narad_http_requests_total{code="200",route="POST /v1/topics/{topic}/partitions/{p}/records"}`, 3)
+	e2etest.ExpectMetric(t, metrics, `narad_topic_produced_records_total{topic="lines"}`, 2500)
 
 	raw := []byte{0, 0xff, '\t', 'x', 0xc0}
 	out, errOut, code = cli(t, base64.StdEncoding.EncodeToString(raw)+"\n", "produce", "--addr", d.addr, "--topic", "lines", "--base64", "--key", "k", "-v")
@@ -136,59 +130,20 @@ func TestE2E_HelpVersionAndCompletion(t *testing.T) {
 	}
 }
 
-// testCert writes a self-signed certificate for 127.0.0.1 (serial
-// serial) and its key into dir, and returns their paths and a pool that
-// trusts it.
-func testCert(t *testing.T, dir string, serial int64) (certFile, keyFile string, pool *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "narad test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true, IsCA: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
-	cert, _ := x509.ParseCertificate(der)
-	pool = x509.NewCertPool()
-	pool.AddCert(cert)
-	return certFile, keyFile, pool
-}
-
 // TestE2E_TLSReloadAndCommands: SIGHUP reloads the daemon's certificate
 // without a restart; the client commands trust a private CA with
 // --tls-ca. (HTTPS only and TLS 1.2 at least are package server's
 // TestE2E_TLS.)
 func TestE2E_TLSReloadAndCommands(t *testing.T) {
 	dir := t.TempDir()
-	certFile, keyFile, pool := testCert(t, dir, 1)
+	certFile, keyFile, pool := e2etest.SelfSignedCert(t, dir, 1)
 	d := startDaemon(t, filepath.Join(dir, "data"), "--tls-cert", certFile, "--tls-key", keyFile)
 	if !strings.HasPrefix(d.addr, "https://") {
 		t.Fatalf("a TLS daemon listens at %s", d.addr)
 	}
-	serial := func() int64 {
-		conn, err := tls.Dial("tcp", strings.TrimPrefix(d.addr, "https://"), &tls.Config{RootCAs: pool, InsecureSkipVerify: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		return conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
-	}
+	serial := func() int64 { return e2etest.ServedSerial(t, strings.TrimPrefix(d.addr, "https://"), pool) }
 	d.http = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	expect(t, d.req("PUT", "/v1/topics/secure", map[string]any{"partitions": 1}), 201, "")
+	e2etest.Expect(t, d.req("PUT", "/v1/topics/secure", map[string]any{"partitions": 1}), 201, "")
 	if serial() != 1 {
 		t.Fatal("not the first certificate")
 	}
@@ -204,7 +159,7 @@ func TestE2E_TLSReloadAndCommands(t *testing.T) {
 	// A renewed certificate takes effect at SIGHUP, without a restart.
 	os.Remove(certFile)
 	os.Remove(keyFile)
-	testCert(t, dir, 2)
+	e2etest.SelfSignedCert(t, dir, 2)
 	d.cmd.Process.Signal(syscall.SIGHUP)
 	if !d.waitLog("tls certificate reloaded") {
 		t.Fatalf("no reload logged:\n%s", d.log())
@@ -233,7 +188,7 @@ func TestE2E_SystemdNotify(t *testing.T) {
 	if err != nil || string(buf[:n]) != "READY=1" {
 		t.Fatalf("first notification %q, %v; want READY=1", buf[:n], err)
 	}
-	expect(t, d.req("GET", "/readyz", nil), 200, "")
+	e2etest.Expect(t, d.req("GET", "/readyz", nil), 200, "")
 	stopped := make(chan error, 1)
 	go func() { stopped <- d.stop(syscall.SIGTERM) }()
 	n, err = conn.Read(buf)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"testing"
+
+	"github.com/narad-io/storage/internal/e2etest"
 )
 
 // TestE2E_CLICursorConsume: consume --cursor prints a partition through a
@@ -10,14 +12,14 @@ import (
 // a cursor starts at the high watermark.
 func TestE2E_CLICursorConsume(t *testing.T) {
 	d := startDaemon(t, t.TempDir())
-	expect(t, d.req("PUT", "/v1/topics/c", map[string]any{"partitions": 1}), 201, "")
+	e2etest.Expect(t, d.req("PUT", "/v1/topics/c", map[string]any{"partitions": 1}), 201, "")
 	produce := func(values ...string) {
 		t.Helper()
 		var recs []map[string]string
 		for _, v := range values {
 			recs = append(recs, map[string]string{"value": v})
 		}
-		expect(t, d.req("POST", "/v1/topics/c/partitions/0/records", map[string]any{"records": recs}), 200, "")
+		e2etest.Expect(t, d.req("POST", "/v1/topics/c/partitions/0/records", map[string]any{"records": recs}), 200, "")
 	}
 	produce("a", "b", "c")
 	run := func(args ...string) string {

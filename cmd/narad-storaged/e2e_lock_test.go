@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/narad-io/storage/internal/e2etest"
 )
 
 // TestE2E_SecondDaemonOnOneDataDirRefused: a second daemon on a data
@@ -18,8 +20,8 @@ import (
 func TestE2E_SecondDaemonOnOneDataDirRefused(t *testing.T) {
 	dir := t.TempDir()
 	first := startDaemon(t, dir)
-	expect(t, first.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 1}), 201, "")
-	expect(t, first.req("POST", "/v1/topics/orders/partitions/0/records", map[string]any{"records": []map[string]string{{"value": "one"}}}), 200, "")
+	e2etest.Expect(t, first.req("PUT", "/v1/topics/orders", map[string]any{"partitions": 1}), 201, "")
+	e2etest.Expect(t, first.req("POST", "/v1/topics/orders/partitions/0/records", map[string]any{"records": []map[string]string{{"value": "one"}}}), 200, "")
 
 	second := exec.Command(daemonBinary, "serve", "--listen", "127.0.0.1:0", "--data-dir", dir)
 	out, err := second.CombinedOutput()
@@ -56,7 +58,7 @@ func TestE2E_SecondDaemonOnOneDataDirRefused(t *testing.T) {
 			Value string `json:"value"`
 		} `json:"records"`
 	}
-	third.req("GET", "/v1/topics/orders/partitions/0/records?offset=0", nil).json(t, &fetched)
+	third.req("GET", "/v1/topics/orders/partitions/0/records?offset=0", nil).JSON(t, &fetched)
 	if len(fetched.Records) != 1 || fetched.Records[0].Value != "one" {
 		t.Fatalf("after the restart: %+v", fetched)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/narad-io/storage/client"
+	"github.com/narad-io/storage/internal/e2etest"
 )
 
 // TestE2E_QueueConsumeAfterSIGKILL: after SIGKILL of the daemon, every
@@ -26,18 +27,7 @@ func TestE2E_QueueConsumeAfterSIGKILL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := c.CreateTopic(ctx, "jobs", partitions, client.Retention{}); err != nil {
-		t.Fatal(err)
-	}
-	for p := range partitions {
-		batch := make([]client.Record, perPartition)
-		for i := range batch {
-			batch[i] = client.Record{Value: fmt.Appendf(nil, "%d/%d", p, i)}
-		}
-		if _, err := c.Produce(ctx, "jobs", p, batch); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e2etest.ProduceNumbered(t, ctx, c, "jobs", partitions, perPartition)
 	type rec struct {
 		p int
 		o int64
@@ -113,9 +103,9 @@ func TestE2E_QueueConsumeAfterSIGKILL(t *testing.T) {
 // them, and a third run finds nothing.
 func TestE2E_CLIQueueConsume(t *testing.T) {
 	d := startDaemon(t, t.TempDir())
-	expect(t, d.req("PUT", "/v1/topics/q", map[string]any{"partitions": 2}), 201, "")
+	e2etest.Expect(t, d.req("PUT", "/v1/topics/q", map[string]any{"partitions": 2}), 201, "")
 	for p := range 2 {
-		expect(t, d.req("POST", fmt.Sprintf("/v1/topics/q/partitions/%d/records", p), map[string]any{"records": []map[string]string{{"value": "a"}, {"value": "b"}}}), 200, "")
+		e2etest.Expect(t, d.req("POST", fmt.Sprintf("/v1/topics/q/partitions/%d/records", p), map[string]any{"records": []map[string]string{{"value": "a"}, {"value": "b"}}}), 200, "")
 	}
 	lines := func(out string) []string {
 		l := strings.Split(strings.TrimSpace(out), "\n")

@@ -6,17 +6,17 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/narad-io/storage/internal/e2etest"
 )
 
 // The end-to-end tests of the process: they build the real binary once
@@ -27,7 +27,8 @@ import (
 // files, a mount namespace) and its peak memory. They wait on what the
 // daemon says (its "ready" log line, its exit), never on a timer. The
 // node's behaviour (the HTTP API and what it answers) is tested in
-// process, in package server's e2e tests.
+// process, in package server's e2e tests; the requests and the answers'
+// types both share are internal/e2etest's.
 
 var daemonBinary string
 
@@ -155,113 +156,13 @@ func (d *daemon) stop(sig syscall.Signal) error {
 	return <-d.exited
 }
 
-type response struct {
-	status int
-	header http.Header
-	body   []byte
-}
+// api is the daemon's HTTP API (over d.http, if a test set one).
+func (d *daemon) api() e2etest.API { return e2etest.API{Base: d.addr, HTTP: d.http} }
 
-func (d *daemon) req(method, path string, body any, header ...string) response {
+// req sends one request to the daemon (e2etest.API.Req).
+func (d *daemon) req(method, path string, body any, header ...string) e2etest.Response {
 	d.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case []byte:
-		rd = bytes.NewReader(b)
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		j, _ := json.Marshal(b)
-		rd = bytes.NewReader(j)
-	}
-	req, err := http.NewRequest(method, d.addr+path, rd)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	hc := d.http
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		d.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{resp.StatusCode, resp.Header, b}
-}
-
-func (r response) json(t *testing.T, v any) {
-	t.Helper()
-	if err := json.Unmarshal(r.body, v); err != nil {
-		t.Fatalf("body %q: %v", r.body, err)
-	}
-}
-
-// batchContentType is the binary batch's media type (docs/http-api.md).
-const batchContentType = "application/vnd.narad.batch"
-
-// errorBody is an error answer as docs/http-api.md gives it, decoded
-// apart from the server's own type, so a renamed field fails a test.
-type errorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-	NextOffset *int64 `json:"next_offset"`
-}
-
-func (r response) code(t *testing.T) string {
-	t.Helper()
-	var e errorBody
-	r.json(t, &e)
-	return e.Error.Code
-}
-
-func expect(t *testing.T, r response, status int, code string) {
-	t.Helper()
-	if r.status != status {
-		t.Fatalf("status %d, want %d: %s", r.status, status, r.body)
-	}
-	if code != "" {
-		if got := r.code(t); got != code {
-			t.Fatalf("error code %q, want %q: %s", got, code, r.body)
-		}
-	}
-}
-
-// metricValue is the value of one series in a /metrics exposition (its
-// name and labels exactly as exposed), and whether it is there.
-func metricValue(exposition, series string) (float64, bool) {
-	for _, line := range strings.Split(exposition, "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			return f, err == nil
-		}
-	}
-	return 0, false
-}
-
-func expectMetric(t *testing.T, exposition, series string, want float64) {
-	t.Helper()
-	got, ok := metricValue(exposition, series)
-	if !ok || got != want {
-		t.Fatalf("%s = %v (present %v), want %v", series, got, ok, want)
-	}
-}
-
-type fetched struct {
-	Records []struct {
-		Offset        int64   `json:"offset"`
-		Key           *string `json:"key"`
-		Value         string  `json:"value"`
-		CommittedAtMs int64   `json:"committed_at_ms"`
-	} `json:"records"`
-	NextOffset    int64 `json:"next_offset"`
-	HighWatermark int64 `json:"high_watermark"`
+	return d.api().Req(d.t, method, path, body, header...)
 }
 
 // TestE2E_RefusesAnOpenTokenOrAnUnguardedListen: the daemon refuses to
@@ -363,10 +264,10 @@ func TestE2E_SigkillLosesNoAckedRecord(t *testing.T) {
 	defer d.stop(syscall.SIGTERM)
 	seen := map[int64]string{}
 	for offset := int64(0); ; {
-		var f fetched
+		var f e2etest.Fetched
 		r := d.req("GET", fmt.Sprintf("/v1/topics/orders/partitions/0/records?offset=%d&max_records=1000", offset), nil)
-		expect(t, r, 200, "")
-		r.json(t, &f)
+		e2etest.Expect(t, r, 200, "")
+		r.JSON(t, &f)
 		for _, rec := range f.Records {
 			if rec.Offset != offset {
 				t.Fatalf("offsets not contiguous: got %d, want %d", rec.Offset, offset)
