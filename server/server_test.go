@@ -22,14 +22,8 @@ import (
 // fetch go through, long polls end when that server shuts down (its
 // RegisterOnShutdown ends them), and Close closes every log.
 func TestServer_HandlerOnAnotherMux(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.Listen = ""
 	ctx := context.Background()
-	s, err := New(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newServer(t, "")
 	if s.Addr() != nil {
 		t.Fatalf("no listen address, yet an address %v", s.Addr())
 	}
@@ -97,9 +91,7 @@ func TestServer_HandlerOnAnotherMux(t *testing.T) {
 // itself from Start on, and a second server on the same data directory is
 // refused with the lock's error.
 func TestServer_OwnListener(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.Listen = "127.0.0.1:0"
+	cfg := testConfig(t, "127.0.0.1:0")
 	ctx := context.Background()
 	s, err := New(ctx, cfg)
 	if err != nil {
@@ -121,6 +113,35 @@ func TestServer_OwnListener(t *testing.T) {
 	if _, err := http.Get("http://" + s.Addr().String() + "/readyz"); err == nil {
 		t.Fatal("still served after Close")
 	}
+}
+
+// testConfig is the default configuration on a data directory of the
+// test's own, listening on listen ("": the program serves Handler).
+func testConfig(t *testing.T, listen string) Config {
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = listen
+	return cfg
+}
+
+// newServer is a server New made of testConfig(t, listen).
+func newServer(t *testing.T, listen string) *Server {
+	t.Helper()
+	s, err := New(context.Background(), testConfig(t, listen))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// expectFree fails the test unless addr can be listened on again.
+func expectFree(t *testing.T, addr, when string) {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("the listen address %s: %v", when, err)
+	}
+	l.Close()
 }
 
 // statusOf is the status GET url answers, its body read and closed.
@@ -163,22 +184,12 @@ func TestServer_ConfigIsValidated(t *testing.T) {
 // closes the server, and the listen address is free again: Close closes
 // the own listener whether or not Start ever served it.
 func TestServer_CloseWithoutStartFreesTheListener(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.Listen = "127.0.0.1:0"
-	s, err := New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newServer(t, "127.0.0.1:0")
 	addr := s.Addr().String()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("the listen address after Close without Start: %v", err)
-	}
-	l.Close()
+	expectFree(t, addr, "after Close without Start")
 }
 
 // TestServer_HandlerModeLeavesDescriptorsForTheProgramsConnections: a
@@ -188,13 +199,7 @@ func TestServer_CloseWithoutStartFreesTheListener(t *testing.T) {
 // whoever serves the API.
 func TestServer_HandlerModeLeavesDescriptorsForTheProgramsConnections(t *testing.T) {
 	budget := func(listen string) int {
-		cfg := DefaultConfig()
-		cfg.DataDir = t.TempDir()
-		cfg.Listen = listen
-		s, err := New(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := newServer(t, listen)
 		defer s.Close()
 		return s.cfg.MaxOpenLogs
 	}
@@ -214,13 +219,7 @@ func TestServer_HandlerModeLeavesDescriptorsForTheProgramsConnections(t *testing
 // closed node serves nothing (its calls answer 503), and a program that
 // reports Ready as its own readiness must stop sending traffic to it.
 func TestServer_NotReadyOnceClosed(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.Listen = ""
-	s, err := New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newServer(t, "")
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -242,13 +241,7 @@ func TestServer_NotReadyOnceClosed(t *testing.T) {
 // outlives it (goleak), the listen address is free, and a Start after
 // Close is refused.
 func TestServer_CloseEndsAStartUnderWay(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.Listen = "127.0.0.1:0"
-	s, err := New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newServer(t, "127.0.0.1:0")
 	addr := s.Addr().String()
 	started := make(chan error, 1)
 	go func() { started <- s.Start(context.Background()) }()
@@ -261,11 +254,7 @@ func TestServer_CloseEndsAStartUnderWay(t *testing.T) {
 	if s.Ready() {
 		t.Fatal("ready after Close")
 	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("the listen address after Close: %v", err)
-	}
-	l.Close()
+	expectFree(t, addr, "after Close")
 	if err := s.Start(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Start after Close: %v, want ErrClosed", err)
 	}
@@ -276,13 +265,7 @@ func TestServer_CloseEndsAStartUnderWay(t *testing.T) {
 // has the Go runtime's and the process's: the two gather together without
 // a metric collected twice, and the node's are all there.
 func TestServer_GathersBesideTheProgramsOwnMetrics(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.Listen = ""
-	s, err := New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newServer(t, "")
 	defer s.Close()
 	mfs, err := prometheus.Gatherers{prometheus.DefaultGatherer, s.Gatherer()}.Gather()
 	if err != nil {
