@@ -90,7 +90,7 @@ func (d *Disk) ProcessCrash() *Disk {
 		if c, ok := copies[n]; ok {
 			return c
 		}
-		c := &node{dir: n.dir, mode: n.mode, mtime: n.mtime,
+		c := &node{dir: n.dir, mode: n.mode, mtime: n.mtime, reserved: n.reserved,
 			cache:   append([]byte(nil), n.cache...),
 			durable: append([]byte(nil), n.durable...),
 			pending: append([]dataOp(nil), n.pending...)}

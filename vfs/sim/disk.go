@@ -58,7 +58,15 @@ type node struct {
 	cache   []byte   // what reads see
 	durable []byte   // what reached the media
 	pending []dataOp // changes since the last sync, in order
+	// reserved is the end of the blocks Allocate reserved past the size
+	// (0: none), until a truncate gives them back; a crash image holds
+	// none.
+	reserved int64
 }
+
+// space is what the node takes of the disk: its contents, or the blocks
+// reserved past them.
+func (n *node) space() int64 { return max(int64(len(n.cache)), n.reserved) }
 
 // dataOp is one write or size change not yet synced.
 type dataOp struct {
@@ -166,7 +174,7 @@ func (d *Disk) OpenFile(name string, flag int) (vfs.File, error) {
 		d.recordCreate(p, n)
 	}
 	writable := flag&(os.O_WRONLY|os.O_RDWR) != 0
-	if flag&os.O_TRUNC != 0 && writable && len(n.cache) > 0 {
+	if flag&os.O_TRUNC != 0 && writable && n.space() > 0 {
 		n.truncate(0, d.now())
 	}
 	d.openFiles++
@@ -489,16 +497,17 @@ func (d *Disk) Free(name string) (vfs.Space, error) {
 	return free, nil
 }
 
-// usedBytesLocked is what the files hold: those with a name, and those
-// unlinked but still open (their space returns at the last close).
+// usedBytesLocked is what the files hold (their contents, or the blocks
+// reserved past them): those with a name, and those unlinked but still
+// open (their space returns at the last close).
 func (d *Disk) usedBytesLocked() uint64 {
 	var n uint64
 	for _, node := range d.names {
-		n += uint64(len(node.cache))
+		n += uint64(node.space())
 	}
 	for node := range d.openNodes {
 		if !d.namedLocked(node) {
-			n += uint64(len(node.cache))
+			n += uint64(node.space())
 		}
 	}
 	return n

@@ -16,6 +16,10 @@
 // (success, nothing persisted); a failing fdatasync marks the dirty pages
 // clean as Linux does, so reads still see bytes a crash will lose. SetHook
 // runs a function before every call, to trace, delay or block it.
+// SetCapacity bounds the disk's bytes (file contents, and blocks Allocate
+// reserved past a file's end until a truncate gives them back, as statfs
+// counts them) and inodes; past them a call fails with ENOSPC, and Free
+// reports what is left.
 //
 // A Disk is safe for concurrent use and deterministic from its seed: the
 // same history and crash plan give the same image.

@@ -121,7 +121,7 @@ func (f *simFile) writeAt(opName string, p []byte, off int64) (int, error) {
 		// A short write: part of the buffer reached the file, then the
 		// call failed.
 		short = min(short, len(p))
-		if grow := off + int64(short) - int64(len(f.node.cache)); !d.fitsLocked(grow, 0) {
+		if grow := off + int64(short) - f.node.space(); !d.fitsLocked(grow, 0) {
 			return 0, pathError(opName, f.name, syscall.ENOSPC)
 		}
 		f.node.write(off, p[:short], d.now())
@@ -132,7 +132,7 @@ func (f *simFile) writeAt(opName string, p []byte, off int64) (int, error) {
 		}
 		return short, err
 	}
-	if grow := off + int64(len(p)) - int64(len(f.node.cache)); !d.fitsLocked(grow, 0) {
+	if grow := off + int64(len(p)) - f.node.space(); !d.fitsLocked(grow, 0) {
 		return 0, pathError(opName, f.name, syscall.ENOSPC)
 	}
 	f.node.write(off, p, d.now())
@@ -151,7 +151,7 @@ func (f *simFile) Truncate(size int64) error {
 	if err := f.check(true); err != nil {
 		return pathError("truncate", f.name, err)
 	}
-	if !f.disk.fitsLocked(size-int64(len(f.node.cache)), 0) {
+	if !f.disk.fitsLocked(size-f.node.space(), 0) {
 		return pathError("truncate", f.name, syscall.ENOSPC)
 	}
 	f.node.truncate(size, f.disk.now())
@@ -193,10 +193,10 @@ func (f *simFile) Stat() (vfs.FileInfo, error) {
 	return f.node.info(baseName(f.path)), nil
 }
 
-// Allocate reserves nothing the disk tracks: a reservation changes no
-// content or size, so it only checks that the blocks past the file's end
-// would fit the disk's capacity (ENOSPC otherwise), and can be failed
-// like any call.
+// Allocate reserves the blocks past the file's end: they change no
+// content or size, but count as used (as statfs counts them) until a
+// truncate gives them back; past the disk's capacity it fails with
+// ENOSPC, reserving nothing. It can be failed like any call.
 func (f *simFile) Allocate(off, n int64) error {
 	if err := f.disk.enter(Call{Op: OpAllocate, Path: f.path, Off: off, Len: int(n)}); err != nil {
 		return pathError("fallocate", f.name, err)
@@ -206,8 +206,11 @@ func (f *simFile) Allocate(off, n int64) error {
 	if err := f.check(true); err != nil {
 		return pathError("fallocate", f.name, err)
 	}
-	if grow := off + n - int64(len(f.node.cache)); grow > 0 && !f.disk.fitsLocked(grow, 0) {
-		return pathError("fallocate", f.name, syscall.ENOSPC)
+	if grow := off + n - f.node.space(); grow > 0 {
+		if !f.disk.fitsLocked(grow, 0) {
+			return pathError("fallocate", f.name, syscall.ENOSPC)
+		}
+		f.node.reserved = off + n
 	}
 	return nil
 }
@@ -288,6 +291,7 @@ func (n *node) write(off int64, p []byte, now time.Time) {
 // truncate changes the cached size and records the change as pending.
 func (n *node) truncate(size int64, now time.Time) {
 	n.cache = resize(n.cache, size)
+	n.reserved = 0 // a truncate, to any size, gives the reserved blocks back
 	n.pending = append(n.pending, dataOp{truncate: true, off: size})
 	n.mtime = now
 }
