@@ -15,7 +15,9 @@
 // occurrence by operation, path and byte range, or makes an fdatasync lie
 // (success, nothing persisted); a failing fdatasync marks the dirty pages
 // clean as Linux does, so reads still see bytes a crash will lose. SetHook
-// runs a function before every call, to trace, delay or block it.
+// runs a function before every call, to trace, delay or block it (Hook
+// returns it, so a caller that installs its own for a while can chain and
+// restore it).
 // SetCapacity bounds the disk's bytes (file contents, and blocks Allocate
 // reserved past a file's end until a truncate gives them back, as statfs
 // counts them) and inodes; past them a call fails with ENOSPC, and Free

@@ -114,6 +114,14 @@ func (d *Disk) SetHook(hook func(Call) error) {
 	d.hook = hook
 }
 
+// Hook returns the hook SetHook installed, or nil: a caller that holds
+// calls back for a while installs one that calls it on, then puts it back.
+func (d *Disk) Hook() func(Call) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.hook
+}
+
 // errLie and errShortWrite are internal verdicts of enter, never returned.
 var (
 	errLie        = errors.New("sim: lie")
