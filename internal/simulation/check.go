@@ -41,6 +41,9 @@ func (r *runner) checkAll(full bool) {
 				r.checkConsumer(t, pi)
 			}
 		}
+		if full {
+			r.checkCursors(t)
+		}
 	}
 }
 

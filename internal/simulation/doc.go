@@ -17,9 +17,18 @@
 // open-log budget of one or two logs, so logs close and reopen under
 // everything.
 //
+// Fan-out cursors have files of their own (ops_cursor.go; their model
+// model_live.go, their checks check_cursor.go): cursors made from the
+// earliest or the latest record, then moved to an offset or a time (a
+// seek by time, checked), read through (advancing or peeking), committed
+// (in range and out), deleted and looked up, and checked after restarts
+// and crashes. Each of these operations lets the bubble settle before it
+// starts. The summary's second line counts what they did.
+//
 // The model (model.go) and the checks (check.go) are those of
 // docs/durability.md, "The simulator"; the first disagreement stops the
 // run, and the test prints the command that replays it (ReplayLine) with
 // the run's operations. Faults (EIO, ENOSPC, lying syncs), several nodes,
-// moves, the disk floor and cursors are not covered yet.
+// moves, long polls, concurrent callers and the disk floor are not
+// covered yet.
 package simulation

@@ -26,7 +26,8 @@ type topicModel struct {
 	parts       []*partModel
 	retMs       int64 // the retention bounds as the last change that returned set them
 	retBytes    int64
-	retSince    time.Time // when the bounds were last set
+	retSince    time.Time    // when the bounds were last set
+	cursors     topicCursors // its fan-out cursors (model_live.go)
 }
 
 // partModel is one partition of a topic incarnation.

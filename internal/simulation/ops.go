@@ -19,6 +19,11 @@ func (r *runner) step() {
 		{25, r.produce}, {10, r.read}, {14, r.consume}, {12, r.ack}, {5, r.nack},
 		{8, r.pause}, {3, r.changeRetention}, {2, r.retentionApplied}, {2, r.drain},
 		{4, r.checkConsumers}, {2, r.restart}, {2, r.crash}, {1, r.recreate},
+		{3, r.cursorCreate},
+		{5, r.cursorRead},
+		{3, r.cursorCommit},
+		{1, r.cursorDelete},
+		{2, r.cursorCheck},
 	}
 	if r.big {
 		weights[0].w = 90 // produce
@@ -448,6 +453,7 @@ func (r *runner) crash() {
 	r.res.Crashes++
 	r.start()
 	r.afterCrash(at, ahead)
+	r.cursorsAfterCrash(at)
 	r.checkAll(true)
 }
 

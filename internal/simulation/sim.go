@@ -39,6 +39,7 @@ const (
 // Result is what one run did.
 type Result struct {
 	Ops, Crashes, Faults int
+	Live                 LiveCounts // cursors (model_live.go)
 	// Violation is the first disagreement of the node with the model,
 	// empty when there was none; Log is the operations the run made.
 	Violation string

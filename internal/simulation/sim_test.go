@@ -44,6 +44,7 @@ func TestSimulation(t *testing.T) {
 		total.Ops += res.Ops
 		total.Crashes += res.Crashes
 		total.Faults += res.Faults
+		total.Live.Add(res.Live)
 		if res.Violation != "" {
 			violations++
 			t.Error(Report(*simSeed, run, res))
@@ -57,6 +58,7 @@ func TestSimulation(t *testing.T) {
 	}
 	fmt.Printf("simulation: runs: %d, operations: %d, crashes: %d, faults: %d, violations: %d\n",
 		runs, total.Ops, total.Crashes, total.Faults, violations)
+	t.Logf("%v", total.Live)
 }
 
 func joinLines(lines []string) string {

@@ -1,0 +1,116 @@
+package simulation
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// The model of the operations of ops_cursor.go: fan-out cursors.
+//
+// Invariants of the model itself: a topic incarnation's cursors are those
+// whose create returned and whose delete did not; a cursor's position in
+// a partition is the one its last create, commit or advancing read that
+// returned set (after a crash, the one the node holds, within what the
+// contract allows); held lists the positions it stood at within
+// cursorWindow before now, and the last one before that.
+
+// cursorNames are the names a run's cursors take: few, so creates meet
+// existing cursors and deletes meet missing ones.
+var cursorNames = []string{"c0", "c1", "c2"}
+
+// cursorWindow is how far back a crash may step a cursor: one write-out
+// interval (docs/http-api.md, "Fan-out cursors": positions are written
+// out every --consumer-offset-commit-interval, and a crash steps a cursor
+// back by at most that interval of reads, never forward), and 100 ms of
+// slack.
+const cursorWindow = writeOutEvery + 100*time.Millisecond
+
+// topicCursors is a topic incarnation's cursors, by name.
+type topicCursors struct {
+	by map[string]*cursorModel
+}
+
+// get returns the cursor named name, nil if the model has none.
+func (tc *topicCursors) get(name string) *cursorModel { return tc.by[name] }
+
+// add records a cursor the node made, at pos by partition.
+func (tc *topicCursors) add(name string, pos []int64) *cursorModel {
+	if tc.by == nil {
+		tc.by = map[string]*cursorModel{}
+	}
+	c := &cursorModel{pos: make([]int64, len(pos)), held: make([][]heldPos, len(pos))}
+	for pi, o := range pos {
+		c.set(pi, o)
+	}
+	tc.by[name] = c
+	return c
+}
+
+// cursorModel is one cursor: its position in each partition, and the
+// positions it held lately.
+type cursorModel struct {
+	pos  []int64     // by partition
+	held [][]heldPos // by partition, oldest first
+}
+
+// heldPos is a position a cursor took at a time.
+type heldPos struct {
+	at  time.Time
+	pos int64
+}
+
+// set moves the cursor in partition pi to pos, now.
+func (c *cursorModel) set(pi int, pos int64) {
+	now := time.Now()
+	c.pos[pi] = pos
+	h := append(c.held[pi], heldPos{now, pos})
+	// Keep the last position taken before the window: the cursor stood
+	// there when the window began.
+	cut := 0
+	for cut+1 < len(h) && h[cut+1].at.Before(now.Add(-cursorWindow)) {
+		cut++
+	}
+	if cut > 0 {
+		h = slices.Clone(h[cut:])
+	}
+	c.held[pi] = h
+}
+
+// reset forgets the cursor's history: the node holds pos for certain
+// (a clean restart or a crash just checked it).
+func (c *cursorModel) reset() {
+	for pi := range c.pos {
+		c.held[pi] = []heldPos{{time.Now(), c.pos[pi]}}
+	}
+}
+
+// mayHold reports whether a crash at at may leave the cursor at pos in
+// partition pi: a position it held within cursorWindow before the crash.
+func (c *cursorModel) mayHold(pi int, pos int64, at time.Time) bool {
+	h := c.held[pi]
+	for i, e := range h {
+		// e.pos stood from e.at until the next position was set.
+		if e.pos == pos && (i+1 == len(h) || h[i+1].at.After(at.Add(-cursorWindow))) {
+			return true
+		}
+	}
+	return false
+}
+
+// LiveCounts counts what these operations did in a run (or in many).
+type LiveCounts struct {
+	CursorOps     int // creates, reads, commits, deletes and checks of cursors
+	CursorCrashes int // cursors checked after a crash
+}
+
+// Add adds o's counts to c's.
+func (c *LiveCounts) Add(o LiveCounts) {
+	c.CursorOps += o.CursorOps
+	c.CursorCrashes += o.CursorCrashes
+}
+
+// String is the counts' summary line.
+func (c LiveCounts) String() string {
+	return fmt.Sprintf("cursor operations: %d (checked after %d crashes)", c.CursorOps, c.CursorCrashes)
+}
