@@ -40,6 +40,7 @@ type partModel struct {
 	ids        map[uint64]bool      // every lease id given for the partition (this incarnation)
 	unbounded  bool                 // no retention bound since start was last seen
 	lastLeases []uint64             // recent lease ids, for nacks (old ones too)
+	batches    []batchSpan          // records of concurrent produces, by offset (model_live.go)
 }
 
 // leaseModel is one record's lease as the consume answered it.
@@ -65,7 +66,11 @@ func (p *partModel) leasedNow(o int64, now time.Time) (leaseModel, bool) {
 // incarnation: it names all four, then 0 to 95 bytes of filler derived from
 // them, so a record served from the wrong place or torn is caught.
 func value(topic string, gen, p int, o int64) []byte {
-	head := fmt.Sprintf("%s/%d/%d/%d|", topic, gen, p, o)
+	return filled(fmt.Sprintf("%s/%d/%d/%d|", topic, gen, p, o))
+}
+
+// filled is head and 0 to 95 bytes of filler derived from it.
+func filled(head string) []byte {
 	h := fnv.New64a()
 	h.Write([]byte(head))
 	sum := h.Sum64()

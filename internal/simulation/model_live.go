@@ -4,16 +4,23 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/narad-io/storage/httpapi"
+	"github.com/narad-io/storage/runtime"
 )
 
-// The model of the operations of ops_cursor.go: fan-out cursors.
+// The model of the operations of ops_cursor.go, ops_longpoll.go and
+// ops_concurrent.go: fan-out cursors, long polls and concurrent
+// producers.
 //
 // Invariants of the model itself: a topic incarnation's cursors are those
 // whose create returned and whose delete did not; a cursor's position in
 // a partition is the one its last create, commit or advancing read that
 // returned set (after a crash, the one the node holds, within what the
 // contract allows); held lists the positions it stood at within
-// cursorWindow before now, and the last one before that.
+// cursorWindow before now, and the last one before that; a partition's
+// batches are its concurrent produces that returned, in offset order,
+// none overlapping.
 
 // cursorNames are the names a run's cursors take: few, so creates meet
 // existing cursors and deletes meet missing ones.
@@ -98,19 +105,76 @@ func (c *cursorModel) mayHold(pi int, pos int64, at time.Time) bool {
 	return false
 }
 
+// batchSpan is one concurrent produce's records: count records from base,
+// whose bytes name the batch (batchValue), since the producer could not
+// know its offsets.
+type batchSpan struct {
+	base, count int64
+	id          int
+}
+
+// batchValue is record i of batch id of partition p of a topic's gen-th
+// incarnation.
+func batchValue(topic string, gen, p, id, i int) []byte {
+	return filled(fmt.Sprintf("%s/%d/%d/b%d.%d|", topic, gen, p, id, i))
+}
+
+// expect is the record produced at offset o of partition pi of t: a
+// concurrent batch's, or the one value names.
+func (p *partModel) expect(t *topicModel, pi int, o int64) []byte {
+	i, found := slices.BinarySearchFunc(p.batches, o, func(b batchSpan, o int64) int {
+		switch {
+		case o < b.base:
+			return 1
+		case o >= b.base+b.count:
+			return -1
+		}
+		return 0
+	})
+	if found {
+		b := p.batches[i]
+		return batchValue(t.name, t.gen, pi, b.id, int(o-b.base))
+	}
+	return value(t.name, t.gen, pi, o)
+}
+
+// liveState is the runner's state for these operations: the node's
+// metastore and its HTTP API (made on first use), and batch ids. Their
+// counts are the run's Result.Live.
+type liveState struct {
+	ms      runtime.Metastore
+	api     *httpapi.Handler
+	batches int // batch ids given
+}
+
 // LiveCounts counts what these operations did in a run (or in many).
 type LiveCounts struct {
-	CursorOps     int // creates, reads, commits, deletes and checks of cursors
-	CursorCrashes int // cursors checked after a crash
+	CursorOps      int // creates, reads, commits, deletes and checks of cursors
+	CursorCrashes  int // cursors checked after a crash
+	LongPolls      int // fetches and cursor reads that waited
+	PollsWoken     int // of them, woken by a commit
+	WaitConsumes   int // queue consumes that waited
+	ConsumesWoken  int // of them, woken by a produce or a nack
+	ConcBatches    int // batches of concurrent producers
+	GroupedBatches int // of them, queued behind a held commit
 }
 
 // Add adds o's counts to c's.
 func (c *LiveCounts) Add(o LiveCounts) {
 	c.CursorOps += o.CursorOps
 	c.CursorCrashes += o.CursorCrashes
+	c.LongPolls += o.LongPolls
+	c.PollsWoken += o.PollsWoken
+	c.WaitConsumes += o.WaitConsumes
+	c.ConsumesWoken += o.ConsumesWoken
+	c.ConcBatches += o.ConcBatches
+	c.GroupedBatches += o.GroupedBatches
 }
 
 // String is the counts' summary line.
 func (c LiveCounts) String() string {
-	return fmt.Sprintf("cursor operations: %d (checked after %d crashes)", c.CursorOps, c.CursorCrashes)
+	return fmt.Sprintf("cursor operations: %d (checked after %d crashes), long polls: %d (%d woken by a commit), "+
+		"waiting consumes: %d (%d woken), concurrent batches: %d (%d grouped behind a held commit)",
+		c.CursorOps, c.CursorCrashes, c.LongPolls, c.PollsWoken, c.WaitConsumes, c.ConsumesWoken,
+		c.ConcBatches, c.GroupedBatches)
 }

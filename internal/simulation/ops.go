@@ -24,6 +24,9 @@ func (r *runner) step() {
 		{3, r.cursorCommit},
 		{1, r.cursorDelete},
 		{2, r.cursorCheck},
+		{3, r.longPoll},
+		{3, r.waitConsume},
+		{3, r.concurrentProduce},
 	}
 	if r.big {
 		weights[0].w = 90 // produce
@@ -146,7 +149,7 @@ func (r *runner) checkRecord(t *topicModel, pi int, want int64, rec partition.Re
 	if want < 0 || want >= t.parts[pi].committed {
 		r.failf("%s/%d: record at %d, high watermark %d", t.name, pi, want, t.parts[pi].committed)
 	}
-	if exp := value(t.name, t.gen, pi, want); string(rec.Value) != string(exp) || len(rec.Key) != 0 {
+	if exp := t.parts[pi].expect(t, pi, want); string(rec.Value) != string(exp) || len(rec.Key) != 0 {
 		r.failf("%s/%d offset %d: served %q (key %q), produced %q", t.name, pi, want, rec.Value, rec.Key, exp)
 	}
 }
@@ -168,6 +171,12 @@ func (r *runner) consume() {
 func (r *runner) consumeWith(t *topicModel, opts runtime.ConsumeOptions) []runtime.LeasedRecord {
 	var got []runtime.LeasedRecord
 	err := retryBusy(func() (err error) { got, err = r.n.Consume(r.ctx, t.name, opts); return err })
+	return r.checkLeased(t, opts, got, err)
+}
+
+// checkLeased checks a consume's answer as consumeWith says and takes its
+// leases into the model.
+func (r *runner) checkLeased(t *topicModel, opts runtime.ConsumeOptions, got []runtime.LeasedRecord, err error) []runtime.LeasedRecord {
 	r.logf("consume %s partition %d max %d lease %v: %s (%v)", t.name, opts.Partition, opts.MaxRecords, opts.Lease, leasedString(got), err)
 	r.must("consume", err)
 	now := time.Now()

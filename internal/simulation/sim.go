@@ -39,7 +39,7 @@ const (
 // Result is what one run did.
 type Result struct {
 	Ops, Crashes, Faults int
-	Live                 LiveCounts // cursors (model_live.go)
+	Live                 LiveCounts // cursors, long polls, concurrent producers (model_live.go)
 	// Violation is the first disagreement of the node with the model,
 	// empty when there was none; Log is the operations the run made.
 	Violation string
@@ -61,6 +61,7 @@ type runner struct {
 	topics   []*topicModel
 	gens     map[string]int
 	res      Result
+	live     liveState
 }
 
 // Run runs the workload of (seed, run) on a fresh simulated disk and
@@ -163,6 +164,7 @@ func (r *runner) start() {
 		r.must("start node", err)
 	}
 	r.n = n
+	r.live.ms, r.live.api = ms, nil
 	for _, t := range r.topics {
 		for _, p := range t.parts {
 			p.leases = map[int64]leaseModel{} // leases live in memory only
