@@ -17,27 +17,30 @@
 // open-log budget of one or two logs, so logs close and reopen under
 // everything.
 //
-// Fan-out cursors, long polls and concurrent producers have files of
-// their own (ops_cursor.go, ops_longpoll.go, ops_concurrent.go; their
-// model model_live.go, their checks check_cursor.go): cursors made from
-// the earliest or the latest record, then moved to an offset or a time (a
-// seek by time, checked), read through (advancing or peeking), committed
-// (in range and out), deleted and looked up, and checked after restarts
-// and crashes; a fetch or a cursor read long-polling at the high
-// watermark through the HTTP API (package httpapi, served in process),
-// woken by a commit to its partition, not by one to another, answered 404
-// by a delete of the topic, or empty at its deadline; one or two queue
-// consumes waiting, woken by a produce or a nack, the oldest served first;
-// and two to five producers of 1 to 1,000 records at once on one
-// partition, the first commit held at its first file call (the disk's
-// hook) while the others queue behind it, so the run's seed orders them,
-// not the scheduler. Each of them lets the bubble settle before it starts
-// and waits, with synctest.Wait, for every goroutine it started before it
-// checks. The summary's second line counts what they did.
+// Fan-out cursors, long polls, concurrent producers and the disk floor
+// have files of their own (ops_cursor.go, ops_longpoll.go,
+// ops_concurrent.go, ops_floor.go; their model model_live.go, their
+// checks check_cursor.go): cursors made from the earliest or the latest
+// record, then moved to an offset or a time (a seek by time, checked),
+// read through (advancing or peeking), committed (in range and out),
+// deleted and looked up, and checked after restarts and crashes; a fetch
+// or a cursor read long-polling at the high watermark through the HTTP
+// API (package httpapi, served in process), woken by a commit to its
+// partition, not by one to another, answered 404 by a delete of the
+// topic, or empty at its deadline; one or two queue consumes waiting,
+// woken by a produce or a nack, the oldest served first; two to five
+// producers of 1 to 1,000 records at once on one partition, the first
+// commit held at its first file call (the disk's hook) while the others
+// queue behind it, so the run's seed orders them, not the scheduler; and
+// the node's floor of free space (64 KiB and 16 inodes in every run), the
+// disk shrunk to just above it, produce refused, then taken again once
+// retention freed space. Each of them lets the bubble settle before it
+// starts and waits, with synctest.Wait, for every goroutine it started
+// before it checks. The summary's second line counts what they did.
 //
 // The model (model.go) and the checks (check.go) are those of
 // docs/durability.md, "The simulator"; the first disagreement stops the
 // run, and the test prints the command that replays it (ReplayLine) with
-// the run's operations. Faults (EIO, ENOSPC, lying syncs), several nodes,
-// moves and the disk floor are not covered yet.
+// the run's operations. Faults (EIO, ENOSPC, lying syncs), several nodes
+// and moves are not covered yet.
 package simulation

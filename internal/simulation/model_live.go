@@ -9,9 +9,9 @@ import (
 	"github.com/narad-io/storage/runtime"
 )
 
-// The model of the operations of ops_cursor.go, ops_longpoll.go and
-// ops_concurrent.go: fan-out cursors, long polls and concurrent
-// producers.
+// The model of the operations of ops_cursor.go, ops_longpoll.go,
+// ops_concurrent.go and ops_floor.go: fan-out cursors, long polls,
+// concurrent producers and the disk floor.
 //
 // Invariants of the model itself: a topic incarnation's cursors are those
 // whose create returned and whose delete did not; a cursor's position in
@@ -157,6 +157,8 @@ type LiveCounts struct {
 	ConsumesWoken  int // of them, woken by a produce or a nack
 	ConcBatches    int // batches of concurrent producers
 	GroupedBatches int // of them, queued behind a held commit
+	FloorRefusals  int // produces refused by the disk floor
+	FloorRetaken   int // refused batches taken again once retention freed space
 }
 
 // Add adds o's counts to c's.
@@ -169,12 +171,15 @@ func (c *LiveCounts) Add(o LiveCounts) {
 	c.ConsumesWoken += o.ConsumesWoken
 	c.ConcBatches += o.ConcBatches
 	c.GroupedBatches += o.GroupedBatches
+	c.FloorRefusals += o.FloorRefusals
+	c.FloorRetaken += o.FloorRetaken
 }
 
 // String is the counts' summary line.
 func (c LiveCounts) String() string {
 	return fmt.Sprintf("cursor operations: %d (checked after %d crashes), long polls: %d (%d woken by a commit), "+
-		"waiting consumes: %d (%d woken), concurrent batches: %d (%d grouped behind a held commit)",
+		"waiting consumes: %d (%d woken), concurrent batches: %d (%d grouped behind a held commit), "+
+		"floor refusals: %d (%d taken again after retention)",
 		c.CursorOps, c.CursorCrashes, c.LongPolls, c.PollsWoken, c.WaitConsumes, c.ConsumesWoken,
-		c.ConcBatches, c.GroupedBatches)
+		c.ConcBatches, c.GroupedBatches, c.FloorRefusals, c.FloorRetaken)
 }

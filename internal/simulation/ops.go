@@ -27,6 +27,7 @@ func (r *runner) step() {
 		{3, r.longPoll},
 		{3, r.waitConsume},
 		{3, r.concurrentProduce},
+		{1, r.diskFloor},
 	}
 	if r.big {
 		weights[0].w = 90 // produce
@@ -367,6 +368,11 @@ func (r *runner) changeRetention() {
 	if r.rng.IntN(2) == 0 {
 		ret.Bytes = int64(512 + r.rng.IntN(12<<10))
 	}
+	r.setRetention(t, ret)
+}
+
+// setRetention sets a topic's bounds and takes them into the model.
+func (r *runner) setRetention(t *topicModel, ret runtime.Retention) {
 	var rec runtime.TopicRecord
 	err := retryBusy(func() (err error) {
 		rec, err = r.n.UpdateRetention(r.ctx, t.name, func(runtime.Retention) (runtime.Retention, error) { return ret, nil })

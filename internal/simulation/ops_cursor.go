@@ -20,8 +20,8 @@ import (
 // settle lets every goroutine of the bubble come to rest (a reaper pass
 // a retention change woke runs beside the operation after it) and takes
 // the bounds it left into the model, checked: each operation of these
-// files (cursors, long polls, concurrent producers) starts from a known
-// state.
+// files (cursors, long polls, concurrent producers, the floor) starts from
+// a known state.
 func (r *runner) settle() {
 	synctest.Wait()
 	r.checkAll(false)

@@ -39,7 +39,7 @@ const (
 // Result is what one run did.
 type Result struct {
 	Ops, Crashes, Faults int
-	Live                 LiveCounts // cursors, long polls, concurrent producers (model_live.go)
+	Live                 LiveCounts // cursors, long polls, concurrent producers, the floor (model_live.go)
 	// Violation is the first disagreement of the node with the model,
 	// empty when there was none; Log is the operations the run made.
 	Violation string
@@ -157,6 +157,7 @@ func (r *runner) start() {
 		IdleEvictAfter: idleEvictAfter, EvictInterval: evictEvery,
 		QuarantineSweepInterval:      time.Hour,
 		ConsumerOffsetCommitInterval: writeOutEvery, MaxOpenLogs: r.maxOpen,
+		MinFreeBytes: floorBytes, MinFreeInodes: floorInodes,
 	})
 	r.must("new node", err)
 	if err := n.Start(r.ctx); err != nil {
