@@ -53,7 +53,7 @@ type Server struct {
 	reg      *prometheus.Registry
 	api      *httpapi.Handler
 	listener net.Listener // nil: the embedding program serves Handler
-	http     *http.Server // nil with listener
+	http     *http.Server // nil without listener
 	addr     string       // a cluster's node: the address it registers
 
 	closing   chan struct{} // closed by EndLongPolls
