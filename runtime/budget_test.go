@@ -3,10 +3,14 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"path"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/vfs/sim"
+	"github.com/narad-io/storage/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -131,6 +135,46 @@ func TestBudget_AtTheOpenFileLimitACallIsBusyAndNoLogPoisoned(t *testing.T) {
 		if base, err := n.Produce(bg, "orders", p, recs("orders", p, 1, 1)); err != nil || base != int64(p^1) {
 			t.Fatalf("produce to %d once descriptors are free: base %d, %v", p, base, err)
 		}
+	}
+}
+
+// TestBudget_AConsumeOrAckAtTheOpenFileLimitIsBusy: the consumer's own
+// files meet the open-file limit too (the progress's recovery opens
+// consumer.ahead, a queue's first lease consumer.lease): an ack, a read
+// of the consumer state and a consume answer ErrBusy there, as a produce
+// and a fetch do, with nothing acked or leased (found by the simulator's
+// EMFILE faults: they answered the bare EMFILE, a 500).
+func TestBudget_AConsumeOrAckAtTheOpenFileLimitIsBusy(t *testing.T) {
+	d := newTestDisk(t, 1)
+	n := startNode(t, d, Config{})
+	makeTopic(t, n, "jobs", 1, 10)
+	if _, err := n.Ack(bg, "jobs", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n = startNode(t, d, Config{}) // consumer progress and lease ids load on first touch
+	dir := partitionPath("jobs", 0)
+	in := d.Inject(sim.Fault{Op: sim.OpOpen, Path: path.Join(dir, wire.ConsumerAheadFileName), Err: syscall.EMFILE})
+	if _, err := n.Ack(bg, "jobs", 0, 2); !errors.Is(err, ErrBusy) {
+		t.Errorf("ack at the open-file limit: %v, want ErrBusy", err)
+	}
+	if _, err := n.ConsumerState(bg, "jobs", 0); !errors.Is(err, ErrBusy) {
+		t.Errorf("consumer state at the open-file limit: %v, want ErrBusy", err)
+	}
+	if got, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: 0, Lease: time.Hour}); len(got) != 0 || !errors.Is(err, ErrBusy) {
+		t.Errorf("consume at the open-file limit of consumer.ahead: %d leased, %v; want none, ErrBusy", len(got), err)
+	}
+	in.Remove()
+	in = d.Inject(sim.Fault{Op: sim.OpOpen, Path: path.Join(dir, wire.ConsumerLeaseFileName+"*"), Err: syscall.EMFILE})
+	if got, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: 0, Lease: time.Hour}); len(got) != 0 || !errors.Is(err, ErrBusy) {
+		t.Errorf("consume at the open-file limit of consumer.lease: %d leased, %v; want none, ErrBusy", len(got), err)
+	}
+	in.Remove()
+	got, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: 0, Lease: time.Hour})
+	if err != nil || len(got) != 9 || got[0].Offset != 0 || got[1].Offset != 2 {
+		t.Fatalf("consume once descriptors are free: %d leased, %v; want 0 and 2 to 9", len(got), err)
 	}
 }
 

@@ -336,7 +336,7 @@ func (n *Node) consumerOf(ctx context.Context, topic string, p int) (*consumer, 
 			return nil
 		})
 		if !stale {
-			return c, hwm, err
+			return c, hwm, busyError(err) // the progress's files met the open-file limit
 		}
 	}
 	return nil, 0, fmt.Errorf("%w: %s/%d kept closing under an ack", partition.ErrLogClosed, topic, p)

@@ -30,7 +30,7 @@ func (n *Node) leaseFrom(ctx context.Context, key supervisor.Key, max, maxBytes 
 			out, err = n.leaseLocked(q, c, max, maxBytes, leaseFor)
 		}
 		if !errors.Is(err, errConsumerGone) {
-			return out, err
+			return out, busyError(err) // the lease ids' file or a segment met the open-file limit
 		}
 		if attempt == 2 {
 			return nil, fmt.Errorf("%w: %s/%d kept closing under a consume", partition.ErrLogClosed, key.Topic, key.Partition)
