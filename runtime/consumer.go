@@ -378,9 +378,16 @@ func (n *Node) recoverConsumer(c *consumer, hwm int64) (err error) {
 		c.file = f
 		// Whatever is read becomes the anchor: make it durable first, so a
 		// window a dead process left in the page cache cannot be lost
-		// under the record that takes it for durable.
+		// under the record that takes it for durable; then drop the
+		// cached pages, so what is read is what the media holds, not a
+		// record whose write-out failed its fdatasync (a close's: the
+		// kernel marked those pages clean unwritten, and this sync has
+		// nothing left to write; docs/design.md R3, as for segments).
 		if err := f.Sync(); err != nil {
 			return fmt.Errorf("consumer progress %s: fsync: %w", aheadPath, err)
+		}
+		if err := f.DropCache(); err != nil {
+			return fmt.Errorf("consumer progress %s: drop cached pages: %w", aheadPath, err)
 		}
 		for slot := range 2 {
 			buf := make([]byte, wire.AheadSlotSize)

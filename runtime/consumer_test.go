@@ -6,8 +6,10 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/vfs"
@@ -297,6 +299,53 @@ func TestConsumer_CloseWritesBothFilesOut(t *testing.T) {
 	if st, _ := r.ConsumerState(bg, "orders", 0); st.Frontier != 3 || fmt.Sprint(st.AckedAhead) != "[5]" {
 		t.Fatalf("recovered after close and power loss: %+v", st)
 	}
+}
+
+// TestConsumer_AReopenAfterAFailedCloseFsyncHoldsOnlyWhatTheMediaHolds:
+// a close whose write-out of consumer.ahead fails its fdatasync leaves its
+// record in pages the kernel marked clean without writing them (the
+// fsyncgate lesson; vfs/sim does the same). The reopen's recovery must
+// not take them for durable (its own fdatasync has nothing left to
+// write): what the reopened progress holds survives a crash however long
+// after. Found by the simulator: the acks came back at the reopen, were
+// served for seconds, and a crash took them back, past the one write-out
+// interval a crash may cost.
+func TestConsumer_AReopenAfterAFailedCloseFsyncHoldsOnlyWhatTheMediaHolds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newTestDisk(t, 1)
+		n := startNode(t, d, Config{})
+		makeTopic(t, n, "jobs", 1, 10)
+		if _, err := n.Ack(bg, "jobs", 0, 0, 1, 2, 3, 4); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second) // write-outs, on the bubble's clock
+		synctest.Wait()
+		if _, err := n.Ack(bg, "jobs", 0, 5, 6, 7, 8, 9); err != nil {
+			t.Fatal(err)
+		}
+		// No tick ran since (the clock stands still): the close's own
+		// write-out is the one whose fdatasync fails.
+		in := d.Inject(sim.Fault{Op: sim.OpSync, Path: filepath.Join(partitionPath("jobs", 0), wire.ConsumerAheadFileName), Err: syscall.EIO})
+		if err := n.reg.CloseLive(key("jobs", 0)); err != nil {
+			t.Fatal(err)
+		}
+		in.Remove()
+		reopened, err := n.ConsumerState(bg, "jobs", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Second) // nothing acked: nothing written
+		synctest.Wait()
+		crashed := startNode(t, d.Crash(sim.CrashPlan{}), Config{})
+		after, err := crashed.ConsumerState(bg, "jobs", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Frontier != reopened.Frontier || len(after.AckedAhead) != len(reopened.AckedAhead) {
+			t.Fatalf("the reopen held frontier %d (%d acked ahead); a crash 5 s later left %d (%d): acks served as durable were lost",
+				reopened.Frontier, len(reopened.AckedAhead), after.Frontier, len(after.AckedAhead))
+		}
+	})
 }
 
 // TestConsumer_SetTooLargeForASlotDegradesSafely: an acked-ahead set that
