@@ -63,7 +63,7 @@ type consumer struct {
 	frontier       int64
 	ahead          map[int64]struct{}
 	dirty          bool      // acked since the last tick
-	unsynced       bool      // written into the window since the last write-out
+	unsynced       bool      // the window holds, whole, a record written since the last write-out
 	file           vfs.File  // consumer.ahead, held open once written
 	anchor         int       // slot holding the durable record
 	seq            uint64    // sequence of the last record written

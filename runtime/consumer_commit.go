@@ -170,6 +170,10 @@ func (cm *committer) tickLocked(c *consumer) error {
 	}
 	window := 1 - c.anchor
 	if _, err := c.file.WriteAt(slot[:], wire.AheadSlotOffset(window)); err != nil {
+		// Part of it may have landed: the window no longer holds the
+		// record an earlier tick wrote, and no write-out may flip it into
+		// the anchor until a tick writes it whole again.
+		c.unsynced = false
 		return err
 	}
 	c.seq++
@@ -185,7 +189,8 @@ func (cm *committer) tickLocked(c *consumer) error {
 // writeOutLocked makes the window durable and flips it into the anchor,
 // then levels consumer.offset when due (or when closing). A failed sync
 // flips nothing: the window is written afresh at the next tick and synced
-// at the next write-out, never trusted on the strength of a retried sync.
+// at the next write-out, never trusted on the strength of a retried sync;
+// nor is a window whose last write failed (tickLocked).
 func (cm *committer) writeOutLocked(c *consumer, closing bool) error {
 	if c.dropped {
 		return nil

@@ -348,6 +348,46 @@ func TestConsumer_AReopenAfterAFailedCloseFsyncHoldsOnlyWhatTheMediaHolds(t *tes
 	})
 }
 
+// TestConsumer_AFailedTickNeverTurnsATornWindowIntoTheAnchor: a tick's
+// write of the window slot that fails part-way (a short write) leaves the
+// window torn; the next write-out must not sync it and flip it into the
+// anchor on the strength of an earlier tick, or the ticks after write
+// over the old anchor, the only whole record, and a close that fails
+// then loses acks written out long before (found by the simulator's
+// short writes of consumer.ahead).
+func TestConsumer_AFailedTickNeverTurnsATornWindowIntoTheAnchor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newTestDisk(t, 1)
+		n := startNode(t, d, Config{})
+		makeTopic(t, n, "jobs", 1, 10)
+		if _, err := n.Ack(bg, "jobs", 0, 2, 3, 4); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1150 * time.Millisecond) // written out at the first tick, 100 ms in
+		if _, err := n.Ack(bg, "jobs", 0, 5); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond) // the tick at 1.2 s writes the window whole
+		in := d.Inject(sim.Fault{Op: sim.OpWrite, Path: filepath.Join(partitionPath("jobs", 0), wire.ConsumerAheadFileName), Short: 100})
+		if _, err := n.Ack(bg, "jobs", 0, 6); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second) // every tick tears a slot; a write-out comes at 2.1 s
+		if err := n.reg.CloseLive(key("jobs", 0)); err != nil {
+			t.Fatal(err)
+		}
+		in.Remove()
+		st, err := n.ConsumerState(bg, "jobs", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.AckedAhead) < 3 || fmt.Sprint(st.AckedAhead[:3]) != "[2 3 4]" {
+			t.Fatalf("after a failed close: frontier %d, acked ahead %v; the acks of 2, 3 and 4, written out a second before the failures, were lost",
+				st.Frontier, st.AckedAhead)
+		}
+	})
+}
+
 // TestConsumer_SetTooLargeForASlotDegradesSafely: an acked-ahead set that
 // does not fit in a 4 KiB slot keeps the frontier exact and the lowest
 // offsets that fit; after a crash nothing unacked is skipped, and the
