@@ -227,11 +227,16 @@ func (cm *committer) writeOutLocked(c *consumer, closing bool) error {
 // frontier. Left in place, a rejected record (a frontier above the high
 // watermark, or a raised consumer.offset) would win at a later recovery,
 // once the high watermark had grown past it, and skip unacked records.
+// The window is synced before the anchor's slot is written, so a crash
+// between the two writes never finds both slots torn.
 func (cm *committer) repairLocked(c *consumer, maxSeq uint64) error {
 	c.seq = max(c.seq, maxSeq)
 	c.dirty = true
 	if err := cm.tickLocked(c); err != nil {
 		return fmt.Errorf("consumer progress repair: %w", err)
+	}
+	if err := c.file.Sync(); err != nil {
+		return fmt.Errorf("consumer progress repair: fdatasync: %w", err)
 	}
 	c.dirty = true
 	c.anchor = 1 - c.anchor // write the other slot too
