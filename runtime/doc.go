@@ -5,6 +5,8 @@
 // Where each part lives:
 //
 //	node.go, startup.go        Config, New, Start, Close; the lazy open; the loops
+//	startup_settle.go          Start's check and recovery of every boundary
+//	startup_boundary.go        a closed partition's boundary, read from its directory
 //	incarnation.go             the incarnation check, quarantine and its sweep
 //	topics.go                  create, delete and purge, describes, Partitions
 //	metastore.go               the Metastore contract: its records, errors and interface
@@ -51,11 +53,29 @@
 //     produces coalesce into one group commit; AppendCommit holds it
 //     exclusive for the design's Append + CommitDurable pair; every close
 //     of a live log holds it exclusive, so it lands between two commits.
-//   - Startup opens every owned partition before Ready: up to min(8,
-//     GOMAXPROCS) topics at once, skipping with a warning what fails, with
-//     progress lines; it first reclaims quarantined directories whose
-//     incarnation the metastore confirms gone, and a supervised loop does so
-//     again every QuarantineSweepInterval.
+//   - Startup settles every owned partition's boundary before Ready and
+//     opens as many partitions as the open-log budget holds. Each
+//     partition's listing, hwm file and newest segment's size are read,
+//     never its segments' bytes (startup_boundary.go); one whose boundary
+//     is not exact (a crash) is opened and closed again, which recovers it
+//     and writes the boundary, on up to 32 partitions at once (never more
+//     than the budget) across topics and across one topic's partitions.
+//     Then up to the budget are opened and left open, the recovered ones
+//     first, then the rest in order: a node within its budget starts with
+//     every partition open, as before, and one past it in the time of the
+//     budget's opens and the checks, opening none past the budget after a
+//     clean stop (the warm set is worth the budget's opens: a first call
+//     on it pays none; and the recovered partitions were the ones in use
+//     when the node went down). With the cold walk off every partition is
+//     opened, each past the budget closing the least recently used, since
+//     nothing else would sweep one left closed. A partition left closed
+//     opens on first use as after idle eviction; its high watermark gauge
+//     is its boundary on disk and its cursors' series exist from startup.
+//     What fails is skipped with a warning; progress lines count what was
+//     checked, recovered, opened and skipped. Startup first reclaims
+//     quarantined directories whose incarnation the metastore confirms
+//     gone, and a supervised loop does so again every
+//     QuarantineSweepInterval.
 //   - Idle eviction (a supervised loop) closes logs unused for
 //     IdleEvictAfter; with the cold walk off, only once retention has
 //     nothing left to delete in them.
@@ -63,8 +83,9 @@
 //     open-file limit) bounds the logs open at once: an open past it closes
 //     the least recently used log nobody is using (supervisor.Registry),
 //     and a call finding none, or meeting the open-file limit, fails with
-//     ErrBusy, retryable, nothing written. Startup past the budget still
-//     recovers every partition and keeps the last ones opened.
+//     ErrBusy, retryable, nothing written. Startup past the budget
+//     recovers every partition that needs it and opens the budget's worth
+//     (above).
 //   - Retention (retention.go): the reaper (reaper/) sweeps every open log
 //     each ReaperInterval; the cold walk (coldwalk/), every
 //     ColdWalkInterval, sweeps a closed partition holding an expired
@@ -186,6 +207,46 @@
 // state before it saved again at a fresh version; if that fails too the
 // embedded metastore refuses changes, and the node produces that start
 // from then on, until it is reopened (ErrMetastoreBroken).
+//
+// Startup check and recovery (startup_settle.go), under each topic's
+// guard, a chunk of its partitions at a time: the incarnation check runs
+// first, so the directory is the record's; then each partition's listing,
+// hwm file and newest segment's size are read. Its boundary is exact when
+// the file holds a value at least the newest segment's base, equal to it
+// exactly when that segment is empty, or when the file holds none and no
+// segment holds a byte. Such a partition needs nothing (it stays closed
+// unless the budget's opens take it); any other is opened outside the
+// registry, as a cold sweep opens one, and closed again. Why one left
+// closed is safe: a partition's segments and hwm file change only under
+// its open log or its topic's guard, and the open trusts the hwm file only
+// when it equals the tail its CRC walk finds (docs/design.md, "High
+// watermark and hidden tail"), so whenever the first open comes it
+// recovers exactly what it would have at startup, and nothing writes the
+// partition before it (the cold walk opens through the same path, and a
+// move's new owner opens what it copied under the same rule). The file
+// holds a value only from a close, which writes and fdatasyncs it after
+// cutting the segment back to the boundary, and keeps it until the first
+// commit of the next open empties it (synced) before the boundary moves:
+// so a crash while a log is open leaves it empty or, before any commit,
+// the exact boundary of every record ever exposed (what lies above it is a
+// hidden tail the first open exposes after an fsync, as at any open). A
+// crash inside a close's write leaves it empty (recovered), right (exact),
+// or 8 bytes whose size reached the media without their data: zeros, which
+// never pass over a partition with records (0 is below the newest base, or
+// equal to it with bytes in that segment), so no reader that skips an open
+// on a boundary of 0 (the queue consume's nothingFree) meets them; or,
+// with a torn sector, garbage, which passes only as a value above the
+// newest base with bytes in that segment: then the readers that do not
+// open the log (describe, the high watermark gauge, a cursor's lag, a
+// move's listing) show that value until the partition's first open, and no
+// record is lost or exposed by it. A recovery is an open and a close,
+// whose crash arguments are the log's (partition/doc.go: the open is
+// idempotent, and a crash inside the close leaves one of the states
+// above), so a crash during startup leaves what the next startup checks
+// again; the check writes nothing. The gauge's mark for a partition
+// (partitionMarks.seed) is set under the same hold of the guard as the
+// read it comes from, so no open, close, install or purge lands between
+// them.
 //
 // Quarantine rename (checkIncarnation, under the topic's guard): the
 // topic's open logs are closed, an earlier leftover of the same

@@ -157,7 +157,8 @@ func recordBytes(records []partition.Record) int {
 // Invariants: mu guards both maps and is a leaf (nothing else is taken
 // while it is held); a key is in opened from its open under the topic's
 // guard until its close, then in closed until the next open, an install
-// or the topic's purge forgets it.
+// or the topic's purge forgets it; a key Start left closed is in closed
+// from then, with the boundary its directory holds (seed).
 type partitionMarks struct {
 	mu     sync.Mutex
 	opened map[supervisor.Key]openMark
@@ -192,6 +193,22 @@ func (m *partitionMarks) close(key supervisor.Key, l *partition.Log) {
 	if o, ok := m.opened[key]; ok && o.log == l {
 		m.closed[key] = closedMark{incarnation: o.incarnation, hwm: l.HighWatermark()}
 		delete(m.opened, key)
+	}
+}
+
+// seed keeps hwm as key's boundary under incarnation id when nothing is
+// known of key yet: a partition Start left closed, its exact boundary
+// read from disk (or written by its recovery). The caller holds the
+// topic's guard, so no open, close or forget of key runs meanwhile, and
+// what is known already is as new as what the caller read.
+func (m *partitionMarks) seed(key supervisor.Key, id wire.IncarnationID, hwm int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.opened[key]; ok {
+		return
+	}
+	if _, ok := m.closed[key]; !ok {
+		m.closed[key] = closedMark{incarnation: id, hwm: hwm}
 	}
 }
 

@@ -356,7 +356,8 @@ func (n *Node) onClose(key supervisor.Key, l *partition.Log) {
 	n.marks.close(key, l)
 }
 
-// Ready reports whether startup has opened every owned partition.
+// Ready reports whether Start has finished: every owned partition's
+// boundary on disk, and as many open as the budget holds.
 func (n *Node) Ready() bool { return n.ready.Load() }
 
 // LockOrderViolations lists lock-order violations, with the checker on.

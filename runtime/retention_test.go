@@ -304,8 +304,8 @@ func TestRetention_ClosedLogSweptByTheColdWalk(t *testing.T) {
 	})
 }
 
-// "Retention": a log not reopened since a restart (here its startup open
-// failed once) keeps its expired segments only until the first walk; the
+// "Retention": a log not reopened since a restart (here its startup
+// check and the open that followed failed once each) keeps its expired segments only until the first walk; the
 // log that did open is the reaper's, at its first pass.
 func TestRetention_LogNotReopenedSinceRestartSweptByTheColdWalk(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -328,7 +328,10 @@ func TestRetention_LogNotReopenedSinceRestartSweptByTheColdWalk(t *testing.T) {
 			t.Fatalf("only %d segments laid out", got)
 		}
 		advanceBy(3 * time.Hour) // the node is down; everything expires
-		d.Inject(sim.Fault{Op: sim.OpReadDir, Path: partitionPath("cold", 0), Nth: 1, Err: syscall.EIO})
+		// Two faults, each failing one listing: startup's check, then its open.
+		for range 2 {
+			d.Inject(sim.Fault{Op: sim.OpReadDir, Path: partitionPath("cold", 0), Nth: 1, Err: syscall.EIO})
+		}
 		n := startRetentionNode(t, d, Config{ColdWalkInterval: 5 * time.Minute})
 		if _, ok := n.reg.Lookup(key("cold", 0)); ok {
 			t.Fatal("the injected fault did not keep the startup open out")

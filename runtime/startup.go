@@ -16,12 +16,22 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// Start opens every partition this node owns before it reports ready
-// (docs/design.md, "High watermark and hidden tail"), logging progress; a
-// partition whose assignment lookup or open fails is warned of and
-// skipped. Before, it reclaims quarantined directories whose incarnation
+// Start settles every partition this node owns before it reports ready,
+// and opens as many as the open-log budget holds (runtime/doc.go, its
+// Startup bullet, and "Startup check and recovery" for the crash
+// argument): each one's boundary file is read without opening its log;
+// one whose boundary is not exact (a crash left it empty, or a torn
+// write) is opened and closed again, in parallel across topics and
+// partitions, so its boundary is on disk (docs/design.md, "High
+// watermark and hidden tail"); then the budget's worth are opened and
+// left open, the recovered ones first (every one with no budget, or with
+// the cold walk off, as nothing else would sweep a partition left
+// closed). The rest stay closed, their boundaries exact on disk, and open
+// on first use as after idle eviction. A partition whose assignment
+// lookup, recovery or open fails is warned of and skipped. Progress is
+// logged. Before, it reclaims quarantined directories whose incarnation
 // the metastore confirms gone; after, it follows the metastore's change
-// feed. How it opens past the open-log budget is runtime/doc.go's.
+// feed.
 func (n *Node) Start(ctx context.Context) error {
 	unsubscribe := n.ms.Subscribe(func(topic string) {
 		n.lifecycle.Lock() // so no recheck starts once Close waits for them
@@ -52,8 +62,8 @@ func (n *Node) Start(ctx context.Context) error {
 	owned := make(map[string][]int, len(topics))
 	for _, t := range topics {
 		for p := range t.Partitions {
-			// A cluster's node opens only what it owns; a lookup that fails
-			// is the open's to report.
+			// A cluster's node settles only what it owns; a lookup that
+			// fails is the pass's to report.
 			if mine, err := n.ms.Assigned(ctx, t.Name, p); err != nil || mine {
 				owned[t.Name] = append(owned[t.Name], p)
 			}
@@ -61,53 +71,15 @@ func (n *Node) Start(ctx context.Context) error {
 		total += len(owned[t.Name])
 		n.topicMetrics.add(t.Name)
 	}
-	started := time.Now()
-	var opened, skipped atomic.Int64
-	progress := func() {
-		n.logger.Info("startup: opening partitions",
-			zap.Int64("opened", opened.Load()), zap.Int64("skipped", skipped.Load()),
-			zap.Int("total", total), zap.Int("open_now", n.reg.Len()),
-			zap.Int("open_limit", n.reg.MaxOpen()), zap.Duration("elapsed", time.Since(started)))
-	}
-	var g errgroup.Group
-	workers := min(8, goruntime.GOMAXPROCS(0))
-	if limit := n.reg.MaxOpen(); limit > 0 {
-		// Each worker holds a log open (and its topic's guard, which
-		// keeps the topic's logs from other workers' evictions) while it
-		// opens: leave room for every worker to find an idle log.
-		workers = max(1, min(workers, limit/4))
-	}
-	g.SetLimit(workers)
-	lastLog := atomic.Int64{}
-	for _, t := range topics {
-		g.Go(func() error {
-			for _, p := range owned[t.Name] {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				if err := n.openAtStartup(ctx, t.Name, p); err != nil {
-					if errors.Is(err, ErrNodeClosed) {
-						return err // Close ran meanwhile: nothing more to open
-					}
-					skipped.Add(1)
-					n.logger.Warn("startup: skipping a partition that failed to open",
-						zap.String("topic", t.Name), zap.Int("partition", p), zap.Error(err))
-					continue
-				}
-				opened.Add(1)
-				n.cursors.discover(filepath.Join(n.topicsDir, t.Name), p)
-				if now := time.Now().UnixNano(); now-lastLog.Load() > int64(5*time.Second) {
-					lastLog.Store(now)
-					progress()
-				}
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
+	prog := &startupProgress{n: n, total: total, started: time.Now()}
+	settled, err := n.settleAtStartup(ctx, topics, owned, prog)
+	if err != nil {
 		return err
 	}
-	progress()
+	if err := n.openAtStartup(ctx, topics, n.startupOpens(topics, owned, settled), prog); err != nil {
+		return err
+	}
+	prog.log()
 	n.lifecycle.Lock()
 	defer n.lifecycle.Unlock()
 	if n.closed.Load() {
@@ -119,6 +91,117 @@ func (n *Node) Start(ctx context.Context) error {
 	return nil
 }
 
+// startupProgress counts what Start did and logs it every 5 seconds and
+// at the end: partitions checked (their boundary exact on disk, found or
+// written), recovered (opened to write it), opened (left open) and
+// skipped (failed, warned of).
+type startupProgress struct {
+	n                                   *Node
+	total                               int
+	started                             time.Time
+	lastLog                             atomic.Int64
+	checked, recovered, opened, skipped atomic.Int64
+}
+
+func (p *startupProgress) settled(recovered bool) {
+	if recovered {
+		p.recovered.Add(1)
+	}
+	p.checked.Add(1)
+	p.tick()
+}
+
+func (p *startupProgress) skip(key supervisor.Key, err error) {
+	p.skipped.Add(1)
+	p.n.logger.Warn("startup: skipping a partition that failed to open",
+		zap.String("topic", key.Topic), zap.Int("partition", key.Partition), zap.Error(err))
+}
+
+func (p *startupProgress) tick() {
+	if now, last := time.Now().UnixNano(), p.lastLog.Load(); now-last > int64(5*time.Second) && p.lastLog.CompareAndSwap(last, now) {
+		p.log()
+	}
+}
+
+func (p *startupProgress) log() {
+	p.n.logger.Info("startup: opening partitions",
+		zap.Int64("checked", p.checked.Load()), zap.Int64("recovered", p.recovered.Load()),
+		zap.Int64("opened", p.opened.Load()), zap.Int64("skipped", p.skipped.Load()),
+		zap.Int("total", p.total), zap.Int("open_now", p.n.reg.Len()),
+		zap.Int("open_limit", p.n.reg.MaxOpen()), zap.Duration("elapsed", time.Since(p.started)))
+}
+
+// startupOpens lists, by topic, the partitions Start opens and leaves
+// open once every boundary is settled: with an open-log budget and the
+// cold walk on, as many as the budget holds, the ones the pass recovered
+// first (the partitions in use when the node went down), then the others
+// in order; otherwise every one (past a budget each open closes the
+// least recently used log, and one retention still has work in stays
+// open for the reaper, as before). Skipped partitions are left out.
+func (n *Node) startupOpens(topics []TopicRecord, owned map[string][]int, settled *startupSettled) map[string][]int {
+	room := -1 // every one
+	if limit := n.reg.MaxOpen(); limit > 0 && n.cfg.ColdWalkInterval > 0 {
+		room = limit
+	}
+	picked := map[supervisor.Key]bool{}
+	out := map[string][]int{}
+	add := func(key supervisor.Key) {
+		if len(picked) == room || picked[key] || settled.skipped[key] {
+			return
+		}
+		picked[key] = true
+		out[key.Topic] = append(out[key.Topic], key.Partition)
+	}
+	for _, key := range settled.recovered {
+		add(key)
+	}
+	for _, t := range topics {
+		for _, p := range owned[t.Name] {
+			add(supervisor.Key{Topic: t.Name, Partition: p})
+		}
+	}
+	return out
+}
+
+// openAtStartup opens the partitions of opens through the registry and
+// leaves them open: a topic's one after another (its opens take its
+// guard), up to min(8, GOMAXPROCS) topics at once.
+func (n *Node) openAtStartup(ctx context.Context, topics []TopicRecord, opens map[string][]int, prog *startupProgress) error {
+	var g errgroup.Group
+	workers := min(8, goruntime.GOMAXPROCS(0))
+	if limit := n.reg.MaxOpen(); limit > 0 {
+		// Each worker holds a log open (and its topic's guard, which
+		// keeps the topic's logs from other workers' evictions) while it
+		// opens: leave room for every worker to find an idle log.
+		workers = max(1, min(workers, limit/4))
+	}
+	g.SetLimit(workers)
+	for _, t := range topics {
+		parts := opens[t.Name]
+		if len(parts) == 0 {
+			continue
+		}
+		g.Go(func() error {
+			for _, p := range parts {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				if err := n.openOneAtStartup(ctx, t.Name, p); err != nil {
+					if errors.Is(err, ErrNodeClosed) {
+						return err // Close ran meanwhile: nothing more to open
+					}
+					prog.skip(supervisor.Key{Topic: t.Name, Partition: p}, err)
+					continue
+				}
+				prog.opened.Add(1)
+				prog.tick()
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
 // startupBusyRetries bounds how often startup retries an open that found
 // every log of the budget in use (other topics' opens hold their guards
 // for a moment), startupBusyPause apart, before it skips the partition.
@@ -127,11 +210,11 @@ const (
 	startupBusyPause   = 10 * time.Millisecond
 )
 
-// openAtStartup opens one partition, retrying while the open-log budget
-// has no idle log to close. Past the budget, each open closes the least
-// recently used log: startup recovers every partition, and leaves the
-// most recently opened ones open.
-func (n *Node) openAtStartup(ctx context.Context, topic string, p int) error {
+// openOneAtStartup opens one partition, retrying while the open-log
+// budget has no idle log to close. Past the budget (the cold walk off),
+// each open closes the least recently used log, and the most recently
+// opened ones stay open.
+func (n *Node) openOneAtStartup(ctx context.Context, topic string, p int) error {
 	for try := 0; ; try++ {
 		_, err := n.Log(ctx, topic, p)
 		if !errors.Is(err, ErrBusy) || try == startupBusyRetries {
