@@ -236,14 +236,17 @@
 // equal to it with bytes in that segment), so no reader that skips an open
 // on a boundary of 0 (the queue consume's nothingFree) meets them; or,
 // with a torn sector, garbage, which passes only as a value above the
-// newest base with bytes in that segment: then the readers that do not
+// newest base with bytes in that segment, by no more records than those
+// bytes can hold (maxRecordsIn: random bytes almost never do): then the readers that do not
 // open the log (describe, the high watermark gauge, a cursor's lag, a
 // move's listing) show that value until the partition's first open, and no
 // record is lost or exposed by it. A recovery is an open and a close,
 // whose crash arguments are the log's (partition/doc.go: the open is
 // idempotent, and a crash inside the close leaves one of the states
 // above), so a crash during startup leaves what the next startup checks
-// again; the check writes nothing. The gauge's mark for a partition
+// again; the check writes nothing. A recovery whose close fails leaves
+// the file as it was (zeros, say), so that partition is opened after the
+// pass and left open, whatever the budget, never left closed behind it. The gauge's mark for a partition
 // (partitionMarks.seed) is set under the same hold of the guard as the
 // read it comes from, so no open, close, install or purge lands between
 // them.

@@ -137,7 +137,8 @@ func (p *startupProgress) log() {
 // first (the partitions in use when the node went down), then the others
 // in order; otherwise every one (past a budget each open closes the
 // least recently used log, and one retention still has work in stays
-// open for the reaper, as before). Skipped partitions are left out.
+// open for the reaper, as before). Skipped partitions are left out; one
+// whose recovery could not write its boundary is always in, first.
 func (n *Node) startupOpens(topics []TopicRecord, owned map[string][]int, settled *startupSettled) map[string][]int {
 	room := -1 // every one
 	if limit := n.reg.MaxOpen(); limit > 0 && n.cfg.ColdWalkInterval > 0 {
@@ -151,6 +152,13 @@ func (n *Node) startupOpens(topics []TopicRecord, owned map[string][]int, settle
 		}
 		picked[key] = true
 		out[key.Topic] = append(out[key.Topic], key.Partition)
+	}
+	for _, key := range settled.unwritten { // whatever the room: no boundary on disk
+		picked[key] = true
+		out[key.Topic] = append(out[key.Topic], key.Partition)
+	}
+	if room >= 0 {
+		room = max(room, len(picked))
 	}
 	for _, key := range settled.recovered {
 		add(key)

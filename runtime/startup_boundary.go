@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 
@@ -38,8 +39,10 @@ type diskBoundary struct {
 // it can be told when it cannot: a value is exact only if it is at least
 // the newest segment's base, and equal to it exactly when that segment
 // is empty (a clean close leaves the active segment holding exactly the
-// records below the boundary). So the zeros a torn write leaves over a
-// partition with records never pass. With no value, the boundary is on
+// records below the boundary), and no more above it than that segment's
+// bytes can hold (maxRecordsIn). So the zeros a torn write leaves over a
+// partition with records never pass, and its garbage only below that
+// bound. With no value, the boundary is on
 // disk only when no segment holds a byte: the newest segment's base (or
 // 0 with no segment, or no directory), as peekLocked answers. Anything
 // else is not exact: the open recovers it. Only an I/O error is an error.
@@ -76,7 +79,8 @@ func readBoundary(files vfs.FS, dir string) (diskBoundary, error) {
 		return diskBoundary{}, err
 	}
 	if present {
-		b.hwm, b.exact = value, value >= newest && (newestSize == 0) == (value == newest)
+		b.hwm, b.exact = value, value >= newest && (newestSize == 0) == (value == newest) &&
+			value-newest <= maxRecordsIn(newestSize)
 		return b, nil
 	}
 	for _, base := range bases {
@@ -92,6 +96,23 @@ func readBoundary(files vfs.FS, dir string) (diskBoundary, error) {
 	}
 	b.hwm, b.exact = newest, true
 	return b, nil
+}
+
+// maxRecordsIn bounds the records size bytes of frames can hold: a frame
+// takes at least a header and a byte, and holds at most a record for
+// every RecordLenSize bytes of its payload, itself at most MaxFrameBytes
+// before its codec. A value above the newest segment's base by more
+// cannot be its tail: random bytes a torn sector left in the hwm file
+// (found by review). The bound is loose (a codec can pack many small
+// records into few bytes), so it never takes an exact value for one that
+// is not; such garbage below it still passes.
+func maxRecordsIn(size int64) int64 {
+	const perFrame = wire.MaxFrameBytes / wire.RecordLenSize
+	frames := size / (wire.FrameHeaderSize + 1)
+	if frames > math.MaxInt64/perFrame {
+		return math.MaxInt64
+	}
+	return frames * perFrame
 }
 
 // readHWMValue reads dir's hwm file as the open does (readHWMFile): a

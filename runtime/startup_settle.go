@@ -13,6 +13,7 @@ import (
 	"github.com/narad-io/storage/supervisor"
 	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
+	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -41,11 +42,18 @@ const startupParallelism = 32
 
 // startupSettled is what the pass leaves for the opens after it.
 //
-// Invariant: mu guards both fields; a key is in at most one of them.
+// Invariant: mu guards every field; a key is in at most one of them.
 type startupSettled struct {
 	mu        sync.Mutex
 	recovered []supervisor.Key        // opened and closed again to write their boundary
+	unwritten []supervisor.Key        // opened, but their close could not write the boundary
 	skipped   map[supervisor.Key]bool // failed, warned of: left to their first use
+}
+
+func (s *startupSettled) keepOpen(key supervisor.Key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unwritten = append(s.unwritten, key)
 }
 
 func (s *startupSettled) recover(key supervisor.Key) {
@@ -193,6 +201,19 @@ func (n *Node) settlePartition(ctx context.Context, rec TopicRecord, key supervi
 		return
 	}
 	hwm, err := n.recoverAtStartup(ctx, key, rec)
+	if errors.Is(err, errRecoveryClose) {
+		// The open recovered it, but its boundary is not on disk: what
+		// the file holds (zeros of a torn close, say) must not be read
+		// as it while the partition is closed. Start opens it and leaves
+		// it open, as it did every partition before the check (found by
+		// review).
+		n.logger.Warn("startup: a recovered partition's boundary could not be written; opening it",
+			zap.String("topic", key.Topic), zap.Int("partition", key.Partition), zap.Error(err))
+		n.cursors.discover(topicDir, key.Partition)
+		out.keepOpen(key)
+		prog.settled(true)
+		return
+	}
 	if err != nil {
 		out.skip(key)
 		prog.skip(key, err)
@@ -203,6 +224,10 @@ func (n *Node) settlePartition(ctx context.Context, rec TopicRecord, key supervi
 	out.recover(key)
 	prog.settled(true)
 }
+
+// errRecoveryClose: a recovery's open succeeded and its close failed, so
+// the partition's boundary may not be on disk.
+var errRecoveryClose = errors.New("close after recovery")
 
 // recoverAtStartup opens a partition whose boundary is not exact and
 // closes it again, outside the registry (as a cold sweep does), under
@@ -217,7 +242,7 @@ func (n *Node) recoverAtStartup(ctx context.Context, key supervisor.Key, rec Top
 		if err == nil {
 			hwm := l.HighWatermark()
 			if err := l.Close(); err != nil {
-				return 0, fmt.Errorf("close after recovery: %w", err)
+				return 0, fmt.Errorf("%w: %w", errRecoveryClose, err)
 			}
 			return hwm, nil
 		}

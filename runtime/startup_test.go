@@ -5,6 +5,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -286,6 +287,11 @@ func TestReadBoundary_TellsExactFromNot(t *testing.T) {
 		{name: "never written", files: map[string][]byte{segment(0): make([]byte, 100)}},
 		{name: "empty, no record bytes", files: map[string][]byte{segment(0): nil, segment(9): nil, "hwm": {}}, exact: true, boundary: 9},
 		{name: "zeros of a torn close", files: map[string][]byte{segment(0): make([]byte, 100), "hwm": make([]byte, 8)}},
+		// A torn sector's random bytes, positive and above the base: more
+		// records than 100 bytes of frames can hold (found by review).
+		{name: "garbage of a torn close", files: map[string][]byte{segment(0): make([]byte, 100), "hwm": {0x3a, 0x91, 0x07, 0xc4, 0x5e, 0x22, 0xd8, 0x6b}}},
+		{name: "past what the newest segment's bytes can hold", files: map[string][]byte{segment(7): make([]byte, 100), "hwm": offsetFile(7 + 4*wire.MaxFrameBytes/wire.RecordLenSize)}},
+		{name: "as many as the newest segment's bytes can hold", files: map[string][]byte{segment(7): make([]byte, 100), "hwm": offsetFile(7 + 3*wire.MaxFrameBytes/wire.RecordLenSize)}, exact: true, boundary: 7 + 3*wire.MaxFrameBytes/wire.RecordLenSize},
 		{name: "below the newest segment", files: map[string][]byte{segment(0): make([]byte, 100), segment(7): make([]byte, 100), "hwm": offsetFile(3)}},
 		{name: "the newest segment's base, bytes in it", files: map[string][]byte{segment(7): make([]byte, 100), "hwm": offsetFile(7)}},
 		{name: "past an empty newest segment", files: map[string][]byte{segment(7): nil, "hwm": offsetFile(9)}},
@@ -312,5 +318,44 @@ func TestReadBoundary_TellsExactFromNot(t *testing.T) {
 				t.Fatalf("readBoundary = %d, exact %v, %v; want exact %v (%d)", b.hwm, b.exact, err, c.exact, c.boundary)
 			}
 		})
+	}
+}
+
+// TestStartup_KeepsOpenAPartitionWhoseRecoveryCouldNotWriteItsBoundary:
+// a torn close left zeros over partition 0's records, and the recovery's
+// close then fails to write the boundary: the zeros stay on disk. The
+// partition must not be left closed behind them (a describe, its gauge or
+// a queue consume's nothingFree would take 0 for its boundary, with
+// three records in it): Start opens it and leaves it open, as the Start
+// before the check did, whatever the budget (found by review).
+func TestStartup_KeepsOpenAPartitionWhoseRecoveryCouldNotWriteItsBoundary(t *testing.T) {
+	const partitions, budget = 6, 2
+	d := newTestDisk(t, 1)
+	first := startNode(t, d, Config{MaxOpenLogs: -1})
+	if _, _, err := first.CreateTopic(bg, "wide", partitions, Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	for p := range partitions {
+		if _, err := first.Produce(bg, "wide", p, recs("wide", p, 0, 3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	hwmPath := path.Join(partitionPath("wide", 5), wire.HWMFileName)
+	if err := vfs.WriteFileAtomic(d, hwmPath, make([]byte, wire.OffsetFileSize)); err != nil {
+		t.Fatal(err)
+	}
+	d.Inject(sim.Fault{Op: sim.OpWrite, Path: hwmPath, Nth: 1, Err: syscall.EIO})
+	n := startNode(t, d, Config{MaxOpenLogs: budget, ColdWalkInterval: time.Hour})
+	if hwm, known, err := n.PeekHighWatermark("wide", 5); err != nil || !known || hwm != 3 {
+		t.Fatalf("partition 5 after Start: high watermark %d, known %v, %v; want 3", hwm, known, err)
+	}
+	if _, ok := n.reg.Lookup(key("wide", 5)); !ok {
+		t.Fatal("partition 5, its boundary not on disk, was left closed")
+	}
+	if got := readValues(t, n, "wide", 5); len(got) != 3 {
+		t.Fatalf("partition 5 serves %q", got)
 	}
 }
