@@ -10,7 +10,9 @@ import (
 	"hash/crc32"
 	"io"
 	"io/fs"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -73,6 +75,7 @@ type LocalMetastore struct {
 	version uint64
 	subs    map[int]func(string)
 	nextSub int
+	deliver func(notify func()) // the change feed's delivery; nil: at once
 }
 
 type metastoreState struct {
@@ -353,9 +356,9 @@ func (m *LocalMetastore) CreateTopic(_ context.Context, name string, partitions 
 		m.mu.Unlock()
 		return TopicRecord{}, false, fmt.Errorf("metastore: create %s: %w", name, err)
 	}
-	subs := m.subscribersLocked()
+	feed := m.feedLocked(name)
 	m.mu.Unlock()
-	notify(subs, name)
+	feed()
 	return t, true, nil
 }
 
@@ -388,9 +391,9 @@ func (m *LocalMetastore) UpdateRetention(_ context.Context, name string, change 
 		m.mu.Unlock()
 		return TopicRecord{}, fmt.Errorf("metastore: retention of %s: %w", name, err)
 	}
-	subs := m.subscribersLocked()
+	feed := m.feedLocked(name)
 	m.mu.Unlock()
-	notify(subs, name)
+	feed()
 	return t, nil
 }
 
@@ -410,9 +413,9 @@ func (m *LocalMetastore) DeleteTopic(_ context.Context, name string) error {
 		m.mu.Unlock()
 		return fmt.Errorf("metastore: delete %s: %w", name, err)
 	}
-	subs := m.subscribersLocked()
+	feed := m.feedLocked(name)
 	m.mu.Unlock()
-	notify(subs, name)
+	feed()
 	return nil
 }
 
@@ -453,16 +456,34 @@ func (m *LocalMetastore) Subscribe(f func(topic string)) func() {
 	}
 }
 
-func (m *LocalMetastore) subscribersLocked() []func(string) {
-	out := make([]func(string), 0, len(m.subs))
-	for _, f := range m.subs {
-		out = append(out, f)
-	}
-	return out
+// SetFeedDelivery hands each change's notification of the subscribers to
+// deliver rather than running it at once, for a simulator that runs the
+// node's reaction to a change at a point of its choosing (after the call
+// that made the change returns), so that a run replays exactly. deliver
+// may call notify at once, later or never; nil runs it at once. The feed
+// promises nothing about when a subscriber hears of a change (a cluster's
+// metastore tells it over the network), so a late delivery is one the
+// node must bear anyway.
+func (m *LocalMetastore) SetFeedDelivery(deliver func(notify func())) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.deliver = deliver
 }
 
-func notify(subs []func(string), topic string) {
-	for _, f := range subs {
-		f(topic)
+// feedLocked returns what tells the subscribers of now that topic changed,
+// through the delivery set; the caller runs it once it holds no lock.
+func (m *LocalMetastore) feedLocked(topic string) func() {
+	subs := make([]func(string), 0, len(m.subs))
+	for _, id := range slices.Sorted(maps.Keys(m.subs)) {
+		subs = append(subs, m.subs[id])
 	}
+	notify := func() {
+		for _, f := range subs {
+			f(topic)
+		}
+	}
+	if deliver := m.deliver; deliver != nil {
+		return func() { deliver(notify) }
+	}
+	return notify
 }
