@@ -85,7 +85,14 @@ func (r *Registry) leastRecentlyUsedLocked(key Key, busy map[Key]bool) []Key {
 			cands = append(cands, candidate{k, e.lastUsed.Load()})
 		}
 	}
-	sort.Slice(cands, func(i, j int) bool { return cands[i].lastUsed < cands[j].lastUsed })
+	// Ties (logs last used at one instant) go by key, so a replayed run
+	// evicts the same logs.
+	sort.Slice(cands, func(i, j int) bool {
+		if cands[i].lastUsed != cands[j].lastUsed {
+			return cands[i].lastUsed < cands[j].lastUsed
+		}
+		return cands[i].key.less(cands[j].key)
+	})
 	out := make([]Key, len(cands))
 	for i, c := range cands {
 		out[i] = c.key

@@ -422,16 +422,21 @@ func (r *Registry) Keys() []Key {
 	for k := range r.logs {
 		out = append(out, k)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Topic != out[j].Topic {
-			return out[i].Topic < out[j].Topic
-		}
-		return out[i].Partition < out[j].Partition
-	})
+	sort.Slice(out, func(i, j int) bool { return out[i].less(out[j]) })
 	return out
 }
 
-// IdleSince lists the open partitions not returned by Open since cutoff.
+// less orders keys by topic, then partition.
+func (k Key) less(o Key) bool {
+	if k.Topic != o.Topic {
+		return k.Topic < o.Topic
+	}
+	return k.Partition < o.Partition
+}
+
+// IdleSince lists the open partitions not returned by Open since cutoff,
+// in key order (so idle eviction closes them in the same order every
+// time).
 func (r *Registry) IdleSince(cutoff time.Time) []Key {
 	r.lockMap()
 	defer r.unlockMap()
@@ -441,6 +446,7 @@ func (r *Registry) IdleSince(cutoff time.Time) []Key {
 			out = append(out, k)
 		}
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].less(out[j]) })
 	return out
 }
 
