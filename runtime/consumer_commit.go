@@ -1,10 +1,14 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -112,7 +116,7 @@ func (cm *committer) tickAll(item func(string, func())) {
 	dirty := cm.dirtySet
 	cm.dirtySet = map[*consumer]struct{}{}
 	cm.mu.Unlock()
-	for c := range dirty {
+	for _, c := range inOrder(dirty) {
 		item(itemName(c), func() {
 			c.mu.Lock()
 			defer c.mu.Unlock()
@@ -132,7 +136,7 @@ func (cm *committer) writeOutAll(item func(string, func())) {
 	unsynced := cm.unsyncedSet
 	cm.unsyncedSet = map[*consumer]struct{}{}
 	cm.mu.Unlock()
-	for c := range unsynced {
+	for _, c := range inOrder(unsynced) {
 		item(itemName(c), func() {
 			c.mu.Lock()
 			defer c.mu.Unlock()
@@ -141,6 +145,17 @@ func (cm *committer) writeOutAll(item func(string, func())) {
 			}
 		})
 	}
+}
+
+// inOrder lists a set of consumers by topic and partition: a pass makes
+// its file calls in the same order every time, so a simulated run
+// replays them exactly.
+func inOrder(set map[*consumer]struct{}) []*consumer {
+	out := slices.Collect(maps.Keys(set))
+	slices.SortFunc(out, func(a, b *consumer) int {
+		return cmp.Or(strings.Compare(a.key.Topic, b.key.Topic), cmp.Compare(a.key.Partition, b.key.Partition))
+	})
+	return out
 }
 
 func itemName(c *consumer) string { return fmt.Sprintf("%s/%d", c.key.Topic, c.key.Partition) }

@@ -1,0 +1,107 @@
+package runtime
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/narad-io/storage/vfs/sim"
+)
+
+// The node's background and parallel work makes its file calls in the
+// same order every time, so a simulated run replays them exactly
+// (internal/simulation).
+
+// callLog records the partition of every call a disk sees on a file
+// named file (hwm, consumer.ahead), as "<topic>/<partition dir> <op>".
+type callLog struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (l *callLog) hook(file string, hold func(sim.Call)) func(sim.Call) error {
+	return func(c sim.Call) error {
+		if path.Base(c.Path) != file {
+			return nil
+		}
+		l.mu.Lock()
+		l.calls = append(l.calls, fmt.Sprintf("%s %s", path.Base(path.Dir(path.Dir(c.Path)))+"/"+path.Base(path.Dir(c.Path)), c.Op))
+		l.mu.Unlock()
+		if hold != nil {
+			hold(c)
+		}
+		return nil
+	}
+}
+
+func (l *callLog) list() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.calls)
+}
+
+// inKeyOrder checks that calls come partition by partition, in key order,
+// never one partition's between another's.
+func inKeyOrder(t *testing.T, what string, calls []string) {
+	t.Helper()
+	var parts []string
+	for _, c := range calls {
+		p, _, _ := strings.Cut(c, " ")
+		if len(parts) == 0 || parts[len(parts)-1] != p {
+			parts = append(parts, p)
+		}
+	}
+	if !slices.IsSorted(parts) || len(slices.Compact(slices.Clone(parts))) != len(parts) {
+		t.Fatalf("%s: calls by partition %v, want each partition's together, in key order (calls %v)", what, parts, calls)
+	}
+}
+
+// TestCommitter_WritesPartitionsInKeyOrder: the consumer committer's tick
+// and write-out visit the partitions acked since in key order, whatever
+// order the acks came in. Five times over: a map's order passes once by
+// luck.
+func TestCommitter_WritesPartitionsInKeyOrder(t *testing.T) {
+	for range 5 {
+		synctest.Test(t, func(t *testing.T) {
+			d := newTestDisk(t, 1)
+			n := startNode(t, d, Config{})
+			if _, _, err := n.CreateTopic(bg, "t", 5, Retention{}); err != nil {
+				t.Fatal(err)
+			}
+			for p := range 5 {
+				if _, err := n.Produce(bg, "t", p, recs("t", p, 0, 1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var log callLog
+			d.SetHook(log.hook("consumer.ahead", nil))
+			for _, p := range []int{3, 1, 4, 0, 2} {
+				if _, err := n.Ack(bg, "t", p, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			<-time.After(2 * time.Second) // a tick and a write-out
+			synctest.Wait()
+			d.SetHook(nil)
+			var writes, syncs []string
+			for _, c := range log.list() {
+				switch {
+				case strings.HasSuffix(c, " write"):
+					writes = append(writes, c)
+				case strings.HasSuffix(c, " sync"):
+					syncs = append(syncs, c)
+				}
+			}
+			if len(writes) != 5 || len(syncs) != 5 {
+				t.Fatalf("consumer.ahead calls %v: want a write and a sync for each of 5 partitions", log.list())
+			}
+			inKeyOrder(t, "ticks", writes)
+			inKeyOrder(t, "write-outs", syncs)
+		})
+	}
+}
