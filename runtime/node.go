@@ -200,6 +200,11 @@ type TestOptions struct {
 	// lock taken out of the design's order is recorded, and
 	// Node.LockOrderViolations lists them. It reads a stack per lock.
 	CheckLockOrder bool
+	// Serial makes the node's own parallel work run one task at a time, in
+	// key order: Start opens partitions with one worker, Close closes its
+	// logs one by one. A simulation that replays a run's file calls
+	// exactly needs it; the scheduler would order them otherwise.
+	Serial bool
 }
 
 // New makes a node; Start opens its partitions. It registers its metrics,
@@ -309,6 +314,9 @@ func New(cfg Config) (n *Node, err error) {
 // fdatasync of its hwm file, which a device serves many of at a time.
 const closeParallelism = 64
 
+// serial reports whether TestOptions.Serial is set.
+func (n *Node) serial() bool { return n.cfg.Testing != nil && n.cfg.Testing.Serial }
+
 // closeAllLive closes every open log once the registry is fenced (Close),
 // each between two commits. A topic's closes would serialize on its guard,
 // so the work of each (the final drain, the hwm file written and synced)
@@ -327,6 +335,9 @@ func (n *Node) closeAllLive() []error {
 	}
 	var g errgroup.Group
 	g.SetLimit(closeParallelism)
+	if n.serial() {
+		g.SetLimit(1)
+	}
 	for _, key := range keys {
 		g.Go(func() error {
 			gate := n.reg.Gate(key)

@@ -183,6 +183,9 @@ func (n *Node) openAtStartup(ctx context.Context, topics []TopicRecord, opens ma
 		// opens: leave room for every worker to find an idle log.
 		workers = max(1, min(workers, limit/4))
 	}
+	if n.serial() {
+		workers = 1
+	}
 	g.SetLimit(workers)
 	for _, t := range topics {
 		parts := opens[t.Name]

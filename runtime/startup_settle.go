@@ -77,6 +77,9 @@ func (n *Node) settleAtStartup(ctx context.Context, topics []TopicRecord, owned 
 	if limit := n.reg.MaxOpen(); limit > 0 {
 		slots = min(slots, limit)
 	}
+	if n.serial() {
+		slots = 1
+	}
 	sem := make(chan struct{}, slots)
 	var g errgroup.Group
 	g.SetLimit(slots) // a topic waits on the shared slots, not on other topics
