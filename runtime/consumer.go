@@ -476,6 +476,7 @@ func (cs *consumers) drop(topic string, id wire.IncarnationID) {
 		}
 	}
 	cs.mu.Unlock()
+	sort.Slice(gone, func(i, j int) bool { return gone[i].key.Partition < gone[j].key.Partition }) // one topic: closes in a fixed order
 	for _, c := range gone {
 		c.mu.Lock()
 		c.dropped = true

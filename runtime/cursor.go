@@ -142,7 +142,7 @@ func ofTopic(topic string) func(cursorKey) bool {
 // closing. It returns the write-outs' errors.
 func (cs *cursors) close() []error {
 	cs.mu.Lock()
-	all := cs.by
+	all := cursorsInOrder(cs.by)
 	cs.by = map[cursorKey]*cursor{}
 	cs.mu.Unlock()
 	var errs []error
@@ -189,10 +189,7 @@ func (c *cursor) writeOut(files vfs.FS) error {
 // logged and retried at the next pass.
 func (cs *cursors) writeOutAll() {
 	cs.mu.Lock()
-	all := make([]*cursor, 0, len(cs.by))
-	for _, c := range cs.by {
-		all = append(all, c)
-	}
+	all := cursorsInOrder(cs.by)
 	cs.mu.Unlock()
 	for _, c := range all {
 		c.mu.Lock()
@@ -627,4 +624,26 @@ func (n *Node) cursorFiles(dir string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// cursorsInOrder lists cursors by partition, then name: their write-outs
+// go in the same order every time (a simulation replays a run's file
+// calls exactly; a map's order would differ from run to run).
+func cursorsInOrder(by map[cursorKey]*cursor) []*cursor {
+	keys := make([]cursorKey, 0, len(by))
+	for k := range by {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.key != b.key {
+			return a.key.Topic < b.key.Topic || (a.key.Topic == b.key.Topic && a.key.Partition < b.key.Partition)
+		}
+		return a.name < b.name
+	})
+	out := make([]*cursor, len(keys))
+	for i, k := range keys {
+		out[i] = by[k]
+	}
+	return out
 }

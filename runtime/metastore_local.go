@@ -463,7 +463,10 @@ func (m *LocalMetastore) Subscribe(f func(topic string)) func() {
 // may call notify at once, later or never; nil runs it at once. The feed
 // promises nothing about when a subscriber hears of a change (a cluster's
 // metastore tells it over the network), so a late delivery is one the
-// node must bear anyway.
+// node must bear anyway. deliver runs on the goroutine that made the
+// change, outside every lock, and may be called by several at once;
+// notify tells the subscribers of the moment of the change, including
+// any that unsubscribed since (a Node checks that it is closed first).
 func (m *LocalMetastore) SetFeedDelivery(deliver func(notify func())) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -201,9 +201,10 @@ type TestOptions struct {
 	// Node.LockOrderViolations lists them. It reads a stack per lock.
 	CheckLockOrder bool
 	// Serial makes the node's own parallel work run one task at a time, in
-	// key order: Start opens partitions with one worker, Close closes its
-	// logs one by one. A simulation that replays a run's file calls
-	// exactly needs it; the scheduler would order them otherwise.
+	// a fixed order: Start checks and opens partitions with one worker,
+	// topic by topic, Close closes its logs one by one in key order. A
+	// simulation that replays a run's file calls exactly needs it; the
+	// scheduler would order them otherwise.
 	Serial bool
 }
 

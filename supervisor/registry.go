@@ -439,13 +439,13 @@ func (k Key) less(o Key) bool {
 // time).
 func (r *Registry) IdleSince(cutoff time.Time) []Key {
 	r.lockMap()
-	defer r.unlockMap()
 	var out []Key
 	for k, e := range r.logs {
 		if e.lastUsed.Load() < cutoff.UnixNano() {
 			out = append(out, k)
 		}
 	}
+	r.unlockMap() // the sort runs without it: an Open waits on the map lock
 	sort.Slice(out, func(i, j int) bool { return out[i].less(out[j]) })
 	return out
 }
