@@ -67,7 +67,7 @@ func (d *Disk) Crash(plan CrashPlan) *Disk {
 			c.cache = append([]byte(nil), c.durable...)
 		}
 		copies[n] = c
-		out.names[p] = c
+		out.setName(p, c)
 	}
 	// Everything on the media, as the paths say: the parents come first.
 	for _, p := range sortedKeys(names) {
@@ -98,7 +98,7 @@ func (d *Disk) ProcessCrash() *Disk {
 		return c
 	}
 	for p, n := range d.names {
-		out.names[p] = clone(n)
+		out.setName(p, clone(n))
 	}
 	cloneDir := func(dir *node) *node {
 		if dir == nil {
