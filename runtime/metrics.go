@@ -283,13 +283,18 @@ func (s *nodeSet) sorted() []*Node {
 	return nodes
 }
 
-// hwmCollector is narad_partition_high_watermark{topic,partition},
+// hwmCollector is narad_partition_high_watermark{topic,partition}, or
+// for nodes with MetricsByTopic narad_topic_high_watermark_sum{topic},
 // computed at each scrape from the nodes' marks: a scrape never opens a
 // log. Nodes on one registerer share one collector.
 type hwmCollector struct{ nodeSet }
 
-var hwmDesc = prometheus.NewDesc("narad_partition_high_watermark",
-	"A partition's high watermark: the offset its next record gets.", []string{"topic", "partition"}, nil)
+var (
+	hwmDesc = prometheus.NewDesc("narad_partition_high_watermark",
+		"A partition's high watermark: the offset its next record gets.", []string{"topic", "partition"}, nil)
+	topicHWMDesc = prometheus.NewDesc("narad_topic_high_watermark_sum",
+		"The sum of a topic's partitions' high watermarks: records its incarnation has appended (nodes with metrics by topic).", []string{"topic"}, nil)
+)
 
 // registerHWM adds n to reg's high watermark collector, registering one
 // if reg has none, and returns what removes n again.
@@ -297,13 +302,18 @@ func registerHWM(reg prometheus.Registerer, n *Node) (remove func()) {
 	return promshare.Register(reg, &hwmCollector{}).join(n)
 }
 
-func (c *hwmCollector) Describe(ch chan<- *prometheus.Desc) { ch <- hwmDesc }
+func (c *hwmCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- hwmDesc
+	ch <- topicHWMDesc
+}
 
 func (c *hwmCollector) Collect(ch chan<- prometheus.Metric) {
 	// A partition once: two nodes holding a topic of one name would
-	// otherwise make the scrape fail. Their series need the registerer
-	// wrapped per node (a node label) to be told apart.
+	// otherwise make the scrape fail (or count it twice in a sum). Their
+	// series need the registerer wrapped per node (a node label) to be
+	// told apart.
 	seen := map[supervisor.Key]bool{}
+	sums := topicSums{}
 	for _, n := range c.sorted() {
 		topics, err := n.ms.Topics(context.Background())
 		if err != nil {
@@ -312,11 +322,36 @@ func (c *hwmCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, rec := range topics {
 			for p := range rec.Partitions {
 				key := supervisor.Key{Topic: rec.Name, Partition: p}
-				if hwm, ok := n.marks.highWatermark(key, rec.Incarnation); ok && !seen[key] {
-					seen[key] = true
+				hwm, ok := n.marks.highWatermark(key, rec.Incarnation)
+				if !ok || seen[key] {
+					continue
+				}
+				seen[key] = true
+				if n.cfg.MetricsByTopic {
+					sums.add(rec.Name, "", hwm)
+				} else {
 					ch <- prometheus.MustNewConstMetric(hwmDesc, prometheus.GaugeValue, float64(hwm), rec.Name, strconv.Itoa(p))
 				}
 			}
 		}
+	}
+	sums.emit(ch, topicHWMDesc)
+}
+
+// topicSums adds up per-partition values by topic (and cursor name, for
+// cursor lag), for nodes with MetricsByTopic.
+type topicSums map[[2]string]int64
+
+func (s topicSums) add(topic, cursor string, v int64) { s[[2]string{topic, cursor}] += v }
+
+// emit sends each sum as a gauge of d, whose labels are topic, then
+// cursor when d has two.
+func (s topicSums) emit(ch chan<- prometheus.Metric, d *prometheus.Desc) {
+	for k, v := range s {
+		labels := []string{k[0]}
+		if k[1] != "" {
+			labels = append(labels, k[1])
+		}
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/narad-io/storage/vfs/sim"
 	"github.com/prometheus/client_golang/prometheus"
@@ -279,4 +280,49 @@ func TestNew_APanicOnAConflictingRegistererKeepsNoLock(t *testing.T) {
 		t.Fatalf("the next New on the directory: %v", err)
 	}
 	n.Close()
+}
+
+// TestMetrics_ByTopicSumsThePartitionGauges: with MetricsByTopic the
+// per-partition gauges (high watermark, consumer lag and leased, cursor
+// lag) are gone from a scrape, and their sums per topic (and cursor)
+// stand in their place, so a scrape grows with topics, not partitions.
+func TestMetrics_ByTopicSumsThePartitionGauges(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	n := startNode(t, nil, Config{Registerer: reg, MetricsByTopic: true})
+	makeTopic(t, n, "jobs", 3, 10) // 10 records in each partition
+	for p, leased := range []int{4, 1, 0} {
+		if leased == 0 {
+			continue
+		}
+		if _, err := n.Consume(bg, "jobs", ConsumeOptions{Partition: p, MaxRecords: leased, Lease: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := n.Ack(bg, "jobs", 0, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.CreateCursor(bg, "jobs", "audit", CursorEarliest); err != nil {
+		t.Fatal(err)
+	}
+	for p, read := range []int{3, 5} {
+		if _, err := n.ReadCursor(bg, "jobs", "audit", p, read, 1<<20, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, want := range map[string]string{
+		"narad_partition_high_watermark": "",
+		"narad_consumer_lag":             "",
+		"narad_consumer_leased":          "",
+		"narad_cursor_lag":               "",
+		"narad_topic_high_watermark_sum": "topic=jobs 30\n",
+		// Partition 0: 10 less 2 acked; 1: 10; 2 has no consumer state.
+		"narad_topic_consumer_lag":    "topic=jobs 18\n",
+		"narad_topic_consumer_leased": "topic=jobs 3\n", // 2 of p0's 4 left, p1's one
+		// 7 and 5 left in p0 and p1, all 10 of p2's.
+		"narad_topic_cursor_lag": "cursor=audit topic=jobs 22\n",
+	} {
+		if got := series(t, reg, name); got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
 }

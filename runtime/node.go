@@ -46,6 +46,11 @@ type Config struct {
 	// label (prometheus.WrapRegistererWith). New panics on a registerer
 	// holding other metrics of the same names.
 	Registerer prometheus.Registerer
+	// MetricsByTopic sums the per-partition gauges (high watermark,
+	// consumer lag and leased records, cursor lag) per topic instead:
+	// a scrape then grows with topics and cursors, not with partitions
+	// (docs/metrics.md, "Topics and partitions"). Default: per partition.
+	MetricsByTopic bool
 	// FS is the file system; default the real one.
 	FS vfs.FS
 	// Codec encodes new frames (storage.codec); default none.

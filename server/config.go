@@ -42,8 +42,9 @@ type Config struct {
 	ConsumerOffsetCommitInterval Duration `json:"consumer_offset_commit_interval"` // consumer progress write-out interval
 	ShutdownTimeout              Duration `json:"shutdown_timeout"`                // bound on Close
 
-	Pprof     bool `json:"pprof"`      // serve /debug/pprof/
-	AccessLog bool `json:"access_log"` // log every request at info
+	Pprof          bool `json:"pprof"`            // serve /debug/pprof/
+	AccessLog      bool `json:"access_log"`       // log every request at info
+	MetricsByTopic bool `json:"metrics_by_topic"` // sum the per-partition gauges per topic (runtime.Config.MetricsByTopic)
 
 	MinFreeBytes     uint64 `json:"min_free_bytes"`     // the disk floor in bytes (507 no_space under it); 0: off
 	MinFreeInodes    uint64 `json:"min_free_inodes"`    // the disk floor in inodes; 0: off

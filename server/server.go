@@ -162,6 +162,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		MinFreeBytes:                 cfg.MinFreeBytes,
 		MinFreeInodes:                cfg.MinFreeInodes,
 		MaxOpenLogs:                  cfg.MaxOpenLogs,
+		MetricsByTopic:               cfg.MetricsByTopic,
 		FrameCacheBytes:              cfg.FrameCacheBytes,
 		SegmentMaxBytes:              cfg.SegmentMaxBytes,
 		Metastore:                    ms,

@@ -287,3 +287,41 @@ func TestServer_GathersBesideTheProgramsOwnMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestServer_MetricsByTopic: Config.MetricsByTopic reaches the node:
+// GET /metrics has the topic's high watermark sum and no per-partition
+// gauge (docs/metrics.md, "A scrape at many partitions").
+func TestServer_MetricsByTopic(t *testing.T) {
+	cfg := testConfig(t, "")
+	cfg.MetricsByTopic = true
+	s, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, _, err := s.Node().CreateTopic(ctx, "orders", 2, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	for p, n := range []int{3, 4} {
+		recs := make([]partition.Record, n)
+		for i := range recs {
+			recs[i] = partition.Record{Value: []byte("v")}
+		}
+		if _, err := s.Node().Produce(ctx, "orders", p, recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	if !strings.Contains(body, "\nnarad_topic_high_watermark_sum{topic=\"orders\"} 7\n") {
+		t.Fatalf("no sum of the high watermarks, 7:\n%s", body)
+	}
+	if strings.Contains(body, "\nnarad_partition_high_watermark{") {
+		t.Fatalf("a per-partition gauge with metrics by topic:\n%s", body)
+	}
+}
