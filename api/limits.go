@@ -22,6 +22,10 @@ const (
 	// MaxWaitMs bounds wait_ms, a long poll's wait.
 	MaxWaitMs = 60_000
 
+	// MaxWaitPositions bounds the partitions one topic-wide wait names:
+	// a topic's partitions at most.
+	MaxWaitPositions = 100_000
+
 	// MaxAcks bounds the offsets of one ack or nack.
 	MaxAcks = 100_000
 

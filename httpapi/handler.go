@@ -108,6 +108,7 @@ func New(node *runtime.Node, ms runtime.Metastore, logger *zap.Logger, reg *prom
 	a.mux.HandleFunc("POST /v1/topics/{topic}/partitions/{p}/acks", a.owned(a.ack))
 	a.mux.HandleFunc("GET /v1/topics/{topic}/partitions/{p}/consumer", a.owned(a.consumer))
 	a.mux.HandleFunc("POST /v1/topics/{topic}/consume", a.owned(a.consume))
+	a.mux.HandleFunc("POST /v1/topics/{topic}/wait", a.owned(a.waitTopic))
 	a.mux.HandleFunc("POST /v1/topics/{topic}/partitions/{p}/nacks", a.owned(a.nack))
 	a.mux.HandleFunc("PUT /v1/topics/{topic}/cursors/{name}", a.owned(a.putCursor))
 	a.mux.HandleFunc("GET /v1/topics/{topic}/cursors/{name}", a.owned(a.getCursor))

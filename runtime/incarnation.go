@@ -76,8 +76,13 @@ func (n *Node) openAdmitted(key supervisor.Key, rec TopicRecord) (*partition.Log
 	if err != nil {
 		return nil, err
 	}
-	// Queue consumers parked on the topic are woken by its logs' commits.
-	l.SetWakeNotifier(n.queues.wakeNotifier(key))
+	// Queue consumers parked on the topic, and its topic-wide waits, are
+	// woken by its logs' commits.
+	parked, watch := n.queues.wakeNotifier(key), n.watches.of(key.Topic)
+	l.SetWakeNotifier(func() {
+		parked()
+		watch.announce(key.Partition)
+	})
 	return l, nil
 }
 

@@ -178,8 +178,9 @@ type Node struct {
 	opens     openSignals       // waiters for a partition's log to open again
 
 	consumers       *consumers
-	queues          *queues  // leases of queue consumes, and the consumers parked
-	cursors         *cursors // fan-out cursors' positions
+	watches         topicWatches // wake-ups of topic-wide waits (topic_wait.go)
+	queues          *queues      // leases of queue consumes, and the consumers parked
+	cursors         *cursors     // fan-out cursors' positions
 	committer       *committer
 	consumerMetrics consumerMetrics
 	topicMetrics    topicMetrics
@@ -284,6 +285,7 @@ func New(cfg Config) (n *Node, err error) {
 	n.dropConsumerState = func(topic string, id wire.IncarnationID) {
 		n.consumers.drop(topic, id)
 		n.queues.drop(topic)
+		n.watches.drop(topic)
 		n.cursors.forget(ofTopic(topic))
 		n.opens.gone(topic)
 	}
@@ -405,6 +407,7 @@ func (n *Node) Close() error {
 	n.reg.Close()
 	errs = append(errs, n.closeAllLive()...)
 	n.queues.close()
+	n.watches.wakeAll()
 	errs = append(errs, n.cursors.close()...)
 	n.unregisterHWM()
 	n.unregisterDisk()

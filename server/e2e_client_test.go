@@ -57,6 +57,15 @@ func TestE2E_Client(t *testing.T) {
 	isErr("an empty produce", err, client.ErrInvalidBody)
 	_, err = c.Produce(ctx, "orders", 7, exact)
 	isErr("a partition that does not exist", err, client.ErrPartitionNotFound)
+
+	wait, err := c.WaitTopic(ctx, "orders", map[int]int64{0: 0, 1: 0}, time.Minute, top.Incarnation)
+	if err != nil || len(wait.Ready) != 1 || wait.Ready[0] != (client.PartitionHighWatermark{Partition: 1, HighWatermark: 4}) || wait.Incarnation != top.Incarnation {
+		t.Fatalf("a topic-wide wait with records past a position: %+v %v", wait, err)
+	}
+	_, err = c.WaitTopic(ctx, "orders", map[int]int64{0: 0}, time.Minute, "0123456789abcdef")
+	isErr("a topic-wide wait on another incarnation", err, client.ErrTopicNotFound)
+	_, err = c.WaitTopic(ctx, "orders", map[int]int64{7: 0}, time.Minute, "")
+	isErr("a topic-wide wait on a partition that does not exist", err, client.ErrPartitionNotFound)
 	_, err = c.Produce(ctx, "nope", 0, exact)
 	isErr("a topic that does not exist", err, client.ErrTopicNotFound)
 	_, err = c.Produce(ctx, "orders", 0, []client.Record{{Value: make([]byte, 65<<20)}})
