@@ -2,8 +2,8 @@
 // contract is docs/http-api.md), alone or as a node of a cluster on etcd
 // (docs/scaling.md), and carries the operator commands verify (an fsck of
 // a data directory) and inspect (a dump of one segment); produce and
-// consume, clients for a terminal; move, a cluster's moves, drains and
-// lost nodes; version and completion.
+// consume, clients for a terminal; topic, to manage topics; move, a
+// cluster's moves, drains and lost nodes; version and completion.
 package main
 
 import (
@@ -41,6 +41,7 @@ func init() {
 		{"inspect", "dump one segment file's frames and records", func(a []string, _ io.Reader, o, e io.Writer) int { return runInspect(a, o, e) }},
 		{"produce", "send stdin's lines as records, batched", runProduce},
 		{"consume", "print records from an offset on, or follow them", func(a []string, _ io.Reader, o, e io.Writer) int { return runConsume(a, o, e) }},
+		{"topic", "create, list, describe, alter or delete topics", runTopic},
 		{"move", "move a partition to another node of a cluster; list or cancel moves", func(a []string, _ io.Reader, o, e io.Writer) int { return runMove(a, o, e) }},
 		{"version", "print the version, VCS revision and its commit time", func(_ []string, _ io.Reader, o, _ io.Writer) int { fmt.Fprintln(o, versionLine()); return 0 }},
 		{"completion", "print a shell completion script: completion bash|zsh", runCompletion},
