@@ -111,6 +111,9 @@ type request struct {
 	body        []byte
 	contentType string
 	accept      string
+	// node, if set, is the node to ask instead of the client's own: a
+	// topic-wide call meant for one owner of a cluster.
+	node *url.URL
 }
 
 // do sends req and returns the answer when it is a success; an error
@@ -121,7 +124,9 @@ type request struct {
 func (c *Client) do(ctx context.Context, req request) (*http.Response, error) {
 	part, scoped := partitionOf(req.path)
 	base := c.base
-	if scoped {
+	if req.node != nil {
+		base = req.node
+	} else if scoped {
 		if u, ok := c.owners.Load(part); ok {
 			base = u.(*url.URL)
 		}
@@ -267,6 +272,23 @@ func backoff(ctx context.Context, n int, err error) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// nodeAt is the node at addr, as a cluster names its nodes: "" is the
+// client's own; another scheme than the client's is refused, so the
+// token never leaves TLS.
+func (c *Client) nodeAt(addr string) (*url.URL, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	u, err := parseAddr(addr, c.base.Scheme == "https")
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme != c.base.Scheme {
+		return nil, fmt.Errorf("narad: node %s: not over %s, as the client is", addr, c.base.Scheme)
+	}
+	return u, nil
 }
 
 func topicPath(topic string) string { return "/v1/topics/" + url.PathEscape(topic) }

@@ -53,6 +53,12 @@ func cursorPath(topic, name string) string {
 // false when it existed (its positions are left as they were).
 // An empty from is Earliest.
 func (c *Client) CreateCursor(ctx context.Context, topic, name string, from CursorFrom) (cur Cursor, created bool, err error) {
+	return c.createCursor(ctx, topic, name, from, nil)
+}
+
+// createCursor is CreateCursor asking node (nil: the client's own),
+// which makes the cursor on the partitions it owns.
+func (c *Client) createCursor(ctx context.Context, topic, name string, from CursorFrom, node *url.URL) (cur Cursor, created bool, err error) {
 	if err := checkCursorName(name); err != nil {
 		return cur, false, err
 	}
@@ -64,7 +70,7 @@ func (c *Client) CreateCursor(ctx context.Context, topic, name string, from Curs
 	if err != nil {
 		return cur, false, err
 	}
-	resp, err := c.do(ctx, request{method: http.MethodPut, path: cursorPath(topic, name), body: b, contentType: "application/json"})
+	resp, err := c.do(ctx, request{method: http.MethodPut, path: cursorPath(topic, name), body: b, contentType: "application/json", node: node})
 	if err != nil {
 		return cur, false, err
 	}

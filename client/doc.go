@@ -1,7 +1,7 @@
 // Package client is the Go client of narad-storaged's HTTP API
 // (docs/http-api.md): topics, produce, fetch with long polls, acks and
-// consumer state, queue consumes, fan-out cursors, and a cluster's moves
-// and nodes.
+// consumer state, queue consumes, fan-out cursors, a Consumer of a whole
+// topic, and a cluster's moves and nodes.
 //
 // Every call takes a context. Records travel in the binary batch encoding
 // by default, so keys and values are exact bytes; Produce can send JSON
@@ -23,6 +23,30 @@
 // position of its own in each partition: ReadCursor reads from it and
 // moves it past what it returns (with Peek, CommitCursor moves it).
 //
+// A Consumer (NewConsumer) reads a whole topic, or the partitions it is
+// given, each partition in offset order, from the earliest record, the
+// latest, an offset (one for every partition, or one each) or a time;
+// Poll returns a batch of one partition at a time, or a Gap it stepped
+// over (records retention deleted; a damaged frame's, with SkipDamaged).
+// Through a fan-out cursor (ConsumerOptions.Cursor) it begins at the
+// cursor's positions and Commit moves the cursor past what Poll returned:
+// a consumer that commits what it has processed reads every record at
+// least once across its own crash. The node keeps a cursor's positions,
+// not its readers: it neither refuses a second consumer of a cursor nor
+// shares the partitions out between them. Consumers share a cursor by
+// reading disjoint Partitions; two reading one partition each read all
+// of it and commit over each other.
+//
+// A Consumer fetches several partitions at once, at most MaxInFlight
+// (16), each partition one fetch at a time, one goroutine and one
+// connection a fetch. With Follow a partition at its high watermark is
+// long-polled. The API has no wait across partitions: with no more
+// partitions than MaxInFlight each idle one holds a long poll of its own
+// and a commit to any comes at once; with more, the idle partitions take
+// turns, each polled for 250 ms, so an idle consumer sends about
+// 4 x MaxInFlight fetches a second and a commit to an idle partition
+// comes within partitions/MaxInFlight x 250 ms.
+//
 // In a cluster, a node answers a call for a partition another node owns
 // with 421 and the owner's address: the client sends the call there (up to
 // 3 hops, and only over the scheme it was made with, so a redirect never
@@ -36,7 +60,8 @@
 // owner, not remembered). MovePartition, Moves and CancelMove ask for,
 // list and cancel moves; Nodes, Drain and MarkLost list a cluster's live
 // nodes, drain one and mark one lost. A node alone answers these with
-// ErrNotACluster.
+// ErrNotACluster. A Consumer's cursor is made and read on each owner the
+// topic's description names.
 //
 // The package depends on nothing of the engine, only on package api (the
 // API's bodies, codes and binary batch codec, on the standard library

@@ -1,0 +1,304 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/narad-io/storage/api"
+)
+
+// ConsumerOptions shape a Consumer. The zero value reads every partition
+// from its first record up to the high watermark, 16 fetches at a time.
+type ConsumerOptions struct {
+	// Partitions are the partitions to read; nil is every partition.
+	Partitions []int
+	// Start is where each partition begins (without a Cursor); with a
+	// Cursor it is where the cursor starts on a partition it is not on
+	// yet, StartEarliest or StartLatest.
+	Start Start
+	// Cursor, if set, names a fan-out cursor: each partition begins at
+	// the cursor's position (the cursor is made at Start where the topic
+	// has none), and Commit moves the cursor past what Poll returned.
+	Cursor string
+	// Follow keeps reading as records commit: at the high watermark a
+	// partition is long-polled. Without it, Poll returns io.EOF once each
+	// partition has been read up to the high watermark it found.
+	Follow bool
+	// Wait is a long poll's wait, default 30 s, at most 60 s.
+	Wait time.Duration
+	// MaxInFlight bounds the fetches in flight at once, long polls
+	// included, each one goroutine and one connection; default 16.
+	MaxInFlight int
+	// MaxRecords and MaxBytes bound each fetch (FetchOptions).
+	MaxRecords, MaxBytes int
+	// SkipDamaged steps over the records of a damaged frame (a Gap);
+	// without it Poll returns ErrRecordUnreadable for them. Reads through
+	// a Cursor always step over them, as the cursor's own reads do.
+	SkipDamaged bool
+}
+
+// rotatingWait is an idle partition's long poll when the consumer reads
+// more partitions than it has fetches in flight: the partitions take
+// turns, each waiting this long.
+const rotatingWait = 250 * time.Millisecond
+
+// Batch is what one Poll returns: records of one partition, in offset
+// order, or a gap the consumer stepped over.
+type Batch struct {
+	Partition     int
+	Records       []FetchedRecord
+	Gap           *Gap
+	HighWatermark int64 // the partition's, when it was read
+}
+
+// Gap is a range of offsets, From to To-1, that the consumer stepped
+// over: records retention deleted (Deleted) or records in a damaged
+// frame, which are never served.
+type Gap struct {
+	From, To int64
+	Deleted  bool
+}
+
+// ErrConsumerClosed is Poll's and Commit's error after Close.
+var ErrConsumerClosed = errors.New("narad: consumer closed")
+
+// Consumer reads every partition of a topic (or those its options name),
+// each in offset order, from where its Start or its Cursor says; records
+// of different partitions come in no set order. It fetches several
+// partitions at once, at most MaxInFlight, each partition one fetch at a
+// time, and keeps at most one answer a partition ahead of Poll: what it
+// holds is bounded by MaxInFlight answers of MaxBytes. Calls for a
+// partition go to its owner in a cluster (the client follows 421
+// answers), retried as any call is.
+//
+// A Consumer is used from one goroutine: Poll, Commit and Close are not
+// safe to call at once. Cancel a Poll's context to end it.
+//
+// Invariants:
+//   - each partition is in flight (one fetch), queued, or finished (read
+//     to its high watermark without Follow), exactly one of them;
+//   - a partition's next is past what Poll returned of it, and a fetch of
+//     it starts from next (or from its Start while next is unknown);
+//   - inFlight fetches at most, each with a slot in results.
+type Consumer struct {
+	c           *Client
+	topic       string
+	opts        ConsumerOptions
+	incarnation string
+	limit       int
+	idleWait    time.Duration // a caught-up partition's long poll
+
+	parts    []*partitionRead // in the order of opts.Partitions
+	queue    []*partitionRead // to fetch, first in first out
+	inFlight int
+	results  chan fetched
+
+	ctx    context.Context // the fetches'; Close cancels it
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the fetches' goroutines
+	closed bool
+}
+
+// partitionRead is the consumer's place in one partition.
+type partitionRead struct {
+	p         int
+	known     bool  // next is set: the start resolved, or the cursor read
+	quiet     bool  // retention deleted below next is no Gap (the earliest start, not read yet)
+	next      int64 // the next offset to read
+	committed int64 // with a cursor: the position it holds
+	caughtUp  bool  // its last read ended at the high watermark
+}
+
+// fetched is a fetch's outcome, for Poll.
+type fetched struct {
+	part  *partitionRead
+	from  int64 // the offset read from (the start, once resolved)
+	known bool  // from is known (the start resolved)
+	quiet bool
+	res   Fetched
+	err   error
+}
+
+// NewConsumer describes the topic and, with a Cursor, makes it where the
+// topic has none and reads its positions; then it begins reading (the
+// latest start, each partition's high watermark, is taken now). Close
+// ends what it began.
+func (c *Client) NewConsumer(ctx context.Context, topic string, opts ConsumerOptions) (*Consumer, error) {
+	if opts.Wait == 0 {
+		opts.Wait = 30 * time.Second
+	}
+	if opts.Wait < time.Millisecond || opts.Wait > api.MaxWaitMs*time.Millisecond {
+		return nil, fmt.Errorf("narad: consumer: Wait %v: want 1 ms to %d s", opts.Wait, api.MaxWaitMs/1000)
+	}
+	if opts.MaxInFlight == 0 {
+		opts.MaxInFlight = 16
+	}
+	if opts.MaxInFlight < 0 {
+		return nil, fmt.Errorf("narad: consumer: MaxInFlight %d is negative", opts.MaxInFlight)
+	}
+	if opts.Cursor != "" && opts.Start.kind != startEarliest && opts.Start.kind != startLatest {
+		return nil, fmt.Errorf("narad: consumer: a cursor starts at earliest or latest, not at %v", opts.Start)
+	}
+	desc, err := c.Topic(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	partitions := opts.Partitions
+	if partitions == nil {
+		for _, p := range desc.Partitions {
+			partitions = append(partitions, p.Partition)
+		}
+	}
+	seen := map[int]bool{}
+	for _, p := range partitions {
+		if p < 0 || p >= len(desc.Partitions) || seen[p] {
+			return nil, fmt.Errorf("narad: consumer: partition %d: topic %s has partitions 0 to %d, each read once", p, topic, len(desc.Partitions)-1)
+		}
+		seen[p] = true
+	}
+	if len(partitions) == 0 {
+		return nil, fmt.Errorf("narad: consumer: no partition to read")
+	}
+	if err := opts.Start.check(partitions); err != nil {
+		return nil, err
+	}
+	k := &Consumer{c: c, topic: topic, opts: opts, incarnation: desc.Incarnation, limit: min(opts.MaxInFlight, len(partitions)), idleWait: opts.Wait}
+	if len(partitions) > opts.MaxInFlight {
+		k.idleWait = min(opts.Wait, rotatingWait)
+	}
+	for _, p := range partitions {
+		k.parts = append(k.parts, &partitionRead{p: p})
+	}
+	if opts.Cursor != "" {
+		if err := k.cursorPositions(ctx, desc); err != nil {
+			return nil, err
+		}
+	}
+	k.queue = slices.Clone(k.parts)
+	k.results = make(chan fetched, k.limit)
+	k.ctx, k.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	k.launch()
+	return k, nil
+}
+
+// Poll returns the next batch of records of one partition, or a gap it
+// stepped over, waiting for one as long as ctx allows. Without Follow it
+// returns io.EOF once every partition was read up to its high
+// watermark. An error names its partition; the partition is read again
+// from the same offset at the next Poll.
+func (k *Consumer) Poll(ctx context.Context) (Batch, error) {
+	if k.closed {
+		return Batch{}, ErrConsumerClosed
+	}
+	for {
+		k.launch()
+		if k.inFlight == 0 {
+			return Batch{}, io.EOF
+		}
+		select {
+		case f := <-k.results:
+			k.inFlight--
+			b, err, deliver := k.settle(f)
+			if deliver {
+				k.launch() // the partition's next read runs while the caller works
+				return b, err
+			}
+		case <-ctx.Done():
+			return Batch{}, ctx.Err()
+		}
+	}
+}
+
+// launch starts fetches of the partitions first in the queue, up to
+// the limit in flight.
+func (k *Consumer) launch() {
+	for k.inFlight < k.limit && len(k.queue) > 0 {
+		st := k.queue[0]
+		k.queue = k.queue[1:]
+		wait := time.Duration(0)
+		if k.opts.Follow && st.caughtUp {
+			wait = k.idleWait
+		}
+		k.inFlight++
+		k.wg.Add(1)
+		go k.fetch(st, st.known, st.quiet, st.next, wait)
+	}
+}
+
+// fetch reads partition st from next (resolving its start first unless
+// known) and hands the outcome to Poll; results has a slot for it.
+func (k *Consumer) fetch(st *partitionRead, known, quiet bool, next int64, wait time.Duration) {
+	defer k.wg.Done()
+	f := fetched{part: st, from: next, known: known, quiet: quiet}
+	if !known {
+		f.from, f.quiet, f.err = k.opts.Start.resolve(k.ctx, k.c, k.topic, st.p)
+		if f.err != nil {
+			k.results <- f
+			return
+		}
+		f.known = true
+	}
+	f.res, f.err = k.c.Fetch(k.ctx, k.topic, st.p, f.from, FetchOptions{MaxRecords: k.opts.MaxRecords, MaxBytes: k.opts.MaxBytes,
+		Wait: wait, Incarnation: k.incarnation})
+	k.results <- f
+}
+
+// settle takes a fetch's outcome into the partition's place and queues
+// the partition again (unless it is finished); deliver is true when Poll
+// has something for its caller.
+func (k *Consumer) settle(f fetched) (b Batch, err error, deliver bool) {
+	st := f.part
+	if f.known && !st.known {
+		st.known, st.next, st.quiet = true, f.from, f.quiet
+	}
+	b.Partition = st.p
+	var e *Error
+	switch {
+	case f.err == nil:
+		st.next, st.caughtUp, st.quiet = f.res.NextOffset, f.res.NextOffset >= f.res.HighWatermark, false
+		if !st.caughtUp || k.opts.Follow {
+			k.queue = append(k.queue, st)
+		}
+		b.Records, b.HighWatermark = f.res.Records, f.res.HighWatermark
+		return b, nil, len(b.Records) > 0
+	case errors.As(f.err, &e) && e.Code == api.CodeOffsetDeleted && e.StartOffset != nil && *e.StartOffset > f.from:
+		st.next = *e.StartOffset
+		k.queue = append(k.queue, st)
+		if st.quiet {
+			return b, nil, false // the earliest start is where the records begin
+		}
+		b.Gap = &Gap{From: f.from, To: *e.StartOffset, Deleted: true}
+		return b, nil, true
+	case errors.As(f.err, &e) && e.Code == api.CodeRecordUnreadable && e.NextOffset != nil && *e.NextOffset > f.from &&
+		(k.opts.SkipDamaged || k.opts.Cursor != ""):
+		st.next, st.quiet = *e.NextOffset, false
+		k.queue = append(k.queue, st)
+		b.Gap = &Gap{From: f.from, To: *e.NextOffset}
+		return b, nil, true
+	}
+	k.queue = append([]*partitionRead{st}, k.queue...) // read again first
+	if errors.Is(f.err, context.Canceled) && k.ctx.Err() != nil {
+		return b, ErrConsumerClosed, true
+	}
+	if !f.known {
+		return b, fmt.Errorf("narad: consumer of %s, partition %d, finding its start (%v): %w", k.topic, st.p, k.opts.Start, f.err), true
+	}
+	return b, fmt.Errorf("narad: consumer of %s, partition %d at offset %d: %w", k.topic, st.p, f.from, f.err), true
+}
+
+// Close ends the fetches in flight and waits for them. The cursor keeps
+// what Commit last stored.
+func (k *Consumer) Close() error {
+	if k.closed {
+		return nil
+	}
+	k.closed = true
+	k.cancel()
+	k.wg.Wait()
+	return nil
+}
