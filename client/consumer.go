@@ -189,8 +189,8 @@ func (c *Client) NewConsumer(ctx context.Context, topic string, opts ConsumerOpt
 // Poll returns the next batch of records of one partition, or a gap it
 // stepped over, waiting for one as long as ctx allows. Without Follow it
 // returns io.EOF once every partition was read up to its high
-// watermark. An error names its partition; the partition is read again
-// from the same offset at the next Poll.
+// watermark. An error reading a partition is a *PartitionError; the
+// partition is read again from the same offset at the next Poll.
 func (k *Consumer) Poll(ctx context.Context) (Batch, error) {
 	if k.closed {
 		return Batch{}, ErrConsumerClosed
@@ -285,11 +285,31 @@ func (k *Consumer) settle(f fetched) (b Batch, err error, deliver bool) {
 	if errors.Is(f.err, context.Canceled) && k.ctx.Err() != nil {
 		return b, ErrConsumerClosed, true
 	}
+	pe := &PartitionError{Topic: k.topic, Partition: st.p, Offset: f.from, Err: f.err}
 	if !f.known {
-		return b, fmt.Errorf("narad: consumer of %s, partition %d, finding its start (%v): %w", k.topic, st.p, k.opts.Start, f.err), true
+		pe.Offset, pe.start = -1, k.opts.Start
 	}
-	return b, fmt.Errorf("narad: consumer of %s, partition %d at offset %d: %w", k.topic, st.p, f.from, f.err), true
+	return b, pe, true
 }
+
+// PartitionError is a Consumer's error in one partition: Poll reads the
+// partition again from Offset at its next call.
+type PartitionError struct {
+	Topic     string
+	Partition int
+	Offset    int64 // -1: while finding where the partition begins
+	Err       error
+	start     Start
+}
+
+func (e *PartitionError) Error() string {
+	if e.Offset < 0 {
+		return fmt.Sprintf("narad: consumer of %s, partition %d, finding its start (%v): %v", e.Topic, e.Partition, e.start, e.Err)
+	}
+	return fmt.Sprintf("narad: consumer of %s, partition %d at offset %d: %v", e.Topic, e.Partition, e.Offset, e.Err)
+}
+
+func (e *PartitionError) Unwrap() error { return e.Err }
 
 // Close ends the fetches in flight and waits for them. The cursor keeps
 // what Commit last stored.

@@ -278,7 +278,9 @@ func TestConsumer_GapsAndDamage(t *testing.T) {
 				b, err := k.Poll(context.Background())
 				if err != nil {
 					var e *Error
-					if !errors.Is(err, ErrRecordUnreadable) || !errors.As(err, &e) || *e.NextOffset != 5 || !strings.Contains(err.Error(), "partition 1 at offset 3") {
+					var pe *PartitionError
+					if !errors.Is(err, ErrRecordUnreadable) || !errors.As(err, &e) || *e.NextOffset != 5 || !errors.As(err, &pe) || pe.Partition != 1 || pe.Offset != 3 ||
+						!strings.Contains(err.Error(), "partition 1 at offset 3") {
 						t.Fatalf("a damaged frame: %v", err)
 					}
 					break
