@@ -1,48 +1,53 @@
 package main
 
 import (
+	"bufio"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os/signal"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
+	"github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/client"
 )
 
-// runConsume prints records from an offset on; with --follow it waits for
-// new ones as they commit (long polls). A damaged frame stops it (exit 1,
-// naming the offsets), or with --skip-damaged is stepped over with a
-// warning on stderr; records retention deleted are skipped to the start.
-// With --queue it is a queue consumer instead (runQueueConsume).
+// runConsume prints the records of a topic, every partition unless
+// --partition pins one, through a client.Consumer: from --from on, or
+// where a fan-out cursor stands (--cursor, committed past what is
+// printed); with --follow it waits for new ones as they commit. A damaged
+// frame stops it (exit 1, naming the partition and offsets), or with
+// --skip-damaged is stepped over with a warning on stderr; records
+// retention deleted are skipped to the start, with a warning. With
+// --queue it is a queue consumer instead (runQueueConsume).
 func runConsume(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("consume", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cf clientFlags
 	cf.register(fs)
-	from := fs.String("from", "earliest", "where to start: earliest, latest, an offset, or a time (RFC 3339: the first record committed at or after it); with --cursor, where a new cursor starts: earliest or latest")
-	cursorName := fs.String("cursor", "", "read through the fan-out cursor NAME: resume where it stands (made at --from if the topic has none), and move it past what is printed")
-	follow := fs.Bool("follow", false, "keep waiting for new records")
-	asJSON := fs.Bool("json", false, `print JSON lines: {"offset","key","value","committed_at_ms"} (and "partition" with --queue), key and value base64 with "encoding":"base64" when not UTF-8`)
+	from := fs.String("from", "earliest", "where each partition starts: earliest, latest, an offset (of every partition read), PARTITION:OFFSET,... (one for each partition read), or a time (RFC 3339: the first record committed at or after it); with --cursor, where a new cursor starts: earliest or latest")
+	cursorName := fs.String("cursor", "", "read through the fan-out cursor NAME: resume where it stands on each partition (made at --from if the topic has none), and move it past what is printed")
+	follow := fs.Bool("follow", false, "keep waiting for new records, on every partition read")
+	asJSON := fs.Bool("json", false, `print JSON lines: {"partition","offset","key","value","committed_at_ms"}, key and value base64 with "encoding":"base64" when not UTF-8`)
+	format := fs.String("format", "", "print each record as FMT (default "+strconv.Quote(defaultFormat)+"): "+formatVerbs)
 	skipDamaged := fs.Bool("skip-damaged", false, "step over the records of a damaged frame (saying so on stderr) instead of stopping there")
 	queue := fs.Bool("queue", false, "be a queue consumer: lease records (of any partition unless --partition is given), print them, ack them")
 	noAck := fs.Bool("no-ack", false, "with --queue: give the records back (nack) instead of acking them: a peek")
 	lease := fs.Duration("lease", 30*time.Second, "with --queue: how long a record stays leased")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: narad-storaged consume --topic T [--partition P] [--from N] [--follow] [--json]\n"+
-			"       narad-storaged consume --queue --topic T [--partition P] [--follow] [--no-ack] [--lease D] [--json]\n"+
-			"       narad-storaged consume --cursor NAME --topic T [--partition P] [--from earliest|latest] [--follow] [--json]\n\n"+
-			"Prints records: OFFSET<TAB>KEY<TAB>VALUE per line (bytes as stored), or JSON lines;\n"+
-			"with --queue, PARTITION<TAB>OFFSET<TAB>KEY<TAB>VALUE.\n"+
-			"Exit status: 0 done, 1 a fetch failed (or met a damaged frame without --skip-damaged), 2 usage.\n\n")
+		fmt.Fprint(stderr, "usage: narad-storaged consume --topic T [--partition P] [--from WHERE] [--follow] [--json | --format FMT]\n"+
+			"       narad-storaged consume --cursor NAME --topic T [--partition P] [--from earliest|latest] [--follow] [--json | --format FMT]\n"+
+			"       narad-storaged consume --queue --topic T [--partition P] [--follow] [--no-ack] [--lease D] [--json | --format FMT]\n\n"+
+			"Prints the records of every partition of the topic (of one with --partition), each\n"+
+			"partition in offset order: PARTITION<TAB>OFFSET<TAB>KEY<TAB>VALUE per line (bytes as\n"+
+			"stored), JSON lines, or --format's. Exit status: 0 done, 1 a read failed (or met a\n"+
+			"damaged frame without --skip-damaged), 2 usage.\n\n")
 		fs.PrintDefaults()
 	}
 	if code, done := parseClientCommand(fs, args, stderr); done {
@@ -50,33 +55,28 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if !*queue && (set["no-ack"] || set["lease"]) {
-		fmt.Fprintln(stderr, "consume: --no-ack and --lease are for --queue")
-		return 2
+	if code := checkConsumeFlags(set, *queue, *cursorName, *from, *noAck, *follow, *lease, stderr); code >= 0 {
+		return code
 	}
-	if *queue && set["from"] {
-		fmt.Fprintln(stderr, "consume: --from is not for --queue: a queue consumer leases what nobody acked")
-		return 2
+	printer := &recordPrinter{topic: cf.topic, asJSON: *asJSON}
+	if !*asJSON {
+		spec := *format
+		if !set["format"] {
+			spec = defaultFormat
+		}
+		var err error
+		if printer.format, err = parseFormat(spec); err != nil {
+			fmt.Fprintln(stderr, "consume: --format", err)
+			return 2
+		}
 	}
-	if (*queue || *cursorName != "") && set["skip-damaged"] {
-		fmt.Fprintln(stderr, "consume: a queue consumer or a cursor always steps over damaged records (the node settles them); --skip-damaged is for a replay")
-		return 2
-	}
-	if *queue && *cursorName != "" {
-		fmt.Fprintln(stderr, "consume: --queue and --cursor are two kinds of reader; give one")
-		return 2
-	}
-	if *cursorName != "" && *from != "earliest" && *from != "latest" {
-		fmt.Fprintln(stderr, "consume: with --cursor, --from is where a new cursor starts: earliest or latest")
-		return 2
-	}
-	if *noAck && *follow {
-		fmt.Fprintln(stderr, "consume: --no-ack is a one-time peek; it does not go with --follow")
-		return 2
-	}
-	if *queue && *lease < time.Millisecond {
-		fmt.Fprintln(stderr, "consume: --lease must be at least 1ms")
-		return 2
+	var start client.Start
+	if !*queue {
+		var err error
+		if start, err = parseFrom(*from, set["partition"], cf.partition); err != nil {
+			fmt.Fprintln(stderr, "consume: --from", err)
+			return 2
+		}
 	}
 	c, err := cf.client()
 	if err != nil {
@@ -85,233 +85,141 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	out := bufio.NewWriterSize(stdout, 64<<10)
 	if *queue {
 		opts := client.ConsumeOptions{OnlyPartition: set["partition"], Partition: cf.partition, MaxRecords: 1000, Lease: *lease}
-		return runQueueConsume(ctx, c, cf.topic, opts, *follow, *noAck, *asJSON, stdout, stderr)
+		return runQueueConsume(ctx, c, cf.topic, opts, *follow, *noAck, printer, out, stderr)
 	}
-	print := printText
-	if *asJSON {
-		print = printJSON
+	opts := client.ConsumerOptions{Start: start, Cursor: *cursorName, Follow: *follow, SkipDamaged: *skipDamaged}
+	if set["partition"] {
+		opts.Partitions = []int{cf.partition}
 	}
-	if *cursorName != "" {
-		return runCursorConsume(ctx, c, cf.topic, *cursorName, cf.partition, client.CursorFrom(*from), *follow, print, stdout, stderr)
-	}
-	offset, code := startOffset(ctx, c, cf.topic, cf.partition, *from, stderr)
-	if code >= 0 {
-		return code
-	}
-	for {
-		var opts client.FetchOptions
-		if *follow {
-			opts.Wait = 30 * time.Second
-		}
-		res, err := c.Fetch(ctx, cf.topic, cf.partition, offset, opts)
-		var e *client.Error
-		switch {
-		case errors.As(err, &e) && e.Code == "record_unreadable" && e.NextOffset != nil && *e.NextOffset > offset:
-			if !*skipDamaged {
-				fmt.Fprintf(stderr, "consume: offsets %d..%d are in a damaged frame; --skip-damaged (or --from %d) steps over them\n", offset, *e.NextOffset-1, *e.NextOffset)
-				return 1
-			}
-			fmt.Fprintf(stderr, "consume: offsets %d..%d are in a damaged frame; skipped\n", offset, *e.NextOffset-1)
-			offset = *e.NextOffset
-			continue
-		case errors.As(err, &e) && e.Code == "offset_deleted" && e.StartOffset != nil && *e.StartOffset > offset:
-			fmt.Fprintf(stderr, "consume: offsets %d..%d were deleted by retention; skipped\n", offset, *e.StartOffset-1)
-			offset = *e.StartOffset
-			continue
-		case errors.Is(err, context.Canceled):
-			return 0
-		case err != nil:
-			fmt.Fprintln(stderr, "consume:", err)
-			return 1
-		}
-		for _, r := range res.Records {
-			if err := print(stdout, r); err != nil {
-				fmt.Fprintln(stderr, "consume:", err)
-				return 1
-			}
-		}
-		offset = res.NextOffset
-		if !*follow && offset >= res.HighWatermark {
+	k, err := c.NewConsumer(ctx, cf.topic, opts)
+	if err != nil {
+		if ctx.Err() != nil {
 			return 0
 		}
-	}
-}
-
-// startOffset resolves --from: earliest (0: a read below the start steps
-// to it), latest (the high watermark now), a time (the first record
-// committed at or after it) or an offset. code is -1 when it did, else
-// the exit status.
-func startOffset(ctx context.Context, c *client.Client, topic string, p int, from string, stderr io.Writer) (offset int64, code int) {
-	switch from {
-	case "earliest":
-		return 0, -1
-	case "latest":
-		f, err := c.Fetch(ctx, topic, p, 0, client.FetchOptions{MaxRecords: 1, MaxBytes: 1})
-		var e *client.Error
-		if errors.As(err, &e) && (e.Code == "offset_deleted" || e.Code == "record_unreadable") {
-			st, serr := c.Consumer(ctx, topic, p)
-			if serr != nil {
-				fmt.Fprintln(stderr, "consume:", serr)
-				return 0, 1
-			}
-			return st.HighWatermark, -1
-		}
-		if err != nil {
-			fmt.Fprintln(stderr, "consume:", err)
-			return 0, 1
-		}
-		return f.HighWatermark, -1
-	}
-	if at, err := time.Parse(time.RFC3339Nano, from); err == nil {
-		offset, err := c.OffsetAt(ctx, topic, p, at)
-		if err != nil {
-			fmt.Fprintln(stderr, "consume:", err)
-			return 0, 1
-		}
-		return offset, -1
-	}
-	offset, err := strconv.ParseInt(from, 10, 64)
-	if err != nil || offset < 0 {
-		fmt.Fprintf(stderr, "consume: --from %q: want earliest, latest, an offset from 0 up, or an RFC 3339 time\n", from)
-		return 0, 2
-	}
-	return offset, -1
-}
-
-// runCursorConsume reads one partition through a fan-out cursor: each
-// batch is peeked, printed, then committed, so a consumer killed between
-// print and commit prints those records again, never loses them. The
-// cursor is made at from if the topic has none of that name.
-func runCursorConsume(ctx context.Context, c *client.Client, topic, name string, p int, from client.CursorFrom, follow bool,
-	print func(io.Writer, client.FetchedRecord) error, stdout, stderr io.Writer) int {
-	if _, _, err := c.CreateCursor(ctx, topic, name, from); err != nil {
 		fmt.Fprintln(stderr, "consume:", err)
 		return 1
 	}
-	for {
-		opts := client.CursorReadOptions{Peek: true}
-		if follow {
-			opts.Wait = 30 * time.Second
+	defer k.Close()
+	return readTopic(ctx, k, *cursorName != "", printer, out, stderr)
+}
+
+// checkConsumeFlags refuses flags that do not go together: -1 when they
+// do, else the exit status (2).
+func checkConsumeFlags(set map[string]bool, queue bool, cursorName, from string, noAck, follow bool, lease time.Duration, stderr io.Writer) int {
+	var problem string
+	switch {
+	case !queue && (set["no-ack"] || set["lease"]):
+		problem = "--no-ack and --lease are for --queue"
+	case queue && set["from"]:
+		problem = "--from is not for --queue: a queue consumer leases what nobody acked"
+	case (queue || cursorName != "") && set["skip-damaged"]:
+		problem = "a queue consumer or a cursor always steps over damaged records (the node settles them); --skip-damaged is for a replay"
+	case queue && cursorName != "":
+		problem = "--queue and --cursor are two kinds of reader; give one"
+	case cursorName != "" && from != "earliest" && from != "latest":
+		problem = "with --cursor, --from is where a new cursor starts: earliest or latest"
+	case noAck && follow:
+		problem = "--no-ack is a one-time peek; it does not go with --follow"
+	case queue && lease < time.Millisecond:
+		problem = "--lease must be at least 1ms"
+	case set["json"] && set["format"]:
+		problem = "--json and --format are two ways to print; give one"
+	default:
+		return -1
+	}
+	fmt.Fprintln(stderr, "consume:", problem)
+	return 2
+}
+
+var offsetList = regexp.MustCompile(`^[0-9]+:[0-9]+(,[0-9]+:[0-9]+)*$`)
+
+// parseFrom reads --from: earliest, latest, an offset, PARTITION:OFFSET
+// pairs, or an RFC 3339 time. Pairs name every partition read: with
+// --partition, that one alone.
+func parseFrom(from string, pinned bool, partition int) (client.Start, error) {
+	switch from {
+	case "earliest":
+		return client.StartEarliest(), nil
+	case "latest":
+		return client.StartLatest(), nil
+	}
+	if offsetList.MatchString(from) {
+		offsets := map[int]int64{}
+		for _, pair := range strings.Split(from, ",") {
+			ps, offs, _ := strings.Cut(pair, ":")
+			p, perr := strconv.Atoi(ps)
+			o, oerr := strconv.ParseInt(offs, 10, 64)
+			if perr != nil || oerr != nil {
+				return client.Start{}, fmt.Errorf("%q: %q is out of range", from, pair)
+			}
+			if _, twice := offsets[p]; twice {
+				return client.Start{}, fmt.Errorf("%q names partition %d twice", from, p)
+			}
+			offsets[p] = o
 		}
-		res, err := c.ReadCursor(ctx, topic, name, p, opts)
+		if _, ok := offsets[partition]; pinned && (!ok || len(offsets) != 1) {
+			return client.Start{}, fmt.Errorf("%q: with --partition %d, name that partition alone (or give its offset: --from N)", from, partition)
+		}
+		return client.StartAtOffsets(offsets), nil
+	}
+	if at, err := time.Parse(time.RFC3339Nano, from); err == nil {
+		return client.StartAtTime(at), nil
+	}
+	offset, err := strconv.ParseInt(from, 10, 64)
+	if err != nil || offset < 0 {
+		return client.Start{}, fmt.Errorf("%q: want earliest, latest, an offset from 0 up, PARTITION:OFFSET,... or an RFC 3339 time", from)
+	}
+	return client.StartAtOffset(offset), nil
+}
+
+// readTopic prints what k's Polls return, each batch written out before
+// the next Poll, until k has read everything (without --follow) or an
+// interrupt. Through a cursor each batch is committed once printed, so a
+// consume killed between print and commit prints those records again,
+// never loses them.
+func readTopic(ctx context.Context, k *client.Consumer, cursor bool, printer *recordPrinter, out *bufio.Writer, stderr io.Writer) int {
+	for {
+		b, err := k.Poll(ctx)
+		var pe *client.PartitionError
+		var e *client.Error
 		switch {
-		case errors.Is(err, context.Canceled):
+		case errors.Is(err, io.EOF) || (err != nil && ctx.Err() != nil):
 			return 0
+		case errors.As(err, &pe) && errors.As(err, &e) && e.Code == api.CodeRecordUnreadable && e.NextOffset != nil:
+			fmt.Fprintf(stderr, "consume: partition %d: offsets %d..%d are in a damaged frame; --skip-damaged (or --partition %d --from %d) steps over them\n",
+				pe.Partition, pe.Offset, *e.NextOffset-1, pe.Partition, *e.NextOffset)
+			return 1
 		case err != nil:
 			fmt.Fprintln(stderr, "consume:", err)
 			return 1
 		}
-		if res.Skipped > 0 {
-			fmt.Fprintf(stderr, "consume: %d records before offset %d are in a damaged frame; skipped\n", res.Skipped, res.NextOffset)
-		}
-		for _, r := range res.Records {
-			if err := print(stdout, r); err != nil {
-				fmt.Fprintln(stderr, "consume:", err)
-				return 1
+		if g := b.Gap; g != nil {
+			what := "are in a damaged frame"
+			if g.Deleted {
+				what = "were deleted by retention"
 			}
+			fmt.Fprintf(stderr, "consume: partition %d: offsets %d..%d %s; skipped\n", b.Partition, g.From, g.To-1, what)
 		}
-		if len(res.Records) > 0 || res.Skipped > 0 {
-			if err := c.CommitCursor(context.WithoutCancel(ctx), topic, name, p, res.NextOffset); err != nil {
-				fmt.Fprintln(stderr, "consume:", err)
-				return 1
-			}
+		for _, r := range b.Records {
+			printer.append(b.Partition, r)
 		}
-		if !follow && res.NextOffset >= res.HighWatermark {
-			return 0
+		_, err = out.Write(printer.buf)
+		printer.buf = printer.buf[:0]
+		if err == nil {
+			err = out.Flush()
 		}
-	}
-}
-
-// runQueueConsume leases records, prints them and acks them (nacks them
-// with noAck), until a consume finds nothing free or, with follow, until
-// interrupted. A record is acked only once printed: a consumer killed in
-// between leaves it to be leased again when its lease runs out.
-func runQueueConsume(ctx context.Context, c *client.Client, topic string, opts client.ConsumeOptions, follow, noAck, asJSON bool, stdout, stderr io.Writer) int {
-	if follow {
-		opts.Wait = 30 * time.Second
-	}
-	for {
-		recs, err := c.Consume(ctx, topic, opts)
-		switch {
-		case errors.Is(err, context.Canceled):
-			return 0
-		case err != nil:
+		if err != nil {
 			fmt.Fprintln(stderr, "consume:", err)
 			return 1
 		}
-		if len(recs) == 0 && !follow {
-			return 0
-		}
-		type lease struct {
-			partition int
-			id        uint64
-		}
-		settle := map[lease][]int64{}
-		for _, r := range recs {
-			fr := client.FetchedRecord{Offset: r.Offset, Key: r.Key, Value: r.Value, CommittedAt: r.CommittedAt}
-			if err := printLeased(stdout, r.Partition, fr, asJSON); err != nil {
-				fmt.Fprintln(stderr, "consume:", err)
-				return 1
-			}
-			k := lease{r.Partition, r.LeaseID}
-			settle[k] = append(settle[k], r.Offset)
-		}
-		for k, offsets := range settle {
-			if noAck {
-				_, err = c.Nack(context.WithoutCancel(ctx), topic, k.partition, k.id, offsets...)
-			} else {
-				_, err = c.Ack(context.WithoutCancel(ctx), topic, k.partition, offsets...)
-			}
-			if err != nil {
+		if cursor {
+			if err := k.Commit(context.WithoutCancel(ctx)); err != nil {
 				fmt.Fprintln(stderr, "consume:", err)
 				return 1
 			}
 		}
-		if noAck {
-			return 0 // what was given back would be leased again at once
-		}
 	}
-}
-
-// printLeased prints a leased record: its partition, then what printText
-// or printJSON print.
-func printLeased(w io.Writer, p int, r client.FetchedRecord, asJSON bool) error {
-	if !asJSON {
-		_, err := fmt.Fprintf(w, "%d\t%d\t%s\t%s\n", p, r.Offset, r.Key, r.Value)
-		return err
-	}
-	var b strings.Builder
-	if err := printJSON(&b, r); err != nil {
-		return err
-	}
-	_, err := fmt.Fprintf(w, "{\"partition\":%d,%s", p, strings.TrimPrefix(b.String(), "{"))
-	return err
-}
-
-func printText(w io.Writer, r client.FetchedRecord) error {
-	_, err := fmt.Fprintf(w, "%d\t%s\t%s\n", r.Offset, r.Key, r.Value)
-	return err
-}
-
-func printJSON(w io.Writer, r client.FetchedRecord) error {
-	line := struct {
-		Offset        int64   `json:"offset"`
-		Key           *string `json:"key,omitempty"`
-		Value         string  `json:"value"`
-		Encoding      string  `json:"encoding,omitempty"`
-		CommittedAtMs int64   `json:"committed_at_ms"`
-	}{Offset: r.Offset, Value: string(r.Value), CommittedAtMs: r.CommittedAt.UnixMilli()}
-	if !utf8.Valid(r.Key) || !utf8.Valid(r.Value) {
-		line.Encoding, line.Value = "base64", base64.StdEncoding.EncodeToString(r.Value)
-	}
-	if len(r.Key) > 0 {
-		k := string(r.Key)
-		if line.Encoding != "" {
-			k = base64.StdEncoding.EncodeToString(r.Key)
-		}
-		line.Key = &k
-	}
-	return json.NewEncoder(w).Encode(line)
 }

@@ -159,7 +159,7 @@ func TestConsume_StopsWhenASkipDoesNotAdvance(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var n atomic.Int64
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			srv := httptest.NewServer(oneTopic(func(w http.ResponseWriter, r *http.Request) {
 				if n.Add(1) > 200 { // end the spin so the test ends
 					w.WriteHeader(http.StatusInternalServerError)
 					fmt.Fprint(w, `{"error":{"code":"internal","message":"stop"}}`)
@@ -187,7 +187,7 @@ func TestConsume_StopsWhenASkipDoesNotAdvance(t *testing.T) {
 // damaged frame exits 1 naming its offsets and where to resume; with
 // --skip-damaged it steps over them, says so, and goes on.
 func TestConsume_ADamagedFrameStopsAReplayUnlessSkipped(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(oneTopic(func(w http.ResponseWriter, r *http.Request) {
 		off, _ := strconv.ParseInt(r.URL.Query().Get("offset"), 10, 64)
 		if off < 4 {
 			w.WriteHeader(http.StatusGone)
@@ -207,12 +207,24 @@ func TestConsume_ADamagedFrameStopsAReplayUnlessSkipped(t *testing.T) {
 	}))
 	defer srv.Close()
 	var out, errb bytes.Buffer
-	if code := runConsume([]string{"--addr", srv.URL, "--topic", "t"}, &out, &errb); code != 1 || out.Len() != 0 || !strings.Contains(errb.String(), "offsets 0..3 are in a damaged frame; --skip-damaged") {
+	if code := runConsume([]string{"--addr", srv.URL, "--topic", "t"}, &out, &errb); code != 1 || out.Len() != 0 || !strings.Contains(errb.String(), "partition 0: offsets 0..3 are in a damaged frame; --skip-damaged") {
 		t.Fatalf("without --skip-damaged: exit %d, %q %q", code, out.String(), errb.String())
 	}
 	out.Reset()
 	errb.Reset()
-	if code := runConsume([]string{"--addr", srv.URL, "--topic", "t", "--skip-damaged"}, &out, &errb); code != 0 || out.String() != "4\t\tv\n" || !strings.Contains(errb.String(), "skipped") {
+	if code := runConsume([]string{"--addr", srv.URL, "--topic", "t", "--skip-damaged"}, &out, &errb); code != 0 || out.String() != "0\t4\t\tv\n" || !strings.Contains(errb.String(), "skipped") {
 		t.Fatalf("with --skip-damaged: exit %d, %q %q", code, out.String(), errb.String())
 	}
+}
+
+// oneTopic serves topic t's description, of one partition, and hands
+// every other request to fetch.
+func oneTopic(fetch http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/topics/t" {
+			fmt.Fprint(w, `{"name":"t","incarnation":"00000000000000a1","partitions":[{"partition":0}]}`)
+			return
+		}
+		fetch(w, r)
+	})
 }

@@ -61,7 +61,7 @@ func TestE2E_ProduceBatchesAndConsumeRoundTrips(t *testing.T) {
 		t.Fatalf("produce --base64 -v: exit %d, %q %s", code, out, errOut)
 	}
 	out, errOut, code = cli(t, "", "consume", "--addr", hostPort, "--topic", "lines", "--from", "2498")
-	if code != 0 || out != "2498\t\tline 2498\n2499\t\tline 2499\n2500\tk\t"+string(raw)+"\n" {
+	if code != 0 || out != "0\t2498\t\tline 2498\n0\t2499\t\tline 2499\n0\t2500\tk\t"+string(raw)+"\n" {
 		t.Fatalf("consume: exit %d, %q %s", code, out, errOut)
 	}
 	out, errOut, code = cli(t, "", "consume", "--addr", hostPort, "--topic", "lines", "--from", "2499", "--json")
@@ -70,13 +70,14 @@ func TestE2E_ProduceBatchesAndConsumeRoundTrips(t *testing.T) {
 		t.Fatalf("consume --json: exit %d, %q %s", code, out, errOut)
 	}
 	var first, second struct {
+		Partition     *int    `json:"partition"`
 		Offset        int64   `json:"offset"`
 		Key           *string `json:"key"`
 		Value         string  `json:"value"`
 		Encoding      string  `json:"encoding"`
 		CommittedAtMs int64   `json:"committed_at_ms"`
 	}
-	if json.Unmarshal([]byte(lines[0]), &first) != nil || first.Offset != 2499 || first.Value != "line 2499" || first.Key != nil || first.CommittedAtMs == 0 {
+	if json.Unmarshal([]byte(lines[0]), &first) != nil || first.Partition == nil || *first.Partition != 0 || first.Offset != 2499 || first.Value != "line 2499" || first.Key != nil || first.CommittedAtMs == 0 {
 		t.Fatalf("consume --json line 1: %s", lines[0])
 	}
 	if json.Unmarshal([]byte(lines[1]), &second) != nil || second.Encoding != "base64" || second.Value != base64.StdEncoding.EncodeToString(raw) ||
@@ -152,7 +153,7 @@ func TestE2E_TLSReloadAndCommands(t *testing.T) {
 	if out, errOut, code := cli(t, "over tls\n", "produce", "--addr", d.addr, "--topic", "secure", "--tls-ca", caFile); code != 0 {
 		t.Fatalf("produce over TLS: exit %d, %s %s", code, out, errOut)
 	}
-	if out, errOut, code := cli(t, "", "consume", "--addr", d.addr, "--topic", "secure", "--tls-ca", caFile); code != 0 || out != "0\t\tover tls\n" {
+	if out, errOut, code := cli(t, "", "consume", "--addr", d.addr, "--topic", "secure", "--tls-ca", caFile); code != 0 || out != "0\t0\t\tover tls\n" {
 		t.Fatalf("consume over TLS: exit %d, %q %s", code, out, errOut)
 	}
 

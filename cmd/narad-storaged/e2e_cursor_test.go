@@ -30,17 +30,17 @@ func TestE2E_CLICursorConsume(t *testing.T) {
 		}
 		return out
 	}
-	if out := run("--cursor", "audit"); out != "0\t\ta\n1\t\tb\n2\t\tc\n" {
+	if out := run("--cursor", "audit"); out != "0\t0\t\ta\n0\t1\t\tb\n0\t2\t\tc\n" {
 		t.Fatalf("first run: %q", out)
 	}
 	if out := run("--cursor", "tail", "--from", "latest"); out != "" {
 		t.Fatalf("a latest cursor's first run: %q", out)
 	}
 	produce("d", "e")
-	if out := run("--cursor", "audit"); out != "3\t\td\n4\t\te\n" {
+	if out := run("--cursor", "audit"); out != "0\t3\t\td\n0\t4\t\te\n" {
 		t.Fatalf("second run: %q, want it to resume at 3", out)
 	}
-	if out := run("--cursor", "tail"); out != "3\t\td\n4\t\te\n" {
+	if out := run("--cursor", "tail"); out != "0\t3\t\td\n0\t4\t\te\n" {
 		t.Fatalf("the latest cursor: %q", out)
 	}
 	if out := run("--from", "latest"); out != "" {

@@ -25,7 +25,7 @@ func TestE2E_CLIConsumeFromTime(t *testing.T) {
 	all, firstAt := e2etest.CommittedOneByOne(t, ctx, c, "clock", 20)
 	at := all.Records[10].CommittedAt
 	out, errOut, code := cli(t, "", "consume", "--addr", d.addr, "--topic", "clock", "--from", at.Format(time.RFC3339Nano))
-	if code != 0 || !strings.HasPrefix(out, fmt.Sprintf("%d\t\t", firstAt(at))) {
+	if code != 0 || !strings.HasPrefix(out, fmt.Sprintf("0\t%d\t\t", firstAt(at))) {
 		t.Fatalf("consume --from %s: exit %d, %q %s", at.Format(time.RFC3339Nano), code, out, errOut)
 	}
 	if err := d.stop(syscall.SIGTERM); err != nil {
