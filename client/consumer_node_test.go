@@ -191,3 +191,76 @@ func TestConsumerE2E_CursorResumes(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkConsumer reads a topic of 16 partitions of 10,000 records of
+// 100 bytes on a node in this process, whole, through a Consumer, beside
+// the same records read by Fetch, one partition after another, in the
+// same run (the ratio of the two is the figure; the node is the same).
+func BenchmarkConsumer(b *testing.B) {
+	n, err := startNode()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer n.stop()
+	ctx := context.Background()
+	c := n.client()
+	const partitions, perPartition, size = 16, 10000, 100
+	if _, _, err := c.CreateTopic(ctx, "bench", partitions, client.Retention{}); err != nil {
+		b.Fatal(err)
+	}
+	value := make([]byte, size)
+	for p := range partitions {
+		batch := make([]client.Record, perPartition)
+		for i := range batch {
+			batch[i] = client.Record{Value: value}
+		}
+		if _, err := c.Produce(ctx, "bench", p, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run(fmt.Sprintf("consumer/partitions=%d/records=%d/size=%d", partitions, partitions*perPartition, size), func(b *testing.B) {
+		b.SetBytes(partitions * perPartition * size)
+		b.ReportAllocs()
+		for b.Loop() {
+			k, err := c.NewConsumer(ctx, "bench", client.ConsumerOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			read := 0
+			for {
+				batch, err := k.Poll(ctx)
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				read += len(batch.Records)
+			}
+			k.Close()
+			if read != partitions*perPartition {
+				b.Fatalf("read %d records", read)
+			}
+		}
+	})
+	b.Run(fmt.Sprintf("fetch-each-partition/partitions=%d/records=%d/size=%d", partitions, partitions*perPartition, size), func(b *testing.B) {
+		b.SetBytes(partitions * perPartition * size)
+		b.ReportAllocs()
+		for b.Loop() {
+			read := 0
+			for p := range partitions {
+				for offset := int64(0); offset < perPartition; {
+					f, err := c.Fetch(ctx, "bench", p, offset, client.FetchOptions{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					read += len(f.Records)
+					offset = f.NextOffset
+				}
+			}
+			if read != partitions*perPartition {
+				b.Fatalf("read %d records", read)
+			}
+		}
+	})
+}
