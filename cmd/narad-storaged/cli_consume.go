@@ -35,7 +35,7 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 	cursorName := fs.String("cursor", "", "read through the fan-out cursor NAME: resume where it stands on each partition (made at --from if the topic has none), and move it past what is printed")
 	follow := fs.Bool("follow", false, "keep waiting for new records, on every partition read")
 	asJSON := fs.Bool("json", false, `print JSON lines: {"partition","offset","key","value","committed_at_ms"}, key and value base64 with "encoding":"base64" when not UTF-8`)
-	format := fs.String("format", "", "print each record as FMT (default "+strconv.Quote(defaultFormat)+"): "+formatVerbs)
+	format := fs.String("format", "", "print each record as FMT (default '"+defaultFormat+"'): "+formatVerbs)
 	skipDamaged := fs.Bool("skip-damaged", false, "step over the records of a damaged frame (saying so on stderr) instead of stopping there")
 	queue := fs.Bool("queue", false, "be a queue consumer: lease records (of any partition unless --partition is given), print them, ack them")
 	noAck := fs.Bool("no-ack", false, "with --queue: give the records back (nack) instead of acking them: a peek")
