@@ -82,8 +82,9 @@ var ErrConsumerClosed = errors.New("narad: consumer closed")
 // Invariants:
 //   - each partition is in flight (one fetch), queued, or finished (read
 //     to its high watermark without Follow), exactly one of them;
-//   - a partition's next is past what Poll returned of it, and a fetch of
-//     it starts from next (or from its Start while next is unknown);
+//   - once NewConsumer returns, every partition's next is known: past
+//     what Poll returned of it, or where its Start or Cursor placed it;
+//     a fetch of it starts from next;
 //   - inFlight fetches at most, each with a slot in results.
 type Consumer struct {
 	c           *Client
@@ -116,18 +117,18 @@ type partitionRead struct {
 
 // fetched is a fetch's outcome, for Poll.
 type fetched struct {
-	part  *partitionRead
-	from  int64 // the offset read from (the start, once resolved)
-	known bool  // from is known (the start resolved)
-	quiet bool
-	res   Fetched
-	err   error
+	part *partitionRead
+	from int64 // the offset read from
+	res  Fetched
+	err  error
 }
 
 // NewConsumer describes the topic and, with a Cursor, makes it where the
-// topic has none and reads its positions; then it begins reading (the
-// latest start, each partition's high watermark, is taken now). Close
-// ends what it began.
+// topic has none and reads its positions; without one it takes where each
+// partition begins (a latest start is each partition's high watermark
+// now, asked of at most MaxInFlight partitions at once, so a record
+// committed after NewConsumer returns is read). Then it begins reading.
+// Close ends what it began.
 func (c *Client) NewConsumer(ctx context.Context, topic string, opts ConsumerOptions) (*Consumer, error) {
 	if opts.Wait == 0 {
 		opts.Wait = 30 * time.Second
@@ -179,6 +180,9 @@ func (c *Client) NewConsumer(ctx context.Context, topic string, opts ConsumerOpt
 			return nil, err
 		}
 	}
+	if err := k.resolveStarts(ctx); err != nil {
+		return nil, err
+	}
 	k.queue = slices.Clone(k.parts)
 	k.results = make(chan fetched, k.limit)
 	k.ctx, k.cancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -226,24 +230,16 @@ func (k *Consumer) launch() {
 		}
 		k.inFlight++
 		k.wg.Add(1)
-		go k.fetch(st, st.known, st.quiet, st.next, wait)
+		go k.fetch(st, st.next, wait)
 	}
 }
 
-// fetch reads partition st from next (resolving its start first unless
-// known) and hands the outcome to Poll; results has a slot for it.
-func (k *Consumer) fetch(st *partitionRead, known, quiet bool, next int64, wait time.Duration) {
+// fetch reads partition st from next and hands the outcome to Poll;
+// results has a slot for it.
+func (k *Consumer) fetch(st *partitionRead, next int64, wait time.Duration) {
 	defer k.wg.Done()
-	f := fetched{part: st, from: next, known: known, quiet: quiet}
-	if !known {
-		f.from, f.quiet, f.err = k.opts.Start.resolve(k.ctx, k.c, k.topic, st.p)
-		if f.err != nil {
-			k.results <- f
-			return
-		}
-		f.known = true
-	}
-	f.res, f.err = k.c.Fetch(k.ctx, k.topic, st.p, f.from, FetchOptions{MaxRecords: k.opts.MaxRecords, MaxBytes: k.opts.MaxBytes,
+	f := fetched{part: st, from: next}
+	f.res, f.err = k.c.Fetch(k.ctx, k.topic, st.p, next, FetchOptions{MaxRecords: k.opts.MaxRecords, MaxBytes: k.opts.MaxBytes,
 		Wait: wait, Incarnation: k.incarnation})
 	k.results <- f
 }
@@ -253,9 +249,6 @@ func (k *Consumer) fetch(st *partitionRead, known, quiet bool, next int64, wait 
 // has something for its caller.
 func (k *Consumer) settle(f fetched) (b Batch, err error, deliver bool) {
 	st := f.part
-	if f.known && !st.known {
-		st.known, st.next, st.quiet = true, f.from, f.quiet
-	}
 	b.Partition = st.p
 	var e *Error
 	switch {
@@ -285,11 +278,7 @@ func (k *Consumer) settle(f fetched) (b Batch, err error, deliver bool) {
 	if errors.Is(f.err, context.Canceled) && k.ctx.Err() != nil {
 		return b, ErrConsumerClosed, true
 	}
-	pe := &PartitionError{Topic: k.topic, Partition: st.p, Offset: f.from, Err: f.err}
-	if !f.known {
-		pe.Offset, pe.start = -1, k.opts.Start
-	}
-	return b, pe, true
+	return b, &PartitionError{Topic: k.topic, Partition: st.p, Offset: f.from, Err: f.err}, true
 }
 
 // PartitionError is a Consumer's error in one partition: Poll reads the
@@ -297,15 +286,11 @@ func (k *Consumer) settle(f fetched) (b Batch, err error, deliver bool) {
 type PartitionError struct {
 	Topic     string
 	Partition int
-	Offset    int64 // -1: while finding where the partition begins
+	Offset    int64
 	Err       error
-	start     Start
 }
 
 func (e *PartitionError) Error() string {
-	if e.Offset < 0 {
-		return fmt.Sprintf("narad: consumer of %s, partition %d, finding its start (%v): %v", e.Topic, e.Partition, e.start, e.Err)
-	}
 	return fmt.Sprintf("narad: consumer of %s, partition %d at offset %d: %v", e.Topic, e.Partition, e.Offset, e.Err)
 }
 

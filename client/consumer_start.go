@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -28,8 +29,8 @@ const (
 // StartEarliest begins each partition at its first record still held.
 func StartEarliest() Start { return Start{} }
 
-// StartLatest begins each partition at its high watermark when the
-// consumer first reads it: only what commits after is read.
+// StartLatest begins each partition at its high watermark when
+// NewConsumer runs: what commits after it returns is read.
 func StartLatest() Start { return Start{kind: startLatest} }
 
 // StartAtOffset begins every partition at offset.
@@ -112,4 +113,50 @@ func (s Start) resolve(ctx context.Context, c *Client, topic string, p int) (off
 		return 0, true, nil
 	}
 	return offset, false, err
+}
+
+// resolveStarts places each partition not placed yet (by a cursor) where
+// the consumer's Start says, asking at most k.limit partitions at once;
+// the first error ends it.
+func (k *Consumer) resolveStarts(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	todo := make(chan *partitionRead)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	for range k.limit {
+		wg.Go(func() {
+			for st := range todo {
+				next, quiet, err := k.opts.Start.resolve(ctx, k.c, k.topic, st.p)
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = fmt.Errorf("narad: consumer of %s, partition %d, finding its start (%v): %w", k.topic, st.p, k.opts.Start, err)
+						cancel()
+					}
+					mu.Unlock()
+					continue
+				}
+				st.known, st.next, st.quiet = true, next, quiet
+			}
+		})
+	}
+	for _, st := range k.parts {
+		if st.known {
+			continue
+		}
+		select {
+		case todo <- st:
+		case <-ctx.Done():
+		}
+	}
+	close(todo)
+	wg.Wait()
+	if firstErr == nil {
+		firstErr = ctx.Err()
+	}
+	return firstErr
 }

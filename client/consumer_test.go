@@ -122,7 +122,7 @@ func TestConsumer_Starts(t *testing.T) {
 			t.Errorf("a time: %v", got) // the fake commits offset i at i ms
 		}
 
-		// Latest is each partition's high watermark when it is first read.
+		// Latest is each partition's high watermark when NewConsumer runs.
 		k, err := c.NewConsumer(context.Background(), "orders", ConsumerOptions{Start: StartLatest(), Follow: true})
 		if err != nil {
 			t.Fatal(err)
@@ -468,6 +468,40 @@ func TestConsumer_CloseEndsLongPolls(t *testing.T) {
 		k.Close()
 		if time.Since(start) != 0 {
 			t.Fatalf("Close took %v: it waited out the long polls", time.Since(start))
+		}
+	})
+}
+
+// TestConsumer_LatestIsTakenInNewConsumer: with more partitions than
+// fetches in flight, a record committed to any partition after
+// NewConsumer(StartLatest) returned is read: the latest start of every
+// partition was taken before NewConsumer returned, not on its first turn.
+func TestConsumer_LatestIsTakenInNewConsumer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const partitions = 6
+		n := newTopicNode("orders", partitions)
+		for p := range partitions {
+			n.append(p, "old")
+		}
+		k, err := n.client(Options{}).NewConsumer(context.Background(), "orders", ConsumerOptions{Start: StartLatest(), Follow: true, MaxInFlight: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer k.Close()
+		n.append(partitions-1, "new")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // the bubble's clock: many turns
+		defer cancel()
+		for {
+			b, err := k.Poll(ctx)
+			if err != nil {
+				t.Fatalf("the record committed to partition %d after NewConsumer: never read (%v)", partitions-1, err)
+			}
+			if len(b.Records) > 0 {
+				if b.Partition != partitions-1 || len(b.Records) != 1 || b.Records[0].Offset != 1 || string(b.Records[0].Value) != "new" {
+					t.Fatalf("read %+v; want only partition %d's record at offset 1", b, partitions-1)
+				}
+				return
+			}
 		}
 	})
 }
