@@ -33,7 +33,10 @@ func StartEarliest() Start { return Start{} }
 // NewConsumer runs: what commits after it returns is read.
 func StartLatest() Start { return Start{kind: startLatest} }
 
-// StartAtOffset begins every partition at offset.
+// StartAtOffset begins every partition at offset, or one holding fewer
+// records at its high watermark when NewConsumer runs (read to its end
+// at once without Follow, long-polled there with it). StartAtOffsets is
+// exact: an offset beyond its partition's high watermark is an error.
 func StartAtOffset(offset int64) Start { return Start{kind: startOffset, offset: offset} }
 
 // StartAtOffsets begins each partition at its own offset: the map names
@@ -104,7 +107,8 @@ func (s Start) resolve(ctx context.Context, c *Client, topic string, p int) (off
 	case startLatest:
 		offset, err = c.OffsetAt(ctx, topic, p, latestTime)
 	case startOffset:
-		offset = s.offset
+		offset, err = c.OffsetAt(ctx, topic, p, latestTime)
+		offset = min(offset, s.offset)
 	case startOffsets:
 		offset = s.offsets[p]
 	case startTime:

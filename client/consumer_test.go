@@ -505,3 +505,49 @@ func TestConsumer_LatestIsTakenInNewConsumer(t *testing.T) {
 		}
 	})
 }
+
+// TestConsumer_OneOffsetForAllStopsAtShortPartitions: StartAtOffset(N)
+// begins a partition holding fewer than N records at its high watermark:
+// without Follow it is read to its end (nothing), with Follow it is
+// long-polled there and what commits next is read. Offsets given one per
+// partition are the caller's own: one beyond the high watermark is a
+// PartitionError.
+func TestConsumer_OneOffsetForAllStopsAtShortPartitions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newTopicNode("orders", 3)
+		n.append(0, values("a", 6)...)
+		n.append(1, values("b", 2)...) // partition 2 is empty
+		c := n.client(Options{})
+		k, err := c.NewConsumer(context.Background(), "orders", ConsumerOptions{Start: StartAtOffset(4)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, gaps := drainConsumer(t, k)
+		k.Close()
+		if fmt.Sprint(got) != "map[0:[a4 a5]]" || len(gaps) != 0 {
+			t.Fatalf("offset 4 over partitions of 6, 2 and 0 records: %v, gaps %v", got, gaps)
+		}
+
+		k, err = c.NewConsumer(context.Background(), "orders", ConsumerOptions{Start: StartAtOffset(4), Follow: true, Partitions: []int{1, 2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // both long-polled at their high watermarks
+		n.append(1, "b2")
+		b, err := k.Poll(context.Background())
+		k.Close()
+		if err != nil || b.Partition != 1 || len(b.Records) != 1 || b.Records[0].Offset != 2 {
+			t.Fatalf("following from offset 4, a record to partition 1 at its high watermark 2: %+v, %v", b, err)
+		}
+
+		k, err = c.NewConsumer(context.Background(), "orders", ConsumerOptions{Start: StartAtOffsets(map[int]int64{1: 4}), Partitions: []int{1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer k.Close()
+		var pe *PartitionError
+		if _, err := k.Poll(context.Background()); !errors.Is(err, ErrOffsetBeyondHighWatermark) || !errors.As(err, &pe) || pe.Partition != 1 || pe.Offset != 4 {
+			t.Fatalf("partition 1 from its own offset 4, beyond its 3 records: %v", err)
+		}
+	})
+}

@@ -31,7 +31,7 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var cf clientFlags
 	cf.register(fs)
-	from := fs.String("from", "earliest", "where each partition starts: earliest, latest, an offset (of every partition read), PARTITION:OFFSET,... (one for each partition read), or a time (RFC 3339: the first record committed at or after it); with --cursor, where a new cursor starts: earliest or latest")
+	from := fs.String("from", "earliest", "where each partition starts: earliest, latest, an offset (of every partition read; one holding fewer records starts at its end), PARTITION:OFFSET,... (one for each partition read), or a time (RFC 3339: the first record committed at or after it); with --cursor, where a new cursor starts: earliest or latest")
 	cursorName := fs.String("cursor", "", "read through the fan-out cursor NAME: resume where it stands on each partition (made at --from if the topic has none), and move it past what is printed")
 	follow := fs.Bool("follow", false, "keep waiting for new records, on every partition read")
 	asJSON := fs.Bool("json", false, `print JSON lines: {"partition","offset","key","value","committed_at_ms"}, key and value base64 with "encoding":"base64" when not UTF-8`)
@@ -138,7 +138,9 @@ var offsetList = regexp.MustCompile(`^[0-9]+:[0-9]+(,[0-9]+:[0-9]+)*$`)
 
 // parseFrom reads --from: earliest, latest, an offset, PARTITION:OFFSET
 // pairs, or an RFC 3339 time. Pairs name every partition read: with
-// --partition, that one alone.
+// --partition, that one alone. An offset with --partition is that
+// partition's own (an error past its end, as a pair's is); without, it
+// is every partition's, a shorter one read from its end.
 func parseFrom(from string, pinned bool, partition int) (client.Start, error) {
 	switch from {
 	case "earliest":
@@ -171,6 +173,9 @@ func parseFrom(from string, pinned bool, partition int) (client.Start, error) {
 	offset, err := strconv.ParseInt(from, 10, 64)
 	if err != nil || offset < 0 {
 		return client.Start{}, fmt.Errorf("%q: want earliest, latest, an offset from 0 up, PARTITION:OFFSET,... or an RFC 3339 time", from)
+	}
+	if pinned {
+		return client.StartAtOffsets(map[int]int64{partition: offset}), nil
 	}
 	return client.StartAtOffset(offset), nil
 }

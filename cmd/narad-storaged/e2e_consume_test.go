@@ -55,7 +55,8 @@ func inPartitionOrder(t *testing.T, what, out string, want []string, sep string)
 // TestE2E_CLIConsumeWholeTopic: consume reads every partition by
 // default, each line naming its partition (text, --json, --format);
 // --partition pins one; --from starts every partition at latest, at an
-// offset, at an offset each, at a time; --queue leases from every
+// offset (a partition with fewer records at its end), at an offset each,
+// at a time; --queue leases from every
 // partition; what does not go together is a usage error.
 func TestE2E_CLIConsumeWholeTopic(t *testing.T) {
 	d := startDaemon(t, t.TempDir())
@@ -98,7 +99,11 @@ func TestE2E_CLIConsumeWholeTopic(t *testing.T) {
 	if out := consume("--from", "latest"); out != "" {
 		t.Fatalf("--from latest: %q", out)
 	}
-	inPartitionOrder(t, "--from 1", consume("--from", "1"), []string{"0\t1\t\ta1", "2\t1\t\tc1", "2\t2\t\tc2"}, "\t")
+	// Partition 1 holds one record, 0 two: offset 2 is past the one's
+	// high watermark and at the other's; both are read to their end.
+	if out := consume("--from", "2"); out != "2\t2\t\tc2\n" {
+		t.Fatalf("--from 2: %q", out)
+	}
 	inPartitionOrder(t, "--from 0:1,1:0,2:2", consume("--from", "0:1,1:0,2:2"), []string{"0\t1\t\ta1", "1\t0\tk\tb0", "2\t2\t\tc2"}, "\t")
 	if out := consume("--partition", "2", "--from", "2:1"); out != "2\t1\t\tc1\n2\t2\t\tc2\n" {
 		t.Fatalf("--partition 2 --from 2:1: %q", out)
@@ -119,6 +124,11 @@ func TestE2E_CLIConsumeWholeTopic(t *testing.T) {
 	}
 	if _, errOut, code := cli(t, "", "consume", "--addr", d.addr, "--topic", "t", "--from", "0:1,2:1"); code != 1 || !strings.Contains(errOut, "no offset for partition 1") {
 		t.Fatalf("--from naming two of three partitions: exit %d, %s", code, errOut)
+	}
+	for _, from := range [][]string{{"--from", "0:0,1:2,2:0"}, {"--partition", "1", "--from", "2"}} { // an offset of partition 1's own
+		if _, errOut, code := cli(t, "", append([]string{"consume", "--addr", d.addr, "--topic", "t"}, from...)...); code != 1 || !strings.Contains(errOut, "offset_beyond_high_watermark") {
+			t.Fatalf("consume %v, past partition 1's one record: exit %d, %s", from, code, errOut)
+		}
 	}
 	if _, errOut, code := cli(t, "", "consume", "--addr", d.addr, "--topic", "t", "--partition", "3"); code != 1 || !strings.Contains(errOut, "partitions 0 to 2") {
 		t.Fatalf("--partition 3 of three: exit %d, %s", code, errOut)
