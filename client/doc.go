@@ -26,11 +26,11 @@
 // A Consumer (NewConsumer) reads a whole topic, or the partitions it is
 // given, each partition in offset order, from the earliest record, the
 // latest, an offset (one for every partition, a shorter partition
-// beginning at its end; or one each, exact) or a time
-// (NewConsumer takes the latest and a time's offset of every partition
-// before it returns: a record committed after is read);
-// Poll returns a batch of one partition at a time, or a Gap it stepped
-// over (records retention deleted; a damaged frame's, with SkipDamaged).
+// beginning at its end; or one each, exact) or a time. NewConsumer takes
+// the latest and a time's offset of every partition before it returns: a
+// record committed after is read. Poll returns a batch of one partition
+// at a time, or a Gap it stepped over (records retention deleted; a
+// damaged frame's, with SkipDamaged).
 // Through a fan-out cursor (ConsumerOptions.Cursor) it begins at the
 // cursor's positions and Commit moves the cursor past what Poll returned:
 // a consumer that commits what it has processed reads every record at
