@@ -256,15 +256,9 @@ func (c *Client) doJSON(ctx context.Context, method, path string, in, out any) e
 	return nil
 }
 
-// backoff waits before retry n (0, 1, ...): the server's Retry-After if it
-// gave one, else 50 ms doubling, capped at 2 s.
+// backoff waits before retry n (0, 1, ...), as long as retryWait says.
 func backoff(ctx context.Context, n int, err error) error {
-	wait := min(50*time.Millisecond<<n, 2*time.Second)
-	var e *Error
-	if errors.As(err, &e) && e.RetryAfter > 0 {
-		wait = e.RetryAfter
-	}
-	t := time.NewTimer(wait)
+	t := time.NewTimer(retryWait(n, err))
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -272,6 +266,17 @@ func backoff(ctx context.Context, n int, err error) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// retryWait is how long to wait before retry n (0, 1, ...) after err:
+// the server's Retry-After if it gave one, else 50 ms doubling, capped at
+// 2 s.
+func retryWait(n int, err error) time.Duration {
+	var e *Error
+	if errors.As(err, &e) && e.RetryAfter > 0 {
+		return e.RetryAfter
+	}
+	return min(50*time.Millisecond<<min(n, 16), 2*time.Second)
 }
 
 // nodeAt is the node at addr, as a cluster names its nodes: "" is the

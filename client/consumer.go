@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,11 +82,14 @@ var ErrConsumerClosed = errors.New("narad: consumer closed")
 //
 // Invariants:
 //   - each partition is in flight (one fetch), queued, or finished (read
-//     to its high watermark without Follow), exactly one of them;
+//     to its high watermark without Follow, or failed terminally),
+//     exactly one of them;
 //   - once NewConsumer returns, every partition's next is known: past
 //     what Poll returned of it, or where its Start or Cursor placed it;
 //     a fetch of it starts from next;
-//   - inFlight fetches at most, each with a slot in results.
+//   - inFlight fetches at most, each with a slot in results;
+//   - a queued partition with notBefore ahead is not fetched before it;
+//   - once err is set nothing more is launched.
 type Consumer struct {
 	c           *Client
 	topic       string
@@ -98,6 +102,7 @@ type Consumer struct {
 	queue    []*partitionRead // to fetch, first in first out
 	inFlight int
 	results  chan fetched
+	err      error // a terminal *PartitionError: every Poll's answer from then on
 
 	ctx    context.Context // the fetches'; Close cancels it
 	cancel context.CancelFunc
@@ -108,11 +113,13 @@ type Consumer struct {
 // partitionRead is the consumer's place in one partition.
 type partitionRead struct {
 	p         int
-	known     bool  // next is set: the start resolved, or the cursor read
-	quiet     bool  // retention deleted below next is no Gap (the earliest start, not read yet)
-	next      int64 // the next offset to read
-	committed int64 // with a cursor: the position it holds
-	caughtUp  bool  // its last read ended at the high watermark
+	known     bool      // next is set: the start resolved, or the cursor read
+	quiet     bool      // retention deleted below next is no Gap (the earliest start, not read yet)
+	next      int64     // the next offset to read
+	committed int64     // with a cursor: the position it holds
+	caughtUp  bool      // its last read ended at the high watermark
+	failures  int       // fetches failed in a row
+	notBefore time.Time // after a failure: when it may be fetched again
 }
 
 // fetched is a fetch's outcome, for Poll.
@@ -193,37 +200,78 @@ func (c *Client) NewConsumer(ctx context.Context, topic string, opts ConsumerOpt
 // Poll returns the next batch of records of one partition, or a gap it
 // stepped over, waiting for one as long as ctx allows. Without Follow it
 // returns io.EOF once every partition was read up to its high
-// watermark. An error reading a partition is a *PartitionError; the
-// partition is read again from the same offset at the next Poll.
+// watermark. An error reading a partition is a *PartitionError. One no
+// later read can mend ends the consumer, and every later Poll returns
+// it: the topic or the partition is gone (ErrTopicNotFound, also when the
+// topic was deleted and made again; ErrPartitionNotFound) or the node
+// refused the request as invalid (an invalid_* code). After any other
+// the partition is read again from the same offset once a backoff has
+// passed (the client's retry schedule: the node's Retry-After, else
+// 50 ms doubling to 2 s, per partition, over the failures in a row), the
+// other partitions read meanwhile.
 func (k *Consumer) Poll(ctx context.Context) (Batch, error) {
 	if k.closed {
 		return Batch{}, ErrConsumerClosed
 	}
 	for {
-		k.launch()
-		if k.inFlight == 0 {
+		if k.err != nil {
+			return Batch{}, k.err
+		}
+		wake := k.launch()
+		if k.inFlight == 0 && len(k.queue) == 0 {
 			return Batch{}, io.EOF
 		}
-		select {
-		case f := <-k.results:
-			k.inFlight--
-			b, err, deliver := k.settle(f)
-			if deliver {
-				k.launch() // the partition's next read runs while the caller works
-				return b, err
-			}
-		case <-ctx.Done():
-			return Batch{}, ctx.Err()
+		b, err, done := k.await(ctx, wake)
+		if done {
+			return b, err
 		}
 	}
 }
 
-// launch starts fetches of the partitions first in the queue, up to
-// the limit in flight.
-func (k *Consumer) launch() {
-	for k.inFlight < k.limit && len(k.queue) > 0 {
-		st := k.queue[0]
-		k.queue = k.queue[1:]
+// await waits for a fetch's outcome, for ctx's end, or until wake (if
+// not zero), when a partition's backoff has passed; done is true when
+// Poll returns b and err.
+func (k *Consumer) await(ctx context.Context, wake time.Time) (b Batch, err error, done bool) {
+	var retry <-chan time.Time
+	if !wake.IsZero() {
+		t := time.NewTimer(time.Until(wake))
+		defer t.Stop()
+		retry = t.C
+	}
+	select {
+	case f := <-k.results:
+		k.inFlight--
+		b, err, deliver := k.settle(f)
+		if deliver && k.err == nil {
+			k.launch() // the partition's next read runs while the caller works
+		}
+		return b, err, deliver
+	case <-retry:
+		return Batch{}, nil, false
+	case <-ctx.Done():
+		return Batch{}, ctx.Err(), true
+	}
+}
+
+// launch starts fetches of the queued partitions, first in first out,
+// up to the limit in flight, passing over those whose backoff after a
+// failure has not passed; wake is when the first of those may be fetched,
+// zero when none waits or no fetch could start before a result comes.
+func (k *Consumer) launch() (wake time.Time) {
+	now := time.Now()
+	waiting := k.queue[:0]
+	for i, st := range k.queue {
+		if k.inFlight == k.limit {
+			waiting = append(waiting, k.queue[i:]...)
+			break
+		}
+		if now.Before(st.notBefore) {
+			waiting = append(waiting, st)
+			if wake.IsZero() || st.notBefore.Before(wake) {
+				wake = st.notBefore
+			}
+			continue
+		}
 		wait := time.Duration(0)
 		if k.opts.Follow && st.caughtUp {
 			wait = k.idleWait
@@ -232,6 +280,12 @@ func (k *Consumer) launch() {
 		k.wg.Add(1)
 		go k.fetch(st, st.next, wait)
 	}
+	clear(k.queue[len(waiting):])
+	k.queue = waiting
+	if k.inFlight == k.limit {
+		return time.Time{}
+	}
+	return wake
 }
 
 // fetch reads partition st from next and hands the outcome to Poll;
@@ -245,11 +299,13 @@ func (k *Consumer) fetch(st *partitionRead, next int64, wait time.Duration) {
 }
 
 // settle takes a fetch's outcome into the partition's place and queues
-// the partition again (unless it is finished); deliver is true when Poll
-// has something for its caller.
+// the partition again (unless it is finished, or the error is terminal);
+// deliver is true when Poll has something for its caller.
 func (k *Consumer) settle(f fetched) (b Batch, err error, deliver bool) {
 	st := f.part
 	b.Partition = st.p
+	failures := st.failures
+	st.failures, st.notBefore = 0, time.Time{}
 	var e *Error
 	switch {
 	case f.err == nil:
@@ -274,15 +330,32 @@ func (k *Consumer) settle(f fetched) (b Batch, err error, deliver bool) {
 		b.Gap = &Gap{From: f.from, To: *e.NextOffset}
 		return b, nil, true
 	}
-	k.queue = append([]*partitionRead{st}, k.queue...) // read again first
 	if errors.Is(f.err, context.Canceled) && k.ctx.Err() != nil {
 		return b, ErrConsumerClosed, true
 	}
-	return b, &PartitionError{Topic: k.topic, Partition: st.p, Offset: f.from, Err: f.err}, true
+	pe := &PartitionError{Topic: k.topic, Partition: st.p, Offset: f.from, Err: f.err}
+	if terminal(f.err) {
+		k.err = pe
+		return b, pe, true
+	}
+	st.failures = failures + 1
+	st.notBefore = time.Now().Add(retryWait(failures, f.err))
+	k.queue = append([]*partitionRead{st}, k.queue...) // read again first, once its backoff passed
+	return b, pe, true
+}
+
+// terminal is true of an error no later fetch can mend: the topic or the
+// partition is gone (a topic deleted, or deleted and made again, is
+// topic_not_found to a fetch naming its incarnation), or the node refused
+// the request as invalid (each of the API's invalid_* codes).
+func terminal(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && (e.Code == api.CodeTopicNotFound || e.Code == api.CodePartitionNotFound || strings.HasPrefix(e.Code, "invalid_"))
 }
 
 // PartitionError is a Consumer's error in one partition: Poll reads the
-// partition again from Offset at its next call.
+// partition again from Offset once a backoff has passed, unless the error
+// is terminal (Poll says which), when every later Poll returns it.
 type PartitionError struct {
 	Topic     string
 	Partition int

@@ -551,3 +551,88 @@ func TestConsumer_OneOffsetForAllStopsAtShortPartitions(t *testing.T) {
 		}
 	})
 }
+
+// TestConsumer_AFailingPartitionBacksOff: a partition that fails at every
+// fetch (here an offset of its own beyond its high watermark) is fetched
+// again on the client's backoff schedule, 50 ms doubling to 2 s, not at
+// every Poll: a caller that polls on through its errors for 10 s (the
+// bubble's clock) makes at most 10 fetches of it; and the other
+// partitions are read meanwhile.
+func TestConsumer_AFailingPartitionBacksOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newTopicNode("orders", 2)
+		k, err := n.client(Options{}).NewConsumer(context.Background(), "orders", ConsumerOptions{Start: StartAtOffsets(map[int]int64{0: 5, 1: 0}), Follow: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer k.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		polls, failed := 0, 0
+		for ; polls < 10000 && ctx.Err() == nil; polls++ {
+			if polls == 10 {
+				n.append(1, "b0")
+			}
+			b, err := k.Poll(ctx)
+			var pe *PartitionError
+			switch {
+			case errors.As(err, &pe) && errors.Is(err, ErrOffsetBeyondHighWatermark) && pe.Partition == 0:
+				failed++
+			case err == nil && b.Partition == 1 && len(b.Records) == 1:
+			case errors.Is(err, context.DeadlineExceeded):
+			default:
+				t.Fatalf("poll %d: %+v, %v", polls, b, err)
+			}
+		}
+		n.mu.Lock()
+		var fetches0 []string
+		for _, f := range n.served {
+			if strings.HasPrefix(f, "0@") {
+				fetches0 = append(fetches0, f)
+			}
+		}
+		n.mu.Unlock()
+		// Fetched at 0, 50, 150, 350, 750, 1550, 3150, 5150, 7150 and 9150 ms.
+		if len(fetches0) > 10 || failed != len(fetches0) {
+			t.Fatalf("%d polls in 10 s: %d errors, partition 0 fetched %d times; want at most 10, one error each", polls, failed, len(fetches0))
+		}
+	})
+}
+
+// TestConsumer_ATerminalErrorSticks: once a partition's fetch says the
+// topic is gone (deleted, or made again: another incarnation), every Poll
+// returns that error at once and nothing is fetched again.
+func TestConsumer_ATerminalErrorSticks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newTopicNode("orders", 3)
+		k, err := n.client(Options{}).NewConsumer(context.Background(), "orders", ConsumerOptions{Follow: true, Wait: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer k.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			synctest.Wait() // every partition read, and long-polled
+			cancel()
+		}()
+		if _, err := k.Poll(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("polling an idle topic: %v", err)
+		}
+		n.mu.Lock()
+		n.incarnation = "00000000000000b2"
+		n.mu.Unlock()
+		fetchesBefore, _ := n.stats()
+		start := time.Now()
+		for i := range 100 {
+			if _, err := k.Poll(context.Background()); !errors.Is(err, ErrTopicNotFound) {
+				t.Fatalf("poll %d after the topic went: %v", i, err)
+			}
+		}
+		if fetches, _ := n.stats(); fetches != fetchesBefore {
+			t.Fatalf("100 polls after the topic went: %d fetches; want each partition's long poll ended, no more", fetches-fetchesBefore)
+		}
+		if time.Since(start) > time.Second {
+			t.Fatalf("100 polls took %v: want the first long poll to end (1 s) and the rest at once", time.Since(start))
+		}
+	})
+}

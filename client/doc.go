@@ -30,7 +30,11 @@
 // the latest and a time's offset of every partition before it returns: a
 // record committed after is read. Poll returns a batch of one partition
 // at a time, or a Gap it stepped over (records retention deleted; a
-// damaged frame's, with SkipDamaged).
+// damaged frame's, with SkipDamaged). An error reading a partition is a
+// PartitionError: the partition is read again once a backoff has passed
+// (the schedule of the client's retries), the others meanwhile; an error
+// no read can mend (the topic or the partition gone, a request refused
+// as invalid) ends the consumer, every later Poll returning it.
 // Through a fan-out cursor (ConsumerOptions.Cursor) it begins at the
 // cursor's positions and Commit moves the cursor past what Poll returned:
 // a consumer that commits what it has processed reads every record at
