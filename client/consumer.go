@@ -77,8 +77,9 @@ var ErrConsumerClosed = errors.New("narad: consumer closed")
 // partition go to its owner in a cluster (the client follows 421
 // answers), retried as any call is.
 //
-// A Consumer is used from one goroutine: Poll, Commit and Close are not
-// safe to call at once. Cancel a Poll's context to end it.
+// Poll and Commit are called from one goroutine at a time. Close may be
+// called from any goroutine at any time: a Poll waiting then returns
+// ErrConsumerClosed. Cancel a Poll's context to end that Poll alone.
 //
 // Invariants:
 //   - each partition is in flight (one fetch), queued, or finished (read
@@ -104,10 +105,13 @@ type Consumer struct {
 	results  chan fetched
 	err      error // a terminal *PartitionError: every Poll's answer from then on
 
-	ctx    context.Context // the fetches'; Close cancels it
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // the fetches' goroutines
-	closed bool
+	ctx       context.Context // the fetches'; Close cancels it
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup // the fetches' goroutines
+	closeOnce sync.Once      // cancel and wait, once
+
+	mu     sync.Mutex // guards closed, and each launch's wg.Add against Close's wg.Wait
+	closed bool       // nothing is launched once it is set
 }
 
 // partitionRead is the consumer's place in one partition.
@@ -210,10 +214,10 @@ func (c *Client) NewConsumer(ctx context.Context, topic string, opts ConsumerOpt
 // 50 ms doubling to 2 s, per partition, over the failures in a row), the
 // other partitions read meanwhile.
 func (k *Consumer) Poll(ctx context.Context) (Batch, error) {
-	if k.closed {
-		return Batch{}, ErrConsumerClosed
-	}
 	for {
+		if k.isClosed() {
+			return Batch{}, ErrConsumerClosed
+		}
 		if k.err != nil {
 			return Batch{}, k.err
 		}
@@ -241,6 +245,9 @@ func (k *Consumer) await(ctx context.Context, wake time.Time) (b Batch, err erro
 	select {
 	case f := <-k.results:
 		k.inFlight--
+		if k.ctx.Err() != nil {
+			return Batch{}, ErrConsumerClosed, true // f may be the fetch Close ended
+		}
 		b, err, deliver := k.settle(f)
 		if deliver && k.err == nil {
 			k.launch() // the partition's next read runs while the caller works
@@ -248,6 +255,8 @@ func (k *Consumer) await(ctx context.Context, wake time.Time) (b Batch, err erro
 		return b, err, deliver
 	case <-retry:
 		return Batch{}, nil, false
+	case <-k.ctx.Done():
+		return Batch{}, ErrConsumerClosed, true
 	case <-ctx.Done():
 		return Batch{}, ctx.Err(), true
 	}
@@ -258,6 +267,11 @@ func (k *Consumer) await(ctx context.Context, wake time.Time) (b Batch, err erro
 // failure has not passed; wake is when the first of those may be fetched,
 // zero when none waits or no fetch could start before a result comes.
 func (k *Consumer) launch() (wake time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
+		return time.Time{}
+	}
 	now := time.Now()
 	waiting := k.queue[:0]
 	for i, st := range k.queue {
@@ -330,9 +344,6 @@ func (k *Consumer) settle(f fetched) (b Batch, err error, deliver bool) {
 		b.Gap = &Gap{From: f.from, To: *e.NextOffset}
 		return b, nil, true
 	}
-	if errors.Is(f.err, context.Canceled) && k.ctx.Err() != nil {
-		return b, ErrConsumerClosed, true
-	}
 	pe := &PartitionError{Topic: k.topic, Partition: st.p, Offset: f.from, Err: f.err}
 	if terminal(f.err) {
 		k.err = pe
@@ -369,14 +380,22 @@ func (e *PartitionError) Error() string {
 
 func (e *PartitionError) Unwrap() error { return e.Err }
 
-// Close ends the fetches in flight and waits for them. The cursor keeps
-// what Commit last stored.
+// Close ends the fetches in flight and waits for them, from any
+// goroutine, as often as called. The cursor keeps what Commit last
+// stored.
 func (k *Consumer) Close() error {
-	if k.closed {
-		return nil
-	}
+	k.mu.Lock()
 	k.closed = true
-	k.cancel()
-	k.wg.Wait()
+	k.mu.Unlock()
+	k.closeOnce.Do(func() {
+		k.cancel()
+		k.wg.Wait()
+	})
 	return nil
+}
+
+func (k *Consumer) isClosed() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.closed
 }

@@ -82,7 +82,7 @@ func (k *Consumer) cursorPositions(ctx context.Context, desc Topic) error {
 // its own crash. Partitions Poll returned nothing of since the last
 // Commit are not asked.
 func (k *Consumer) Commit(ctx context.Context) error {
-	if k.closed {
+	if k.isClosed() {
 		return ErrConsumerClosed
 	}
 	if k.opts.Cursor == "" {

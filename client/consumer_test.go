@@ -636,3 +636,49 @@ func TestConsumer_ATerminalErrorSticks(t *testing.T) {
 		}
 	})
 }
+
+// TestConsumer_CloseFromAnotherGoroutine: Close from another goroutine
+// while Polls run, each returning a record, then waiting in long polls:
+// the Poll returns ErrConsumerClosed, Close returns once every fetch has
+// ended, and nothing is fetched after it (run with -race: closed and the
+// fetches' WaitGroup are shared by the two goroutines).
+func TestConsumer_CloseFromAnotherGoroutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newTopicNode("orders", 2)
+		n.append(0, values("a", 100)...)
+		n.append(1, values("b", 100)...)
+		k, err := n.client(Options{}).NewConsumer(context.Background(), "orders", ConsumerOptions{Follow: true, MaxRecords: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := make(chan struct{})
+		polled := make(chan error)
+		go func() {
+			for i := 0; ; i++ {
+				if _, err := k.Poll(context.Background()); err != nil {
+					polled <- err
+					return
+				}
+				if i == 0 {
+					close(first)
+				}
+			}
+		}()
+		<-first
+		k.Close()
+		fetches, _ := n.stats()
+		if err := <-polled; !errors.Is(err, ErrConsumerClosed) {
+			t.Fatalf("Polls running when Close came: %v, want ErrConsumerClosed", err)
+		}
+		synctest.Wait()
+		n.mu.Lock()
+		after, inFlight := n.fetches, n.inFlight
+		n.mu.Unlock()
+		if after != fetches || inFlight != 0 {
+			t.Fatalf("after Close returned: %d fetches more, %d in flight; want none", after-fetches, inFlight)
+		}
+		if _, err := k.Poll(context.Background()); !errors.Is(err, ErrConsumerClosed) {
+			t.Fatalf("a Poll after Close: %v", err)
+		}
+	})
+}
