@@ -54,7 +54,7 @@ type Batch struct {
 	Partition     int
 	Records       []FetchedRecord
 	Gap           *Gap
-	HighWatermark int64 // the partition's, when it was read
+	HighWatermark int64 // the partition's, when it was read; 0 in a Gap's batch and with an error
 }
 
 // Gap is a range of offsets, From to To-1, that the consumer stepped

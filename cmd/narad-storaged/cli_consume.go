@@ -31,6 +31,7 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var cf clientFlags
 	cf.register(fs)
+	fs.Lookup("partition").Usage = "pin one partition (default: every partition)"
 	from := fs.String("from", "earliest", "where each partition starts: earliest, latest, an offset (of every partition read; one holding fewer records starts at its end), PARTITION:OFFSET,... (one for each partition read), or a time (RFC 3339: the first record committed at or after it); with --cursor, where a new cursor starts: earliest or latest")
 	cursorName := fs.String("cursor", "", "read through the fan-out cursor NAME: resume where it stands on each partition (made at --from if the topic has none), and move it past what is printed")
 	follow := fs.Bool("follow", false, "keep waiting for new records, on every partition read")

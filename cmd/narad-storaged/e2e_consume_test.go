@@ -138,6 +138,15 @@ func TestE2E_CLIConsumeWholeTopic(t *testing.T) {
 	}
 }
 
+// TestE2E_CLIConsumeHelpSaysPartitionPins: consume's --partition pins one
+// partition, every one read without it.
+func TestE2E_CLIConsumeHelpSaysPartitionPins(t *testing.T) {
+	_, errOut, code := cli(t, "", "consume", "--help")
+	if code != 0 || !strings.Contains(errOut, "pin one partition (default: every partition)") {
+		t.Fatalf("consume --help: exit %d\n%s", code, errOut)
+	}
+}
+
 // TestE2E_CLIConsumeFollowsEveryPartition: consume --follow prints what
 // commits to any partition as it commits, and ends at an interrupt,
 // exit 0.
