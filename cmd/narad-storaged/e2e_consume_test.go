@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/narad-io/storage/internal/e2etest"
 )
@@ -149,11 +151,14 @@ func TestE2E_CLIConsumeHelpSaysPartitionPins(t *testing.T) {
 
 // TestE2E_CLIConsumeFollowsEveryPartition: consume --follow prints what
 // commits to any partition as it commits, and ends at an interrupt,
-// exit 0.
+// exit 0. A line that never comes fails the test before go test's own
+// timeout, with consume's goroutines (SIGQUIT's dump) in the failure.
 func TestE2E_CLIConsumeFollowsEveryPartition(t *testing.T) {
 	d := startDaemon(t, t.TempDir())
 	topicOfThree(t, d, "t")
-	cmd := exec.Command(daemonBinary, "consume", "--addr", d.addr, "--topic", "t", "--follow")
+	cmd := exec.CommandContext(beforeDeadline(t), daemonBinary, "consume", "--addr", d.addr, "--topic", "t", "--follow")
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
+	cmd.WaitDelay = quitDelay
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	stdout, err := cmd.StdoutPipe()
@@ -168,7 +173,8 @@ func TestE2E_CLIConsumeFollowsEveryPartition(t *testing.T) {
 	next := func() string {
 		t.Helper()
 		if !lines.Scan() {
-			t.Fatalf("consume --follow ended: %v, %s", lines.Err(), errb.String())
+			err := cmd.Wait() // errb is whole once Wait returns
+			t.Fatalf("consume --follow ended (%v, %v):\n%s", lines.Err(), err, errb.String())
 		}
 		return lines.Text()
 	}
@@ -187,6 +193,27 @@ func TestE2E_CLIConsumeFollowsEveryPartition(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("consume --follow after SIGINT: %v, %s", err, errb.String())
 	}
+}
+
+// quitDelay is what a command ended by beforeDeadline's context is given
+// to dump its goroutines (SIGQUIT) and exit before it is killed and its
+// pipes closed; deadlineMargin leaves that and the failure's report room
+// before go test's timeout.
+const (
+	quitDelay      = 5 * time.Second
+	deadlineMargin = 2 * quitDelay
+)
+
+// beforeDeadline is a context that ends deadlineMargin before the test's
+// deadline (never, when go test runs without a timeout).
+func beforeDeadline(t *testing.T) context.Context {
+	deadline, ok := t.Deadline()
+	if !ok {
+		return t.Context()
+	}
+	ctx, cancel := context.WithDeadline(t.Context(), deadline.Add(-deadlineMargin))
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // TestE2E_CLIConsumeCursorCoversTheTopic: consume --cursor reads every
