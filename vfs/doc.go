@@ -15,4 +15,8 @@
 // the simulated disk's crash images are how the tests prove they did.
 // WriteFileAtomic, RemoveDurable and MkdirAllDurable are the sequences
 // most callers need.
+//
+// Beside the seam, OS describes the file system under a path
+// (FSDescriber: statfs's type, the block device, and what the device
+// says of its write cache), for the disk check; an FS need not.
 package vfs
