@@ -52,6 +52,14 @@ func DefaultMaxOpenLogsBeside(reserved int) int {
 	return max(minOpenLogs, (int(lim.Cur)-DescriptorHeadroom-reserved)/DescriptorsPerLog)
 }
 
+// DescriptorsFor is the open-file limit a budget of openLogs logs needs
+// beside reserved descriptors (an embedder's own connections): each log's
+// DescriptorsPerLog and DescriptorHeadroom, the sum DefaultMaxOpenLogsBeside
+// divides the limit by. The disk check holds the limit against it.
+func DescriptorsFor(openLogs, reserved int) int {
+	return openLogs*DescriptorsPerLog + DescriptorHeadroom + reserved
+}
+
 // DefaultFrameCacheBytes is the node's default bound on cached decoded
 // frames (Config.FrameCacheBytes).
 const DefaultFrameCacheBytes = 512 << 20

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+	"golang.org/x/sys/unix"
 )
 
 // retryBusy runs fn until it answers something other than ErrBusy, as a
@@ -265,5 +266,31 @@ func TestLogOpened_ADeleteWakesItsWaiters(t *testing.T) {
 	case <-kept:
 		t.Fatal("a delete woke the waiter of another topic")
 	default:
+	}
+}
+
+// TestDescriptorsFor_IsWhatTheDefaultBudgetDividesTheLimitBy: the budget
+// the open-file limit gives (above its floor of 16) needs no more
+// descriptors than the limit, and one log more would need more: the
+// disk check's descriptor finding and the default budget agree.
+func TestDescriptorsFor_IsWhatTheDefaultBudgetDividesTheLimitBy(t *testing.T) {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	for _, reserved := range []int{0, 128, 1000} {
+		budget := DefaultMaxOpenLogsBeside(reserved)
+		if budget == 0 {
+			t.Fatalf("the open-file limit %d gave no budget", lim.Cur)
+		}
+		if budget == minOpenLogs {
+			continue // the floor: a limit this low is what the disk check warns of
+		}
+		if need := DescriptorsFor(budget, reserved); uint64(need) > lim.Cur {
+			t.Errorf("reserved %d: a budget of %d needs %d descriptors, over the limit %d", reserved, budget, need, lim.Cur)
+		}
+		if need := DescriptorsFor(budget+1, reserved); uint64(need) <= lim.Cur {
+			t.Errorf("reserved %d: a budget of %d leaves room for one log more under the limit %d", reserved, budget, lim.Cur)
+		}
 	}
 }

@@ -32,6 +32,6 @@ func warnIfFewDescriptors(ctx context.Context, node *runtime.Node, maxOpenLogs i
 		logger.Warn("more partitions on disk than the open-log budget: past it, each open first closes the least recently used idle log",
 			zap.Int("partitions", partitions), zap.Int("max_open_logs", maxOpenLogs), zap.Uint64("open_file_limit", lim.Cur),
 			zap.String("fix", fmt.Sprintf("raise the open-file limit (LimitNOFILE= in the unit, ulimit -n) to %d, or --max-open-logs",
-				partitions*runtime.DescriptorsPerLog+runtime.DescriptorHeadroom)))
+				runtime.DescriptorsFor(partitions, 0))))
 	}
 }
