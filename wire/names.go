@@ -48,6 +48,13 @@ const (
 	// ClusterIDFileName holds the id of the cluster it belongs to.
 	NodeIDFileName    = "node-id"
 	ClusterIDFileName = "cluster-id"
+	// DiskCheckProbePrefix begins the name of the disk check's probe
+	// files in the data directory's top level (DiskCheckProbePrefix, a
+	// random id, and for its second file DiskCheckEntrySuffix): never
+	// data, nothing but the disk check reads them, and the next check
+	// removes one a crash left.
+	DiskCheckProbePrefix = "diskcheck-probe."
+	DiskCheckEntrySuffix = ".entry"
 	// InstallingDirSuffix ends the staging directory of a moved partition
 	// while its files are written: never complete, removed at startup.
 	InstallingDirSuffix = ".installing"
