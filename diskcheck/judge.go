@@ -118,10 +118,11 @@ func judgeFdatasync(r Report) Finding {
 		f.Message = measured + fmt.Sprintf(": implausibly fast (under %s) for a device that flushes a volatile cache; the flush was answered from memory a power loss empties", durText(FastFlush))
 		if r.FS.Device != "" {
 			f.Message += ", unless the device has power-loss protection"
+			f.Fix = "check the drive has power-loss protection (its data sheet; nvme id-ctrl's vwc, hdparm -W: its write cache); on a virtual machine, that the host caches the disk writethrough or not at all (cache=none), never unsafe"
 		} else {
 			f.Message += " (no block device of its own was found under this file system)"
+			f.Fix = "see fs_type: put the data directory on a local disk's file system"
 		}
-		f.Fix = "check the drive has power-loss protection (its data sheet); on a virtual machine, that the host caches the disk writethrough or not at all (cache=none), never unsafe; never a tmpfs"
 	default:
 		f.Severity, f.Message = OK, measured
 	}

@@ -46,7 +46,7 @@ func TestWriteText(t *testing.T) {
 		"warning  fdatasync    p50 2µs after an append, 2µs after an overwrite: implausibly fast (under 50µs)",
 		"error    free_bytes", "warning  fallocate    unsupported", "warning  descriptors  open-file limit 256, under the 448",
 		"ok       fs_type", "ok       dir_fsync", "ok       free_inodes", "ok       probe_files",
-		"fix: check the drive has power-loss protection", "\n1 errors, 3 warnings\n",
+		"fix: check the drive has power-loss protection (its data sheet", "\n1 errors, 3 warnings\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the text does not say %q:\n%s", want, out)

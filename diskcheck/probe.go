@@ -222,8 +222,9 @@ func (p *prober) dirSample(entry string) error {
 	return nil
 }
 
-// summarize is the percentiles of samples (nearest rank), with the error
-// that ended them.
+// summarize is the percentiles of samples, with the error that ended
+// them: the q-quantile is the sample at rank floor(q*(n-1)) in order (so
+// of 64 samples the p99 is the second largest, not the max again).
 func summarize(samples []time.Duration, err error) Latency {
 	l := Latency{Samples: len(samples), Err: err}
 	if len(samples) == 0 {
@@ -232,7 +233,7 @@ func summarize(samples []time.Duration, err error) Latency {
 	sorted := append([]time.Duration(nil), samples...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
 	rank := func(q float64) time.Duration {
-		return sorted[max(int(math.Ceil(q*float64(len(sorted)))), 1)-1]
+		return sorted[int(math.Floor(q*float64(len(sorted)-1)))]
 	}
 	l.P50, l.P99, l.Max = rank(0.50), rank(0.99), sorted[len(sorted)-1]
 	return l

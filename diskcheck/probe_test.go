@@ -65,8 +65,9 @@ func TestProbe_FlushSpeedAgainstTheThreshold(t *testing.T) {
 	}
 }
 
-// TestProbe_Percentiles: p50, p99 and max are the nearest-rank values of
-// the samples, whatever their order.
+// TestProbe_Percentiles: p50, p99 and max are the samples at ranks
+// floor(q*(n-1)), whatever their order: of 64 the p99 is the second
+// largest.
 func TestProbe_Percentiles(t *testing.T) {
 	var samples []time.Duration
 	for i := 100; i >= 1; i-- {
@@ -75,6 +76,9 @@ func TestProbe_Percentiles(t *testing.T) {
 	l := summarize(samples, nil)
 	if l.Samples != 100 || l.P50 != 50*time.Microsecond || l.P99 != 99*time.Microsecond || l.Max != 100*time.Microsecond {
 		t.Fatalf("%+v", l)
+	}
+	if l := summarize(samples[36:], nil); l.Samples != 64 || l.P50 != 32*time.Microsecond || l.P99 != 63*time.Microsecond || l.Max != 64*time.Microsecond {
+		t.Fatalf("64 samples: %+v", l)
 	}
 	if l := summarize(samples[99:], nil); l.P50 != time.Microsecond || l.P99 != time.Microsecond || l.Max != time.Microsecond {
 		t.Fatalf("one sample: %+v", l)
