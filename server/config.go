@@ -10,6 +10,7 @@ import (
 
 	"github.com/narad-io/storage/cluster"
 	"github.com/narad-io/storage/datadir"
+	"github.com/narad-io/storage/diskcheck"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
 	"go.uber.org/zap"
@@ -59,6 +60,11 @@ type Config struct {
 	// nothing, and is what MaxOpenLogs's default leaves to the program's
 	// own connections.
 	MaxConnections int `json:"max_connections"`
+	// DiskCheckBudget bounds the disk check Start runs before it serves
+	// (package diskcheck: the data directory's flushes, file system,
+	// floors and descriptors, each finding logged and in the
+	// narad_disk_check_* gauges); 0 turns it off.
+	DiskCheckBudget Duration `json:"disk_check_budget"`
 
 	// Metastore is where topic records and assignments live: "local" (a
 	// node alone) or a cluster's etcd: etcd://host:port[,host:port...] or
@@ -92,6 +98,7 @@ func DefaultConfig() Config {
 		SegmentMaxBytes:              partition.DefaultSegmentMaxBytes,
 		MaxInflightBytes:             1 << 30,
 		MaxAnswerBytes:               1 << 30,
+		DiskCheckBudget:              Duration(diskcheck.DefaultBudget),
 		ShutdownTimeout:              Duration(30 * time.Second),
 		Metastore:                    "local",
 		MemberTTL:                    Duration(10 * time.Second),
@@ -129,6 +136,20 @@ func (d *Duration) Set(s string) error {
 	return nil
 }
 
+// withDescriptorDefaults fills in MaxConnections and MaxOpenLogs as a
+// node serves with them: from the open-file limit when 0.
+func (c Config) withDescriptorDefaults() Config {
+	if c.MaxConnections == 0 {
+		// Without Listen it caps nothing, but the program's own server
+		// has connections too: the open-log budget leaves them as many.
+		c.MaxConnections = defaultMaxConnections()
+	}
+	if c.MaxOpenLogs == 0 {
+		c.MaxOpenLogs = runtime.DefaultMaxOpenLogsBeside(max(c.MaxConnections, 0))
+	}
+	return c
+}
+
 // EtcdEndpoints are the etcd client endpoints Metastore names; nil for
 // the embedded metastore of a node alone.
 func (c Config) EtcdEndpoints() ([]string, error) { return etcdEndpoints(c.Metastore) }
@@ -152,6 +173,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		return fmt.Errorf("shutdown-timeout %v: it bounds a graceful stop and must be positive", time.Duration(c.ShutdownTimeout))
+	}
+	if c.DiskCheckBudget < 0 {
+		return fmt.Errorf("disk-check-budget %v: give a positive duration, or 0 to turn the check off", time.Duration(c.DiskCheckBudget))
 	}
 	if c.MaxInflightBytes != 0 && c.MaxInflightBytes < c.MaxBodyBytes {
 		return fmt.Errorf("max-inflight-bytes %d is under max-body-bytes %d: the largest body could never be taken; raise it, or 0 for no bound", c.MaxInflightBytes, c.MaxBodyBytes)

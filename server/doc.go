@@ -25,5 +25,6 @@
 // listener, serves the handlers with its own http.Server, and closes it
 // all in order. Files: config.go (Config), server.go (the life of a
 // node), listener.go (the connection cap), tls.go, cluster.go (a cluster's
-// node's etcd endpoints, advertised address and peer TLS), descriptors.go.
+// node's etcd endpoints, advertised address and peer TLS), descriptors.go,
+// diskcheck.go (the disk check at start, and CheckDisk for the command).
 package server

@@ -15,6 +15,7 @@ import (
 	"github.com/narad-io/storage/cluster"
 	"github.com/narad-io/storage/codec"
 	"github.com/narad-io/storage/datadir"
+	"github.com/narad-io/storage/diskcheck"
 	"github.com/narad-io/storage/httpapi"
 	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/vfs"
@@ -51,6 +52,7 @@ type Server struct {
 	token    []byte
 	certs    *certReloader // nil: plain HTTP
 	reg      *prometheus.Registry
+	disk     *diskcheck.Metrics // the startup disk check's gauges
 	api      *httpapi.Handler
 	listener net.Listener // nil: the embedding program serves Handler
 	http     *http.Server // nil without listener
@@ -140,15 +142,9 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 			}
 		})
 	}
-	if cfg.MaxConnections == 0 {
-		// Without Listen it caps nothing, but the program's own server
-		// has connections too: the open-log budget leaves them as many.
-		cfg.MaxConnections = defaultMaxConnections()
-	}
-	if cfg.MaxOpenLogs == 0 {
-		cfg.MaxOpenLogs = runtime.DefaultMaxOpenLogsBeside(max(cfg.MaxConnections, 0))
-	}
+	cfg = cfg.withDescriptorDefaults()
 	s.cfg = cfg
+	s.disk = diskcheck.NewMetrics(s.reg, cfg.DataDir)
 	nodeOwnsLock = true // New releases it if it fails, Close once it closed every log
 	s.node, err = runtime.New(runtime.Config{
 		DataDir:                      cfg.DataDir,
@@ -324,9 +320,11 @@ func (s *Server) newHTTPServer() *http.Server {
 	return server
 }
 
-// Start serves the API on the own listener (answering 503 not_ready until
-// ready), opens the partitions the design opens before ready, and, on
-// etcd, registers the node and starts its mover. It returns nil once the
+// Start runs the disk check (Config.DiskCheckBudget; its findings are
+// logged, none stops the start), serves the API on the own listener
+// (answering 503 not_ready until ready), opens the partitions the design
+// opens before ready, and, on etcd, registers the node and starts its
+// mover. It returns nil once the
 // node is ready; ctx's error if ctx ended first; ErrClosed if Close
 // began first; else what stopped it. Close the server after Start,
 // whatever it returned.
@@ -350,6 +348,11 @@ func (s *Server) Start(ctx context.Context) error {
 }
 
 func (s *Server) start(ctx context.Context) error {
+	if s.cfg.DiskCheckBudget > 0 {
+		if err := s.checkDisk(ctx); err != nil {
+			return err
+		}
+	}
 	if s.http != nil {
 		s.served = make(chan struct{})
 		go func() {
