@@ -64,6 +64,7 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.AdvertiseAddr, "advertise-addr", cfg.AdvertiseAddr, "the address other nodes and clients reach this node at (default: the --listen address, unless it is a wildcard)")
 	fs.StringVar(&cfg.PeerCA, "peer-ca", cfg.PeerCA, "a cluster's node serving TLS: PEM file of the CA that signed the nodes' certificates, trusted in the calls nodes make to each other (default: the system's roots)")
 	fs.Var(&cfg.MemberTTL, "member-ttl", "how long after this node stops (or loses etcd) the cluster stops counting it live; whole seconds")
+	fs.Var(&cfg.DiskCheckBudget, "disk-check-budget", "time the disk check at start may take (flushes, file system, floors, descriptors; see narad-storaged diskcheck); 0 turns it off")
 	fs.Var(&cfg.FenceAfter, "fence-after", "how long this node serves on while its lease cannot be renewed (etcd unreachable); also how long after it left the cluster waits before it gives its partitions away if an operator marks it lost; raised to the member-ttl if under it")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -72,15 +73,9 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 		return cfg, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	if *configFile != "" {
-		fromFile := defaultConfig()
-		b, err := vfs.ReadFile(vfs.OS{}, *configFile, 1<<20)
+		fromFile, err := readConfigFile(*configFile)
 		if err != nil {
-			return cfg, fmt.Errorf("config file: %w", err)
-		}
-		dec := json.NewDecoder(strings.NewReader(string(b)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&fromFile); err != nil {
-			return cfg, fmt.Errorf("config file %s: %w", *configFile, err)
+			return cfg, err
 		}
 		// Flags set on the command line win; the rest come from the file.
 		set := map[string]bool{}
@@ -122,6 +117,7 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 		merge("fence-after", func() { cfg.FenceAfter = fromFile.FenceAfter })
 		merge("peer-ca", func() { cfg.PeerCA = fromFile.PeerCA })
 		merge("segment-max-bytes", func() { cfg.SegmentMaxBytes = fromFile.SegmentMaxBytes })
+		merge("disk-check-budget", func() { cfg.DiskCheckBudget = fromFile.DiskCheckBudget })
 	}
 	if cfg.Listen == "" {
 		// server.Config's "" is a program that serves the API on its own
@@ -131,4 +127,20 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 		return cfg, fmt.Errorf("listen %q: %w", cfg.Listen, err)
 	}
 	return cfg, cfg.Validate()
+}
+
+// readConfigFile reads a --config file: the keys it names over the
+// defaults; an unknown key is an error.
+func readConfigFile(name string) (config, error) {
+	cfg := defaultConfig()
+	b, err := vfs.ReadFile(vfs.OS{}, name, 1<<20)
+	if err != nil {
+		return cfg, fmt.Errorf("config file: %w", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		return cfg, fmt.Errorf("config file %s: %w", name, err)
+	}
+	return cfg, nil
 }

@@ -100,7 +100,7 @@ func TestE2E_HelpVersionAndCompletion(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("--help: exit %d", code)
 	}
-	for _, want := range []string{"serve", "verify", "inspect", "produce", "consume", "topic", "version", "completion", "--data-dir", "--batch-size", "--tls-cert", "--json"} {
+	for _, want := range []string{"serve", "verify", "inspect", "diskcheck", "produce", "consume", "topic", "version", "completion", "--data-dir", "--batch-size", "--tls-cert", "--json", "--strict", "--disk-check-budget"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("--help does not list %s:\n%s", want, out)
 		}

@@ -1,9 +1,10 @@
 // Command narad-storaged serves one node's partitions over HTTP (the
 // contract is docs/http-api.md), alone or as a node of a cluster on etcd
 // (docs/scaling.md), and carries the operator commands verify (an fsck of
-// a data directory) and inspect (a dump of one segment); produce and
-// consume, clients for a terminal; topic, to manage topics; move, a
-// cluster's moves, drains and lost nodes; version and completion.
+// a data directory), inspect (a dump of one segment) and diskcheck (a
+// probe of a data directory's file system); produce and consume, clients
+// for a terminal; topic, to manage topics; move, a cluster's moves,
+// drains and lost nodes; version and completion.
 package main
 
 import (
@@ -39,6 +40,7 @@ func init() {
 		{"serve", "serve the node over HTTP (the default command)", func(a []string, _ io.Reader, _, e io.Writer) int { return runServe(a, e) }},
 		{"verify", "check every frame of a data directory, without a daemon", func(a []string, _ io.Reader, o, e io.Writer) int { return runVerify(a, o, e) }},
 		{"inspect", "dump one segment file's frames and records", func(a []string, _ io.Reader, o, e io.Writer) int { return runInspect(a, o, e) }},
+		{"diskcheck", "probe a data directory's file system: flushes, type, space, descriptors", func(a []string, _ io.Reader, o, e io.Writer) int { return runDiskCheck(a, o, e) }},
 		{"produce", "send stdin's lines as records, batched", runProduce},
 		{"consume", "print records from an offset on, or follow them", func(a []string, _ io.Reader, o, e io.Writer) int { return runConsume(a, o, e) }},
 		{"topic", "create, list, describe, alter or delete topics", runTopic},
