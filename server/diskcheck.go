@@ -20,10 +20,14 @@ import (
 // run beside a node serving the directory. narad-storaged diskcheck runs
 // it, and Start does with Config.DiskCheckBudget.
 func CheckDisk(ctx context.Context, cfg Config, budget time.Duration) (diskcheck.Report, error) {
+	return checkDisk(ctx, cfg, budget, vfs.OS{})
+}
+
+func checkDisk(ctx context.Context, cfg Config, budget time.Duration, files vfs.FS) (diskcheck.Report, error) {
 	cfg = cfg.withDescriptorDefaults()
 	return diskcheck.Probe(ctx, diskcheck.Options{
 		Dir:           cfg.DataDir,
-		FS:            vfs.OS{},
+		FS:            files,
 		Budget:        budget,
 		MinFreeBytes:  cfg.MinFreeBytes,
 		MinFreeInodes: cfg.MinFreeInodes,
@@ -49,7 +53,11 @@ func descriptorsOf(cfg Config) *diskcheck.Descriptors {
 // gauges. Only ctx's end stops the start; a directory the probe cannot
 // use is a warning (the node's own opens say the rest).
 func (s *Server) checkDisk(ctx context.Context) error {
-	r, err := CheckDisk(ctx, s.cfg, time.Duration(s.cfg.DiskCheckBudget))
+	files := s.diskFS
+	if files == nil {
+		files = vfs.OS{}
+	}
+	r, err := checkDisk(ctx, s.cfg, time.Duration(s.cfg.DiskCheckBudget), files)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -2,16 +2,19 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/narad-io/storage/diskcheck"
 	"github.com/narad-io/storage/internal/e2etest"
 	"github.com/narad-io/storage/runtime"
+	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -174,5 +177,51 @@ func TestServer_CheckDisk(t *testing.T) {
 	}
 	if _, err := CheckDisk(context.Background(), Config{DataDir: filepath.Join(t.TempDir(), "absent")}, 0); err == nil {
 		t.Error("a missing data directory probed")
+	}
+}
+
+// TestServer_StartEndedDuringTheDiskCheck: a Start whose context ends
+// while the startup probe waits on a flush (as Close ends a Start under
+// way) returns once that round is done: no further round, nothing
+// served, the probe's files removed.
+func TestServer_StartEndedDuringTheDiskCheck(t *testing.T) {
+	cfg := testConfig(t, "127.0.0.1:0")
+	s, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	disk := sim.NewDisk(1)
+	if err := disk.MkdirAll(cfg.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	inFlush, release := make(chan struct{}), make(chan struct{})
+	var syncs atomic.Int32
+	disk.SetHook(func(c sim.Call) error {
+		if c.Op == sim.OpSync && syncs.Add(1) == 1 {
+			close(inFlush)
+			<-release
+		}
+		return nil
+	})
+	s.diskFS = disk
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan error, 1)
+	go func() { started <- s.Start(ctx) }()
+	<-inFlush
+	cancel()
+	close(release)
+	if err := <-started; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Start ended during its disk check: %v", err)
+	}
+	if n := syncs.Load(); n != 2 {
+		t.Fatalf("%d flushes: the round under way ends, no other begins", n)
+	}
+	if s.served != nil {
+		t.Fatal("the API was served")
+	}
+	entries, err := disk.ReadDir(cfg.DataDir)
+	if err != nil || len(entries) != 0 {
+		t.Fatalf("left %v (%v)", entries, err)
 	}
 }

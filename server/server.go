@@ -53,6 +53,7 @@ type Server struct {
 	certs    *certReloader // nil: plain HTTP
 	reg      *prometheus.Registry
 	disk     *diskcheck.Metrics // the startup disk check's gauges
+	diskFS   vfs.FS             // what the startup disk check probes through; nil: vfs.OS (tests set another)
 	api      *httpapi.Handler
 	listener net.Listener // nil: the embedding program serves Handler
 	http     *http.Server // nil without listener
