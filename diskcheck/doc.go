@@ -50,8 +50,12 @@
 // while the probe runs, and the entry it creates and removes. It removes
 // both before it returns, whatever failed, and syncs the directory. A
 // crash can leave them; the next probe removes every file bearing the
-// prefix whose lock no live probe holds (two probes of one directory, a
-// node's and the command's, leave each other's be). Nothing else in a
+// prefix whose lock no live probe holds, taking that lock itself first,
+// and a file's entry with it. Two probes of one directory (a node's and
+// the command's) leave each other's be: a probe uses its file only once
+// it has made sure, its lock held, that the name is still that file, so
+// a cleanup that took the file between its create and its lock costs it
+// a new name, not a finding (files.go says why). Nothing else in a
 // data directory bears the prefix, and nothing of the engine reads the
 // directory's top level but by the names it owns, so a leftover is never
 // taken for data.

@@ -121,12 +121,7 @@ type prober struct {
 // a reservation, and removes the file: every failure goes in r, but
 // ctx's end, which is returned.
 func (p *prober) run(ctx context.Context, r *Report, deadline time.Time, rounds int) (err error) {
-	names, nerr := newProbeNames(p.dir)
-	if nerr != nil {
-		r.CreateErr = nerr
-		return nil
-	}
-	f, cerr := p.fsys.Lock(names.file) // locked: a concurrent probe's cleanup leaves it be
+	names, f, cerr := createOwn(p.fsys, p.dir) // locked: a concurrent probe's cleanup leaves it be
 	defer func() {
 		if rerr := removeOwn(p.fsys, p.dir, names, f); rerr != nil && r.CleanupErr == nil {
 			r.CleanupErr = rerr

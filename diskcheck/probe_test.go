@@ -420,3 +420,97 @@ func TestProbe_NoDirectory(t *testing.T) {
 		t.Fatal("the missing directory was created")
 	}
 }
+
+// TestProbe_ConcurrentProbesLeaveEachOtherBe: a probe creates its file,
+// then locks it (two calls). A second probe whose cleanup lists the
+// directory between them finds the file unlocked; a third runs while the
+// first measures a directory fsync, its entry created. Neither takes the
+// first's files from it: the first finds no error on a healthy disk and
+// takes every sample, the others none either, and nothing is left.
+func TestProbe_ConcurrentProbesLeaveEachOtherBe(t *testing.T) {
+	f := newFake(t, ext4, time.Millisecond, time.Millisecond)
+	base := f.disk.Hook()
+	var nested, atLock, atSyncDir bool
+	var others []Report
+	other := func() {
+		nested = true
+		defer func() { nested = false }()
+		r, err := Probe(context.Background(), f.options())
+		if err != nil {
+			t.Errorf("a probe beside: %v", err)
+		}
+		others = append(others, r)
+	}
+	f.disk.SetHook(func(c sim.Call) error {
+		if err := base(c); err != nil || nested {
+			return err
+		}
+		switch {
+		case c.Op == sim.OpLock && !atLock: // created, not yet locked
+			atLock = true
+			other()
+		case c.Op == sim.OpSyncDir && atLock && !atSyncDir: // the entry created
+			atSyncDir = true
+			other()
+		}
+		return nil
+	})
+	opts := f.options()
+	opts.Budget = time.Hour
+	r := f.probe(t, opts)
+	if !atSyncDir || len(others) != 2 {
+		t.Fatalf("the interleaving did not happen: at the lock %v, at a directory fsync %v", atLock, atSyncDir)
+	}
+	for i, o := range append([]Report{r}, others...) {
+		if n := o.Count(Error) + o.Count(Warning); n != 0 {
+			t.Errorf("probe %d: %d errors and warnings: %+v", i, n, o.Findings)
+		}
+	}
+	if r.Rounds != DefaultRounds || r.CreateErr != nil || r.DirFsync.Samples != 2*DefaultRounds/dirEvery {
+		t.Fatalf("the first probe: %d rounds, %d directory samples, create %v", r.Rounds, r.DirFsync.Samples, r.CreateErr)
+	}
+	// The second took the first's file, not yet locked, for a leftover
+	// (the first then took another name); the third took nothing.
+	if others[0].LeftoversRemoved != 1 || others[1].LeftoversRemoved != 0 {
+		t.Fatalf("leftovers removed: %d by the second, %d by the third", others[0].LeftoversRemoved, others[1].LeftoversRemoved)
+	}
+}
+
+// TestProbe_LockRefusedTriesAnotherName: a cleanup that holds the lock of
+// a probe's file created a moment before (it is about to remove it as a
+// leftover) makes the probe's lock fail; the probe takes another name and
+// finds nothing wrong.
+func TestProbe_LockRefusedTriesAnotherName(t *testing.T) {
+	f := newFake(t, ext4, time.Millisecond, time.Millisecond)
+	base := f.disk.Hook()
+	var cleanup vfs.File
+	var taking bool
+	f.disk.SetHook(func(c sim.Call) error {
+		if err := base(c); err != nil || c.Op != sim.OpLock || taking || cleanup != nil {
+			return err
+		}
+		taking = true
+		var err error
+		if cleanup, err = f.disk.Lock(c.Path); err != nil {
+			t.Errorf("the cleanup's lock: %v", err)
+		}
+		return nil
+	})
+	r, err := Probe(context.Background(), f.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cleanup == nil {
+		t.Fatal("no lock taken before the probe's")
+	}
+	if n := r.Count(Error) + r.Count(Warning); n != 0 || r.Rounds == 0 {
+		t.Fatalf("%d rounds, findings %+v", r.Rounds, r.Findings)
+	}
+	if got := probeFiles(t, f.disk); len(got) != 1 || got[0] != filepath.Base(cleanup.Name()) {
+		t.Fatalf("left %v, want only the name the cleanup holds", got)
+	}
+	if err := f.disk.Remove(cleanup.Name()); err != nil {
+		t.Fatal(err)
+	}
+	cleanup.Close()
+}
