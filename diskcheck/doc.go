@@ -40,7 +40,11 @@
 // begins none once its budget (500 ms) is spent; the first always runs,
 // and a call under way is waited for (a flush cannot be interrupted), so
 // it costs at most the budget, one round, and the fixed calls around
-// them. The clock is Options.Now, so tests drive the budget.
+// them, as long as each call returns. One that never does (a flush on a
+// failing device) holds the probe for ever: a caller that must go on
+// runs it in a goroutine, stops waiting after a bound, and names the
+// call under way (Watch). The clock is Options.Now, so tests drive the
+// budget.
 //
 // # Its files
 //

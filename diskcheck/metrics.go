@@ -18,6 +18,7 @@ type Metrics struct {
 	dirFsync  *prometheus.GaugeVec // data_dir, stat
 	duration  *prometheus.GaugeVec // data_dir
 	info      *prometheus.GaugeVec // data_dir, fs_type, write_cache
+	stalled   *prometheus.GaugeVec // data_dir
 }
 
 // NewMetrics registers the gauges of the probes of dir on reg (nil: none;
@@ -34,7 +35,9 @@ func NewMetrics(reg prometheus.Registerer, dir string) *Metrics {
 		dirFsync:  gauge("narad_disk_check_dir_fsync_seconds", "Directory fsync latency of the disk check, by statistic (p50, p99, max).", "stat"),
 		duration:  gauge("narad_disk_check_duration_seconds", "How long the disk check's last probe took."),
 		info:      gauge("narad_disk_check_info", "1, labelled with the file system type and the device's write cache the disk check found.", "fs_type", "write_cache"),
+		stalled:   gauge("narad_disk_check_stalled", "1 when the start stopped waiting for its disk check: a call of the probe (a flush, most likely) ran past the budget and its margin."),
 	}
+	m.stalled.WithLabelValues(dir)
 	for _, check := range Checks {
 		m.warnings.WithLabelValues(dir, check)
 		m.errors.WithLabelValues(dir, check)
@@ -67,6 +70,10 @@ func (m *Metrics) Set(r Report) {
 	}
 	m.info.WithLabelValues(m.dir, fsType, r.FS.WriteCache).Set(1)
 }
+
+// SetStalled says the start stopped waiting for the probe of the
+// directory: a call of it ran past its bound.
+func (m *Metrics) SetStalled() { m.stalled.WithLabelValues(m.dir).Set(1) }
 
 func flag(b bool) float64 {
 	if b {

@@ -53,6 +53,9 @@ type Options struct {
 	// Now is the clock the probe times its calls and its budget with
 	// (nil: time.Now); tests give a fake one.
 	Now func() time.Time
+	// Watch, if set, says while the probe runs which call it is in: a
+	// caller that stops waiting for it names what holds it.
+	Watch *Watch
 }
 
 // Probe measures Dir's file system and judges what it found (the
@@ -66,7 +69,9 @@ type Options struct {
 // It costs at most the budget and one round (the first round always
 // runs), the fixed calls around them (statfs, a listing, the create, a
 // reservation and the removes), and a call under way when the budget
-// ends.
+// ends; but a call that never returns (a flush on a failing device)
+// holds it for ever: a caller that must go on runs it in a goroutine and
+// names the call from Options.Watch.
 func Probe(ctx context.Context, opts Options) (Report, error) {
 	if opts.FS == nil {
 		opts.FS = vfs.OS{}
@@ -74,6 +79,12 @@ func Probe(ctx context.Context, opts Options) (Report, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Watch == nil {
+		opts.Watch = &Watch{}
+	}
+	describer, describes := opts.FS.(vfs.FSDescriber)
+	fsys := watchedFS{FS: opts.FS, w: opts.Watch, now: opts.Now}
+	opts.FS = fsys
 	if opts.Budget <= 0 {
 		opts.Budget = DefaultBudget
 	}
@@ -93,8 +104,8 @@ func Probe(ctx context.Context, opts Options) (Report, error) {
 	start := opts.Now()
 	r := Report{Dir: opts.Dir, Budget: opts.Budget, RoundsPlanned: opts.Rounds,
 		MinFreeBytes: opts.MinFreeBytes, MinFreeInodes: opts.MinFreeInodes, Descriptors: opts.Descriptors}
-	if d, ok := opts.FS.(vfs.FSDescriber); ok {
-		r.FS, r.FSErr = d.DescribeFS(opts.Dir)
+	if describes {
+		r.FS, r.FSErr = fsys.describe(describer, opts.Dir)
 	} else {
 		r.FSErr = errors.New("the file system interface given does not describe file systems (vfs.FSDescriber)")
 	}

@@ -60,10 +60,12 @@ type Config struct {
 	// nothing, and is what MaxOpenLogs's default leaves to the program's
 	// own connections.
 	MaxConnections int `json:"max_connections"`
-	// DiskCheckBudget bounds the disk check Start runs before it serves
-	// (package diskcheck: the data directory's flushes, file system,
-	// floors and descriptors, each finding logged and in the
-	// narad_disk_check_* gauges); 0 turns it off.
+	// DiskCheckBudget bounds the rounds of the disk check Start runs
+	// before it opens the partitions (package diskcheck: the data
+	// directory's flushes, file system, floors and descriptors, each
+	// finding logged and in the narad_disk_check_* gauges); Start waits
+	// for it at most this and a margin of 1 s, so a hung flush is logged
+	// and never holds the start. 0 turns it off.
 	DiskCheckBudget Duration `json:"disk_check_budget"`
 
 	// Metastore is where topic records and assignments live: "local" (a

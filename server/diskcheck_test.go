@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/diskcheck"
 	"github.com/narad-io/storage/internal/e2etest"
 	"github.com/narad-io/storage/runtime"
@@ -48,8 +50,9 @@ func metricsOf(s *Server) string {
 	return rec.Body.String()
 }
 
-// TestServer_StartupDiskCheck: Start probes the data directory before it
-// serves (its line comes before "listening"), logs what it took against
+// TestServer_StartupDiskCheck: Start probes the data directory once it
+// serves (answering 503 not_ready meanwhile) and before it is ready (its
+// line comes between "listening" and "ready"), logs what it took against
 // its budget and what it measured, and puts the findings and latencies
 // in the gauges; on the test's temporary directory it finds no error.
 // The budget is the configuration's: at 1 ns the probe takes its one
@@ -60,17 +63,19 @@ func TestServer_StartupDiskCheck(t *testing.T) {
 	for _, e := range logs.All() {
 		order = append(order, e.Message)
 	}
-	check, listening := -1, -1
+	check, listening, ready := -1, -1, -1
 	for i, msg := range order {
 		switch msg {
 		case "disk check":
 			check = i
 		case "listening":
 			listening = i
+		case "ready":
+			ready = i
 		}
 	}
-	if check < 0 || listening < check {
-		t.Fatalf("the disk check's line at %d, listening at %d: %q", check, listening, order)
+	if listening < 0 || check < listening || ready < check {
+		t.Fatalf("the disk check's line at %d, listening at %d, ready at %d: %q", check, listening, ready, order)
 	}
 	line := logs.All()[check]
 	fields := line.ContextMap()
@@ -180,10 +185,44 @@ func TestServer_CheckDisk(t *testing.T) {
 	}
 }
 
+// heldFlush is a simulated data directory for the startup probe whose
+// first fdatasync waits until the test releases it: a flush that hangs.
+type heldFlush struct {
+	disk             *sim.Disk
+	inFlush, release chan struct{}
+	syncs            atomic.Int32
+}
+
+func holdFirstFlush(t *testing.T, s *Server) *heldFlush {
+	t.Helper()
+	h := &heldFlush{disk: sim.NewDisk(1), inFlush: make(chan struct{}), release: make(chan struct{})}
+	if err := h.disk.MkdirAll(s.cfg.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	h.disk.SetHook(func(c sim.Call) error {
+		if c.Op == sim.OpSync && h.syncs.Add(1) == 1 {
+			close(h.inFlush)
+			<-h.release
+		}
+		return nil
+	})
+	s.disk.fs = h.disk
+	return h
+}
+
+// expectNoFiles fails unless the probe removed its files.
+func (h *heldFlush) expectNoFiles(t *testing.T, dir string) {
+	t.Helper()
+	entries, err := h.disk.ReadDir(dir)
+	if err != nil || len(entries) != 0 {
+		t.Fatalf("left %v (%v)", entries, err)
+	}
+}
+
 // TestServer_StartEndedDuringTheDiskCheck: a Start whose context ends
 // while the startup probe waits on a flush (as Close ends a Start under
-// way) returns once that round is done: no further round, nothing
-// served, the probe's files removed.
+// way) returns at once, the node not started; the probe ends after the
+// round under way, none begun after it, its files removed.
 func TestServer_StartEndedDuringTheDiskCheck(t *testing.T) {
 	cfg := testConfig(t, "127.0.0.1:0")
 	s, err := New(context.Background(), cfg)
@@ -191,37 +230,83 @@ func TestServer_StartEndedDuringTheDiskCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	disk := sim.NewDisk(1)
-	if err := disk.MkdirAll(cfg.DataDir); err != nil {
-		t.Fatal(err)
-	}
-	inFlush, release := make(chan struct{}), make(chan struct{})
-	var syncs atomic.Int32
-	disk.SetHook(func(c sim.Call) error {
-		if c.Op == sim.OpSync && syncs.Add(1) == 1 {
-			close(inFlush)
-			<-release
-		}
-		return nil
-	})
-	s.diskFS = disk
+	h := holdFirstFlush(t, s)
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan error, 1)
 	go func() { started <- s.Start(ctx) }()
-	<-inFlush
+	<-h.inFlush
 	cancel()
-	close(release)
 	if err := <-started; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Start ended during its disk check: %v", err)
 	}
-	if n := syncs.Load(); n != 2 {
+	if s.Ready() {
+		t.Fatal("ready after a Start ended during its disk check")
+	}
+	close(h.release)
+	<-s.disk.done
+	if n := h.syncs.Load(); n != 2 {
 		t.Fatalf("%d flushes: the round under way ends, no other begins", n)
 	}
-	if s.served != nil {
-		t.Fatal("the API was served")
+	h.expectNoFiles(t, cfg.DataDir)
+}
+
+// TestServer_HungFlushHoldsNeitherStartNorClose: a flush of the startup
+// probe that does not return holds the start only until the budget and
+// its margin have passed (the test's own timer stands for it): /healthz
+// answers and /readyz says 503 not_ready meanwhile, then the start goes
+// on and the node is ready, with a warning naming the flush and the
+// stalled gauge at 1. Close does not wait for the flush past its
+// timeout. Once the flush returns the probe ends: its report logged, its
+// files removed, its goroutine gone (goleak checks at the end).
+func TestServer_HungFlushHoldsNeitherStartNorClose(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	cfg := testConfig(t, "127.0.0.1:0")
+	cfg.Logger = zap.New(core)
+	cfg.DiskCheckBudget = Duration(diskcheck.DefaultBudget)
+	cfg.ShutdownTimeout = Duration(time.Millisecond)
+	s, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
 	}
-	entries, err := disk.ReadDir(cfg.DataDir)
-	if err != nil || len(entries) != 0 {
-		t.Fatalf("left %v (%v)", entries, err)
+	h := holdFirstFlush(t, s)
+	expired := make(chan time.Time, 1)
+	var bound time.Duration
+	s.disk.timer = func(d time.Duration) (<-chan time.Time, func() bool) {
+		bound = d
+		return expired, func() bool { return true }
 	}
+	started := make(chan error, 1)
+	go func() { started <- s.Start(context.Background()) }()
+	<-h.inFlush
+	node := e2etest.API{Base: "http://" + s.Addr().String(), HTTP: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
+	e2etest.Expect(t, node.Req(t, "GET", "/healthz", nil), 200, "")
+	e2etest.Expect(t, node.Req(t, "GET", "/readyz", nil), 503, api.CodeNotReady)
+	expired <- time.Now()
+	if err := <-started; err != nil {
+		t.Fatalf("Start with a hung flush: %v", err)
+	}
+	if !s.Ready() || bound != time.Duration(cfg.DiskCheckBudget)+diskCheckMargin {
+		t.Fatalf("ready %v; waited %v", s.Ready(), bound)
+	}
+	stalled := logs.FilterMessage("disk check: stalled").All()
+	if len(stalled) != 1 || stalled[0].Level != zapcore.WarnLevel || stalled[0].ContextMap()["call"] != "fdatasync" ||
+		!strings.Contains(stalled[0].ContextMap()["finding"].(string), "a fdatasync took over") {
+		t.Fatalf("the stall's warning: %+v", stalled)
+	}
+	e2etest.ExpectMetric(t, metricsOf(s), `narad_disk_check_stalled{data_dir="`+cfg.DataDir+`"}`, 1)
+	if n := logs.FilterMessage("disk check").Len(); n != 0 {
+		t.Fatalf("a report before the probe ended: %d", n)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := logs.FilterMessage("disk check: still stalled at close; its probe files are left for the next start's check to remove").Len(); n != 1 {
+		t.Fatalf("%d warnings of a probe still stalled at close", n)
+	}
+	close(h.release)
+	<-s.disk.done
+	if n := logs.FilterMessage("disk check").Len(); n != 1 {
+		t.Fatalf("%d reports once the flush returned", n)
+	}
+	h.expectNoFiles(t, cfg.DataDir)
 }

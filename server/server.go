@@ -41,7 +41,7 @@ const readTimeout = 5 * time.Minute
 // Invariants: closed is set, under lifecycle, as Close begins, and no
 // Start begins after it; a Start under way has stopStart and startDone
 // set (under lifecycle), and Close cancels it and waits for startDone
-// before it stops anything, so all Start sets (served, stopMover) is
+// before it stops anything, so all Start sets (served, stopMover, disk.done) is
 // Close's to read once startDone is closed.
 type Server struct {
 	cfg      Config
@@ -52,8 +52,7 @@ type Server struct {
 	token    []byte
 	certs    *certReloader // nil: plain HTTP
 	reg      *prometheus.Registry
-	disk     *diskcheck.Metrics // the startup disk check's gauges
-	diskFS   vfs.FS             // what the startup disk check probes through; nil: vfs.OS (tests set another)
+	disk     startupCheck // Start's disk check
 	api      *httpapi.Handler
 	listener net.Listener // nil: the embedding program serves Handler
 	http     *http.Server // nil without listener
@@ -145,7 +144,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	cfg = cfg.withDescriptorDefaults()
 	s.cfg = cfg
-	s.disk = diskcheck.NewMetrics(s.reg, cfg.DataDir)
+	s.disk = startupCheck{metrics: diskcheck.NewMetrics(s.reg, cfg.DataDir), margin: diskCheckMargin}
 	nodeOwnsLock = true // New releases it if it fails, Close once it closed every log
 	s.node, err = runtime.New(runtime.Config{
 		DataDir:                      cfg.DataDir,
@@ -321,14 +320,15 @@ func (s *Server) newHTTPServer() *http.Server {
 	return server
 }
 
-// Start runs the disk check (Config.DiskCheckBudget; its findings are
-// logged, none stops the start), serves the API on the own listener
-// (answering 503 not_ready until ready), opens the partitions the design
-// opens before ready, and, on etcd, registers the node and starts its
-// mover. It returns nil once the
-// node is ready; ctx's error if ctx ended first; ErrClosed if Close
-// began first; else what stopped it. Close the server after Start,
-// whatever it returned.
+// Start serves the API on the own listener (answering 503 not_ready
+// until ready), runs the disk check (Config.DiskCheckBudget; its
+// findings are logged, none stops the start, and it is waited for at
+// most its budget and a margin of 1 s: a flush that hangs is logged and
+// left to end on its own), opens the partitions the design opens before
+// ready, and, on etcd, registers the node and starts its mover. It
+// returns nil once the node is ready; ctx's error if ctx ended first;
+// ErrClosed if Close began first; else what stopped it. Close the server
+// after Start, whatever it returned.
 func (s *Server) Start(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -349,11 +349,6 @@ func (s *Server) Start(ctx context.Context) error {
 }
 
 func (s *Server) start(ctx context.Context) error {
-	if s.cfg.DiskCheckBudget > 0 {
-		if err := s.checkDisk(ctx); err != nil {
-			return err
-		}
-	}
 	if s.http != nil {
 		s.served = make(chan struct{})
 		go func() {
@@ -373,6 +368,11 @@ func (s *Server) start(ctx context.Context) error {
 			scheme = "https"
 		}
 		s.logger.Info("listening", zap.String("addr", s.listener.Addr().String()), zap.String("scheme", scheme))
+	}
+	if s.cfg.DiskCheckBudget > 0 {
+		if err := s.checkDisk(ctx); err != nil {
+			return err
+		}
 	}
 	startCtx, stopNodeStart := context.WithCancel(ctx)
 	defer stopNodeStart()
@@ -462,8 +462,10 @@ func (s *Server) ReloadTLS() {
 // a Start under way (and waits for it), stops the mover, ends long polls,
 // stops accepting and lets in-flight requests finish (their contexts stay
 // live: a produce in flight completes its commit), closes every log (each
-// hwm file written) and leaves the cluster. It returns the first Close's
-// outcome to every call.
+// hwm file written), leaves the cluster, and waits for the startup disk
+// check's probe if it still runs (a hung flush's: no longer than what is
+// left of the timeout). It returns the first Close's outcome to every
+// call.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() { s.closeErr = s.close() })
 	return s.closeErr
@@ -504,6 +506,7 @@ func (s *Server) close() error {
 			s.logger.Warn("leaving the cluster", zap.Error(lerr))
 		}
 	}
+	s.waitDiskCheck(stop)
 	return err
 }
 

@@ -64,7 +64,7 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.AdvertiseAddr, "advertise-addr", cfg.AdvertiseAddr, "the address other nodes and clients reach this node at (default: the --listen address, unless it is a wildcard)")
 	fs.StringVar(&cfg.PeerCA, "peer-ca", cfg.PeerCA, "a cluster's node serving TLS: PEM file of the CA that signed the nodes' certificates, trusted in the calls nodes make to each other (default: the system's roots)")
 	fs.Var(&cfg.MemberTTL, "member-ttl", "how long after this node stops (or loses etcd) the cluster stops counting it live; whole seconds")
-	fs.Var(&cfg.DiskCheckBudget, "disk-check-budget", "time the disk check at start may take (flushes, file system, floors, descriptors; see narad-storaged diskcheck); 0 turns it off")
+	fs.Var(&cfg.DiskCheckBudget, "disk-check-budget", "time after which the disk check at start begins no new round (flushes, file system, floors, descriptors; see narad-storaged diskcheck); the start waits for it at most this and 1s more; 0 turns it off")
 	fs.Var(&cfg.FenceAfter, "fence-after", "how long this node serves on while its lease cannot be renewed (etcd unreachable); also how long after it left the cluster waits before it gives its partitions away if an operator marks it lost; raised to the member-ttl if under it")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
