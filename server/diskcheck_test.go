@@ -24,13 +24,14 @@ import (
 )
 
 // startObserved starts a server on a temporary data directory, listening
-// on loopback, its log observed, after configure; it is closed at the
-// test's end.
+// on loopback, its log observed, with the disk check on (testConfig has
+// it off) unless configure turns it off; it is closed at the test's end.
 func startObserved(t *testing.T, configure func(*Config)) (*Server, *observer.ObservedLogs) {
 	t.Helper()
 	core, logs := observer.New(zapcore.DebugLevel)
 	cfg := testConfig(t, "127.0.0.1:0")
 	cfg.Logger = zap.New(core)
+	cfg.DiskCheckBudget = Duration(diskcheck.DefaultBudget)
 	configure(&cfg)
 	s, err := New(context.Background(), cfg)
 	if err != nil {
@@ -225,6 +226,7 @@ func (h *heldFlush) expectNoFiles(t *testing.T, dir string) {
 // round under way, none begun after it, its files removed.
 func TestServer_StartEndedDuringTheDiskCheck(t *testing.T) {
 	cfg := testConfig(t, "127.0.0.1:0")
+	cfg.DiskCheckBudget = Duration(diskcheck.DefaultBudget)
 	s, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -56,6 +56,7 @@ func startNode(t *testing.T, dataDir string, configure ...func(*server.Config)) 
 	cfg := server.DefaultConfig()
 	cfg.DataDir = dataDir
 	cfg.Listen = "127.0.0.1:0"
+	cfg.DiskCheckBudget = 0 // the disk check's own tests turn it on
 	for _, change := range configure {
 		change(&cfg)
 	}

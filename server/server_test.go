@@ -121,6 +121,7 @@ func testConfig(t *testing.T, listen string) Config {
 	cfg := DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.Listen = listen
+	cfg.DiskCheckBudget = 0 // its own tests turn it on (diskcheck_test.go)
 	return cfg
 }
 

@@ -331,13 +331,15 @@ func aloneConfig(dataDir string) server.Config {
 	cfg := server.DefaultConfig()
 	cfg.DataDir = dataDir
 	cfg.Listen = "127.0.0.1:0"
+	cfg.DiskCheckBudget = 0 // tested in package server; every start here would pay it
 	return cfg
 }
 
 // serveArgs are the daemon's arguments for what cfg sets of a node's
 // directory, listener and cluster.
 func serveArgs(cfg server.Config) []string {
-	args := []string{"serve", "--listen", cfg.Listen, "--data-dir", cfg.DataDir, "--metastore", cfg.Metastore}
+	args := []string{"serve", "--listen", cfg.Listen, "--data-dir", cfg.DataDir, "--metastore", cfg.Metastore,
+		"--disk-check-budget", time.Duration(cfg.DiskCheckBudget).String()}
 	if cfg.NodeID != "" {
 		args = append(args, "--node-id", cfg.NodeID)
 	}

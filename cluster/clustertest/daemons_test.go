@@ -75,7 +75,8 @@ type daemon struct {
 func startDaemon(t testing.TB, te *testEtcd, id, dataDir string, extra ...string) *daemon {
 	t.Helper()
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir,
-		"--metastore", "etcd+unix://" + te.socket, "--node-id", id, "--member-ttl", "2s", "--log-level", "debug"}, extra...)
+		"--metastore", "etcd+unix://" + te.socket, "--node-id", id, "--member-ttl", "2s", "--log-level", "debug",
+		"--disk-check-budget", "0"}, extra...) // the disk check is tested in package server
 	d := &daemon{endpoint: endpoint{t: t, id: id, dataDir: dataDir}, args: args}
 	d.start()
 	t.Cleanup(d.kill)

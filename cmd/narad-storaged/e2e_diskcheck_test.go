@@ -13,7 +13,7 @@ import (
 // directory's), and the daemon started with --disk-check-budget 0 logs no
 // probe.
 func TestE2E_DiskCheckAtStartAndBeside(t *testing.T) {
-	d := startDaemon(t, t.TempDir())
+	d := startDaemon(t, t.TempDir(), "--disk-check-budget", "500ms")
 	if !d.waitLog(`"msg":"disk check"`) {
 		t.Fatalf("no disk check at start:\n%s", d.log())
 	}

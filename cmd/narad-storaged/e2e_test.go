@@ -68,7 +68,9 @@ type daemon struct {
 // startDaemon starts the binary and returns once it logs "ready".
 func startDaemon(t *testing.T, dataDir string, extra ...string) *daemon {
 	t.Helper()
-	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, extra...)
+	// The disk check is off but where a test turns it on (a later flag
+	// wins): every start would pay it.
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--disk-check-budget", "0"}, extra...)
 	cmd := exec.Command(daemonBinary, args...)
 	if daemonWrap != nil { // a test runs the daemon under a wrapper (a lower limit, say)
 		cmd = exec.Command(daemonWrap[0], append(append(daemonWrap[1:], daemonBinary), args...)...)
