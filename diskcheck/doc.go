@@ -23,8 +23,10 @@
 // Skipped. Errors are what stops the node from working as configured:
 // a write, fdatasync, create, remove or directory fsync that failed, a
 // probe file that could not be created, free space or inodes under the
-// floor, a statfs that failed. Warnings weaken durability or speed: a
-// file system whose fsync is known not to persist (tmpfs, ramfs) or to
+// floor, a statfs that failed; and, with Options.MemoryFSIsError (the
+// command), a file system in memory only. Warnings weaken durability or
+// speed: a file system whose fsync is known not to persist (tmpfs,
+// ramfs: a node's start only warns of one) or to
 // depend on something else (an overlay, a network or FUSE file system;
 // vfat and exfat have no journal), flushes implausibly fast for a device
 // that flushes a volatile cache (FastFlush, a heuristic: judge.go says

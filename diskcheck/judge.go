@@ -22,7 +22,9 @@ import (
 // drive's without power-loss protection hundreds of microseconds, a
 // spinning disk's milliseconds. Under 50 us the flush was answered from
 // memory that a power loss empties (a tmpfs, a drive or controller that
-// ignores flushes, a hypervisor that caches the virtual disk), or by a
+// ignores flushes, a hypervisor that caches the virtual disk), or never
+// asked for (an ext4 mounted nobarrier or barrier=0 sends no cache
+// flush; a ZFS dataset with sync=disabled answers fsync at once), or by a
 // device whose cache survives a power loss (power-loss protection),
 // which reports a write-back cache all the same: this heuristic cannot
 // tell those apart, only say where to look. A device that says its cache
@@ -38,6 +40,9 @@ func judge(r Report) []Finding {
 		judgeDescriptors(r.Descriptors), judgeProbeFiles(r),
 	}
 }
+
+// memoryFS are the file systems that keep their files in memory only.
+var memoryFS = map[string]bool{"tmpfs": true, "ramfs": true}
 
 // fsKinds are the file systems whose fsync the check doubts, and why.
 var fsKinds = map[string]struct{ why, fix string }{
@@ -78,6 +83,9 @@ func judgeFSType(r Report) Finding {
 	}
 	if kind, ok := fsKinds[r.FS.Type]; ok {
 		f.Severity, f.Message, f.Fix = Warning, r.FS.Type+": "+kind.why, kind.fix
+		if memoryFS[r.FS.Type] && r.memoryFSIsError {
+			f.Severity = Error
+		}
 		return f
 	}
 	if diskFileSystems[r.FS.Type] {
@@ -116,10 +124,18 @@ func judgeFdatasync(r Report) Finding {
 	case fastest < FastFlush:
 		f.Severity = Warning
 		f.Message = measured + fmt.Sprintf(": implausibly fast (under %s) for a device that flushes a volatile cache; the flush was answered from memory a power loss empties", durText(FastFlush))
-		if r.FS.Device != "" {
-			f.Message += ", unless the device has power-loss protection"
-			f.Fix = "check the drive has power-loss protection (its data sheet; nvme id-ctrl's vwc, hdparm -W: its write cache); on a virtual machine, that the host caches the disk writethrough or not at all (cache=none), never unsafe"
-		} else {
+		const plp = "check the drive has power-loss protection (its data sheet; nvme id-ctrl's vwc, hdparm -W: its write cache); on a virtual machine, that the host caches the disk writethrough or not at all (cache=none), never unsafe"
+		switch {
+		case r.FS.Device != "":
+			f.Message += ", unless the device has power-loss protection; or the file system sends no flush (an ext4 mounted nobarrier or barrier=0)"
+			f.Fix = plp + "; and the mount options (findmnt -no OPTIONS on the data directory): remove nobarrier or barrier=0"
+		case r.FS.Type == "btrfs":
+			f.Message += ", unless its devices have power-loss protection (btrfs spreads over devices of its own, none a single block device to ask)"
+			f.Fix = "check each device under it (btrfs filesystem show): " + plp
+		case r.FS.Type == "zfs":
+			f.Message += ", unless its devices have power-loss protection; or the dataset does not sync (zfs sync=disabled acknowledges every fsync at once)"
+			f.Fix = "check the dataset is not sync=disabled (zfs get sync: standard or always), then each device of the pool (zpool status): " + plp
+		default:
 			f.Message += " (no block device of its own was found under this file system)"
 			f.Fix = "see fs_type: put the data directory on a local disk's file system"
 		}

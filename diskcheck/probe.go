@@ -53,6 +53,11 @@ type Options struct {
 	// Now is the clock the probe times its calls and its budget with
 	// (nil: time.Now); tests give a fake one.
 	Now func() time.Time
+	// MemoryFSIsError makes a file system that keeps its files in memory
+	// only (tmpfs, ramfs) an Error rather than a Warning: the command's
+	// verdict (every record would be gone at a reboot), where a node's
+	// start only warns (a test or a throwaway node may run on one).
+	MemoryFSIsError bool
 	// Watch, if set, says while the probe runs which call it is in: a
 	// caller that stops waiting for it names what holds it.
 	Watch *Watch
@@ -103,7 +108,8 @@ func Probe(ctx context.Context, opts Options) (Report, error) {
 	}
 	start := opts.Now()
 	r := Report{Dir: opts.Dir, Budget: opts.Budget, RoundsPlanned: opts.Rounds,
-		MinFreeBytes: opts.MinFreeBytes, MinFreeInodes: opts.MinFreeInodes, Descriptors: opts.Descriptors}
+		MinFreeBytes: opts.MinFreeBytes, MinFreeInodes: opts.MinFreeInodes, Descriptors: opts.Descriptors,
+		memoryFSIsError: opts.MemoryFSIsError}
 	if describes {
 		r.FS, r.FSErr = fsys.describe(describer, opts.Dir)
 	} else {

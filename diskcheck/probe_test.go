@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -66,6 +67,40 @@ func TestProbe_FlushSpeedAgainstTheThreshold(t *testing.T) {
 	}
 }
 
+// TestProbe_FastFlushCauses: the warning of implausibly fast flushes
+// names a mount without barriers among the causes on a device's file
+// system; on btrfs or ZFS, which have no single device to ask, the fix
+// names their own devices and settings, not another file system; on a
+// file system with no device at all (a tmpfs) the fix is fs_type's.
+func TestProbe_FastFlushCauses(t *testing.T) {
+	btrfs := vfs.FSInfo{Type: "btrfs"}
+	zfs := vfs.FSInfo{Type: "zfs"}
+	tmpfs := vfs.FSInfo{Type: "tmpfs"}
+	for _, c := range []struct {
+		info         vfs.FSInfo
+		message, fix []string
+		notFix       string
+	}{
+		{ext4, []string{"nobarrier", "barrier=0"}, []string{"findmnt", "nobarrier", "power-loss protection"}, "local disk"},
+		{btrfs, []string{"btrfs"}, []string{"btrfs filesystem show", "power-loss protection"}, "local disk"},
+		{zfs, []string{"zfs"}, []string{"sync=disabled", "zpool status"}, "local disk"},
+		{tmpfs, []string{"no block device"}, []string{"fs_type"}, "zpool"},
+	} {
+		t.Run(c.info.Type, func(t *testing.T) {
+			f := newFake(t, c.info, time.Microsecond, time.Microsecond)
+			got := expectFinding(t, f.probe(t, f.options()), CheckFdatasync, Warning, c.message...)
+			for _, w := range c.fix {
+				if !strings.Contains(got.Fix, w) {
+					t.Errorf("fix %q does not say %q", got.Fix, w)
+				}
+			}
+			if strings.Contains(got.Fix, c.notFix) {
+				t.Errorf("fix %q says %q", got.Fix, c.notFix)
+			}
+		})
+	}
+}
+
 // TestProbe_Percentiles: p50, p99 and max are the samples at ranks
 // floor(q*(n-1)), whatever their order: of 64 the p99 is the second
 // largest.
@@ -105,6 +140,21 @@ func TestProbe_FileSystemTypes(t *testing.T) {
 			}
 		})
 	}
+	t.Run("memory only, as the command judges it", func(t *testing.T) {
+		for _, typ := range []string{"tmpfs", "ramfs"} {
+			f := newFake(t, vfs.FSInfo{Type: typ}, time.Millisecond, time.Millisecond)
+			opts := f.options()
+			opts.MemoryFSIsError = true
+			got := expectFinding(t, f.probe(t, opts), CheckFSType, Error, "gone at a reboot")
+			if got.Fix == "" {
+				t.Error("an error without a fix")
+			}
+		}
+		f := newFake(t, vfs.FSInfo{Type: "overlayfs"}, time.Millisecond, time.Millisecond)
+		opts := f.options()
+		opts.MemoryFSIsError = true
+		expectFinding(t, f.probe(t, opts), CheckFSType, Warning, "overlay")
+	})
 	t.Run("not described", func(t *testing.T) {
 		d := sim.NewDisk(1)
 		if err := d.MkdirAll(dataDir); err != nil {

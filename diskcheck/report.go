@@ -121,6 +121,8 @@ type Report struct {
 	Duration time.Duration
 
 	Findings []Finding
+
+	memoryFSIsError bool // Options.MemoryFSIsError, for judge
 }
 
 // Count is the number of findings of a severity.

@@ -19,23 +19,27 @@ import (
 // against what a node of cfg serves with: its floors of free space, and
 // the open-file limit against its open-log budget as New computes it.
 // It writes only its probe files there, locked while it runs, so it may
-// run beside a node serving the directory. narad-storaged diskcheck runs
-// it, and Start does with Config.DiskCheckBudget.
+// run beside a node serving the directory. A file system in memory only
+// (tmpfs, ramfs) is an error here, the verdict of narad-storaged
+// diskcheck, which runs it; Start runs the same probe with
+// Config.DiskCheckBudget, and only warns of one.
 func CheckDisk(ctx context.Context, cfg Config, budget time.Duration) (diskcheck.Report, error) {
-	return checkDisk(ctx, cfg, budget, vfs.OS{}, nil)
+	opts := probeOptions(cfg, budget)
+	opts.MemoryFSIsError = true
+	return diskcheck.Probe(ctx, opts)
 }
 
-func checkDisk(ctx context.Context, cfg Config, budget time.Duration, files vfs.FS, watch *diskcheck.Watch) (diskcheck.Report, error) {
+// probeOptions are the disk check of cfg's data directory, within budget,
+// against cfg's floors and open-log budget.
+func probeOptions(cfg Config, budget time.Duration) diskcheck.Options {
 	cfg = cfg.withDescriptorDefaults()
-	return diskcheck.Probe(ctx, diskcheck.Options{
+	return diskcheck.Options{
 		Dir:           cfg.DataDir,
-		FS:            files,
 		Budget:        budget,
 		MinFreeBytes:  cfg.MinFreeBytes,
 		MinFreeInodes: cfg.MinFreeInodes,
 		Descriptors:   descriptorsOf(cfg),
-		Watch:         watch,
-	})
+	}
 }
 
 // descriptorsOf is the process's open-file limit against the budget of
@@ -84,18 +88,16 @@ type startupCheck struct {
 func (s *Server) checkDisk(ctx context.Context) error {
 	c := &s.disk
 	budget := time.Duration(s.cfg.DiskCheckBudget)
-	files := c.fs
-	if files == nil {
-		files = vfs.OS{}
-	}
 	watch := &diskcheck.Watch{}
+	opts := probeOptions(s.cfg, budget)
+	opts.FS, opts.Watch = c.fs, watch
 	probeCtx, stopProbe := context.WithCancel(ctx)
 	done := make(chan struct{})
 	c.done = done
 	go func() {
 		defer close(done)
 		defer stopProbe()
-		r, err := checkDisk(probeCtx, s.cfg, budget, files, watch)
+		r, err := diskcheck.Probe(probeCtx, opts)
 		s.reportDiskCheck(r, err)
 	}()
 	timer := c.timer

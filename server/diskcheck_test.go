@@ -15,6 +15,7 @@ import (
 	"github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/diskcheck"
 	"github.com/narad-io/storage/internal/e2etest"
+	"github.com/narad-io/storage/internal/tmpfstest"
 	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
@@ -146,6 +147,29 @@ func TestServer_DiskCheckOff(t *testing.T) {
 	probeFiles := logs.FilterMessage("disk check: " + diskcheck.CheckProbeFiles).All()
 	if len(probeFiles) != 1 || !strings.Contains(probeFiles[0].ContextMap()["finding"].(string), "1 a crashed probe left") {
 		t.Fatalf("the probe files' finding: %+v", probeFiles)
+	}
+}
+
+// TestServer_StartupOnATmpfsWarns: a node started on a tmpfs warns of it
+// (a test or a throwaway node may run on one), where the command's probe
+// (CheckDisk) holds it an error; the node is ready all the same.
+func TestServer_StartupOnATmpfsWarns(t *testing.T) {
+	dir := tmpfstest.Dir(t)
+	s, logs := startObserved(t, func(c *Config) { c.DataDir = dir })
+	found := logs.FilterMessage("disk check: " + diskcheck.CheckFSType).All()
+	if len(found) != 1 || found[0].Level != zapcore.WarnLevel || !s.Ready() {
+		t.Fatalf("ready %v; the fs_type finding: %+v", s.Ready(), found)
+	}
+	e2etest.ExpectMetric(t, metricsOf(s), `narad_disk_check_warnings{check="fs_type",data_dir="`+dir+`"}`, 1)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := CheckDisk(context.Background(), Config{DataDir: dir}, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := r.Finding(diskcheck.CheckFSType); f.Severity != diskcheck.Error {
+		t.Fatalf("the command's probe on a tmpfs: %+v", f)
 	}
 }
 

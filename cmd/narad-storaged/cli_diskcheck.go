@@ -40,8 +40,10 @@ func runDiskCheck(args []string, stdout, stderr io.Writer) int {
 			"and its device's write cache, free space and inodes against the floors, and the\n"+
 			"open-file limit against the open-log budget. It writes only its own probe files\n"+
 			"in DIR and removes them; it runs beside a daemon serving DIR too.\n"+
-			"Errors: a failed write, flush or fsync, free space or inodes under the floor.\n"+
-			"Warnings: implausibly fast flushes, a tmpfs, overlay or network file system,\n"+
+			"Errors: a failed write, flush or fsync, free space or inodes under the floor,\n"+
+			"a tmpfs or ramfs (the data would not survive a reboot; the daemon's start only\n"+
+			"warns of one).\n"+
+			"Warnings: implausibly fast flushes, an overlay or network file system,\n"+
 			"no fallocate, an open-file limit under what the budget needs.\n"+
 			"Exit status: 0 no error (with --strict, no warning either), 1 otherwise,\n"+
 			"2 usage error or a directory that cannot be probed.\n\n")

@@ -66,12 +66,13 @@ func TestDiskCheck_ExitStatuses(t *testing.T) {
 	}
 }
 
-// TestDiskCheck_TmpfsWarnsAndStrictFails: on a tmpfs the text warns of
-// it; without --strict that is exit 0, with it exit 1.
-func TestDiskCheck_TmpfsWarnsAndStrictFails(t *testing.T) {
+// TestDiskCheck_TmpfsIsAnError: on a tmpfs the command says it is an
+// error (the data would not survive a reboot) and exits 1, --strict or
+// not.
+func TestDiskCheck_TmpfsIsAnError(t *testing.T) {
 	dir := tmpfstest.Dir(t)
 	code, out, _ := diskCheckRun(t, "--data-dir", dir)
-	if code != 0 || !strings.Contains(out, "warning  fs_type      tmpfs: a tmpfs keeps its files in memory only") {
+	if code != 1 || !strings.Contains(out, "error    fs_type      tmpfs: a tmpfs keeps its files in memory only") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 	if code, out, _ := diskCheckRun(t, "--data-dir", dir, "--strict"); code != 1 {
