@@ -9,7 +9,9 @@ import (
 // labelled with the data directory, as the disk floor's are: what the
 // last probe of it (a node's, at its start) measured and found. Every
 // check's warning and error series exist from NewMetrics on, at zero, so
-// an alert on them never waits for a first finding.
+// an alert on them never waits for a first finding; the last run's
+// timestamp is 0 until a probe ended, so a check that never ran is not
+// taken for one that found nothing.
 type Metrics struct {
 	dir       string
 	warnings  *prometheus.GaugeVec // data_dir, check
@@ -19,6 +21,7 @@ type Metrics struct {
 	duration  *prometheus.GaugeVec // data_dir
 	info      *prometheus.GaugeVec // data_dir, fs_type, write_cache
 	stalled   *prometheus.GaugeVec // data_dir
+	lastRun   *prometheus.GaugeVec // data_dir
 }
 
 // NewMetrics registers the gauges of the probes of dir on reg (nil: none;
@@ -35,9 +38,11 @@ func NewMetrics(reg prometheus.Registerer, dir string) *Metrics {
 		dirFsync:  gauge("narad_disk_check_dir_fsync_seconds", "Directory fsync latency of the disk check, by statistic (p50, p99, max).", "stat"),
 		duration:  gauge("narad_disk_check_duration_seconds", "How long the disk check's last probe took."),
 		info:      gauge("narad_disk_check_info", "1, labelled with the file system type and the device's write cache the disk check found.", "fs_type", "write_cache"),
+		lastRun:   gauge("narad_disk_check_last_run_timestamp_seconds", "When the disk check's last probe ended, in seconds since the epoch; 0 when none has (the check off, or not done yet)."),
 		stalled:   gauge("narad_disk_check_stalled", "1 when the start stopped waiting for its disk check: a call of the probe (a flush, most likely) ran past the budget and its margin."),
 	}
 	m.stalled.WithLabelValues(dir)
+	m.lastRun.WithLabelValues(dir)
 	for _, check := range Checks {
 		m.warnings.WithLabelValues(dir, check)
 		m.errors.WithLabelValues(dir, check)
@@ -63,6 +68,7 @@ func (m *Metrics) Set(r Report) {
 	m.dirFsync.WithLabelValues(m.dir, "p99").Set(r.DirFsync.P99.Seconds())
 	m.dirFsync.WithLabelValues(m.dir, "max").Set(r.DirFsync.Max.Seconds())
 	m.duration.WithLabelValues(m.dir).Set(r.Duration.Seconds())
+	m.lastRun.WithLabelValues(m.dir).Set(float64(r.Ended.UnixNano()) / 1e9)
 	m.info.DeletePartialMatch(prometheus.Labels{"data_dir": m.dir})
 	fsType := r.FS.Type
 	if r.FSErr != nil {

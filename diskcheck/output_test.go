@@ -178,6 +178,10 @@ func TestMetrics(t *testing.T) {
 	if v := testutil.ToFloat64(m.warnings.WithLabelValues("/data", CheckFdatasync)); v != 0 {
 		t.Fatalf("before a probe: %v", v)
 	}
+	// No probe yet (the check off) is told from one that passed.
+	if v := testutil.ToFloat64(m.lastRun.WithLabelValues("/data")); v != 0 {
+		t.Fatalf("the last run before a probe: %v", v)
+	}
 	r := warnedReport(t)
 	m.Set(r)
 	for _, c := range []struct {
@@ -194,6 +198,7 @@ func TestMetrics(t *testing.T) {
 		{m.dirFsync.WithLabelValues("/data", "p99"), 3e-6},
 		{m.duration.WithLabelValues("/data"), r.Duration.Seconds()},
 		{m.info.WithLabelValues("/data", "ext2/3/4", "write back"), 1},
+		{m.lastRun.WithLabelValues("/data"), float64(time.Unix(1_700_000_000, 0).Add(r.Duration).UnixNano()) / 1e9},
 	} {
 		if got := testutil.ToFloat64(c.g); got != c.want {
 			t.Errorf("%v: %v, want %v", c.g, got, c.want)

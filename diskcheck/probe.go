@@ -119,7 +119,8 @@ func Probe(ctx context.Context, opts Options) (Report, error) {
 	r.LeftoversRemoved, r.CleanupErr = removeLeftovers(opts.FS, opts.Dir)
 	p := &prober{fsys: opts.FS, dir: opts.Dir, now: opts.Now, buf: make([]byte, blockSize)}
 	err = p.run(ctx, &r, start.Add(opts.Budget), opts.Rounds)
-	r.Duration = opts.Now().Sub(start)
+	r.Ended = opts.Now()
+	r.Duration = r.Ended.Sub(start)
 	r.Findings = judge(r)
 	return r, err
 }

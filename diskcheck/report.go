@@ -117,8 +117,9 @@ type Report struct {
 	Budget                time.Duration
 	BudgetSpent           bool
 	// Duration is the whole probe's time, its file system calls, cleanup
-	// and all.
+	// and all; Ended when it ended (both on Options.Now).
 	Duration time.Duration
+	Ended    time.Time
 
 	Findings []Finding
 

@@ -96,7 +96,8 @@ func TestServer_StartupDiskCheck(t *testing.T) {
 	for _, check := range diskcheck.Checks {
 		e2etest.ExpectMetric(t, exposition, `narad_disk_check_errors{check="`+check+`",`+dir+`}`, 0)
 	}
-	for _, series := range []string{`narad_disk_check_duration_seconds{` + dir + `}`, `narad_disk_check_fdatasync_seconds{` + dir + `,stat="p50",write="append"}`,
+	for _, series := range []string{`narad_disk_check_duration_seconds{` + dir + `}`, `narad_disk_check_last_run_timestamp_seconds{` + dir + `}`,
+		`narad_disk_check_fdatasync_seconds{` + dir + `,stat="p50",write="append"}`,
 		`narad_disk_check_dir_fsync_seconds{` + dir + `,stat="max"}`} {
 		if v, ok := e2etest.MetricValue(exposition, series); !ok || v <= 0 {
 			t.Errorf("%s = %v (present %v)", series, v, ok)
@@ -131,6 +132,8 @@ func TestServer_DiskCheckOff(t *testing.T) {
 	for _, check := range diskcheck.Checks {
 		e2etest.ExpectMetric(t, exposition, `narad_disk_check_warnings{check="`+check+`",data_dir="`+dataDir+`"}`, 0)
 	}
+	// ... and the last run's time says none ran.
+	e2etest.ExpectMetric(t, exposition, `narad_disk_check_last_run_timestamp_seconds{data_dir="`+dataDir+`"}`, 0)
 	if !s.Ready() {
 		t.Fatal("not ready beside a leftover probe file")
 	}
