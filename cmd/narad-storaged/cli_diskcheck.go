@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/narad-io/storage/datadir"
 	"github.com/narad-io/storage/diskcheck"
 	"github.com/narad-io/storage/server"
 )
@@ -39,7 +40,8 @@ func runDiskCheck(args []string, stdout, stderr io.Writer) int {
 			"append and after an overwrite, directory fsync, fallocate, the file system's type\n"+
 			"and its device's write cache, free space and inodes against the floors, and the\n"+
 			"open-file limit against the open-log budget. It writes only its own probe files\n"+
-			"in DIR and removes them; it runs beside a daemon serving DIR too.\n"+
+			"in DIR and removes them; it runs beside a daemon serving DIR too. The open-file\n"+
+			"limit is this command's own: run it under the daemon's limit.\n"+
 			"Errors: a failed write, flush or fsync, free space or inodes under the floor,\n"+
 			"a tmpfs or ramfs (the data would not survive a reboot; the daemon's start only\n"+
 			"warns of one).\n"+
@@ -88,6 +90,9 @@ func runDiskCheck(args []string, stdout, stderr io.Writer) int {
 	if err := write(stdout, r); err != nil {
 		fmt.Fprintf(stderr, "diskcheck: %v\n", err)
 		return 2
+	}
+	if holder, inUse, err := datadir.InUse(nil, cfg.DataDir); err == nil && inUse {
+		fmt.Fprintf(stderr, "diskcheck: %s is served by %s: the descriptors check held this command's own open-file limit against the budget, not the daemon's; run it under the daemon's limit (its unit's LimitNOFILE=) to check that one\n", cfg.DataDir, holder)
 	}
 	if r.Count(diskcheck.Error) > 0 || *strict && r.Count(diskcheck.Warning) > 0 {
 		return 1

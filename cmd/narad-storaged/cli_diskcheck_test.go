@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/narad-io/storage/datadir"
 	"github.com/narad-io/storage/internal/tmpfstest"
 	"github.com/narad-io/storage/server"
 )
@@ -77,6 +79,28 @@ func TestDiskCheck_TmpfsIsAnError(t *testing.T) {
 	}
 	if code, out, _ := diskCheckRun(t, "--data-dir", dir, "--strict"); code != 1 {
 		t.Fatalf("--strict on a tmpfs: exit %d\n%s", code, out)
+	}
+}
+
+// TestDiskCheck_BesideADaemonNamesWhoseLimit: beside a holder of the data
+// directory's lock (a daemon serving it), the command says on stderr
+// that the descriptors check read its own open-file limit, not the
+// daemon's; stdout's JSON stays one document. Alone it says nothing.
+func TestDiskCheck_BesideADaemonNamesWhoseLimit(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, stderr := diskCheckRun(t, "--data-dir", dir, "--json"); code != 0 || stderr != "" {
+		t.Fatalf("alone: exit %d, stderr %q", code, stderr)
+	}
+	lock, err := datadir.Acquire(nil, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release()
+	code, out, stderr := diskCheckRun(t, "--data-dir", dir, "--json")
+	var doc map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &doc) != nil ||
+		!strings.Contains(stderr, fmt.Sprintf("is served by process %d", os.Getpid())) || !strings.Contains(stderr, "run it under the daemon's limit") {
+		t.Fatalf("beside a holder: exit %d, stderr %q\n%s", code, stderr, out)
 	}
 }
 

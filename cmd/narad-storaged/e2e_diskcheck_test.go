@@ -38,7 +38,7 @@ func TestE2E_DiskCheckAtStartAndBeside(t *testing.T) {
 		Errors int `json:"errors"`
 		Rounds int `json:"rounds"`
 	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != 0 || doc.Errors != 0 || doc.Rounds < 1 {
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != 0 || doc.Errors != 0 || doc.Rounds < 1 || !strings.Contains(errOut, "run it under the daemon's limit") {
 		t.Fatalf("diskcheck beside the daemon: exit %d, %+v, %v\n%s%s", code, doc, err, out, errOut)
 	}
 	if err := d.stop(syscall.SIGTERM); err != nil {
