@@ -4,7 +4,11 @@
 // looks where Linux keeps one (/dev/shm, /run/shm, the user's runtime
 // directory, the temporary directory), makes a directory of its own in
 // the first that statfs says is a tmpfs, and removes it at the test's
-// end. A test skips only when the machine has none.
+// end. A machine with none fails the test, saying where it looked: no
+// test is skipped, and a Linux machine has one at /dev/shm (a container
+// without it needs one mounted there: --shm-size, or mount -t tmpfs).
+// A fake statfs would prove nothing the simulated disk's tests do not:
+// these tests are the real file system's.
 package tmpfstest
 
 import (
@@ -18,12 +22,18 @@ import (
 )
 
 // Dir is a new directory on a tmpfs, removed with what it holds when the
-// test ends; the test is skipped, saying where it looked, when no tmpfs
-// is found.
+// test ends; the test fails, saying where it looked, when no tmpfs is
+// found.
 func Dir(t testing.TB) string {
 	t.Helper()
+	return dirIn(t, candidates())
+}
+
+// dirIn is Dir, looking where candidates say.
+func dirIn(t testing.TB, candidates []string) string {
+	t.Helper()
 	var tried []string
-	for _, candidate := range candidates() {
+	for _, candidate := range candidates {
 		info, err := vfs.OS{}.DescribeFS(candidate)
 		if err != nil || info.Type != "tmpfs" {
 			tried = append(tried, fmt.Sprintf("%s (%s)", candidate, describe(info, err)))
@@ -41,7 +51,7 @@ func Dir(t testing.TB) string {
 		})
 		return dir
 	}
-	t.Skipf("no tmpfs on this machine: looked at %s", strings.Join(tried, ", "))
+	t.Fatalf("no tmpfs on this machine, which the test needs: looked at %s; mount one at /dev/shm (mount -t tmpfs tmpfs /dev/shm, or a container's --shm-size)", strings.Join(tried, ", "))
 	return ""
 }
 
