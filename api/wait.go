@@ -1,5 +1,12 @@
 package api
 
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
 // TopicWaitRequest is a topic-wide wait's body (POST
 // /v1/topics/{topic}/wait): a position in each partition the reader
 // reads; the wait answers as soon as any of them has a high watermark
@@ -10,10 +17,30 @@ type TopicWaitRequest struct {
 	Incarnation string              `json:"incarnation,omitempty"` // the topic's, or the wait answers 404
 }
 
-// PartitionPosition is an offset in a partition.
+// PartitionPosition is an offset in a partition. Both fields must be
+// given, and no other.
 type PartitionPosition struct {
 	Partition int   `json:"partition"`
 	Offset    int64 `json:"offset"`
+}
+
+// UnmarshalJSON reads a position exactly: a misspelt or missing field is
+// an error, never a position at partition 0 or offset 0.
+func (p *PartitionPosition) UnmarshalJSON(b []byte) error {
+	var exact struct {
+		Partition *int   `json:"partition"`
+		Offset    *int64 `json:"offset"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&exact); err != nil {
+		return fmt.Errorf("a position: %w", err)
+	}
+	if exact.Partition == nil || exact.Offset == nil {
+		return errors.New(`a position needs both "partition" and "offset"`)
+	}
+	p.Partition, p.Offset = *exact.Partition, *exact.Offset
+	return nil
 }
 
 // TopicWaitAnswer is a topic-wide wait's answer: the partitions of the

@@ -11,8 +11,9 @@ import (
 
 // TopicWait is a topic-wide wait's answer: the partitions named whose
 // high watermark is not the position given (records past it, or a
-// boundary that moved back, which a fetch there then reports), in
-// partition order; those the node asked does not own, which it did not
+// boundary that moved back, which a fetch there then reports; -1 when the
+// node cannot know it without opening the partition, which a fetch
+// does), in partition order; those the node asked does not own, which it did not
 // wait on (ask their owners: a fetch of one follows to its owner); and
 // the topic's incarnation.
 type TopicWait struct {

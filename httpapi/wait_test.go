@@ -67,6 +67,8 @@ func TestWaitTopic_Refusals(t *testing.T) {
 		{"t", `{"positions":[{"partition":0,"offset":0}],"incarnation":"0123456789abcdef"}`, 404, api.CodeTopicNotFound},
 		{"t", `{"positions":[{"partition":1,"offset":0}]}`, 404, api.CodePartitionNotFound},
 		{"t", `{"positions":[{"partition":0,"offset":0}],"max":1}`, 400, api.CodeInvalidBody},
+		{"t", `{"positions":[{"partiton":0,"offset":0}]}`, 400, api.CodeInvalidBody},
+		{"t", `{"positions":[{"partition":0}]}`, 400, api.CodeInvalidBody},
 		{"nope", `{"positions":[{"partition":0,"offset":0}]}`, 404, api.CodeTopicNotFound},
 	} {
 		w := httptest.NewRecorder()

@@ -360,6 +360,7 @@ func (n *Node) quarantine(t *supervisor.GuardedTopic, rec TopicRecord, old wire.
 // campaign: the reference workload's calls differed from run to run).
 func (n *Node) recheck(topic string) {
 	ctx := n.backgroundCtx
+	n.watches.wake(topic) // its topic-wide waits look again: a delete, a move, a change of incarnation
 	err := n.withTopic(topic, func(t *supervisor.GuardedTopic) error {
 		if len(t.Open()) == 0 {
 			return nil

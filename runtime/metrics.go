@@ -284,7 +284,7 @@ func (s *nodeSet) sorted() []*Node {
 }
 
 // hwmCollector is narad_partition_high_watermark{topic,partition}, or
-// for nodes with MetricsByTopic narad_topic_high_watermark_sum{topic},
+// for nodes with MetricsByTopic narad_topic_appended_records{topic},
 // computed at each scrape from the nodes' marks: a scrape never opens a
 // log. Nodes on one registerer share one collector.
 type hwmCollector struct{ nodeSet }
@@ -292,7 +292,7 @@ type hwmCollector struct{ nodeSet }
 var (
 	hwmDesc = prometheus.NewDesc("narad_partition_high_watermark",
 		"A partition's high watermark: the offset its next record gets.", []string{"topic", "partition"}, nil)
-	topicHWMDesc = prometheus.NewDesc("narad_topic_high_watermark_sum",
+	topicHWMDesc = prometheus.NewDesc("narad_topic_appended_records",
 		"The sum of a topic's partitions' high watermarks: records its incarnation has appended (nodes with metrics by topic).", []string{"topic"}, nil)
 )
 

@@ -314,7 +314,7 @@ func TestMetrics_ByTopicSumsThePartitionGauges(t *testing.T) {
 		"narad_consumer_lag":             "",
 		"narad_consumer_leased":          "",
 		"narad_cursor_lag":               "",
-		"narad_topic_high_watermark_sum": "topic=jobs 30\n",
+		"narad_topic_appended_records":   "topic=jobs 30\n",
 		// Partition 0: 10 less 2 acked; 1: 10; 2 has no consumer state.
 		"narad_topic_consumer_lag":    "topic=jobs 18\n",
 		"narad_topic_consumer_leased": "topic=jobs 3\n", // 2 of p0's 4 left, p1's one

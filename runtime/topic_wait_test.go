@@ -115,9 +115,10 @@ func TestWaitTopic_ClosedPartitionsAreWaitedOnWithoutAnOpen(t *testing.T) {
 }
 
 // TestWaitTopic_ADeleteDuringTheWaitAnswersNotFound: a topic deleted
-// while a wait waits on it answers ErrTopicNotFound at once; recreated
-// under its name, a wait that names no incarnation follows the new one
-// (its logs' commits wake it).
+// while a wait waits on it answers ErrTopicNotFound at once, whether the
+// wait named the incarnation or not (it waits on the one it found), even
+// when the topic is made again under its name at once; a wait begun on
+// the new incarnation is woken by its logs' commits.
 func TestWaitTopic_ADeleteDuringTheWaitAnswersNotFound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := startNode(t, nil, Config{})
@@ -131,29 +132,98 @@ func TestWaitTopic_ADeleteDuringTheWaitAnswersNotFound(t *testing.T) {
 			out, err := n.WaitTopic(bg, "orders", rec.Incarnation, map[int]int64{0: 1, 1: 1})
 			named <- waitResult{out, err}
 		}()
+		unnamed := waitInBackground(n, "orders", map[int]int64{0: 1, 1: 1}, time.Hour)
 		stillWaiting(t, named, "before the delete")
-		if err := n.DeleteTopic(bg, "orders"); err != nil {
-			t.Fatal(err)
-		}
-		if r := <-named; !errors.Is(r.err, ErrTopicNotFound) {
-			t.Fatalf("a wait on a deleted incarnation: %+v, %v; want ErrTopicNotFound", r.out, r.err)
-		}
-
-		makeTopic(t, n, "orders", 2, 0)
-		unnamed := waitInBackground(n, "orders", map[int]int64{0: 0, 1: 0}, time.Hour)
-		stillWaiting(t, unnamed, "on the new incarnation")
+		stillWaiting(t, unnamed, "before the delete")
 		if err := n.DeleteTopic(bg, "orders"); err != nil {
 			t.Fatal(err)
 		}
 		makeTopic(t, n, "orders", 2, 0)
-		stillWaiting(t, unnamed, "after a delete and a create under the name")
+		for what, done := range map[string]<-chan waitResult{"named": named, "unnamed": unnamed} {
+			if r := <-done; !errors.Is(r.err, ErrTopicNotFound) {
+				t.Fatalf("a wait (incarnation %s) across a delete and a create: %+v, %v; want ErrTopicNotFound", what, r.out, r.err)
+			}
+		}
+		again := waitInBackground(n, "orders", map[int]int64{0: 0, 1: 0}, time.Hour)
+		stillWaiting(t, again, "on the new incarnation")
 		if _, err := n.Produce(bg, "orders", 1, recs("orders", 1, 0, 1)); err != nil {
 			t.Fatal(err)
 		}
-		if r := <-unnamed; r.err != nil || !slices.Equal(readyOf(r.out), []TopicWaitReady{{1, 1}}) {
+		if r := <-again; r.err != nil || !slices.Equal(readyOf(r.out), []TopicWaitReady{{1, 1}}) {
 			t.Fatalf("after a commit to the new incarnation: %+v, %v", r.out, r.err)
 		}
 	})
+}
+
+// TestWaitTopic_PartitionsNeverOpenedAreNotOpened: the partitions of a
+// topic made since the start have no boundary the node knows; the wait
+// reads each from disk as the startup check does (and keeps it), opens
+// none, and a commit to one wakes it.
+func TestWaitTopic_PartitionsNeverOpenedAreNotOpened(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, nil, Config{})
+		makeTopic(t, n, "orders", 8, 0)
+		positions := map[int]int64{}
+		for p := range 8 {
+			positions[p] = 0
+		}
+		done := waitInBackground(n, "orders", positions, time.Hour)
+		stillWaiting(t, done, "on partitions never opened")
+		if open := n.reg.Len(); open != 0 {
+			t.Fatalf("the wait opened %d logs", open)
+		}
+		rec, _, _ := n.ms.Topic(bg, "orders")
+		if hwm, ok := n.marks.highWatermark(key("orders", 6), rec.Incarnation); !ok || hwm != 0 {
+			t.Fatalf("partition 6's boundary after the wait read it: %d, %v; want 0, kept", hwm, ok)
+		}
+		if _, err := n.Produce(bg, "orders", 3, recs("orders", 3, 0, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if r := <-done; r.err != nil || !slices.Equal(readyOf(r.out), []TopicWaitReady{{3, 1}}) {
+			t.Fatalf("after a commit: %+v, %v", r.out, r.err)
+		}
+	})
+}
+
+// TestTopicWatch_ASubscriptionAfterTheEndIsWokenAtOnce: a wait that
+// took a topic's watch before a delete ended it, and subscribes after,
+// is woken at once to look at everything (and so finds the topic gone),
+// never left on a watch no log announces to.
+func TestTopicWatch_ASubscriptionAfterTheEndIsWokenAtOnce(t *testing.T) {
+	var ws topicWatches
+	w := ws.of("orders")
+	ws.drop("orders")
+	sub := w.subscribe(map[int]int64{0: 0})
+	select {
+	case <-sub.wake:
+	default:
+		t.Fatal("a subscription to an ended watch is not woken")
+	}
+	if look := w.take(sub); look != nil {
+		t.Fatalf("take after the end: %v; want every partition (nil)", look)
+	}
+	if ws.of("orders") == w {
+		t.Fatal("the ended watch is still the topic's")
+	}
+}
+
+// TestTopicWatch_AnnouncementsOfAPartitionAreKeptOnce: a wait busy
+// looking while one partition commits a thousand times has it once to
+// look at, not a thousand times; partitions it does not wait on are not
+// kept.
+func TestTopicWatch_AnnouncementsOfAPartitionAreKeptOnce(t *testing.T) {
+	var w topicWatch
+	sub := w.subscribe(map[int]int64{1: 0, 2: 0})
+	for range 1000 {
+		w.announce(2)
+		w.announce(7)
+	}
+	if look := w.take(sub); !slices.Equal(look, []int{2}) {
+		t.Fatalf("take: %v; want [2]", look)
+	}
+	if look := w.take(sub); look == nil || len(look) != 0 {
+		t.Fatalf("a second take: %v; want none, not everything", look)
+	}
 }
 
 // TestWaitTopic_CloseEndsTheWait: the node's Close answers a waiting

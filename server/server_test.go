@@ -15,6 +15,7 @@ import (
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 )
 
 // TestServer_HandlerOnAnotherMux: a program mounts the API on its own mux
@@ -319,10 +320,19 @@ func TestServer_MetricsByTopic(t *testing.T) {
 	rec := httptest.NewRecorder()
 	s.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body := rec.Body.String()
-	if !strings.Contains(body, "\nnarad_topic_high_watermark_sum{topic=\"orders\"} 7\n") {
+	if !strings.Contains(body, "\nnarad_topic_appended_records{topic=\"orders\"} 7\n") {
 		t.Fatalf("no sum of the high watermarks, 7:\n%s", body)
 	}
 	if strings.Contains(body, "\nnarad_partition_high_watermark{") {
 		t.Fatalf("a per-partition gauge with metrics by topic:\n%s", body)
+	}
+	problems, err := promlint.New(strings.NewReader(body)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		if strings.HasPrefix(p.Metric, "narad_topic_") { // the sums this test brings in
+			t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+		}
 	}
 }
