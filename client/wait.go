@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"slices"
 	"time"
 
@@ -33,6 +34,12 @@ type PartitionHighWatermark = api.PartitionHighWatermark
 // on the node. With incarnation (a fetch's answer gives it) a topic
 // deleted and made again under its name answers ErrTopicNotFound.
 func (c *Client) WaitTopic(ctx context.Context, topic string, positions map[int]int64, wait time.Duration, incarnation string) (TopicWait, error) {
+	return c.waitTopic(ctx, nil, topic, positions, wait, incarnation)
+}
+
+// waitTopic is WaitTopic asked of node (nil: the client's own): a
+// Consumer asks each owner for the partitions it owns.
+func (c *Client) waitTopic(ctx context.Context, node *url.URL, topic string, positions map[int]int64, wait time.Duration, incarnation string) (TopicWait, error) {
 	body := api.TopicWaitRequest{Incarnation: incarnation, Positions: make([]api.PartitionPosition, 0, len(positions))}
 	for _, p := range slices.Sorted(keysOf(positions)) {
 		body.Positions = append(body.Positions, api.PartitionPosition{Partition: p, Offset: positions[p]})
@@ -45,7 +52,7 @@ func (c *Client) WaitTopic(ctx context.Context, topic string, positions map[int]
 	if err != nil {
 		return TopicWait{}, err
 	}
-	resp, err := c.do(ctx, request{method: http.MethodPost, path: topicPath(topic) + "/wait", body: b, contentType: "application/json"})
+	resp, err := c.do(ctx, request{method: http.MethodPost, path: topicPath(topic) + "/wait", body: b, contentType: "application/json", node: node})
 	if err != nil {
 		return TopicWait{}, err
 	}
