@@ -26,14 +26,18 @@ type ConsumerOptions struct {
 	// the cursor's position (the cursor is made at Start where the topic
 	// has none), and Commit moves the cursor past what Poll returned.
 	Cursor string
-	// Follow keeps reading as records commit: at the high watermark a
-	// partition is long-polled. Without it, Poll returns io.EOF once each
-	// partition has been read up to the high watermark it found.
+	// Follow keeps reading as records commit: a partition at its high
+	// watermark is long-polled, or with more partitions than MaxInFlight
+	// waited on by a topic-wide wait with the other idle ones. Without
+	// it, Poll returns io.EOF once each partition has been read up to the
+	// high watermark it found.
 	Follow bool
-	// Wait is a long poll's wait, default 30 s, at most 60 s.
+	// Wait is a long poll's wait, and a topic-wide wait's; default 30 s,
+	// at most 60 s.
 	Wait time.Duration
-	// MaxInFlight bounds the fetches in flight at once, long polls
-	// included, each one goroutine and one connection; default 16.
+	// MaxInFlight bounds the requests in flight at once, fetches, long
+	// polls and topic-wide waits, each one goroutine and one connection;
+	// default 16.
 	MaxInFlight int
 	// MaxRecords and MaxBytes bound each fetch (FetchOptions).
 	MaxRecords, MaxBytes int
@@ -43,9 +47,11 @@ type ConsumerOptions struct {
 	SkipDamaged bool
 }
 
-// rotatingWait is an idle partition's long poll when the consumer reads
-// more partitions than it has fetches in flight: the partitions take
-// turns, each waiting this long.
+// rotatingWait is a turn: an idle partition's long poll when the consumer
+// reads more partitions than it has requests in flight and their node
+// has no topic-wide wait (the partitions take turns, each waiting this
+// long), and a topic-wide wait's when more nodes own idle partitions
+// than the consumer may have waits in flight (the nodes take turns).
 const rotatingWait = 250 * time.Millisecond
 
 // Batch is what one Poll returns: records of one partition, in offset
@@ -71,24 +77,28 @@ var ErrConsumerClosed = errors.New("narad: consumer closed")
 // Consumer reads every partition of a topic (or those its options name),
 // each in offset order, from where its Start or its Cursor says; records
 // of different partitions come in no set order. It fetches several
-// partitions at once, at most MaxInFlight, each partition one fetch at a
-// time, and keeps at most one answer a partition ahead of Poll: what it
-// holds is bounded by MaxInFlight answers of MaxBytes. Calls for a
-// partition go to its owner in a cluster (the client follows 421
-// answers), retried as any call is.
+// partitions at once, at most MaxInFlight requests in flight, each
+// partition one fetch at a time, and keeps at most one answer a
+// partition ahead of Poll: what it holds is bounded by MaxInFlight
+// answers of MaxBytes. Calls for a partition go to its owner in a
+// cluster (the client follows 421 answers), retried as any call is. With
+// Follow and more partitions than MaxInFlight, the partitions at their
+// high watermark are parked and waited on by one topic-wide wait per
+// owner (consumer_wait.go).
 //
 // Poll and Commit are called from one goroutine at a time. Close may be
 // called from any goroutine at any time: a Poll waiting then returns
 // ErrConsumerClosed. Cancel a Poll's context to end that Poll alone.
 //
 // Invariants:
-//   - each partition is in flight (one fetch), queued, or finished (read
-//     to its high watermark without Follow, or failed terminally),
-//     exactly one of them;
+//   - each partition is in flight (one fetch), queued, parked (waits),
+//     or finished (read to its high watermark without Follow, or failed
+//     terminally), exactly one of them;
 //   - once NewConsumer returns, every partition's next is known: past
 //     what Poll returned of it, or where its Start or Cursor placed it;
 //     a fetch of it starts from next;
-//   - inFlight fetches at most, each with a slot in results;
+//   - inFlight requests (fetches and waits) at most limit, each with a
+//     slot in results;
 //   - a queued partition with notBefore ahead is not fetched before it;
 //   - once err is set nothing more is launched.
 type Consumer struct {
@@ -102,8 +112,10 @@ type Consumer struct {
 	parts    []*partitionRead // in the order of opts.Partitions
 	queue    []*partitionRead // to fetch, first in first out
 	inFlight int
+	fetching int         // of inFlight, the fetches
+	waits    *topicWaits // nil: no partition is parked (few partitions, or no Follow)
 	results  chan fetched
-	err      error // a terminal *PartitionError: every Poll's answer from then on
+	err      error // a terminal *PartitionError or *WaitError: every Poll's answer from then on
 
 	ctx       context.Context // the fetches'; Close cancels it
 	cancel    context.CancelFunc
@@ -124,14 +136,23 @@ type partitionRead struct {
 	caughtUp  bool      // its last read ended at the high watermark
 	failures  int       // fetches failed in a row
 	notBefore time.Time // after a failure: when it may be fetched again
+
+	key      string    // "topic/p" as the client keys owners
+	parked   bool      // waited on, not fetched (topicWaits)
+	waitedBy *waitCall // the wait in flight naming it, if parked
+	settling bool      // woken by a wait (or not read yet): its fetch holds the waits back
+	notHere  int       // waits that answered it not_here, in a row
 }
 
-// fetched is a fetch's outcome, for Poll.
+// fetched is a fetch's outcome, or a topic-wide wait's (wait set), for
+// Poll.
 type fetched struct {
-	part *partitionRead
-	from int64 // the offset read from
-	res  Fetched
-	err  error
+	part   *partitionRead
+	from   int64 // the offset read from
+	res    Fetched
+	wait   *waitCall
+	waited TopicWait
+	err    error
 }
 
 // NewConsumer describes the topic and, with a Cursor, makes it where the
@@ -182,9 +203,12 @@ func (c *Client) NewConsumer(ctx context.Context, topic string, opts ConsumerOpt
 	k := &Consumer{c: c, topic: topic, opts: opts, incarnation: desc.Incarnation, limit: min(opts.MaxInFlight, len(partitions)), idleWait: opts.Wait}
 	if len(partitions) > opts.MaxInFlight {
 		k.idleWait = min(opts.Wait, rotatingWait)
+		if opts.Follow {
+			k.waits = newTopicWaits(k.limit, len(partitions))
+		}
 	}
 	for _, p := range partitions {
-		k.parts = append(k.parts, &partitionRead{p: p})
+		k.parts = append(k.parts, &partitionRead{p: p, key: partitionKey(topic, p), settling: k.waits != nil})
 	}
 	if opts.Cursor != "" {
 		if err := k.cursorPositions(ctx, desc); err != nil {
@@ -212,7 +236,10 @@ func (c *Client) NewConsumer(ctx context.Context, topic string, opts ConsumerOpt
 // the partition is read again from the same offset once a backoff has
 // passed (the client's retry schedule: the node's Retry-After, else
 // 50 ms doubling to 2 s, per partition, over the failures in a row), the
-// other partitions read meanwhile.
+// other partitions read meanwhile. An error in a topic-wide wait on idle
+// partitions is a *WaitError, terminal or backed off the same way (per
+// node); a node without the wait is no error: its idle partitions take
+// turns.
 func (k *Consumer) Poll(ctx context.Context) (Batch, error) {
 	for {
 		if k.isClosed() {
@@ -222,7 +249,7 @@ func (k *Consumer) Poll(ctx context.Context) (Batch, error) {
 			return Batch{}, k.err
 		}
 		wake := k.launch()
-		if k.inFlight == 0 && len(k.queue) == 0 {
+		if k.inFlight == 0 && len(k.queue) == 0 && (k.waits == nil || k.waits.parked == 0) {
 			return Batch{}, io.EOF
 		}
 		b, err, done := k.await(ctx, wake)
@@ -232,9 +259,9 @@ func (k *Consumer) Poll(ctx context.Context) (Batch, error) {
 	}
 }
 
-// await waits for a fetch's outcome, for ctx's end, or until wake (if
-// not zero), when a partition's backoff has passed; done is true when
-// Poll returns b and err.
+// await waits for a fetch's or a wait's outcome, for ctx's end, or until
+// wake (if not zero), when a backoff has passed; done is true when Poll
+// returns b and err.
 func (k *Consumer) await(ctx context.Context, wake time.Time) (b Batch, err error, done bool) {
 	var retry <-chan time.Time
 	if !wake.IsZero() {
@@ -246,8 +273,13 @@ func (k *Consumer) await(ctx context.Context, wake time.Time) (b Batch, err erro
 	case f := <-k.results:
 		k.inFlight--
 		if k.ctx.Err() != nil {
-			return Batch{}, ErrConsumerClosed, true // f may be the fetch Close ended
+			return Batch{}, ErrConsumerClosed, true // f may be the request Close ended
 		}
+		if f.wait != nil {
+			err, deliver := k.waitDone(f)
+			return Batch{}, err, deliver
+		}
+		k.fetching--
 		b, err, deliver := k.settle(f)
 		if deliver && k.err == nil {
 			k.launch() // the partition's next read runs while the caller works
@@ -264,8 +296,9 @@ func (k *Consumer) await(ctx context.Context, wake time.Time) (b Batch, err erro
 
 // launch starts fetches of the queued partitions, first in first out,
 // up to the limit in flight, passing over those whose backoff after a
-// failure has not passed; wake is when the first of those may be fetched,
-// zero when none waits or no fetch could start before a result comes.
+// failure has not passed; then topic-wide waits on the parked partitions
+// in the slots left. wake is when the first backoff still ahead passes,
+// zero when none is.
 func (k *Consumer) launch() (wake time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -273,17 +306,36 @@ func (k *Consumer) launch() (wake time.Time) {
 		return time.Time{}
 	}
 	now := time.Now()
-	waiting := k.queue[:0]
-	for i, st := range k.queue {
-		if k.inFlight == k.limit {
-			waiting = append(waiting, k.queue[i:]...)
-			break
+	wake = k.launchFetches(now)
+	if k.waits != nil {
+		w, queued := k.launchWaits(now)
+		if queued { // partitions of a node without the wait: fetched in turns
+			w = earliest(w, k.launchFetches(now))
 		}
+		wake = earliest(wake, w)
+	}
+	return wake
+}
+
+// launchFetches is launch's fetches. A partition due while every slot
+// is a wait's ends a wait (preempt) so it is fetched once that one is
+// back.
+func (k *Consumer) launchFetches(now time.Time) (wake time.Time) {
+	waiting := k.queue[:0]
+	blocked := false
+	for i, st := range k.queue {
 		if now.Before(st.notBefore) {
 			waiting = append(waiting, st)
-			if wake.IsZero() || st.notBefore.Before(wake) {
-				wake = st.notBefore
+			wake = earliest(wake, st.notBefore)
+			continue
+		}
+		if k.inFlight == k.limit {
+			if blocked { // a result comes before any other could start
+				waiting = append(waiting, k.queue[i:]...)
+				break
 			}
+			blocked = true
+			waiting = append(waiting, st)
 			continue
 		}
 		wait := time.Duration(0)
@@ -291,15 +343,24 @@ func (k *Consumer) launch() (wake time.Time) {
 			wait = k.idleWait
 		}
 		k.inFlight++
+		k.fetching++
 		k.wg.Add(1)
 		go k.fetch(st, st.next, wait)
 	}
 	clear(k.queue[len(waiting):])
 	k.queue = waiting
-	if k.inFlight == k.limit {
-		return time.Time{}
+	if blocked && k.fetching == 0 && k.waits != nil {
+		k.waits.preempt()
 	}
 	return wake
+}
+
+// earliest is the earlier of two times, zero being none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }
 
 // fetch reads partition st from next and hands the outcome to Poll;
@@ -320,11 +381,21 @@ func (k *Consumer) settle(f fetched) (b Batch, err error, deliver bool) {
 	b.Partition = st.p
 	failures := st.failures
 	st.failures, st.notBefore = 0, time.Time{}
+	if st.settling {
+		st.settling = false
+		k.waits.settling--
+	}
 	var e *Error
 	switch {
 	case f.err == nil:
 		st.next, st.caughtUp, st.quiet = f.res.NextOffset, f.res.NextOffset >= f.res.HighWatermark, false
-		if !st.caughtUp || k.opts.Follow {
+		switch {
+		case !st.caughtUp:
+			k.queue = append(k.queue, st)
+		case !k.opts.Follow:
+		case k.waits != nil && !k.waits.owner(k.ownerOf(st)).noWait:
+			k.waits.park(st)
+		default:
 			k.queue = append(k.queue, st)
 		}
 		b.Records, b.HighWatermark = f.res.Records, f.res.HighWatermark
@@ -380,8 +451,8 @@ func (e *PartitionError) Error() string {
 
 func (e *PartitionError) Unwrap() error { return e.Err }
 
-// Close ends the fetches in flight and waits for them, from any
-// goroutine, as often as called. The cursor keeps what Commit last
+// Close ends the fetches and waits in flight and waits for them, from
+// any goroutine, as often as called. The cursor keeps what Commit last
 // stored.
 func (k *Consumer) Close() error {
 	k.mu.Lock()

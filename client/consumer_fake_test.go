@@ -16,18 +16,26 @@ import (
 // topicNode is a fake node serving one topic from memory, as a
 // RoundTripper (no network: it runs inside a synctest bubble): the
 // topic's description, fetches (binary answers; long polls wait for an
-// append, their wait_ms or the request's end), the offset at a time, and
-// a cursor's create and commit. It counts the fetches in flight.
+// append, their wait_ms or the request's end), topic-wide waits (unless
+// noWait: an older node, without the route), the offset at a time, and a
+// cursor's create and commit. Partitions in elsewhere are another node's:
+// a fetch of one is answered 421 with that node's address, a wait lists
+// it in not_here. It counts the requests in flight, fetches and waits.
 type topicNode struct {
 	mu          sync.Mutex
 	name        string
 	incarnation string
 	parts       []*fakePartition
+	changed     chan struct{}      // closed at each append, then made again
 	cursors     map[string][]int64 // a cursor's position in each partition
-	inFlight    int                // fetches being answered
+	elsewhere   map[int]string     // partition -> the address of its owner
+	noWait      bool               // answer a wait 404 not_found, as a node without the route
+	waitFails   int                // answer the next waits 500, this many
+	inFlight    int                // fetches and waits being answered
 	maxInFlight int
 	fetches     int
-	served      []string // "p@offset wait" of each fetch, in order
+	waits       int
+	served      []string // "p@offset wait" of each fetch, "wait [p@offset ...] wait" of each wait, in order
 }
 
 type fakePartition struct {
@@ -39,7 +47,7 @@ type fakePartition struct {
 }
 
 func newTopicNode(name string, partitions int) *topicNode {
-	n := &topicNode{name: name, incarnation: "00000000000000a1", cursors: map[string][]int64{}}
+	n := &topicNode{name: name, incarnation: "00000000000000a1", cursors: map[string][]int64{}, changed: make(chan struct{}), elsewhere: map[int]string{}}
 	for range partitions {
 		n.parts = append(n.parts, &fakePartition{appended: make(chan struct{})})
 	}
@@ -54,6 +62,8 @@ func (n *topicNode) append(p int, values ...string) {
 	fp.values = append(fp.values, values...)
 	close(fp.appended)
 	fp.appended = make(chan struct{})
+	close(n.changed)
+	n.changed = make(chan struct{})
 }
 
 func (n *topicNode) client(opts Options) *Client {
@@ -86,6 +96,18 @@ func (n *topicNode) RoundTrip(r *http.Request) (*http.Response, error) {
 	switch {
 	case len(segs) == 1 && r.Method == http.MethodGet:
 		return n.describe(), nil
+	case len(segs) == 2 && segs[1] == "wait" && n.noWait:
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		n.served = append(n.served, "wait (no route)")
+		return errorAnswer(404, api.CodeNotFound, nil), nil
+	case len(segs) == 2 && segs[1] == "wait" && r.Method == http.MethodPost:
+		if resp := n.wait(r); resp != nil {
+			return resp, nil
+		}
+		return nil, r.Context().Err()
+	case len(segs) >= 3 && segs[1] == "partitions" && n.owner(segs[2]) != "":
+		return misdirected(n.owner(segs[2])), nil
 	case len(segs) == 4 && segs[1] == "partitions" && segs[3] == "records":
 		p, _ := strconv.Atoi(segs[2])
 		if resp := n.fetch(r, p); resp != nil {
@@ -112,6 +134,78 @@ func (n *topicNode) RoundTrip(r *http.Request) (*http.Response, error) {
 		return jsonAnswer(200, api.CommitCursorAnswer{Position: *body.Position}), nil
 	}
 	return errorAnswer(404, api.CodeNotFound, nil), nil
+}
+
+// owner is the address of the node that owns partition ps, if not this one.
+func (n *topicNode) owner(ps string) string {
+	p, _ := strconv.Atoi(ps)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.elsewhere[p]
+}
+
+// wait answers a topic-wide wait: the partitions named whose high
+// watermark is not their position, once any is, or none at wait_ms;
+// those another node owns at once in not_here; 404 topic_not_found for
+// another incarnation. It returns nil when the caller went away.
+func (n *topicNode) wait(r *http.Request) *http.Response {
+	var body api.TopicWaitRequest
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || len(body.Positions) == 0 {
+		return errorAnswer(400, api.CodeInvalidBody, nil)
+	}
+	waitMs := 0
+	if body.WaitMs != nil {
+		waitMs = *body.WaitMs
+	}
+	named := make([]string, len(body.Positions))
+	for i, pp := range body.Positions {
+		named[i] = fmt.Sprintf("%d@%d", pp.Partition, pp.Offset)
+	}
+	n.mu.Lock()
+	n.waits++
+	n.inFlight++
+	n.maxInFlight = max(n.maxInFlight, n.inFlight)
+	n.served = append(n.served, fmt.Sprintf("wait %v %v", named, time.Duration(waitMs)*time.Millisecond))
+	defer func() {
+		n.mu.Lock()
+		n.inFlight--
+		n.mu.Unlock()
+	}()
+	if n.waitFails > 0 {
+		n.waitFails--
+		n.mu.Unlock()
+		return errorAnswer(500, api.CodeInternal, nil)
+	}
+	deadline := time.NewTimer(time.Duration(waitMs) * time.Millisecond)
+	defer deadline.Stop()
+	for {
+		if body.Incarnation != "" && body.Incarnation != n.incarnation {
+			n.mu.Unlock()
+			return errorAnswer(404, api.CodeTopicNotFound, nil)
+		}
+		out := api.TopicWaitAnswer{Ready: []api.PartitionHighWatermark{}, NotHere: []int{}, Incarnation: n.incarnation}
+		for _, pp := range body.Positions {
+			if _, ok := n.elsewhere[pp.Partition]; ok {
+				out.NotHere = append(out.NotHere, pp.Partition)
+			} else if hwm := int64(len(n.parts[pp.Partition].values)); hwm != pp.Offset {
+				out.Ready = append(out.Ready, api.PartitionHighWatermark{Partition: pp.Partition, HighWatermark: hwm})
+			}
+		}
+		if len(out.Ready) > 0 || len(out.NotHere) > 0 || waitMs == 0 {
+			n.mu.Unlock()
+			return jsonAnswer(200, out)
+		}
+		changed := n.changed
+		n.mu.Unlock()
+		select {
+		case <-changed:
+		case <-deadline.C:
+			waitMs = 0
+		case <-r.Context().Done():
+			return nil
+		}
+		n.mu.Lock()
+	}
 }
 
 func (n *topicNode) describe() *http.Response {
@@ -210,9 +304,25 @@ func (n *topicNode) fetch(r *http.Request, p int) *http.Response {
 	}
 }
 
-// stats are the fetches so far and the most in flight at once.
+// stats are the fetches so far and the most requests in flight at once.
 func (n *topicNode) stats() (fetches, maxInFlight int) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.fetches, n.maxInFlight
+}
+
+// requests are the fetches and the waits so far.
+func (n *topicNode) requests() (fetches, waits int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.fetches, n.waits
+}
+
+// took returns what the node served since the last took.
+func (n *topicNode) took() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := n.served
+	n.served = nil
+	return out
 }

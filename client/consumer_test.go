@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -190,48 +189,6 @@ func TestConsumer_FollowWaitsOnEveryPartitionWhenFew(t *testing.T) {
 		b := <-polled
 		if b.Partition != 3 || len(b.Records) != 1 || time.Since(start) != 0 {
 			t.Fatalf("a commit to an idle partition: %+v after %v; want it at once", b, time.Since(start))
-		}
-	})
-}
-
-// TestConsumer_ManyPartitionsTakeTurns: more partitions than fetches in
-// flight: the idle partitions take turns, rotatingWait each, never more
-// than MaxInFlight fetches (and goroutines) at once, and a record
-// committed to any of them comes within one turn over the partitions.
-func TestConsumer_ManyPartitionsTakeTurns(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		const partitions, inFlight = 40, 4
-		n := newTopicNode("orders", partitions)
-		before := runtime.NumGoroutine()
-		k, err := n.client(Options{}).NewConsumer(context.Background(), "orders", ConsumerOptions{Follow: true, MaxInFlight: inFlight})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer k.Close()
-		polled := make(chan Batch)
-		go func() {
-			b, err := k.Poll(context.Background())
-			if err != nil {
-				t.Error(err)
-			}
-			polled <- b
-		}()
-		time.Sleep(10 * time.Second) // the bubble's clock: idle for 10 s
-		synctest.Wait()
-		if idle := runtime.NumGoroutine() - before; idle > inFlight+1 {
-			t.Fatalf("idle, %d goroutines more than before the consumer; want its %d fetches and the Poll", idle, inFlight)
-		}
-		fetches, most := n.stats()
-		// 40 first reads, then 4 turns of 250 ms at a time for 10 s.
-		if most != inFlight || fetches > partitions+inFlight*int(10*time.Second/rotatingWait)+inFlight {
-			t.Fatalf("idle 10 s: %d fetches, %d at once; want at most %d at once, each idle poll %v", fetches, most, inFlight, rotatingWait)
-		}
-		start := time.Now()
-		n.append(37, "x")
-		b := <-polled
-		turn := partitions / inFlight * rotatingWait
-		if b.Partition != 37 || string(b.Records[0].Value) != "x" || time.Since(start) > turn {
-			t.Fatalf("a commit to partition 37: %+v after %v; want it within a turn, %v", b, time.Since(start), turn)
 		}
 	})
 }

@@ -44,15 +44,25 @@
 // reading disjoint Partitions; two reading one partition each read all
 // of it and commit over each other.
 //
-// A Consumer fetches several partitions at once, at most MaxInFlight
-// (16), each partition one fetch at a time, one goroutine and one
-// connection a fetch. With Follow a partition at its high watermark is
-// long-polled. The API has no wait across partitions: with no more
-// partitions than MaxInFlight each idle one holds a long poll of its own
-// and a commit to any comes at once; with more, the idle partitions take
-// turns, each polled for 250 ms, so an idle consumer sends about
-// 4 x MaxInFlight fetches a second and a commit to an idle partition
-// comes within partitions/MaxInFlight x 250 ms.
+// A Consumer has at most MaxInFlight (16) requests in flight, each
+// partition one fetch at a time, one goroutine and one connection a
+// request. With Follow, and no more partitions than MaxInFlight, each
+// partition at its high watermark holds a long poll of its own and a
+// commit to any is in its answer. With more, the partitions at their
+// high watermark are parked and waited on together by one topic-wide
+// wait (WaitTopic) per node that owns some of them, of Wait (30 s) each:
+// an idle consumer sends one request per Wait per owner, and a commit to
+// an idle partition is read after the wait's answer and one fetch. Fetches
+// go first: waits take the slots left, at most MaxInFlight-1; with more
+// owners than that the owners' waits take turns of 250 ms. A partition
+// that catches up while its owner's wait is out ends that wait, and the
+// next names it. A node without the topic-wide wait (an older daemon,
+// answering 404 not_found) is asked once: its idle partitions take turns,
+// each long-polled 250 ms, about 4 x MaxInFlight fetches a second, a
+// commit read within partitions/MaxInFlight x 250 ms. A wait's error is
+// a WaitError, backed off per node as a fetch's is per partition; a
+// topic deleted or made again (the wait names the incarnation read) ends
+// the consumer as a fetch's 404 does.
 //
 // In a cluster, a node answers a call for a partition another node owns
 // with 421 and the owner's address: the client sends the call there (up to
