@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/narad-io/storage/client"
 	"github.com/narad-io/storage/internal/e2etest"
@@ -129,6 +130,58 @@ func TestConsumerE2E_ReadsAndFollowsATopic(t *testing.T) {
 		b, err := k.Poll(ctx)
 		if err != nil || b.Partition != p || len(b.Records) != 1 || b.Records[0].Offset != 30 || string(b.Records[0].Value) != "late" {
 			t.Fatalf("following, a record to partition %d: %+v, %v", p, b, err)
+		}
+	}
+}
+
+// TestConsumerE2E_IdlePartitionsShareAWait: on a node, a consumer that
+// follows 40 partitions with 4 requests in flight reads each once, then
+// waits on all 40 with one topic-wide wait; a record produced to
+// partition 37, then one to partition 2, is each read with one fetch
+// (the wait answers it ready), no turns over the partitions.
+func TestConsumerE2E_IdlePartitionsShareAWait(t *testing.T) {
+	n := testNode(t)
+	ctx := context.Background()
+	c := n.client()
+	const partitions = 40
+	if _, _, err := c.CreateTopic(ctx, "orders", partitions, client.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	watch := e2etest.WatchRequests(n.http.Transport)
+	kc, err := client.New(n.Addr, client.Options{HTTPClient: &http.Client{Transport: watch}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := kc.NewConsumer(ctx, "orders", client.ConsumerOptions{Start: client.StartLatest(), Follow: true, MaxInFlight: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	polled := make(chan error, 1)
+	var b client.Batch
+	poll := func() {
+		pctx, cancel := context.WithTimeout(ctx, time.Minute) // a record never read fails the test, never hangs it
+		defer cancel()
+		var err error
+		b, err = k.Poll(pctx)
+		polled <- err
+	}
+	go poll()
+	if w := watch.NextWait(t); len(w.Partitions) != partitions || watch.Fetches() != partitions {
+		t.Fatalf("idle: the first wait names %d partitions after %d fetches; want every partition read once, then waited on", len(w.Partitions), watch.Fetches())
+	}
+	for i, p := range []int{37, 2} {
+		if _, err := c.Produce(ctx, "orders", p, []client.Record{{Value: []byte("late")}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-polled; err != nil || b.Partition != p || len(b.Records) != 1 || string(b.Records[0].Value) != "late" {
+			t.Fatalf("a record to idle partition %d: %+v, %v", p, b, err)
+		}
+		if got := watch.Fetches(); got != partitions+i+1 {
+			t.Fatalf("a record to idle partition %d read after %d fetches; want %d: the first reads, then one for each record", p, got, partitions+i+1)
+		}
+		if i == 0 {
+			go poll()
 		}
 	}
 }

@@ -1,13 +1,18 @@
 package clustertest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/narad-io/storage/client"
+	"github.com/narad-io/storage/internal/e2etest"
 )
 
 // consumeAll polls k until io.EOF and returns each partition's values in
@@ -194,5 +199,91 @@ func TestCluster_ATopicConsumerReadsOnWhileAPartitionMoves(t *testing.T) {
 	}
 	if len(cur.Partitions) == 0 || cur.Partitions[0].Partition != 0 || cur.Partitions[0].Position != 15 || cur.Partitions[0].Lag != 0 {
 		t.Fatalf("the cursor on the new owner %s: %+v; want partition 0 at 15", to, cur.Partitions)
+	}
+}
+
+// TestCluster_ATopicConsumerWaitsOnEachOwner: a consumer that follows a
+// topic of 8 partitions over two nodes, with 4 requests in flight, reads
+// each partition once (from its owner, learned from the 421s), then waits
+// on the idle partitions with one topic-wide wait per owner, each naming
+// that owner's partitions; a record produced to a partition of each
+// owner is read, with one fetch each.
+func TestCluster_ATopicConsumerWaitsOnEachOwner(t *testing.T) {
+	te := startEtcd(t)
+	nodes := startNodes(t, te, "a", "b")
+	watch := openMetastore(t, te, "observer")
+	heard := subscribe(watch)
+	const partitions = 8
+	if _, _, err := nodes[0].client().CreateTopic(bg, "orders", partitions, client.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	owner := owners(t, watch, heard, "orders", partitions)
+	hostOf := map[string]string{}
+	for _, d := range nodes {
+		hostOf[d.id] = strings.TrimPrefix(d.addr, "http://")
+	}
+	want := map[string][]int{} // host -> the partitions it owns
+	for p, o := range owner {
+		want[hostOf[o]] = append(want[hostOf[o]], p)
+	}
+	if len(want) != 2 {
+		t.Fatalf("8 partitions over a and b: %v", owner)
+	}
+
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	requests := e2etest.WatchRequests(tr)
+	c, err := client.New(nodes[0].addr, client.Options{HTTPClient: &http.Client{Transport: requests}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := c.NewConsumer(bg, "orders", client.ConsumerOptions{Start: client.StartLatest(), Follow: true, MaxInFlight: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	polled := make(chan error, 1)
+	var b client.Batch
+	poll := func() {
+		ctx, cancel := context.WithTimeout(bg, time.Minute) // a record never read fails the test, never hangs it
+		defer cancel()
+		var err error
+		b, err = k.Poll(ctx)
+		polled <- err
+	}
+	go poll()
+	waited := map[string][]int{}
+	for len(waited) < 2 {
+		w := requests.NextWait(t)
+		if _, twice := waited[w.Host]; twice {
+			t.Fatalf("a second wait at %s (%v) before the first at the other owner: waited %v", w.Host, w.Partitions, waited)
+		}
+		waited[w.Host] = w.Partitions
+	}
+	for host, ps := range want {
+		if !slices.Equal(waited[host], ps) {
+			t.Fatalf("idle: the waits named %v; want each owner's own partitions, %v", waited, want)
+		}
+	}
+	// Each partition read once, straight from its owner (learned from
+	// the 421s when NewConsumer took each partition's latest offset).
+	reads := partitions
+	if got := requests.Fetches(); got != reads {
+		t.Fatalf("idle: %d fetches; want %d", got, reads)
+	}
+	for i, id := range []string{"b", "a"} {
+		p := want[hostOf[id]][0]
+		if _, err := nodes[0].client().Produce(bg, "orders", p, []client.Record{{Value: []byte("late")}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-polled; err != nil || b.Partition != p || len(b.Records) != 1 || string(b.Records[0].Value) != "late" {
+			t.Fatalf("a record to partition %d, %s's: %+v, %v", p, id, b, err)
+		}
+		if got := requests.Fetches(); got != reads+i+1 {
+			t.Fatalf("a record to partition %d, %s's, read after %d fetches; want %d: one for each record", p, id, got, reads+i+1)
+		}
+		if i == 0 {
+			go poll()
+		}
 	}
 }

@@ -4,8 +4,9 @@
 // owns requests to a node's HTTP API and their answers, decoded with the
 // tests' own types as docs/http-api.md gives them, never the server's (a
 // renamed field fails a test); the scrape of a /metrics exposition; a
-// self-signed certificate written to files; and the data fixtures several
-// tests build alike. It holds no assertion of a test: each test keeps its
+// client's transport that counts its fetches and tells of its topic-wide
+// waits as they go out (Requests); a self-signed certificate written to
+// files; and the data fixtures several tests build alike. It holds no assertion of a test: each test keeps its
 // own, and these helpers fail a test only where its setup did not go
 // through.
 package e2etest
