@@ -199,11 +199,19 @@ func TestConsumer_ANodeWithoutTheWaitTakesTurns(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer k.Close()
-				got := pollAsync(context.Background(), k)
-				time.Sleep(10 * time.Second) // the bubble's clock: idle for 10 s
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // the bubble's clock: idle for 10 s
+				defer cancel()
+				got := pollAsync(ctx, k)
 				synctest.Wait()
 				if idle := consumerGoroutines(); idle > inFlight+1 {
 					t.Fatalf("idle, %d goroutines of the consumer; want its %d fetches and the Poll", idle, inFlight)
+				}
+				if r := <-got; !errors.Is(r.err, context.DeadlineExceeded) {
+					t.Fatalf("idle 10 s: %+v, %v", r.b, r.err)
+				}
+				synctest.Wait()
+				if idle := consumerGoroutines(); idle > inFlight {
+					t.Fatalf("idle 10 s, no Poll: %d goroutines of the consumer; want at most its %d fetches", idle, inFlight)
 				}
 				fetches, most := n.stats()
 				waits := 0
@@ -220,6 +228,7 @@ func TestConsumer_ANodeWithoutTheWaitTakesTurns(t *testing.T) {
 					t.Fatalf("idle 10 s: %d fetches, %d at once; want at most %d at once, each idle poll %v", fetches, most, inFlight, rotatingWait)
 				}
 				start := time.Now()
+				got = pollAsync(context.Background(), k)
 				n.append(37, "x")
 				r := <-got
 				turn := partitions / inFlight * rotatingWait
