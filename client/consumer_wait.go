@@ -304,8 +304,12 @@ func (k *Consumer) waitFailed(call *waitCall, o *nodeWaits, err error) (error, b
 	}
 	var e *Error
 	if call.url != nil && (!errors.As(err, &e) || errors.Is(err, ErrFenced)) {
+		// By address: each partition's owner came from a 421 of its own,
+		// a *url.URL of its own.
 		for _, st := range call.parts {
-			k.c.owners.CompareAndDelete(st.key, call.url)
+			if u, ok := k.c.owners.Load(st.key); ok && u.(*url.URL).String() == call.node {
+				k.c.owners.CompareAndDelete(st.key, u)
+			}
 		}
 	}
 	o.notBefore = time.Now().Add(retryWait(o.failures, err))

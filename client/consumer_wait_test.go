@@ -595,3 +595,88 @@ func TestConsumer_MoreOwnersThanWaitsTakeTurns(t *testing.T) {
 		}
 	})
 }
+
+// killable is a node that can be made unreachable: from kill on, each
+// request to it, the ones in flight too, fails as a refused connection.
+type killable struct {
+	rt   http.RoundTripper
+	down context.Context
+}
+
+func (k killable) RoundTrip(r *http.Request) (*http.Response, error) {
+	if k.down.Err() != nil {
+		return nil, errors.New("connection refused")
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(k.down, cancel)()
+	resp, err := k.rt.RoundTrip(r.WithContext(ctx))
+	if k.down.Err() != nil {
+		return nil, errors.New("connection refused")
+	}
+	return resp, err
+}
+
+// TestConsumer_ADeadOwnerReleasesAllItsPartitions: b owns the 5 odd
+// partitions, each learned from a 421 of its own; they move to a and b
+// dies during its wait. The one failed wait forgets b as the owner of
+// all 5: the next wait asks a, and a record committed to each of them
+// there is read with no second failure.
+func TestConsumer_ADeadOwnerReleasesAllItsPartitions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b, _ := twoOwners(10)
+		down, kill := context.WithCancel(context.Background())
+		defer kill()
+		c, err := New("127.0.0.1:7480", Options{HTTPClient: &http.Client{Transport: hostsRT{"127.0.0.1:7480": a, "127.0.0.1:7481": killable{b, down}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := c.NewConsumer(context.Background(), "orders", ConsumerOptions{Follow: true, MaxInFlight: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer k.Close()
+		got := pollAsync(context.Background(), k)
+		synctest.Wait()
+		if wb := waitsIn(b.took()); len(wb) != 1 {
+			t.Fatalf("idle: b waited %v; want one wait on its partitions", wb)
+		}
+		a.mu.Lock()
+		for p := 1; p < 10; p += 2 {
+			delete(a.elsewhere, p)
+		}
+		a.mu.Unlock()
+		for p := 1; p < 10; p += 2 {
+			a.append(p, fmt.Sprint("x", p))
+		}
+		kill()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // the bubble's clock
+		defer cancel()
+		failed, read := 0, map[int]string{}
+		for len(read) < 5 {
+			r := <-got
+			var we *WaitError
+			switch {
+			case errors.As(r.err, &we) && we.Node == "http://127.0.0.1:7481" && len(we.Partitions) == 5:
+				failed++
+			case r.err == nil && r.b.Partition%2 == 1 && len(r.b.Records) == 1:
+				read[r.b.Partition] = string(r.b.Records[0].Value)
+			default:
+				t.Fatalf("b dead, its partitions on a: %+v, %v; read %v", r.b, r.err, read)
+			}
+			got = pollAsync(ctx, k)
+		}
+		if failed != 1 || fmt.Sprint(read) != "map[1:x1 3:x3 5:x5 7:x7 9:x9]" {
+			t.Fatalf("b dead: %d failed waits, read %v; want one failure, then each record", failed, read)
+		}
+		k.Close()
+		<-got
+	})
+}
+
+// hostsRT routes a request to a RoundTripper by host.
+type hostsRT map[string]http.RoundTripper
+
+func (h hostsRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	return h[r.URL.Host].RoundTrip(r)
+}

@@ -60,9 +60,10 @@
 // answering 404 not_found) is asked once: its idle partitions take turns,
 // each long-polled 250 ms, about 4 x MaxInFlight fetches a second, a
 // commit read within partitions/MaxInFlight x 250 ms. A wait's error is
-// a WaitError, backed off per node as a fetch's is per partition; a
-// topic deleted or made again (the wait names the incarnation read) ends
-// the consumer as a fetch's 404 does.
+// a WaitError, backed off per node as a fetch's is per partition (an
+// owner that cannot be reached, or is fenced, is forgotten for every
+// partition the wait named); a topic deleted or made again (the wait
+// names the incarnation read) ends the consumer as a fetch's 404 does.
 //
 // In a cluster, a node answers a call for a partition another node owns
 // with 421 and the owner's address: the client sends the call there (up to
