@@ -137,11 +137,13 @@ type partitionRead struct {
 	failures  int       // fetches failed in a row
 	notBefore time.Time // after a failure: when it may be fetched again
 
-	key      string    // "topic/p" as the client keys owners
-	parked   bool      // waited on, not fetched (topicWaits)
-	waitedBy *waitCall // the wait in flight naming it, if parked
-	settling bool      // woken by a wait (or not read yet): its fetch holds the waits back
-	notHere  int       // waits that answered it not_here, in a row
+	key       string    // "topic/p" as the client keys owners
+	parked    bool      // waited on, not fetched (topicWaits)
+	waitedBy  *waitCall // the wait in flight naming it, if parked
+	settling  bool      // woken by a wait (or not read yet): its fetch holds the waits back
+	notHere   int       // waits that answered it not_here, in a row
+	woken     bool      // its fetch in flight (or due) follows a wait's ready
+	idleWakes int       // readies in a row whose fetch found nothing new
 }
 
 // fetched is a fetch's outcome, or a topic-wide wait's (wait set), for
@@ -379,8 +381,8 @@ func (k *Consumer) fetch(st *partitionRead, next int64, wait time.Duration) {
 func (k *Consumer) settle(f fetched) (b Batch, err error, deliver bool) {
 	st := f.part
 	b.Partition = st.p
-	failures := st.failures
-	st.failures, st.notBefore = 0, time.Time{}
+	failures, woken := st.failures, st.woken
+	st.failures, st.notBefore, st.woken = 0, time.Time{}, false
 	if st.settling {
 		st.settling = false
 		k.waits.settling--
@@ -389,6 +391,12 @@ func (k *Consumer) settle(f fetched) (b Batch, err error, deliver bool) {
 	switch {
 	case f.err == nil:
 		st.next, st.caughtUp, st.quiet = f.res.NextOffset, f.res.NextOffset >= f.res.HighWatermark, false
+		switch {
+		case st.next != f.from:
+			st.idleWakes = 0
+		case woken && st.caughtUp:
+			st.idleWakes++
+		}
 		switch {
 		case !st.caughtUp:
 			k.queue = append(k.queue, st)

@@ -31,6 +31,7 @@ type topicNode struct {
 	elsewhere   map[int]string     // partition -> the address of its owner
 	noWait      bool               // answer a wait 404 not_found, as a node without the route
 	waitFails   int                // answer the next waits 500, this many
+	hwmUnknown  bool               // answer each partition a wait names ready at -1, as a node that cannot read its boundaries
 	inFlight    int                // fetches and waits being answered
 	maxInFlight int
 	fetches     int
@@ -187,6 +188,8 @@ func (n *topicNode) wait(r *http.Request) *http.Response {
 		for _, pp := range body.Positions {
 			if _, ok := n.elsewhere[pp.Partition]; ok {
 				out.NotHere = append(out.NotHere, pp.Partition)
+			} else if n.hwmUnknown {
+				out.Ready = append(out.Ready, api.PartitionHighWatermark{Partition: pp.Partition, HighWatermark: -1})
 			} else if hwm := int64(len(n.parts[pp.Partition].values)); hwm != pp.Offset {
 				out.Ready = append(out.Ready, api.PartitionHighWatermark{Partition: pp.Partition, HighWatermark: hwm})
 			}

@@ -18,7 +18,11 @@ import (
 // waits for the parked partitions with topic-wide waits (WaitTopic): one
 // per node that owns some of them, naming each at its next offset. A
 // partition a wait answers ready (or not_here: another node owns it now)
-// is fetched again; one that catches up is parked again. Waits are
+// is fetched again; one that catches up is parked again. One answered
+// ready whose fetch found nothing new (a node that cannot read its
+// boundaries answers ready at -1), or not_here, again and again, is
+// fetched on the client's retry schedule: a node's answer never makes a
+// loop. Waits are
 // level-triggered (a position, not a commit, is what they compare), so
 // a partition named by no wait for a while loses nothing: the next wait
 // naming it answers at once if it moved.
@@ -251,10 +255,21 @@ func (k *Consumer) waitDone(f fetched) (err error, deliver bool) {
 	for _, p := range f.waited.NotHere {
 		notHere[p] = true
 	}
+	now := time.Now()
 	for _, st := range call.parts {
 		switch {
+		case ready[st.p] && st.idleWakes > 0:
+			// Ready again, though its last fetch found nothing new (a
+			// node that cannot read its boundaries answers ready at -1):
+			// fetched on the retry schedule, never in a loop.
+			st.notHere = 0
+			k.unpark(st)
+			st.notBefore = now.Add(retryWait(st.idleWakes-1, nil))
+			st.caughtUp, st.woken = false, true
+			continue
 		case ready[st.p]:
 			st.notHere = 0
+			st.woken = true
 		case notHere[st.p]:
 			// Another node owns it: its fetch follows the 421 there, and
 			// it is parked with that node. A node that says not_here
@@ -263,12 +278,12 @@ func (k *Consumer) waitDone(f fetched) (err error, deliver bool) {
 			st.notHere++
 			if st.notHere > 1 {
 				k.unpark(st)
-				st.notBefore = time.Now().Add(retryWait(st.notHere-2, nil))
+				st.notBefore = now.Add(retryWait(st.notHere-2, nil))
 				st.caughtUp = false
 				continue
 			}
 		default:
-			st.notHere = 0
+			st.notHere, st.idleWakes = 0, 0 // the node knows it is at next
 			w.unwaited = append(w.unwaited, st)
 			continue
 		}

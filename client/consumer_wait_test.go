@@ -680,3 +680,66 @@ type hostsRT map[string]http.RoundTripper
 func (h hostsRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	return h[r.URL.Host].RoundTrip(r)
 }
+
+// fetchCap ends a consumer's loop that would run without the bubble's
+// clock moving: past max fetches, a fetch waits for its request's end.
+type fetchCap struct {
+	n   *topicNode
+	max int
+}
+
+func (f fetchCap) RoundTrip(r *http.Request) (*http.Response, error) {
+	if fetches, _ := f.n.requests(); fetches >= f.max && strings.HasSuffix(r.URL.Path, "/records") {
+		<-r.Context().Done()
+		return nil, r.Context().Err()
+	}
+	return f.n.RoundTrip(r)
+}
+
+// TestConsumer_AWaitAnsweringUnknownBacksOff: a node that answers each
+// partition a wait names ready at -1 (it cannot read its boundaries),
+// forever: each partition's fetch finds nothing new, and it is fetched
+// again on the retry schedule, not at once after each wait. Once the node
+// reads again, a record committed is read.
+func TestConsumer_AWaitAnsweringUnknownBacksOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const partitions = 20
+		n := newTopicNode("orders", partitions)
+		n.hwmUnknown = true
+		// Fetches of a partition in a minute: its first read, one at once
+		// after the first ready, then one after each backoff.
+		perPartition, spent := 2, time.Duration(0)
+		for i := 0; spent+retryWait(i, nil) <= time.Minute; i++ {
+			spent += retryWait(i, nil)
+			perPartition++
+		}
+		bound := partitions * perPartition
+		c, err := New("127.0.0.1:7480", Options{HTTPClient: &http.Client{Transport: fetchCap{n, 20 * bound}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := c.NewConsumer(context.Background(), "orders", ConsumerOptions{Follow: true, MaxInFlight: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer k.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if b, err := k.Poll(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a minute of ready at -1: %+v, %v", b, err)
+		}
+		fetches, waits := n.requests()
+		t.Logf("a minute of ready at -1: %d fetches, %d waits", fetches, waits)
+		if fetches > bound || waits > fetches {
+			t.Fatalf("a minute of ready at -1: %d fetches, %d waits; want at most %d fetches (%d a partition, the retry schedule), no more waits", fetches, waits, bound, perPartition)
+		}
+		n.mu.Lock()
+		n.hwmUnknown = false
+		n.mu.Unlock()
+		n.append(3, "x")
+		b, err := k.Poll(context.Background())
+		if err != nil || b.Partition != 3 || string(b.Records[0].Value) != "x" {
+			t.Fatalf("once the node reads again: %+v, %v", b, err)
+		}
+	})
+}

@@ -63,7 +63,10 @@
 // a WaitError, backed off per node as a fetch's is per partition (an
 // owner that cannot be reached, or is fenced, is forgotten for every
 // partition the wait named); a topic deleted or made again (the wait
-// names the incarnation read) ends the consumer as a fetch's 404 does.
+// names the incarnation read) ends the consumer as a fetch's 404 does. A
+// partition a wait answers ready again and again whose fetch finds
+// nothing new (a node that cannot read its boundaries answers ready at
+// -1) is fetched on the retry schedule, never in a loop.
 //
 // In a cluster, a node answers a call for a partition another node owns
 // with 421 and the owner's address: the client sends the call there (up to
