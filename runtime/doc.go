@@ -20,6 +20,7 @@
 //	queue.go, queue_lease.go   queue consume: leases, nacks, expiry, position
 //	queue_parking.go           consumers waiting for records (long polls)
 //	queue_leaseid.go           lease ids and consumer.lease
+//	queue_extend.go            lease extension (slow work keeps its records)
 //	cursor.go                  fan-out cursors
 //	lag.go, metrics.go         consumer lag and per-topic metrics
 //
@@ -357,7 +358,7 @@
 // survives (its reads fail), so the new owner starts above every id the
 // old one gave.
 //
-// Queue consume (queue.go, queue_lease.go): a lease is the partition's
+// Queue consume (queue.go, queue_lease.go, queue_extend.go): a lease is the partition's
 // queue lock (the single pump), then its consumer's lock for the frontier
 // and the acked set, then reads of the open log; the topic's guard is
 // never taken under a queue's lock (a log is opened before it). Leases,
