@@ -55,3 +55,20 @@ type NackRequest struct {
 type NackAnswer struct {
 	GivenBack int `json:"given_back"`
 }
+
+// ExtendRequest is a lease extension's body: records leased under
+// LeaseID (required) to keep for LeaseMs (required, 1 to MaxLeaseMs)
+// from now.
+type ExtendRequest struct {
+	LeaseID *uint64 `json:"lease_id"`
+	Offsets []int64 `json:"offsets"`
+	LeaseMs *int    `json:"lease_ms"`
+}
+
+// ExtendAnswer is a lease extension's answer: how many records were
+// extended, and their new deadline (0 when none was). The deadline is
+// read before the node extends them: theirs is no earlier.
+type ExtendAnswer struct {
+	Extended        int   `json:"extended"`
+	LeaseDeadlineMs int64 `json:"lease_deadline_ms"`
+}

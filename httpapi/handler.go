@@ -110,6 +110,7 @@ func New(node *runtime.Node, ms runtime.Metastore, logger *zap.Logger, reg *prom
 	a.mux.HandleFunc("POST /v1/topics/{topic}/consume", a.owned(a.consume))
 	a.mux.HandleFunc("POST /v1/topics/{topic}/wait", a.owned(a.waitTopic))
 	a.mux.HandleFunc("POST /v1/topics/{topic}/partitions/{p}/nacks", a.owned(a.nack))
+	a.mux.HandleFunc("POST /v1/topics/{topic}/partitions/{p}/extend", a.owned(a.extend))
 	a.mux.HandleFunc("PUT /v1/topics/{topic}/cursors/{name}", a.owned(a.putCursor))
 	a.mux.HandleFunc("GET /v1/topics/{topic}/cursors/{name}", a.owned(a.getCursor))
 	a.mux.HandleFunc("DELETE /v1/topics/{topic}/cursors/{name}", a.owned(a.deleteCursor))
