@@ -18,7 +18,9 @@
 // and reused.
 //
 // A queue consumer leases records with Consume (each record leased to one
-// caller at a time), settles them with Ack and gives them back with Nack.
+// caller at a time), settles them with Ack and gives them back with Nack;
+// ExtendLease keeps them leased longer for slow work, and says how many
+// still were (one whose lease ran out may be another consumer's).
 // A fan-out cursor (CreateCursor) is a named reader of a topic with a
 // position of its own in each partition: ReadCursor reads from it and
 // moves it past what it returns (with Peek, CommitCursor moves it).
