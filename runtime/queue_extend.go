@@ -54,7 +54,12 @@ func (n *Node) ExtendLease(ctx context.Context, topic string, p int, leaseID uin
 	now := time.Now()
 	deadline := now.Add(leaseFor)
 	extended := 0
+	seen := make(map[int64]bool, len(offsets))
 	for _, o := range offsets {
+		if seen[o] {
+			continue // a record once, as a nack counts it
+		}
+		seen[o] = true
 		// Expired and not yet given back (the timer is on its way) is
 		// expired: reclaim and the timer go by the same rule.
 		if l, ok := q.leased[o]; ok && l.id == leaseID && now.Before(l.deadline) {

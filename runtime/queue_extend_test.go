@@ -181,3 +181,18 @@ func TestExtend_LeaseBounds(t *testing.T) {
 		}
 	})
 }
+
+// TestExtend_AnOffsetNamedTwiceCountsOnce: extended counts records, as a
+// nack's given back does: a record named twice is one; a client that
+// compares the count with its distinct offsets is never told a lease
+// that ran out is still its own.
+func TestExtend_AnOffsetNamedTwiceCountsOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := startNode(t, nil, Config{})
+		makeTopic(t, n, "jobs", 1, 1)
+		r := leaseOne(t, n, 10*time.Second)
+		if got, err := n.ExtendLease(bg, "jobs", 0, r.LeaseID, time.Minute, r.Offset, r.Offset, r.Offset+1); err != nil || got != 1 {
+			t.Fatalf("extend [o, o, o+1] with o leased: %d, %v; want 1", got, err)
+		}
+	})
+}
