@@ -3,7 +3,6 @@ package supervisor
 import (
 	"errors"
 	"fmt"
-	"sort"
 )
 
 // ErrNoRoom: the registry holds its MaxOpen logs and every one of them is
@@ -19,6 +18,13 @@ var ErrNoRoom = errors.New("supervisor: every open log is in use and the open-lo
 // makes the log, so a refused call closes nothing and concurrent opens of
 // one partition take one slot. Without a budget it does nothing.
 //
+// The victims come off the front of the order of last use (recency.go),
+// so a choice costs O(1), not a sort of what is open. A log found in use
+// (its gate or its topic's guard held, or Evictable says no) moves to the
+// back, as used now: no later try, this open's or another's, meets it
+// again before every other log, and each log open when the budget was
+// found full is tried at most once before ErrNoRoom.
+//
 // A victim is closed only if nothing uses it: its produce gate and its
 // topic's guard are taken with try-locks, which cannot wait, so the lock
 // order holds whatever the caller holds (a victim of the caller's own
@@ -32,7 +38,7 @@ func (t *GuardedTopic) Reserve() error {
 		return nil
 	}
 	key := t.opening
-	busy := map[Key]bool{}
+	skipped, tries := 0, -1
 	for {
 		r.lockMap()
 		if r.closed {
@@ -45,19 +51,25 @@ func (t *GuardedTopic) Reserve() error {
 			r.unlockMap()
 			return nil
 		}
-		victims := r.leastRecentlyUsedLocked(key, busy)
-		r.unlockMap()
-		evicted := false
-		for _, v := range victims {
-			if r.tryEvict(v, t.topic) {
-				evicted = true
-				break
-			}
-			busy[v] = true
+		if tries < 0 {
+			tries = len(r.logs) // each log open now is tried at most once
 		}
-		if !evicted {
+		victim := r.lru.front
+		r.unlockMap()
+		if victim == nil || skipped >= tries {
 			return fmt.Errorf("%w (%d open): open %s/%d", ErrNoRoom, r.maxOpen, key.Topic, key.Partition)
 		}
+		if r.tryEvict(victim.key, t.topic) {
+			continue
+		}
+		r.lockMap()
+		if r.logs[victim.key] == victim {
+			// In use: it counts as used now, so the next try, and the
+			// next open's, is another log.
+			r.lru.touch(victim)
+			skipped++
+		}
+		r.unlockMap()
 	}
 }
 
@@ -70,34 +82,6 @@ func (t *GuardedTopic) unreserve() {
 	t.r.opening--
 	t.r.unlockMap()
 	t.reserved = false
-}
-
-// leastRecentlyUsedLocked lists the open logs other than key and the ones
-// found busy, least recently used first. The caller holds the map lock.
-func (r *Registry) leastRecentlyUsedLocked(key Key, busy map[Key]bool) []Key {
-	type candidate struct {
-		key      Key
-		lastUsed int64
-	}
-	cands := make([]candidate, 0, len(r.logs))
-	for k, e := range r.logs {
-		if k != key && !busy[k] {
-			cands = append(cands, candidate{k, e.lastUsed.Load()})
-		}
-	}
-	// Ties (logs last used at one instant) go by key, so a replayed run
-	// evicts the same logs.
-	sort.Slice(cands, func(i, j int) bool {
-		if cands[i].lastUsed != cands[j].lastUsed {
-			return cands[i].lastUsed < cands[j].lastUsed
-		}
-		return cands[i].key.less(cands[j].key)
-	})
-	out := make([]Key, len(cands))
-	for i, c := range cands {
-		out[i] = c.key
-	}
-	return out
 }
 
 // tryEvict closes key's log if nobody is using it (and Evictable allows),

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -334,5 +335,42 @@ func TestBudget_ConcurrentOpensOfOnePartitionTakeOneSlot(t *testing.T) {
 	}
 	if r.Evictions() != 0 {
 		t.Fatal("a refused open evicted a live log")
+	}
+}
+
+// TestBudget_ALogFoundInUseIsNotTriedAgainByTheNextOpen: a victim found
+// in use counts as used then (it moves to the back of the order of last
+// use), so the next open past the budget goes straight to an idle log
+// instead of trying every busy one again: the choice stays O(1) however
+// many logs are busy at the front.
+func TestBudget_ALogFoundInUseIsNotTriedAgainByTheNextOpen(t *testing.T) {
+	d := sim.NewDisk(1)
+	retained := map[Key]bool{{"a", 0}: true, {"a", 1}: true, {"a", 2}: true} // retention works on them: not evictable
+	var asked []Key
+	r := NewRegistry(RegistryOptions{CheckLockOrder: true, MaxOpen: 5, Evictable: func(k Key, _ *partition.Log) bool {
+		asked = append(asked, k)
+		return !retained[k]
+	}})
+	defer closeAll(t, r)
+	for _, k := range []Key{{"a", 0}, {"a", 1}, {"a", 2}, {"b", 0}, {"b", 1}} {
+		if _, err := r.Open(k, openByKey(d, k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.Open(Key{"c", 0}, openByKey(d, Key{"c", 0})); err != nil {
+		t.Fatal(err)
+	}
+	if want := []Key{{"a", 0}, {"a", 1}, {"a", 2}, {"b", 0}}; !slices.Equal(asked, want) {
+		t.Fatalf("the first open past the budget asked about %v, want %v", asked, want)
+	}
+	asked = nil
+	if _, err := r.Open(Key{"c", 1}, openByKey(d, Key{"c", 1})); err != nil {
+		t.Fatal(err)
+	}
+	if want := []Key{{"b", 1}}; !slices.Equal(asked, want) {
+		t.Fatalf("the next open asked about %v, want %v: the logs found in use before were tried again", asked, want)
+	}
+	if v := r.LockOrderViolations(); len(v) != 0 {
+		t.Fatalf("lock-order violations: %v", v)
 	}
 }

@@ -36,7 +36,8 @@ type RegistryOptions struct {
 	// open past it first closes the least recently used idle log, and
 	// fails with ErrNoRoom if every open log is in use. The open function
 	// given to Open takes its slot with GuardedTopic.Reserve, once it knows
-	// the open is valid and right before it makes the log.
+	// the open is valid and right before it makes the log. A log found in
+	// use by that choice counts as used then.
 	MaxOpen int
 	// OnEvict, if set, runs after a log was closed to make room within
 	// MaxOpen, with its close error.
@@ -60,8 +61,9 @@ type RegistryOptions struct {
 // the per-topic guard, so one topic's I/O never stalls another topic.
 //
 // Invariants:
-//   - mu (the map lock) guards gates, guards and logs; nothing else is
-//     ever taken while it is held.
+//   - mu (the map lock) guards gates, guards, logs and their order of
+//     last use (lru, recency.go); nothing else is ever taken while it is
+//     held.
 //   - A log is in logs only between a successful open under its topic's
 //     guard and the drop, under the same guard, that precedes its close.
 //   - Gates and guards are never removed: a caller holding one never finds
@@ -91,18 +93,24 @@ type Registry struct {
 	gates   map[Key]*Gate
 	guards  map[string]*TopicGuard
 	logs    map[Key]*entry
-	opening int // slots reserved by opens under way
-	closing int // slots held by dropped logs whose close is under way
+	lru     recency // the entries of logs, least recently used first
+	opening int     // slots reserved by opens under way
+	closing int     // slots held by dropped logs whose close is under way
 }
 
 type entry struct {
-	log      *partition.Log
-	lastUsed atomic.Int64 // unix nanoseconds of the last Open that returned it
+	log *partition.Log
+	key Key
+	// Under the map lock, kept by recency (recency.go): the stamp of the
+	// last Open that returned the log (or of the budget finding it in
+	// use), and its neighbours in the order of last use.
+	lastUsed   int64
+	prev, next *entry
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry(opts RegistryOptions) *Registry {
-	r := &Registry{gates: map[Key]*Gate{}, guards: map[string]*TopicGuard{}, logs: map[Key]*entry{},
+	r := &Registry{gates: map[Key]*Gate{}, guards: map[string]*TopicGuard{}, logs: map[Key]*entry{}, lru: newRecency(),
 		onClose: opts.OnClose, onEvict: opts.OnEvict, onOpen: opts.OnOpen, evictable: opts.Evictable, maxOpen: opts.MaxOpen}
 	if opts.CheckLockOrder {
 		r.order = newLockOrder()
@@ -244,9 +252,9 @@ func (r *Registry) Open(key Key, open func(t *GuardedTopic) (*partition.Log, err
 		// this opener's to close.
 		return nil, errors.Join(fmt.Errorf("%w: open %s/%d", ErrRegistryClosed, key.Topic, key.Partition), l.Close())
 	}
-	e := &entry{log: l}
-	e.lastUsed.Store(time.Now().UnixNano())
+	e := &entry{log: l, key: key}
 	r.logs[key] = e
+	r.lru.pushBack(e)
 	if t.reserved {
 		r.opening--
 		t.reserved = false
@@ -262,7 +270,7 @@ func (r *Registry) lookupTouch(key Key) (*partition.Log, bool) {
 	r.lockMap()
 	defer r.unlockMap()
 	if e := r.logs[key]; e != nil {
-		e.lastUsed.Store(time.Now().UnixNano())
+		r.lru.touch(e)
 		return e.log, true
 	}
 	return nil, false
@@ -324,8 +332,9 @@ func (r *Registry) lockPartition(key Key) (unlock func()) {
 func (r *Registry) dropAndClose(key Key) error {
 	r.lockMap()
 	e := r.logs[key]
-	delete(r.logs, key)
 	if e != nil {
+		delete(r.logs, key)
+		r.lru.remove(e)
 		r.closing++
 	}
 	r.unlockMap()
@@ -436,14 +445,13 @@ func (k Key) less(o Key) bool {
 
 // IdleSince lists the open partitions not returned by Open since cutoff,
 // in key order (so idle eviction closes them in the same order every
-// time).
+// time). It reads the front of the order of last use, so it costs what
+// it returns, not what is open.
 func (r *Registry) IdleSince(cutoff time.Time) []Key {
 	r.lockMap()
 	var out []Key
-	for k, e := range r.logs {
-		if e.lastUsed.Load() < cutoff.UnixNano() {
-			out = append(out, k)
-		}
+	for e, c := r.lru.front, r.lru.since(cutoff); e != nil && e.lastUsed < c; e = e.next {
+		out = append(out, e.key)
 	}
 	r.unlockMap() // the sort runs without it: an Open waits on the map lock
 	sort.Slice(out, func(i, j int) bool { return out[i].less(out[j]) })
