@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -292,5 +294,79 @@ func TestDescriptorsFor_IsWhatTheDefaultBudgetDividesTheLimitBy(t *testing.T) {
 		if need := DescriptorsFor(budget+1, reserved); uint64(need) <= lim.Cur {
 			t.Errorf("reserved %d: a budget of %d leaves room for one log more under the limit %d", reserved, budget, lim.Cur)
 		}
+	}
+}
+
+// TestBudget_AnIdleVictimWhoseBoundaryIsOnDiskClosesWithoutAnFsync: a log
+// the budget closes that nobody committed to since its boundary was
+// written (read, not produced to) closes without a write or an fsync of
+// anything in its directory; one committed to writes and syncs its new
+// boundary (docs/design.md, "High watermark and hidden tail").
+func TestBudget_AnIdleVictimWhoseBoundaryIsOnDiskClosesWithoutAnFsync(t *testing.T) {
+	d := newTestDisk(t, 1)
+	n := startNode(t, d, Config{MaxOpenLogs: 2})
+	makeTopic(t, n, "orders", 3, 1)
+	for p := range 3 {
+		if err := n.reg.CloseLive(key("orders", p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []int{0, 1} { // opened to be read: nothing committed
+		if got := readValues(t, n, "orders", p); len(got) != 1 {
+			t.Fatalf("partition %d: %d records", p, len(got))
+		}
+	}
+	changed := func(calls []sim.Call, dir string) []sim.Call {
+		var out []sim.Call
+		for _, c := range calls {
+			switch c.Op {
+			case sim.OpWrite, sim.OpTruncate, sim.OpSync, sim.OpSyncDir, sim.OpAllocate, sim.OpRemove, sim.OpRename, sim.OpMkdir:
+				if strings.HasPrefix(c.Path, dir+"/") || c.Path == dir {
+					out = append(out, c)
+				}
+			}
+		}
+		return out
+	}
+	var mu sync.Mutex
+	var calls []sim.Call
+	d.SetHook(func(c sim.Call) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, c)
+		return nil
+	})
+	t.Cleanup(func() { d.SetHook(nil) }) // before the node's close
+	taken := func() []sim.Call {
+		mu.Lock()
+		defer mu.Unlock()
+		out := calls
+		calls = nil
+		return out
+	}
+	evicted := n.reg.Evictions()
+	readValues(t, n, "orders", 2) // past the budget: closes 0, the least recently used
+	if _, open := n.reg.Lookup(key("orders", 0)); open || n.reg.Evictions() != evicted+1 {
+		t.Fatalf("partition 0 open %v, %d evictions; want it evicted", open, n.reg.Evictions()-evicted)
+	}
+	if got := changed(taken(), partitionPath("orders", 0)); len(got) != 0 {
+		t.Fatalf("the eviction of a log read but never committed to made %v", got)
+	}
+	for _, p := range []int{1, 2} { // 1 committed to, then 2: 1 is the least recently used
+		if _, err := n.Produce(bg, "orders", p, recs("orders", p, 1, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	taken()
+	readValues(t, n, "orders", 0) // closes 1
+	hwm := path.Join(partitionPath("orders", 1), wire.HWMFileName)
+	var onHWM []sim.Op
+	for _, c := range changed(taken(), partitionPath("orders", 1)) {
+		if c.Path == hwm && (c.Op == sim.OpWrite || c.Op == sim.OpSync) {
+			onHWM = append(onHWM, c.Op)
+		}
+	}
+	if len(onHWM) != 2 || onHWM[0] != sim.OpWrite || onHWM[1] != sim.OpSync {
+		t.Fatalf("the eviction of a log committed to made %v on its hwm file; want a write, then an fsync", onHWM)
 	}
 }
