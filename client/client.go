@@ -55,6 +55,12 @@ type Client struct {
 	http    *http.Client
 	retries int
 	owners  sync.Map // "topic/partition" (as in the path) -> *url.URL of its owner
+	// tls is the TLS configuration of https addresses (Options.TLSConfig)
+	// and ownHTTP says http is the client's own transport, not the
+	// caller's: a Producer then opens connections of its own (pipelined,
+	// producer_link.go) with it.
+	tls     *tls.Config
+	ownHTTP bool
 }
 
 // maxRedirects bounds the 421 answers one call follows.
@@ -68,8 +74,8 @@ func New(addr string, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	hc := opts.HTTPClient
-	if hc == nil {
+	hc, own := opts.HTTPClient, opts.HTTPClient == nil
+	if own {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.TLSClientConfig = opts.TLSConfig
 		tr.MaxIdleConnsPerHost = 32 // keep-alive: a connection per concurrent call, reused
@@ -82,7 +88,7 @@ func New(addr string, opts Options) (*Client, error) {
 	case retries < 0:
 		retries = 0
 	}
-	return &Client{base: base, token: opts.Token, http: hc, retries: retries}, nil
+	return &Client{base: base, token: opts.Token, http: hc, retries: retries, tls: opts.TLSConfig, ownHTTP: own}, nil
 }
 
 // parseAddr reads a daemon's address: a URL with a scheme, or host:port.

@@ -1,7 +1,8 @@
 // Package client is the Go client of narad-storaged's HTTP API
-// (docs/http-api.md): topics, produce, fetch with long polls, acks and
-// consumer state, queue consumes, fan-out cursors, a Consumer of a whole
-// topic, and a cluster's moves and nodes.
+// (docs/http-api.md): topics, produce (a partition's batch, or a whole
+// topic through a Producer), fetch with long polls, acks and consumer
+// state, queue consumes, fan-out cursors, a Consumer of a whole topic,
+// and a cluster's moves and nodes.
 //
 // Every call takes a context. Records travel in the binary batch encoding
 // by default, so keys and values are exact bytes; Produce can send JSON
@@ -16,6 +17,40 @@
 // error answer but a 421 (below) is the caller's at once, 503
 // owner_unavailable and 503 fenced among them. Connections are kept alive
 // and reused.
+//
+// # Producer
+//
+// A Producer (NewProducer) sends records to a whole topic. A record with
+// a key goes to KeyPartition(key, partitions): the key's 32-bit FNV-1a
+// hash modulo the partition count, written out in KeyPartition's doc so
+// any client places keys alike. A record without one goes to the
+// partition keyless records stick to until that partition's batch is
+// sent, then to the next (Kafka's sticky partitioner). The count is the
+// topic's describe, taken again when a produce is answered 404 (the
+// topic deleted and made again). Each partition's records are batched
+// (ProducerOptions: BatchRecords, BatchBytes, Linger) and sent with up to
+// MaxInFlight requests in flight, pipelined on one HTTP/1.1 connection
+// a partition, which the node handles in the order written: a
+// partition's records are committed, and their results (Result, to the
+// callback given to Produce) come, in the order Produce took them.
+//
+// A request answered with nothing done (503 busy, unassigned, moving or
+// commit_failed, 408 body_too_slow) is sent again after a backoff, up to
+// Options.Retries times, and a 421 is followed to the owner; but only
+// when no later request of its partition was committed meanwhile:
+// otherwise its records fail with ErrNotResent rather than be committed
+// behind later ones (after a resend the partition has one request in
+// flight until one is committed). A failure that does not say whether
+// the batch was committed (no answer, 500, 503 fenced) fails its records
+// with ErrAmbiguous: they may be stored. RetryAmbiguous sends them again
+// instead, which can store them twice (docs/durability.md, "The
+// promise"). Any other refusal fails its records with the answer.
+// BufferBytes bounds the records held; a Produce past it waits for room,
+// or fails with ErrBufferFull (FailWhenFull). Flush and Close wait for
+// every result and, when their context ends first, say what was not sent
+// (UnsentError); Close then fails it. With Options.HTTPClient (the
+// caller's transport, which may run two requests in either order) a
+// partition has one request in flight.
 //
 // A queue consumer leases records with Consume (each record leased to one
 // caller at a time), settles them with Ack and gives them back with Nack;
