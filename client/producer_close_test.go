@@ -1,12 +1,15 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/narad-io/storage/server"
 )
 
 // TestProducer_CloseSendsWhatIsPending: records waiting for their linger
@@ -235,5 +238,32 @@ func TestProducer_ATopicMadeAgainIsDescribedAgain(t *testing.T) {
 	}
 	if got, _ := rs.take(); len(got) != 2 || got[1].Err != nil || got[1].Partition != KeyPartition([]byte("user-42"), 2) {
 		t.Fatalf("a keyed record after the describe: %+v", got)
+	}
+}
+
+// TestProducer_AnAnswerThatClosesTheConnectionLosesNoBatch: a batch over
+// the node's body bound is answered 413 and the connection closed; the
+// next batch, sent by its linger on the closed connection, is sent again
+// on a new one (found by the e2e test: it had its outcome at once, no
+// answer was coming to wake its sender, and its result never came).
+func TestProducer_AnAnswerThatClosesTheConnectionLosesNoBatch(t *testing.T) {
+	n := startRealNode(t, nil, Options{}, func(c *server.Config) { c.MaxBodyBytes = 4096 })
+	n.topic(t, "closed", 1)
+	p := newProducer(t, n.c, "closed", ProducerOptions{BatchBytes: 1000, Linger: time.Millisecond})
+	ctx := context.Background()
+	results := make(chan Result, 2)
+	done := func(r Result) { results <- r }
+	if err := p.Produce(ctx, Record{Value: bytes.Repeat([]byte{'v'}, 5000)}, done); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-results; !errors.Is(r.Err, ErrBatchTooLarge) {
+		t.Fatalf("a batch over the node's bound: %+v", r)
+	}
+	// No Flush: its wake-up would hide the bug. The linger sends it.
+	if err := p.Produce(ctx, Record{Value: []byte("small")}, done); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-results; r.Err != nil || r.Offset != 0 {
+		t.Fatalf("the next batch: %+v", r)
 	}
 }

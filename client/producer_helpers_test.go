@@ -24,14 +24,17 @@ type realNode struct {
 	c   *Client
 }
 
-// startRealNode starts a node whose handler wrap wraps (nil: none); its
-// client is made with opts.
-func startRealNode(t *testing.T, wrap func(http.Handler) http.Handler, opts Options) *realNode {
+// startRealNode starts a node whose handler wrap wraps (nil: none),
+// configured by configure; its client is made with opts.
+func startRealNode(t *testing.T, wrap func(http.Handler) http.Handler, opts Options, configure ...func(*server.Config)) *realNode {
 	t.Helper()
 	cfg := server.DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.Listen = "" // served by httptest
 	cfg.MinFreeBytes, cfg.MinFreeInodes = 0, 0
+	for _, f := range configure {
+		f(&cfg)
+	}
 	ctx := context.Background()
 	s, err := server.New(ctx, cfg)
 	if err != nil {

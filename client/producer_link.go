@@ -166,6 +166,9 @@ func (l *pipeLink) read() {
 		}
 		out := l.c.outcomeOfAnswer(resp, b.records)
 		whole := readToEnd(resp)
+		if resp.Close || !whole {
+			l.markBroken() // before the answer: no send after it writes here
+		}
 		l.answers <- reply{b: b, out: out}
 		switch {
 		case resp.Close:
@@ -190,10 +193,7 @@ func readToEnd(resp *http.Response) bool {
 // broken (a send after it writes nothing), first (if any) answered
 // ambiguous, and every request still pending answered rest.
 func (l *pipeLink) broke(first *batch, err error, rest kind) {
-	l.conn.Close()
-	l.mu.Lock()
-	l.broken = true
-	l.mu.Unlock()
+	l.markBroken()
 	if first != nil {
 		l.answers <- reply{b: first, out: outcome{kind: ambiguous, err: err}}
 	}
@@ -205,6 +205,15 @@ func (l *pipeLink) broke(first *batch, err error, rest kind) {
 			return
 		}
 	}
+}
+
+// markBroken closes the connection and marks the link broken: a send
+// after it writes nothing. It waits for a write under way to end.
+func (l *pipeLink) markBroken() {
+	l.conn.Close()
+	l.mu.Lock()
+	l.broken = true
+	l.mu.Unlock()
 }
 
 func (l *pipeLink) close() {

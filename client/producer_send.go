@@ -43,6 +43,10 @@ type sender struct {
 	inflight  []*batch
 	careful   bool
 	notBefore time.Time // no send before it: a backoff
+	// outcomeSet: a batch got its outcome without a request (a dial or a
+	// write that failed, a final error): settle runs again before the
+	// loop waits, as no answer will wake it for that batch.
+	outcomeSet bool
 }
 
 func newSender(p *Producer, pt *part) *sender {
@@ -61,6 +65,10 @@ func (s *sender) run() {
 	for {
 		s.settle()
 		s.sendReady()
+		if s.outcomeSet {
+			s.outcomeSet = false
+			continue
+		}
 		p := s.p
 		p.mu.Lock()
 		empty := len(s.inflight) == 0 && s.pt.open == nil && len(s.pt.ready) == 0
@@ -127,6 +135,7 @@ func (s *sender) sendReady() {
 			}
 			b.out = &outcome{kind: failed, err: b.final} // settled in its turn
 			s.inflight = append(s.inflight, b)
+			s.outcomeSet = true
 			continue
 		}
 		s.send(b)
@@ -160,6 +169,7 @@ func (s *sender) send(b *batch) {
 		l, err := s.dial()
 		if err != nil {
 			b.out = &outcome{kind: nothingDone, err: err}
+			s.outcomeSet = true
 			return
 		}
 		s.link = l
@@ -170,6 +180,7 @@ func (s *sender) send(b *batch) {
 			k = notProcessed
 		}
 		b.out = &outcome{kind: k, err: err}
+		s.outcomeSet = true
 		s.closeLink()
 	}
 }
