@@ -5,40 +5,67 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
+	"slices"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/narad-io/storage/client"
 )
 
-// runProduce sends stdin's lines as records, in batches: one request (so
-// one durable commit) per --batch-size lines, or per --linger after a
-// batch's first line, whichever comes first; a summary at the end.
+// runProduce sends stdin's lines as records through a client.Producer:
+// spread over the topic's partitions, each line's key taken by
+// --key-separator (or --key), or all to --partition; a failed line said
+// on stderr; a summary at the end.
 func runProduce(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("produce", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cf clientFlags
 	cf.register(fs)
-	key := fs.String("key", "", "key of every record (none if empty)")
-	batchSize := fs.Int("batch-size", 1000, "lines per request (one durable commit each)")
-	linger := fs.Duration("linger", 100*time.Millisecond, "send a batch this long after its first line even if it is not full")
-	b64 := fs.Bool("base64", false, "each line is a value in base64 (standard, padded): for bytes a line cannot hold")
-	verbose := fs.Bool("v", false, "print each batch's offsets")
+	var o produceOptions
+	fs.StringVar(&o.key, "key", "", "key of every record: they all go to its partition (none if empty)")
+	fs.StringVar(&o.separator, "key-separator", "", "each line is KEY SEP VALUE, split at the first SEP (kcat's -K); a line without SEP has no key")
+	fs.IntVar(&o.batchSize, "batch-size", 10000, "records a batch (one request, one durable commit) holds at most")
+	fs.IntVar(&o.batchBytes, "batch-bytes", 1<<20, "bytes a batch holds at most (a larger line goes alone)")
+	fs.DurationVar(&o.linger, "linger", 100*time.Millisecond, "send a batch this long after its first line even if it is not full")
+	fs.IntVar(&o.inFlight, "max-in-flight", 4, "requests in flight a partition (pipelined: the partition commits them in order)")
+	fs.BoolVar(&o.base64, "base64", false, "each line (key and value apart, with --key-separator) is base64 (standard, padded): for bytes a line cannot hold")
+	verbose := fs.Bool("v", false, "print each partition's offsets")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: narad-storaged produce --topic T [--partition P] [flags] < lines\n\n"+
+		fmt.Fprint(stderr, "usage: narad-storaged produce --topic T [--partition P] [--key-separator SEP] [flags] < lines\n\n"+
 			"Sends each line of stdin (without its newline) as one record, exact bytes,\n"+
-			"batched; prints a summary. Exit status: 0 all acked, 1 a batch failed, 2 usage.\n\n")
+			"batched per partition: a line with a key to its key's partition (the\n"+
+			"client package's KeyPartition), the others spread over every partition,\n"+
+			"or all to --partition. A line that fails is said on stderr; a summary on\n"+
+			"stdout. An interrupt stops reading and sends what was read; a second one\n"+
+			"gives up on it. Exit status: 0 all acked, 1 a line failed (or an interrupt),\n"+
+			"2 usage.\n\n")
 		fs.PrintDefaults()
 	}
 	if code, done := parseClientCommand(fs, args, stderr); done {
 		return code
 	}
-	if *batchSize < 1 || *batchSize > maxBatchRecords || *linger <= 0 {
-		fmt.Fprintf(stderr, "produce: --batch-size must be 1 to %d and --linger positive\n", maxBatchRecords)
+	o.pinned = -1
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "partition" {
+			o.pinned = cf.partition
+		}
+	})
+	switch {
+	case o.batchSize < 1 || o.batchSize > maxBatchRecords || o.linger < 0 || o.batchBytes < 1 || o.batchBytes > maxBatchBytes || o.inFlight < 1:
+		fmt.Fprintf(stderr, "produce: --batch-size must be 1 to %d, --batch-bytes 1 to %d, --linger not negative and --max-in-flight positive\n", maxBatchRecords, maxBatchBytes)
+		return 2
+	case o.key != "" && o.separator != "":
+		fmt.Fprintln(stderr, "produce: give --key or --key-separator, not both")
+		return 2
+	case o.pinned < -1:
+		fmt.Fprintln(stderr, "produce: --partition must not be negative")
 		return 2
 	}
 	c, err := cf.client()
@@ -46,48 +73,204 @@ func runProduce(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "produce:", err)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	p := producer{c: c, topic: cf.topic, partition: cf.partition, stdout: stdout, verbose: *verbose}
-	if *key != "" {
-		p.key = []byte(*key)
-	}
-	lines := make(chan []byte)
-	readErr := make(chan error, 1)
-	go func() { readErr <- readLines(ctx, stdin, lines, *b64) }()
-	err = p.run(ctx, lines, *batchSize, *linger)
-	if err == nil {
-		err = <-readErr
-	}
-	p.summary()
-	if p.unsent > 0 {
-		fmt.Fprintf(stdout, "interrupted: %d lines read were not sent\n", p.unsent)
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "produce:", err)
-		return 1
-	}
-	return 0
+	// The first interrupt stops reading (what was read is sent); the
+	// second ends the wait for it.
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(signals)
+	reading, stopReading := context.WithCancel(context.Background())
+	closing, giveUp := context.WithCancel(context.Background())
+	defer stopReading()
+	defer giveUp()
+	go func() {
+		for i := 0; i < 2; i++ {
+			select {
+			case <-signals:
+			case <-closing.Done():
+				return
+			}
+			if i == 0 {
+				stopReading()
+			} else {
+				giveUp()
+			}
+		}
+	}()
+	rep := &produceReport{topic: cf.topic, stderr: stderr, offsets: map[int][2]int64{}}
+	return produceLines(reading, closing, c, cf.topic, o, stdin, stdout, rep, *verbose)
 }
 
-// readLines sends each line of r (decoded from base64 with b64) on out,
-// then closes it.
-func readLines(ctx context.Context, r io.Reader, out chan<- []byte, b64 bool) error {
+// produceOptions are the produce command's flags.
+type produceOptions struct {
+	key, separator        string
+	batchSize, batchBytes int
+	linger                time.Duration
+	inFlight              int
+	base64                bool
+	pinned                int // -1: not pinned
+}
+
+// The daemon's bounds on one request (api.MaxProduceRecords and
+// api.MaxProduceBytes).
+const (
+	maxBatchRecords = 100000
+	maxBatchBytes   = 64 << 20
+)
+
+// produceBufferBytes bounds the lines the command holds: twice the
+// largest line a request takes, so a line of any size the daemon takes
+// is taken.
+const produceBufferBytes = 2 * maxBatchBytes
+
+// produceLines sends stdin's lines until they end or reading ends, then
+// closes the producer (sending what was read) until closing ends, and
+// prints the summary; it returns the exit status.
+func produceLines(reading, closing context.Context, c *client.Client, topic string, o produceOptions, stdin io.Reader, stdout io.Writer, rep *produceReport, verbose bool) int {
+	linger := o.linger
+	if linger == 0 {
+		linger = -1 // none (the producer's 0 is its default)
+	}
+	p, err := c.NewProducer(reading, topic, client.ProducerOptions{BatchRecords: o.batchSize, BatchBytes: o.batchBytes,
+		Linger: linger, MaxInFlight: o.inFlight, BufferBytes: produceBufferBytes})
+	if err != nil {
+		fmt.Fprintln(rep.stderr, "produce:", err)
+		return 1
+	}
+	if o.pinned >= p.Partitions() {
+		p.Close(closing)
+		fmt.Fprintf(rep.stderr, "produce: partition %d: %s has %d partitions\n", o.pinned, topic, p.Partitions())
+		return 1
+	}
+	readCtx, cancelRead := context.WithCancel(reading)
+	defer cancelRead()
+	chunks := make(chan []byte)
+	readErr := make(chan error, 1)
+	go func() { readErr <- readChunks(readCtx, stdin, chunks) }()
+	line := 0
+	var stop error // what ended the lines early
+	for ended := false; !ended && stop == nil; {
+		var chunk []byte
+		select {
+		case c, ok := <-chunks:
+			chunk, ended = c, !ok
+		case <-reading.Done(): // an interrupt: not a line more, even while stdin blocks
+		}
+		stop = reading.Err()
+		for len(chunk) > 0 && stop == nil {
+			i := bytes.IndexByte(chunk, '\n')
+			if i < 0 {
+				i = len(chunk)
+			}
+			if stop = rep.send(reading, p, o, line+1, chunk[:i]); stop == nil || !errors.Is(stop, reading.Err()) {
+				line++ // taken, or failed for itself
+			}
+			chunk = chunk[min(i+1, len(chunk)):]
+		}
+	}
+	var readStop error
+	if stop == nil {
+		readStop = <-readErr // the input ended, or could not be read
+	} else {
+		// The reader may be blocked on stdin (a terminal) for good: it
+		// is left to see its context end when its read returns.
+		cancelRead()
+	}
+	if stop != nil && reading.Err() == nil {
+		rep.failLine(line, stop) // the line the run ended at
+	}
+	closeErr := p.Close(closing)
+	rep.summary(stdout, p.Stats(), verbose)
+	status := 0
+	if n := rep.failedLines(); n > 0 {
+		fmt.Fprintf(rep.stderr, "produce: %d of %d lines failed\n", n, line)
+		status = 1
+	}
+	var unsent *client.UnsentError
+	switch {
+	case errors.As(closeErr, &unsent):
+		fmt.Fprintf(rep.stderr, "produce: interrupted again: %d lines read were not sent, %d were sent and may or may not be stored\n", unsent.Unsent, unsent.InFlight)
+		status = 1
+	case reading.Err() != nil:
+		fmt.Fprintf(rep.stderr, "produce: interrupted: stopped reading after line %d; every line read was sent\n", line)
+		status = 1
+	case stop != nil:
+		fmt.Fprintln(rep.stderr, "produce: stopped at line", line)
+		status = 1
+	case readStop != nil:
+		fmt.Fprintf(rep.stderr, "produce: reading stdin after line %d: %v\n", line, readStop)
+		status = 1
+	}
+	return status
+}
+
+// send parses one line (its number, for the report) and hands it to the
+// producer. A line the producer cannot take (a key or value too large, bad
+// base64) fails alone; an error that stops the run is returned.
+func (rep *produceReport) send(ctx context.Context, p *client.Producer, o produceOptions, n int, line []byte) error {
+	var key []byte
+	value := line
+	switch {
+	case o.key != "":
+		key = []byte(o.key)
+	case o.separator != "":
+		if i := bytes.Index(line, []byte(o.separator)); i >= 0 {
+			key, value = line[:i], line[i+len(o.separator):]
+		}
+	}
+	if o.base64 {
+		var err error
+		if value, err = decodeBase64(value); err != nil {
+			rep.failLine(n, fmt.Errorf("value is not base64: %w", err))
+			return nil
+		}
+		if key != nil && o.key == "" {
+			if key, err = decodeBase64(key); err != nil {
+				rep.failLine(n, fmt.Errorf("key is not base64: %w", err))
+				return nil
+			}
+		}
+	}
+	rec := client.Record{Key: key, Value: value}
+	done := func(r client.Result) { rep.result(n, r) }
+	var err error
+	if o.pinned >= 0 {
+		err = p.ProduceTo(ctx, o.pinned, rec, done)
+	} else {
+		err = p.Produce(ctx, rec, done)
+	}
+	if errors.Is(err, client.ErrRecordTooLarge) {
+		rep.failLine(n, err)
+		return nil
+	}
+	return err
+}
+
+func decodeBase64(b []byte) ([]byte, error) {
+	out := make([]byte, base64.StdEncoding.DecodedLen(len(b)))
+	n, err := base64.StdEncoding.Decode(out, b)
+	return out[:n], err
+}
+
+// readChunks sends r's bytes on out in chunks of whole lines (the last
+// one may lack its newline), then closes out: one send for many lines.
+// A line's bytes are exactly its bytes before its newline, a \r
+// included (found by review: bufio.ScanLines dropped it).
+func readChunks(ctx context.Context, r io.Reader, out chan<- []byte) error {
 	defer close(out)
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	sc.Split(splitLines)
-	for n := 1; sc.Scan(); n++ {
-		line := append([]byte(nil), sc.Bytes()...)
-		if b64 {
-			v, err := base64.StdEncoding.DecodeString(string(line))
-			if err != nil {
-				return fmt.Errorf("line %d is not base64: %w", n, err)
-			}
-			line = v
+	sc.Buffer(make([]byte, 1<<20), maxBatchBytes+1<<20)
+	sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
+		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+			return i + 1, data[:i+1], nil
 		}
+		if atEOF && len(data) > 0 {
+			return len(data), data, nil
+		}
+		return 0, nil, nil
+	})
+	for sc.Scan() {
 		select {
-		case out <- line:
+		case out <- bytes.Clone(sc.Bytes()):
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -95,110 +278,69 @@ func readLines(ctx context.Context, r io.Reader, out chan<- []byte, b64 bool) er
 	return sc.Err()
 }
 
-// splitLines splits at each newline and keeps every other byte (a \r
-// included, which bufio.ScanLines would drop): a line's value is exactly
-// its bytes.
-func splitLines(data []byte, atEOF bool) (advance int, token []byte, err error) {
-	if i := bytes.IndexByte(data, '\n'); i >= 0 {
-		return i + 1, data[:i], nil
-	}
-	if atEOF && len(data) > 0 {
-		return len(data), data, nil
-	}
-	return 0, nil, nil
+// produceReport gathers the results: each partition's first and last
+// offset, and the lines that failed (said on stderr as they come).
+type produceReport struct {
+	topic  string
+	stderr io.Writer
+
+	mu      sync.Mutex
+	offsets map[int][2]int64 // partition -> first, last offset acked
+	acked   int64
+	failed  int64
 }
 
-// maxBatchRecords is the daemon's bound on the records of one request.
-const maxBatchRecords = 100000
-
-type producer struct {
-	c         *client.Client
-	topic     string
-	partition int
-	key       []byte
-	stdout    io.Writer
-	verbose   bool
-
-	records, batches int64
-	first, last      int64
-	unsent           int // lines read but not sent when interrupted
-}
-
-// run batches lines and sends each batch, until lines closes or a send
-// fails.
-func (p *producer) run(ctx context.Context, lines <-chan []byte, batchSize int, linger time.Duration) error {
-	var batch []client.Record
-	bytes := 0
-	timer := time.NewTimer(linger)
-	timer.Stop()
-	for {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				return p.send(ctx, batch)
-			}
-			size := len(p.key) + len(line)
-			if len(batch) > 0 && bytes+size > maxBatchSendBytes {
-				// The line would take the request past the cap: what is
-				// batched goes first.
-				if err := p.send(ctx, batch); err != nil {
-					return err
-				}
-				batch, bytes = batch[:0], 0
-			}
-			if len(batch) == 0 {
-				timer.Reset(linger)
-			}
-			batch = append(batch, client.Record{Key: p.key, Value: line})
-			bytes += size
-			if len(batch) < batchSize && bytes < maxBatchSendBytes {
-				continue
-			}
-		case <-timer.C:
-		case <-ctx.Done():
-			p.unsent = len(batch)
-			return ctx.Err()
-		}
-		timer.Stop()
-		if err := p.send(ctx, batch); err != nil {
-			return err
-		}
-		batch, bytes = batch[:0], 0
-	}
-}
-
-// maxBatchSendBytes sends a batch early once its records hold this many
-// bytes, well under the daemon's 64 MiB bound of one request.
-const maxBatchSendBytes = 16 << 20
-
-// send sends one batch. An interrupt does not cancel a batch on its way:
-// the daemon may commit it anyway, and the summary must say what was
-// acked, so it is waited for.
-func (p *producer) send(ctx context.Context, batch []client.Record) error {
-	if len(batch) == 0 {
-		return nil
-	}
-	res, err := p.c.Produce(context.WithoutCancel(ctx), p.topic, p.partition, batch)
-	if err != nil {
-		return fmt.Errorf("after %d records acked: %w", p.records, err)
-	}
-	if p.batches == 0 {
-		p.first = res.BaseOffset
-	}
-	p.batches++
-	p.records += res.Count
-	p.last = res.BaseOffset + res.Count - 1
-	if p.verbose {
-		fmt.Fprintf(p.stdout, "offsets %d..%d\n", res.BaseOffset, p.last)
-	}
-	return nil
-}
-
-func (p *producer) summary() {
-	if p.records == 0 {
-		fmt.Fprintf(p.stdout, "produced 0 records to %s/%d\n", p.topic, p.partition)
+func (rep *produceReport) result(line int, r client.Result) {
+	if r.Err != nil {
+		rep.failLine(line, r.Err)
 		return
 	}
-	fmt.Fprintf(p.stdout, "produced %d records to %s/%d in %d requests, offsets %d..%d\n",
-		p.records, p.topic, p.partition, p.batches, p.first, p.last)
+	rep.mu.Lock()
+	defer rep.mu.Unlock()
+	rep.acked++
+	span, ok := rep.offsets[r.Partition]
+	if !ok {
+		span = [2]int64{r.Offset, r.Offset}
+	}
+	span[0], span[1] = min(span[0], r.Offset), max(span[1], r.Offset)
+	rep.offsets[r.Partition] = span
+}
+
+func (rep *produceReport) failLine(line int, err error) {
+	rep.mu.Lock()
+	defer rep.mu.Unlock()
+	rep.failed++
+	fmt.Fprintf(rep.stderr, "line %d: %v\n", line, err)
+}
+
+func (rep *produceReport) failedLines() int64 {
+	rep.mu.Lock()
+	defer rep.mu.Unlock()
+	return rep.failed
+}
+
+// summary prints what was acked: to one partition, its offsets; to
+// several, how many (and with verbose each one's offsets).
+func (rep *produceReport) summary(stdout io.Writer, st client.ProducerStats, verbose bool) {
+	rep.mu.Lock()
+	defer rep.mu.Unlock()
+	parts := make([]int, 0, len(rep.offsets))
+	for p := range rep.offsets {
+		parts = append(parts, p)
+	}
+	slices.Sort(parts)
+	switch len(parts) {
+	case 0:
+		fmt.Fprintf(stdout, "produced 0 records to %s\n", rep.topic)
+	case 1:
+		span := rep.offsets[parts[0]]
+		fmt.Fprintf(stdout, "produced %d records to %s/%d in %d requests, offsets %d..%d\n", rep.acked, rep.topic, parts[0], st.Committed, span[0], span[1])
+	default:
+		fmt.Fprintf(stdout, "produced %d records to %s in %d requests, over %d partitions\n", rep.acked, rep.topic, st.Committed, len(parts))
+		if verbose {
+			for _, p := range parts {
+				fmt.Fprintf(stdout, "%s/%d: offsets %d..%d\n", rep.topic, p, rep.offsets[p][0], rep.offsets[p][1])
+			}
+		}
+	}
 }

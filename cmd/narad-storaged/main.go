@@ -41,7 +41,7 @@ func init() {
 		{"verify", "check every frame of a data directory, without a daemon", func(a []string, _ io.Reader, o, e io.Writer) int { return runVerify(a, o, e) }},
 		{"inspect", "dump one segment file's frames and records", func(a []string, _ io.Reader, o, e io.Writer) int { return runInspect(a, o, e) }},
 		{"diskcheck", "probe a data directory's file system: flushes, type, space, descriptors", func(a []string, _ io.Reader, o, e io.Writer) int { return runDiskCheck(a, o, e) }},
-		{"produce", "send stdin's lines as records, batched", runProduce},
+		{"produce", "send stdin's lines as records over a topic's partitions, batched", runProduce},
 		{"consume", "print records from an offset on, or follow them", func(a []string, _ io.Reader, o, e io.Writer) int { return runConsume(a, o, e) }},
 		{"topic", "create, list, describe, alter or delete topics", runTopic},
 		{"move", "move a partition to another node of a cluster; list or cancel moves", func(a []string, _ io.Reader, o, e io.Writer) int { return runMove(a, o, e) }},
