@@ -72,6 +72,15 @@ func (bw *BatchWriter) Record(key, value []byte) error {
 	return bw.write(binary.AppendUvarint(bw.head[:0], uint64(len(key))), key, value)
 }
 
+// AppendRecord appends a produce body's record to b and returns it: the
+// bytes Record writes, for a caller building a body in memory.
+func AppendRecord(b, key, value []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(key)))
+	b = append(b, key...)
+	b = binary.AppendUvarint(b, uint64(len(value)))
+	return append(b, value...)
+}
+
 // Fetched writes a fetch answer's record: FetchedSize bytes.
 func (bw *BatchWriter) Fetched(r BatchRecord) error {
 	b := binary.BigEndian.AppendUint64(bw.head[:0], uint64(r.Offset))
@@ -115,13 +124,34 @@ type BatchReader struct {
 	maxLen uint64 // the bound on one key or value
 	n      int    // records read
 	head   [fetchedHeadSize]byte
+	pack   bool   // PackSmall
+	block  []byte // what is left of the block small keys and values are read into
 }
+
+// PackSmall makes the reader read keys and values of at most packMax
+// bytes into shared blocks of packBlock bytes, one allocation for many
+// records rather than one each. A key or value returned still has its
+// own capacity (appending to it copies), but keeps its whole block in
+// memory while it is held: for a reader whose records are dropped
+// together (a produce body, committed then released), not one whose
+// caller keeps a few.
+func (br *BatchReader) PackSmall() { br.pack = true }
+
+// PackSmall's sizes: a block wastes at most packMax bytes at its end.
+const (
+	packMax   = 1 << 10
+	packBlock = 64 << 10
+)
 
 // NewBatchReader returns a reader of r's records whose keys and values
 // are at most maxLen bytes each.
 func NewBatchReader(r io.Reader, maxLen int) *BatchReader {
-	return &BatchReader{r: bufio.NewReader(r), maxLen: uint64(maxLen)}
+	return &BatchReader{r: bufio.NewReaderSize(r, readBufferBytes), maxLen: uint64(maxLen)}
 }
+
+// readBufferBytes is a BatchReader's read buffer: a body of small records
+// is read from r in reads this large, not one a few records.
+const readBufferBytes = 64 << 10
 
 // Record reads a produce body's next record; io.EOF at the body's end,
 // before a record.
@@ -185,8 +215,26 @@ func (br *BatchReader) chunk() ([]byte, error) {
 	if n > br.maxLen {
 		return nil, fmt.Errorf("length %d over the %d-byte record bound", n, br.maxLen)
 	}
+	if n <= firstPiece { // one piece, as most are: read whole at once
+		var piece []byte
+		if br.pack && n <= packMax {
+			if uint64(len(br.block)) < n {
+				br.block = make([]byte, packBlock)
+			}
+			piece, br.block = br.block[:n:n], br.block[n:]
+		} else {
+			piece = make([]byte, n)
+		}
+		if got, err := io.ReadFull(br.r, piece); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return nil, fmt.Errorf("the body ends %d bytes into its %d", got, n)
+			}
+			return nil, err
+		}
+		return piece, nil
+	}
 	var pieces [][]byte
-	for read := uint64(0); read < n || pieces == nil; {
+	for read := uint64(0); read < n; {
 		piece := make([]byte, min(n-read, max(read, firstPiece)))
 		got, err := io.ReadFull(br.r, piece)
 		if err != nil {

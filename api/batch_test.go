@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"testing"
@@ -38,8 +39,13 @@ func appendFetched(b []byte, recs []BatchRecord) []byte {
 	return buf.Bytes()
 }
 
-func readRecords(body []byte) ([]pair, error) {
+func readRecords(body []byte) ([]pair, error) { return readRecordsPacked(body, false) }
+
+func readRecordsPacked(body []byte, pack bool) ([]pair, error) {
 	br := NewBatchReader(bytes.NewReader(body), maxLen)
+	if pack {
+		br.PackSmall()
+	}
 	var out []pair
 	for {
 		key, value, err := br.Record()
@@ -141,11 +147,14 @@ func FuzzDecodeBatch(f *testing.F) {
 		if held > len(body) {
 			t.Fatalf("%d bytes of records out of a %d-byte body", held, len(body))
 		}
+		same := func(a, b pair) bool { return bytes.Equal(a.key, b.key) && bytes.Equal(a.value, b.value) }
 		again, err := readRecords(appendRecords(nil, recs))
-		if err != nil || !slices.EqualFunc(recs, again, func(a, b pair) bool {
-			return bytes.Equal(a.key, b.key) && bytes.Equal(a.value, b.value)
-		}) {
+		if err != nil || !slices.EqualFunc(recs, again, same) {
 			t.Fatalf("%d records encoded again decoded as %d: %v", len(recs), len(again), err)
+		}
+		packed, err := readRecordsPacked(body, true)
+		if err != nil || !slices.EqualFunc(recs, packed, same) {
+			t.Fatalf("%d records read packed as %d: %v", len(recs), len(packed), err)
 		}
 	})
 }
@@ -208,5 +217,68 @@ func TestBatchReader_AllocatesAboutWhatTheBodyHolds(t *testing.T) {
 		if got := testmem.Allocated(func() { fetched, err = readFetched(answer) }); err != nil || len(fetched) != 1 || len(fetched[0].Value) != size || got > 2*uint64(size)+1<<20 {
 			t.Fatalf("an answer of one %d-byte value: %d records, %v, allocated %d bytes", size, len(fetched), err, got)
 		}
+	}
+}
+
+// TestAppendRecord_TheBytesRecordWrites: AppendRecord builds in memory
+// what BatchWriter.Record writes.
+func TestAppendRecord_TheBytesRecordWrites(t *testing.T) {
+	recs := []pair{{[]byte("k"), []byte("value")}, {nil, bytes.Repeat([]byte{7}, 200)}, {bytes.Repeat([]byte{1}, 300), nil}}
+	var got []byte
+	for _, r := range recs {
+		got = AppendRecord(got, r.key, r.value)
+	}
+	if want := appendRecords(nil, recs); !bytes.Equal(got, want) {
+		t.Fatalf("AppendRecord %x, BatchWriter.Record %x", got, want)
+	}
+}
+
+// TestBatchReader_PackSmallSharesBlocksNotCapacity: packed, small keys
+// and values come out of shared blocks (far fewer allocations), each
+// capped at its length, so appending to one never writes over the next;
+// large ones are read as before.
+func TestBatchReader_PackSmallSharesBlocksNotCapacity(t *testing.T) {
+	var recs []pair
+	for i := range 1000 {
+		recs = append(recs, pair{[]byte(fmt.Sprint("key-", i)), bytes.Repeat([]byte{byte(i)}, 100)})
+	}
+	recs = append(recs, pair{nil, bytes.Repeat([]byte{9}, 2*packMax)})
+	body := appendRecords(nil, recs)
+	var plain, packed []pair
+	var err error
+	plainAllocs := testing.AllocsPerRun(5, func() { plain, err = readRecords(body) })
+	packedAllocs := testing.AllocsPerRun(5, func() { packed, err = readRecordsPacked(body, true) })
+	if err != nil || len(packed) != len(recs) || packedAllocs > plainAllocs/2 {
+		t.Fatalf("%d records packed (%v): %.0f allocations, %.0f unpacked", len(packed), err, packedAllocs, plainAllocs)
+	}
+	for i := range recs {
+		if !bytes.Equal(packed[i].key, recs[i].key) || !bytes.Equal(packed[i].value, recs[i].value) || !bytes.Equal(plain[i].value, recs[i].value) {
+			t.Fatalf("record %d read packed: %q %x", i, packed[i].key, packed[i].value)
+		}
+	}
+	_ = append(packed[0].key, "appended"...)
+	if !bytes.Equal(packed[0].value, recs[0].value) || cap(packed[0].key) != len(packed[0].key) {
+		t.Fatal("appending to a packed key wrote over its value")
+	}
+}
+
+// BenchmarkBatchReader_Record: a produce body of 10,000 records of 100
+// bytes read record by record, each field allocated or packed.
+func BenchmarkBatchReader_Record(b *testing.B) {
+	var recs []pair
+	for i := range 10000 {
+		recs = append(recs, pair{nil, bytes.Repeat([]byte{byte(i)}, 100)})
+	}
+	body := appendRecords(nil, recs)
+	for _, pack := range []bool{false, true} {
+		b.Run(fmt.Sprint("packed=", pack), func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := readRecordsPacked(body, pack); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
