@@ -307,9 +307,11 @@ func tokenName(tok json.Token) string {
 
 // decodeBatch reads the binary batch (api.BatchReader), its keys and
 // values bounded by the record bound, and its record count and total by
-// the budget as the records come.
+// the budget as the records come. Small keys and values are packed: the
+// records are released together once committed.
 func decodeBatch(body io.Reader) ([]partition.Record, error) {
 	br := api.NewBatchReader(body, wire.MaxRecordBytes)
+	br.PackSmall()
 	var out []partition.Record
 	var budget batchBudget
 	for {
