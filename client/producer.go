@@ -132,6 +132,7 @@ type Producer struct {
 	topic     string
 	opts      ProducerOptions
 	pipelined bool // the client's own transport: several requests in flight a partition
+	bodies    bodies
 
 	ctx    context.Context // every request's; cancelled when a Close's context ends
 	cancel context.CancelCauseFunc
@@ -181,6 +182,7 @@ func (c *Client) NewProducer(ctx context.Context, topic string, opts ProducerOpt
 	}
 	p := &Producer{c: c, topic: topic, opts: opts, pipelined: c.ownHTTP,
 		room: make(chan struct{}), settledCh: make(chan struct{}), closed: make(chan struct{}), finished: make(chan struct{})}
+	p.bodies.initial, p.bodies.keep = min(opts.BatchBytes, 64<<10), 2*opts.BatchBytes
 	p.ctx, p.cancel = context.WithCancelCause(context.Background())
 	p.setPartitions(len(t.Partitions))
 	p.sticky = rand.IntN(p.n)
@@ -303,7 +305,7 @@ func (p *Producer) produce(ctx context.Context, pinned int, r Record, done func(
 	}
 	if b == nil {
 		p.nextID++
-		b = newBatch(p.nextID, pt.id, min(p.opts.BatchBytes, 64<<10))
+		b = newBatch(p.nextID, pt.id, p.bodies.get())
 		pt.open = b
 		p.signal(pt) // its linger starts
 	}

@@ -1,26 +1,25 @@
 package client
 
 import (
-	"bytes"
 	"encoding/binary"
+	"sync"
 	"time"
 
 	"github.com/narad-io/storage/api"
 )
 
 // batch is the records of one partition sent as one request, encoded as
-// they are taken (the binary batch encoding, api.BatchWriter): the body
+// they are taken (the binary batch encoding, api.AppendRecord): the body
 // is what goes on the wire, and the caller's slices are free once
 // Produce returns.
 //
-// Invariants: records == len(done); size == body.Len(), the bytes it
+// Invariants: records == len(done); size == len(body), the bytes it
 // holds of the producer's buffer. The fields from out on are its
 // sender's alone.
 type batch struct {
 	id      uint64 // unique in its producer, from 1
 	part    int
-	body    bytes.Buffer
-	w       api.BatchWriter
+	body    []byte
 	records int
 	size    int64
 	done    []func(Result) // one a record, nil where the caller gave none
@@ -32,16 +31,37 @@ type batch struct {
 	hops     int      // 421 answers followed in a row
 }
 
-func newBatch(id uint64, partition, capacity int) *batch {
-	b := &batch{id: id, part: partition, opened: time.Now()}
-	b.body.Grow(capacity)
-	b.w.Reset(&b.body)
-	return b
+func newBatch(id uint64, partition int, body []byte) *batch {
+	return &batch{id: id, part: partition, opened: time.Now(), body: body}
+}
+
+// bodies keeps the bodies of settled batches for new ones, so a
+// producer's steady state allocates none (a body grows to its batch's
+// size once). Only bodies no link can still be writing go back: a
+// pipelined link writes a request whole before its answer can come; the
+// caller's transport may go on reading a body after its answer.
+type bodies struct {
+	pool    sync.Pool
+	initial int // a new body's capacity
+	keep    int // a body larger than this is not kept
+}
+
+func (bs *bodies) get() []byte {
+	if b, ok := bs.pool.Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, bs.initial)
+}
+
+func (bs *bodies) put(b []byte) {
+	if cap(b) <= bs.keep {
+		bs.pool.Put(&b)
+	}
 }
 
 // add appends a record of size bytes (recordSize) and its done.
 func (b *batch) add(r Record, done func(Result), size int64) {
-	b.w.Record(r.Key, r.Value) // a bytes.Buffer takes every write
+	b.body = api.AppendRecord(b.body, r.Key, r.Value)
 	b.records++
 	b.size += size
 	b.done = append(b.done, done)

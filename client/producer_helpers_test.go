@@ -26,7 +26,7 @@ type realNode struct {
 
 // startRealNode starts a node whose handler wrap wraps (nil: none),
 // configured by configure; its client is made with opts.
-func startRealNode(t *testing.T, wrap func(http.Handler) http.Handler, opts Options, configure ...func(*server.Config)) *realNode {
+func startRealNode(t testing.TB, wrap func(http.Handler) http.Handler, opts Options, configure ...func(*server.Config)) *realNode {
 	t.Helper()
 	cfg := server.DefaultConfig()
 	cfg.DataDir = t.TempDir()
@@ -66,7 +66,7 @@ func startRealNode(t *testing.T, wrap func(http.Handler) http.Handler, opts Opti
 }
 
 // topic creates a topic of partitions partitions on the node.
-func (n *realNode) topic(t *testing.T, name string, partitions int) {
+func (n *realNode) topic(t testing.TB, name string, partitions int) {
 	t.Helper()
 	if _, _, err := n.c.CreateTopic(context.Background(), name, partitions, Retention{}); err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func (n *realNode) topic(t *testing.T, name string, partitions int) {
 }
 
 // records fetches every record of a partition.
-func (n *realNode) records(t *testing.T, topic string, p int) []FetchedRecord {
+func (n *realNode) records(t testing.TB, topic string, p int) []FetchedRecord {
 	t.Helper()
 	var out []FetchedRecord
 	for offset := int64(0); ; {

@@ -136,9 +136,9 @@ func (l *pipeLink) send(b *batch) error {
 		return errLinkBroken
 	}
 	l.bw.Write(l.head)
-	l.bw.WriteString(strconv.Itoa(b.body.Len()))
+	l.bw.WriteString(strconv.Itoa(len(b.body)))
 	l.bw.WriteString("\r\n\r\n")
-	l.bw.Write(b.body.Bytes())
+	l.bw.Write(b.body)
 	if err := l.bw.Flush(); err != nil {
 		l.conn.Close() // the reader finds it broken
 		return err
@@ -257,7 +257,7 @@ func (l *roundTripLink) send(b *batch) error {
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		resp, err := l.c.send(l.ctx, l.base, request{method: http.MethodPost, path: l.path, body: b.body.Bytes(), contentType: api.BatchMediaType})
+		resp, err := l.c.send(l.ctx, l.base, request{method: http.MethodPost, path: l.path, body: b.body, contentType: api.BatchMediaType})
 		var out outcome
 		var op *net.OpError
 		switch {

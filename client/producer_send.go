@@ -359,6 +359,10 @@ func (s *sender) done(b *batch, base int64, err error) {
 	close(p.settledCh)
 	p.settledCh = make(chan struct{})
 	p.mu.Unlock()
+	if p.pipelined {
+		p.bodies.put(b.body)
+	}
+	b.body = nil
 }
 
 // abort ends the sender when a Close's context ended: its link closed
