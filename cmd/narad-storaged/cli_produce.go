@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -51,7 +50,7 @@ func runProduce(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if code, done := parseClientCommand(fs, args, stderr); done {
 		return code
 	}
-	o.pinned = -1
+	o.pinned, o.keyBytes = -1, []byte(o.key)
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "partition" {
 			o.pinned = cf.partition
@@ -96,13 +95,14 @@ func runProduce(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 		}
 	}()
-	rep := &produceReport{topic: cf.topic, stderr: stderr, offsets: map[int][2]int64{}}
+	rep := &produceReport{topic: cf.topic, stderr: stderr}
 	return produceLines(reading, closing, c, cf.topic, o, stdin, stdout, rep, *verbose)
 }
 
 // produceOptions are the produce command's flags.
 type produceOptions struct {
 	key, separator        string
+	keyBytes              []byte // key's
 	batchSize, batchBytes int
 	linger                time.Duration
 	inFlight              int
@@ -143,9 +143,9 @@ func produceLines(reading, closing context.Context, c *client.Client, topic stri
 	}
 	readCtx, cancelRead := context.WithCancel(reading)
 	defer cancelRead()
-	chunks := make(chan []byte)
+	chunks, free := make(chan []byte), make(chan []byte, 4)
 	readErr := make(chan error, 1)
-	go func() { readErr <- readChunks(readCtx, stdin, chunks) }()
+	go func() { readErr <- readChunks(readCtx, stdin, chunks, free) }()
 	line := 0
 	var stop error // what ended the lines early
 	for ended := false; !ended && stop == nil; {
@@ -156,6 +156,7 @@ func produceLines(reading, closing context.Context, c *client.Client, topic stri
 		case <-reading.Done(): // an interrupt: not a line more, even while stdin blocks
 		}
 		stop = reading.Err()
+		whole := chunk
 		for len(chunk) > 0 && stop == nil {
 			i := bytes.IndexByte(chunk, '\n')
 			if i < 0 {
@@ -165,6 +166,12 @@ func produceLines(reading, closing context.Context, c *client.Client, topic stri
 				line++ // taken, or failed for itself
 			}
 			chunk = chunk[min(i+1, len(chunk)):]
+		}
+		if cap(whole) > 0 {
+			select {
+			case free <- whole[:0]: // the producer copied what it took
+			default:
+			}
 		}
 	}
 	var readStop error
@@ -211,7 +218,7 @@ func (rep *produceReport) send(ctx context.Context, p *client.Producer, o produc
 	value := line
 	switch {
 	case o.key != "":
-		key = []byte(o.key)
+		key = o.keyBytes
 	case o.separator != "":
 		if i := bytes.Index(line, []byte(o.separator)); i >= 0 {
 			key, value = line[:i], line[i+len(o.separator):]
@@ -251,31 +258,59 @@ func decodeBase64(b []byte) ([]byte, error) {
 	return out[:n], err
 }
 
+// chunkBytes is the size of the reads of stdin.
+const chunkBytes = 1 << 20
+
+// maxLineBytes bounds a line (a request's bound and some room).
+const maxLineBytes = maxBatchBytes + 1<<20
+
 // readChunks sends r's bytes on out in chunks of whole lines (the last
-// one may lack its newline), then closes out: one send for many lines.
-// A line's bytes are exactly its bytes before its newline, a \r
-// included (found by review: bufio.ScanLines dropped it).
-func readChunks(ctx context.Context, r io.Reader, out chan<- []byte) error {
+// one may lack its newline), then closes out: one send for many lines,
+// each chunk a buffer from free when one came back (the producer copies
+// what it takes). A line's bytes are exactly its bytes before its
+// newline, a \r included (found by review: bufio.ScanLines dropped it).
+func readChunks(ctx context.Context, r io.Reader, out chan<- []byte, free <-chan []byte) error {
 	defer close(out)
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), maxBatchBytes+1<<20)
-	sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
-		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
-			return i + 1, data[:i+1], nil
-		}
-		if atEOF && len(data) > 0 {
-			return len(data), data, nil
-		}
-		return 0, nil, nil
-	})
-	for sc.Scan() {
+	get := func() []byte {
 		select {
-		case out <- bytes.Clone(sc.Bytes()):
-		case <-ctx.Done():
-			return ctx.Err()
+		case b := <-free:
+			return b[:0]
+		default:
+			return make([]byte, 0, chunkBytes)
 		}
 	}
-	return sc.Err()
+	buf, end := get(), 0 // buf[:end] is whole lines
+	for {
+		if cap(buf)-len(buf) < chunkBytes/2 {
+			buf = slices.Grow(buf, max(chunkBytes, len(buf))) // a long line: double, never copy it per read
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		if i := bytes.LastIndexByte(buf[len(buf):len(buf)+n], '\n'); i >= 0 {
+			end = len(buf) + i + 1
+		}
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			end = len(buf) // the input ended (or failed): its last line too
+		}
+		if len(buf)-end > maxLineBytes {
+			return fmt.Errorf("a line of more than %d bytes", maxLineBytes)
+		}
+		if end > 0 {
+			next := append(get(), buf[end:]...) // the line begun, into the next chunk
+			select {
+			case out <- buf[:end]:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			buf, end = next, 0
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // produceReport gathers the results: each partition's first and last
@@ -284,10 +319,16 @@ type produceReport struct {
 	topic  string
 	stderr io.Writer
 
-	mu      sync.Mutex
-	offsets map[int][2]int64 // partition -> first, last offset acked
-	acked   int64
-	failed  int64
+	mu     sync.Mutex
+	spans  []offsetSpan // by partition
+	acked  int64
+	failed int64
+}
+
+// offsetSpan is the first and last offset acked in a partition.
+type offsetSpan struct {
+	first, last int64
+	any         bool
 }
 
 func (rep *produceReport) result(line int, r client.Result) {
@@ -298,12 +339,14 @@ func (rep *produceReport) result(line int, r client.Result) {
 	rep.mu.Lock()
 	defer rep.mu.Unlock()
 	rep.acked++
-	span, ok := rep.offsets[r.Partition]
-	if !ok {
-		span = [2]int64{r.Offset, r.Offset}
+	for len(rep.spans) <= r.Partition {
+		rep.spans = append(rep.spans, offsetSpan{})
 	}
-	span[0], span[1] = min(span[0], r.Offset), max(span[1], r.Offset)
-	rep.offsets[r.Partition] = span
+	sp := &rep.spans[r.Partition]
+	if !sp.any {
+		sp.first, sp.last, sp.any = r.Offset, r.Offset, true
+	}
+	sp.first, sp.last = min(sp.first, r.Offset), max(sp.last, r.Offset)
 }
 
 func (rep *produceReport) failLine(line int, err error) {
@@ -324,22 +367,23 @@ func (rep *produceReport) failedLines() int64 {
 func (rep *produceReport) summary(stdout io.Writer, st client.ProducerStats, verbose bool) {
 	rep.mu.Lock()
 	defer rep.mu.Unlock()
-	parts := make([]int, 0, len(rep.offsets))
-	for p := range rep.offsets {
-		parts = append(parts, p)
+	var parts []int
+	for p, sp := range rep.spans {
+		if sp.any {
+			parts = append(parts, p)
+		}
 	}
-	slices.Sort(parts)
 	switch len(parts) {
 	case 0:
 		fmt.Fprintf(stdout, "produced 0 records to %s\n", rep.topic)
 	case 1:
-		span := rep.offsets[parts[0]]
-		fmt.Fprintf(stdout, "produced %d records to %s/%d in %d requests, offsets %d..%d\n", rep.acked, rep.topic, parts[0], st.Committed, span[0], span[1])
+		sp := rep.spans[parts[0]]
+		fmt.Fprintf(stdout, "produced %d records to %s/%d in %d requests, offsets %d..%d\n", rep.acked, rep.topic, parts[0], st.Committed, sp.first, sp.last)
 	default:
 		fmt.Fprintf(stdout, "produced %d records to %s in %d requests, over %d partitions\n", rep.acked, rep.topic, st.Committed, len(parts))
 		if verbose {
 			for _, p := range parts {
-				fmt.Fprintf(stdout, "%s/%d: offsets %d..%d\n", rep.topic, p, rep.offsets[p][0], rep.offsets[p][1])
+				fmt.Fprintf(stdout, "%s/%d: offsets %d..%d\n", rep.topic, p, rep.spans[p].first, rep.spans[p].last)
 			}
 		}
 	}

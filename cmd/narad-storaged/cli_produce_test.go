@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 
 	"github.com/narad-io/storage/client"
 )
@@ -128,7 +129,7 @@ func TestProduce_AnInterruptSendsWhatWasRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
-	rep := &produceReport{topic: "t", stderr: &errb, offsets: map[int][2]int64{}}
+	rep := &produceReport{topic: "t", stderr: &errb}
 	stdin, more := io.Pipe() // three lines, then a reader that never ends
 	go more.Write([]byte("x\ny\nz\n"))
 	code := produceLines(reading, context.Background(), c, "t", produceOptions{batchSize: 3, batchBytes: 1 << 20, linger: 0, inFlight: 4, pinned: -1}, stdin, &out, rep, false)
@@ -141,4 +142,55 @@ func TestProduce_AnInterruptSendsWhatWasRead(t *testing.T) {
 		!strings.Contains(errb.String(), "interrupted: stopped reading after line 3; every line read was sent") {
 		t.Fatalf("exit %d, %q %q; the server committed %d", code, out.String(), errb.String(), committed)
 	}
+}
+
+// TestReadChunks_LinesWholeWhateverTheReads: chunks end at a newline
+// however the input's reads fall (a byte at a time, half reads, a line
+// longer than a chunk), the last line comes without one, and a line past
+// the bound is an error, not a cut line.
+func TestReadChunks_LinesWholeWhateverTheReads(t *testing.T) {
+	long := strings.Repeat("L", 3*chunkBytes)
+	in := "a\r\nbb\n\nccc\n" + long + "\nlast"
+	for name, r := range map[string]func() io.Reader{
+		"one byte a read": func() io.Reader { return iotest.OneByteReader(strings.NewReader(in)) },
+		"half reads":      func() io.Reader { return iotest.HalfReader(strings.NewReader(in)) },
+		"whole":           func() io.Reader { return strings.NewReader(in) },
+	} {
+		chunks, free := make(chan []byte), make(chan []byte, 4)
+		errc := make(chan error, 1)
+		go func() { errc <- readChunks(context.Background(), r(), chunks, free) }()
+		var got strings.Builder
+		for c := range chunks {
+			if c[len(c)-1] != '\n' && !strings.HasSuffix(got.String()+string(c), "last") {
+				t.Fatalf("%s: a chunk ends inside a line: %q", name, c[max(0, len(c)-10):])
+			}
+			got.Write(c)
+			select {
+			case free <- c[:0]:
+			default:
+			}
+		}
+		if err := <-errc; err != nil || got.String() != in {
+			t.Fatalf("%s: %v, %d bytes of %d", name, err, got.Len(), len(in))
+		}
+	}
+	chunks := make(chan []byte)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- readChunks(context.Background(), io.MultiReader(strings.NewReader("ok\n"), iotest.HalfReader(io.LimitReader(neverEnding('x'), maxLineBytes+2))), chunks, nil)
+	}()
+	for range chunks {
+	}
+	if err := <-errc; err == nil || !strings.Contains(err.Error(), "a line of more than") {
+		t.Fatalf("a line past the bound: %v", err)
+	}
+}
+
+type neverEnding byte
+
+func (b neverEnding) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(b)
+	}
+	return len(p), nil
 }
