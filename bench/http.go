@@ -55,11 +55,11 @@ type Daemon struct {
 }
 
 // StartDaemon starts the narad-storaged binary at bin on a free loopback
-// port with its data in dataDir, and returns once it reports ready. The
+// port with its data in dataDir (and serve's flags, if any), and returns once it reports ready. The
 // daemon gets SIGTERM if the harness dies; a daemon that exits before it
 // is ready is reported with the last lines it logged.
-func StartDaemon(bin, dataDir string) (*Daemon, error) {
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
+func StartDaemon(bin, dataDir string, flags ...string) (*Daemon, error) {
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, flags...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -23,6 +23,7 @@ type Run struct {
 	Open       []OpenResult       `json:"open,omitempty"`
 	Partitions []PartitionsResult `json:"partitions,omitempty"`
 	HTTP       []HTTPResult       `json:"http,omitempty"`
+	CLIProduce []CLIProduceResult `json:"cli_produce,omitempty"` // the cli suite
 }
 
 // WriteFiles writes results.json, report.md and the charts into dir.
@@ -225,6 +226,7 @@ func (r *Run) markdownOfOtherSuites(w io.Writer) {
 		}
 		fmt.Fprint(w, "\nOpen-loop latency is measured from each batch's scheduled send time (corrected for coordinated omission); produce to fetch, from the send to the record reaching a long-polling fetch.\n\n")
 	}
+	r.markdownOfCLIProduce(w)
 }
 
 // bytesText renders a byte count in binary units.

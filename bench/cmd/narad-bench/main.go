@@ -1,7 +1,7 @@
 // Command narad-bench measures Narad storage side by side with the raw
 // disk and with peer engines, in one run (package bench has the suites).
 //
-//	narad-bench [--suites engine,producers,read,open,partitions,http] [--quick]
+//	narad-bench [--suites engine,producers,read,open,partitions,http,cli] [--quick]
 //	            [--out DIR] [--dir DIR] [--reps N] [--duration D]
 //	            [--engines REGEXP] [--daemon BIN | --http-addr URL]
 //
@@ -36,7 +36,7 @@ func main() {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("narad-bench", flag.ContinueOnError)
-	suites := fs.String("suites", "engine,producers,read,open,partitions,http", "suites to run, comma-separated: engine, producers, read, open, partitions, http")
+	suites := fs.String("suites", "engine,producers,read,open,partitions,http,cli", "suites to run, comma-separated: engine, producers, read, open, partitions, http, cli")
 	quick := fs.Bool("quick", false, "every suite at tiny sizes: checks read-back, not speed")
 	out := fs.String("out", "bench-results", "directory for results.json, report.md and the charts")
 	dir := fs.String("dir", ".", "directory on the disk to measure; each engine gets a temporary directory in it")
@@ -46,7 +46,7 @@ func run(args []string) error {
 	readBytes := fs.Int64("read-bytes", 256<<20, "history the read suite writes and reads back")
 	engines := fs.String("engines", "", "run only the engines whose name matches this regular expression (raw always runs)")
 	cells := fs.String("cells", "", "run the engine suite only in the cells whose name (\"4 KiB x 256\") matches this regular expression")
-	daemon := fs.String("daemon", "", "the http suite's narad-storaged binary (default: built from this repository)")
+	daemon := fs.String("daemon", "", "the http and cli suites' narad-storaged binary (default: built from this repository)")
 	httpAddr := fs.String("http-addr", "", "run the http suite against this running narad-storaged instead of starting one")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -63,7 +63,7 @@ func run(args []string) error {
 		return errors.New("--reps, --duration, --bytes and --read-bytes must be positive")
 	}
 	for _, suite := range strings.Split(*suites, ",") {
-		if !slices.Contains([]string{"engine", "producers", "read", "open", "partitions", "http"}, suite) {
+		if !slices.Contains([]string{"engine", "producers", "read", "open", "partitions", "http", "cli"}, suite) {
 			return fmt.Errorf("--suites: unknown suite %q", suite)
 		}
 	}
@@ -141,6 +141,10 @@ func runSuites(r *bench.Run, work string, suites []string, only, inCells *regexp
 			}
 		case "http":
 			if err := httpSuite(r, work, sizes, daemon, httpAddr); err != nil {
+				return err
+			}
+		case "cli":
+			if err := cliSuite(r, work, sizes, daemon); err != nil {
 				return err
 			}
 		default:
@@ -271,6 +275,7 @@ type suiteSizes struct {
 	partitionProducers int
 	produceFor         time.Duration
 	http               []bench.HTTPLoad
+	cli                bench.CLIProduceShape
 }
 
 var fullSizes = suiteSizes{
@@ -286,6 +291,7 @@ var fullSizes = suiteSizes{
 		{Producers: 8, Partitions: 8, Batch: 1, RecordBytes: 256, Duration: 10 * time.Second},
 		{Producers: 8, Partitions: 8, Batch: 256, RecordBytes: 256, Duration: 10 * time.Second},
 	},
+	cli: bench.CLIProduceShape{Lines: 1_000_000, LineBytes: 100, Partitions: 16, Reps: 3},
 }
 
 var quickSizes = suiteSizes{
@@ -294,6 +300,7 @@ var quickSizes = suiteSizes{
 	openShapes:     []bench.OpenShape{{}, {Active: 4 << 20}, {History: 64 << 20, Active: 4 << 20}}, openReps: 3,
 	partitions: []int{200}, idle: time.Second, partitionProducers: 8, produceFor: 500 * time.Millisecond,
 	http: []bench.HTTPLoad{{Producers: 2, Partitions: 2, Batch: 16, RecordBytes: 256, Duration: 500 * time.Millisecond}},
+	cli:  bench.CLIProduceShape{Lines: 20_000, LineBytes: 100, Partitions: 4, Reps: 1},
 }
 
 func openSuite(r *bench.Run, work string, sizes suiteSizes) error {
@@ -352,5 +359,26 @@ func httpSuite(r *bench.Run, work string, sizes suiteSizes, bin, addr string) er
 		}
 		r.HTTP = append(r.HTTP, res...)
 	}
+	return nil
+}
+
+// cliSuite runs the produce command beside runtime.Node.Produce
+// (bench.RunCLIProduce).
+func cliSuite(r *bench.Run, work string, sizes suiteSizes, bin string) error {
+	if bin == "" {
+		built, err := bench.BuildDaemon(work)
+		if err != nil {
+			return err
+		}
+		bin = built
+	}
+	shape := sizes.cli
+	fmt.Printf("cli suite: produce of %d lines of %d bytes to %d partitions, beside runtime.Node.Produce\n", shape.Lines, shape.LineBytes, shape.Partitions)
+	res, err := bench.RunCLIProduce(bin, work, shape)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  produce command %10.0f rec/s  runtime.Node.Produce %10.0f rec/s  ratio %.2f\n", res.CLIRecordsPerS, res.NodeRecordsPerS, res.Ratio)
+	r.CLIProduce = append(r.CLIProduce, res)
 	return nil
 }
