@@ -144,7 +144,7 @@ func runSuites(r *bench.Run, work string, suites []string, only, inCells *regexp
 				return err
 			}
 		case "cli":
-			if err := cliSuite(r, work, sizes, daemon); err != nil {
+			if err := cliSuite(r, work, sizes, reps, daemon); err != nil {
 				return err
 			}
 		default:
@@ -364,7 +364,7 @@ func httpSuite(r *bench.Run, work string, sizes suiteSizes, bin, addr string) er
 
 // cliSuite runs the produce command beside runtime.Node.Produce
 // (bench.RunCLIProduce).
-func cliSuite(r *bench.Run, work string, sizes suiteSizes, bin string) error {
+func cliSuite(r *bench.Run, work string, sizes suiteSizes, reps int, bin string) error {
 	if bin == "" {
 		built, err := bench.BuildDaemon(work)
 		if err != nil {
@@ -373,12 +373,13 @@ func cliSuite(r *bench.Run, work string, sizes suiteSizes, bin string) error {
 		bin = built
 	}
 	shape := sizes.cli
+	shape.Reps = max(shape.Reps, reps) // --reps, when more
 	fmt.Printf("cli suite: produce of %d lines of %d bytes to %d partitions, beside runtime.Node.Produce\n", shape.Lines, shape.LineBytes, shape.Partitions)
 	res, err := bench.RunCLIProduce(bin, work, shape)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("  produce command %10.0f rec/s  runtime.Node.Produce %10.0f rec/s  ratio %.2f\n", res.CLIRecordsPerS, res.NodeRecordsPerS, res.Ratio)
+	fmt.Printf("  produce command %10.0f rec/s  runtime.Node.Produce %10.0f rec/s  ratio %.2f (rounds %.2f)\n", res.CLIRecordsPerS, res.NodeRecordsPerS, res.Ratio, res.Ratios)
 	r.CLIProduce = append(r.CLIProduce, res)
 	return nil
 }
