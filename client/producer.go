@@ -165,6 +165,9 @@ type part struct {
 	wake     chan struct{}
 	produced int64 // records taken
 	settled  int64 // records whose result was given
+	// lastSize and lastRecords are its last batch's, closed: the next
+	// one's capacities.
+	lastSize, lastRecords int
 }
 
 // NewProducer describes topic (its partition count) and returns a
@@ -305,7 +308,7 @@ func (p *Producer) produce(ctx context.Context, pinned int, r Record, done func(
 	}
 	if b == nil {
 		p.nextID++
-		b = newBatch(p.nextID, pt.id, p.bodies.get())
+		b = newBatch(p.nextID, pt.id, p.bodies.get(pt.lastSize), pt.lastRecords)
 		pt.open = b
 		p.signal(pt) // its linger starts
 	}
@@ -342,6 +345,7 @@ func (p *Producer) place(pinned int, key []byte) int {
 // closeOpen moves pt's open batch to its ready queue and wakes its
 // sender. Under mu.
 func (p *Producer) closeOpen(pt *part) {
+	pt.lastSize, pt.lastRecords = len(pt.open.body), pt.open.records
 	pt.ready = append(pt.ready, pt.open)
 	pt.open = nil
 	p.signal(pt)

@@ -31,26 +31,36 @@ type batch struct {
 	hops     int      // 421 answers followed in a row
 }
 
-func newBatch(id uint64, partition int, body []byte) *batch {
-	return &batch{id: id, part: partition, opened: time.Now(), body: body}
+// newBatch is a batch of partition into body, its callbacks' slice sized
+// for records.
+func newBatch(id uint64, partition int, body []byte, records int) *batch {
+	return &batch{id: id, part: partition, opened: time.Now(), body: body, done: make([]func(Result), 0, records+records/8)}
 }
 
-// bodies keeps the bodies of settled batches for new ones, so a
-// producer's steady state allocates none (a body grows to its batch's
-// size once). Only bodies no link can still be writing go back: a
-// pipelined link writes a request whole before its answer can come; the
-// caller's transport may go on reading a body after its answer.
+// bodies gives batches their bodies: one as large as the partition's
+// last batch (a body grown record by record was copied a dozen times on
+// its way to 1 MiB), or one a settled batch gave back, so a producer's
+// steady state allocates little. Only bodies no link can still be
+// writing go back: a pipelined link writes a request whole before its
+// answer can come; the caller's transport may go on reading a body
+// after its answer.
 type bodies struct {
 	pool    sync.Pool
-	initial int // a new body's capacity
-	keep    int // a body larger than this is not kept
+	initial int // a body's capacity when its partition had no batch yet
+	keep    int // a body larger than this is not kept, nor made
 }
 
-func (bs *bodies) get() []byte {
+// get returns an empty body for a batch expected to take about size
+// bytes (0: unknown).
+func (bs *bodies) get(size int) []byte {
+	want := min(max(size+size/8, bs.initial), bs.keep)
 	if b, ok := bs.pool.Get().(*[]byte); ok {
-		return (*b)[:0]
+		if cap(*b) >= want {
+			return (*b)[:0]
+		}
+		bs.pool.Put(b)
 	}
-	return make([]byte, 0, bs.initial)
+	return make([]byte, 0, want)
 }
 
 func (bs *bodies) put(b []byte) {
