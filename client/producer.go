@@ -109,7 +109,7 @@ func (e *UnsentError) Unwrap() error { return e.Err }
 
 // ProducerStats are a Producer's counts since it was made.
 type ProducerStats struct {
-	Requests  int64 // produce requests sent, retries included
+	Requests  int64 // produce requests written, retries included
 	Committed int64 // requests answered 200
 	Retries   int64 // batches sent again (after nothing done, a 421, or an ambiguous failure with RetryAmbiguous)
 	Acked     int64 // records committed

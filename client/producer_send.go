@@ -164,7 +164,6 @@ func (s *sender) take() *batch {
 // link did not take gets its outcome at once.
 func (s *sender) send(b *batch) {
 	s.inflight = append(s.inflight, b)
-	s.p.stats.requests.Add(1)
 	if s.link == nil {
 		l, err := s.dial()
 		if err != nil {
@@ -182,7 +181,9 @@ func (s *sender) send(b *batch) {
 		b.out = &outcome{kind: k, err: err}
 		s.outcomeSet = true
 		s.closeLink()
+		return
 	}
+	s.p.stats.requests.Add(1)
 }
 
 // dial opens a link to the partition's owner when the client knows it,
