@@ -37,14 +37,16 @@
 // A request answered with nothing done (503 busy, unassigned, moving or
 // commit_failed, 408 body_too_slow) is sent again after a backoff, up to
 // Options.Retries times, and a 421 is followed to the owner; but only
-// when no later request of its partition was committed meanwhile:
-// otherwise its records fail with ErrNotResent rather than be committed
-// behind later ones (after a resend the partition has one request in
-// flight until one is committed). A failure that does not say whether
-// the batch was committed (no answer, 500, 503 fenced) fails its records
-// with ErrAmbiguous: they may be stored. RetryAmbiguous sends them again
-// instead, which can store them twice (docs/durability.md, "The
-// promise"). Any other refusal fails its records with the answer.
+// when no later request of its partition was committed, or may have
+// been (ambiguous), meanwhile: otherwise its records fail with
+// ErrNotResent rather than be committed behind later ones (after a resend
+// the partition has one request in flight until one is committed). A
+// failure that does not say whether the batch was committed (no answer,
+// 500, 503 fenced) fails its records with ErrAmbiguous: they may be
+// stored, and if they were, they may land after later batches of the
+// partition (a request the node was still reading when the connection
+// broke). RetryAmbiguous sends them again instead, which can store them
+// twice (docs/durability.md, "The promise"). Any other refusal fails its records with the answer.
 // BufferBytes bounds the records held; a Produce past it waits for room,
 // or fails with ErrBufferFull (FailWhenFull). Flush and Close wait for
 // every result and, when their context ends first, say what was not sent

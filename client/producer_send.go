@@ -260,15 +260,21 @@ func (s *sender) pop() {
 }
 
 // sendAgain runs when the oldest batch in flight may be sent again and
-// every batch is answered. Up to the last committed batch everything is
-// settled (what could have been sent again is ErrNotResent); the batches
-// after it, none committed, go back to the front of the ready queue in
-// their order, to be sent one at a time (careful) after the backoff the
-// answers ask for.
+// every batch is answered. Up to the last batch that was committed or may
+// have been (ambiguous) everything is settled: a batch answered nothing
+// done before it fails with ErrNotResent, since sent again it would land
+// after a batch that may be stored; an ambiguous batch before the last
+// committed one fails, one after it is sent again with RetryAmbiguous.
+// The batches after the cut, none committed nor ambiguous, go back to the
+// front of the ready queue in their order, to be sent one at a time
+// (careful) after the backoff the answers ask for.
 func (s *sender) sendAgain() {
-	last := -1
+	committedTo, last := -1, -1
 	for i, b := range s.inflight {
-		if b.out.kind == committed {
+		switch b.out.kind {
+		case committed:
+			committedTo, last = i, i
+		case ambiguous:
 			last = i
 		}
 	}
@@ -281,6 +287,8 @@ func (s *sender) sendAgain() {
 			again = append(again, b)
 		case o.kind == committed:
 			s.done(b, o.res.BaseOffset, nil)
+		case o.kind == ambiguous && ra && i > committedTo:
+			again = append(again, b)
 		case o.retriable(ra) && o.kind != ambiguous:
 			s.done(b, -1, &batchError{kind: ErrNotResent, err: o.err})
 		default:

@@ -246,6 +246,13 @@ func commitFailed(w http.ResponseWriter, _ *http.Request, _ http.Handler) {
 	fmt.Fprint(w, `{"error":{"code":"commit_failed","message":"injected"}}`)
 }
 
+// misdirectHere answers 421 naming the node itself as the owner: nothing
+// done, the batch may be sent again there.
+func misdirectHere(w http.ResponseWriter, r *http.Request, _ http.Handler) {
+	w.WriteHeader(http.StatusMisdirectedRequest)
+	fmt.Fprintf(w, `{"error":{"code":"not_owner","message":"m"},"owner":{"node_id":"a","addr":%q}}`, "http://"+r.Host)
+}
+
 // commitThenDrop commits the request and drops the connection without an
 // answer: the client cannot tell it was committed.
 func commitThenDrop(w http.ResponseWriter, r *http.Request, h http.Handler) {
@@ -288,6 +295,12 @@ func TestProducer_AFailureInFlightNeverReorders(t *testing.T) {
 			false, []string{"ambiguous", "ambiguous", "ambiguous"}, []int{0}},
 		{"the same, sent again", map[int]func(http.ResponseWriter, *http.Request, http.Handler){1: commitThenDrop},
 			true, []string{"ok", "ok", "ok"}, []int{0, 0, 1, 2}},
+		{"the first one answered nothing done, the second committed and not answered", map[int]func(http.ResponseWriter, *http.Request, http.Handler){1: commitFailed, 2: commitThenDrop},
+			false, []string{"not resent", "ambiguous", "ambiguous"}, []int{1}},
+		{"the first one answered 421, the second committed and not answered", map[int]func(http.ResponseWriter, *http.Request, http.Handler){1: misdirectHere, 2: commitThenDrop},
+			false, []string{"not resent", "ambiguous", "ambiguous"}, []int{1}},
+		{"the first one answered nothing done, the second committed and not answered, sent again", map[int]func(http.ResponseWriter, *http.Request, http.Handler){1: commitFailed, 2: commitThenDrop},
+			true, []string{"not resent", "ok", "ok"}, []int{1, 1, 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var n *realNode
@@ -313,7 +326,7 @@ func TestProducer_AFailureInFlightNeverReorders(t *testing.T) {
 				want := tc.want[i/10]
 				switch {
 				case want == "ok" && r.Err != nil,
-					want == "not resent" && (!errors.Is(r.Err, ErrNotResent) || !errors.Is(r.Err, ErrCommitFailed)),
+					want == "not resent" && !errors.Is(r.Err, ErrNotResent),
 					want == "ambiguous" && !errors.Is(r.Err, ErrAmbiguous):
 					t.Fatalf("record %s: %+v; want %s", vals[i], r, want)
 				}
