@@ -119,13 +119,34 @@ const firstPiece = 64 << 10
 // body's terms ("record 3: value: the body ends 10 bytes into its 64");
 // an error of the underlying reader is returned as it is at a record's
 // start, and wrapped with where inside one.
+//
+// Its read buffer and pack blocks are sized to the body: to its length
+// when known, else from readStartBytes doubling while the body fills
+// them, up to readBufferBytes and packBlock; a tiny body costs a tiny
+// buffer.
 type BatchReader struct {
-	r      *bufio.Reader
-	maxLen uint64 // the bound on one key or value
-	n      int    // records read
-	head   [fetchedHeadSize]byte
-	pack   bool   // PackSmall
-	block  []byte // what is left of the block small keys and values are read into
+	src       countingReader // the body, its bytes counted
+	r         *bufio.Reader  // reads src; replaced by a larger one only when empty
+	bufSize   int            // r's size
+	known     bool           // the body's length was given: r's size is final
+	maxLen    uint64         // the bound on one key or value
+	n         int            // records read
+	head      [fetchedHeadSize]byte
+	pack      bool   // PackSmall
+	block     []byte // what is left of the block small keys and values are read into
+	blockSize int    // the next block's size
+}
+
+// countingReader counts the bytes read from r.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // PackSmall makes the reader read keys and values of at most packMax
@@ -144,14 +165,32 @@ const (
 )
 
 // NewBatchReader returns a reader of r's records whose keys and values
-// are at most maxLen bytes each.
+// are at most maxLen bytes each; r's length is not known.
 func NewBatchReader(r io.Reader, maxLen int) *BatchReader {
-	return &BatchReader{r: bufio.NewReaderSize(r, readBufferBytes), maxLen: uint64(maxLen)}
+	return NewBatchReaderSize(r, maxLen, -1)
 }
 
-// readBufferBytes is a BatchReader's read buffer: a body of small records
-// is read from r in reads this large, not one a few records.
-const readBufferBytes = 64 << 10
+// NewBatchReaderSize is NewBatchReader for a body of size bytes (a
+// request's Content-Length), or of a length not known when size < 0.
+func NewBatchReaderSize(r io.Reader, maxLen int, size int64) *BatchReader {
+	br := &BatchReader{src: countingReader{r: r}, maxLen: uint64(maxLen), bufSize: readStartBytes, blockSize: readStartBytes}
+	if size >= 0 {
+		br.known = true
+		br.bufSize = int(min(size, readBufferBytes))
+		br.blockSize = int(min(size, packBlock))
+	}
+	br.r = bufio.NewReaderSize(&br.src, br.bufSize)
+	return br
+}
+
+// readBufferBytes is a BatchReader's largest read buffer: a body of small
+// records is read from r in reads this large, not one a few records.
+// readStartBytes is the first read buffer and pack block of a body of a
+// length not known.
+const (
+	readBufferBytes = 64 << 10
+	readStartBytes  = 4 << 10
+)
 
 // Record reads a produce body's next record; io.EOF at the body's end,
 // before a record.
@@ -183,6 +222,10 @@ func (br *BatchReader) Fetched() (BatchRecord, error) {
 // start reports io.EOF at the body's end, where the next record would
 // start.
 func (br *BatchReader) start() error {
+	if !br.known && br.bufSize < readBufferBytes && br.r.Buffered() == 0 && br.src.n >= int64(br.bufSize) {
+		br.bufSize *= 2 // the body filled the buffer: read it in larger reads
+		br.r = bufio.NewReaderSize(&br.src, br.bufSize)
+	}
 	if _, err := br.r.Peek(1); errors.Is(err, io.EOF) {
 		return io.EOF
 	} else if err != nil {
@@ -219,7 +262,8 @@ func (br *BatchReader) chunk() ([]byte, error) {
 		var piece []byte
 		if br.pack && n <= packMax {
 			if uint64(len(br.block)) < n {
-				br.block = make([]byte, packBlock)
+				br.block = make([]byte, max(br.blockSize, int(n)))
+				br.blockSize = min(2*br.blockSize, packBlock)
 			}
 			piece, br.block = br.block[:n:n], br.block[n:]
 		} else {

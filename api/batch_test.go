@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"testing"
+	"testing/iotest"
 
 	"github.com/narad-io/storage/internal/testmem"
 )
@@ -280,5 +281,74 @@ func BenchmarkBatchReader_Record(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestBatchReader_ATinyBodyTakesATinyBuffer: a 3-byte produce body, its
+// length known or not, packed or not, is read with buffers its size, not
+// the 64 KiB a large body is read in: requests too small for the
+// in-flight byte budget to notice must not hold much more than it sees.
+func TestBatchReader_ATinyBodyTakesATinyBuffer(t *testing.T) {
+	body := AppendRecord(nil, nil, []byte("x"))
+	if len(body) != 3 {
+		t.Fatalf("the body is %d bytes", len(body))
+	}
+	for _, size := range []int64{-1, int64(len(body))} {
+		for _, pack := range []bool{false, true} {
+			var recs int
+			var err error
+			got := testmem.Allocated(func() {
+				br := NewBatchReaderSize(bytes.NewReader(body), maxLen, size)
+				if pack {
+					br.PackSmall()
+				}
+				for {
+					if _, _, err = br.Record(); err != nil {
+						break
+					}
+					recs++
+				}
+			})
+			if err != io.EOF || recs != 1 {
+				t.Fatalf("size %d, pack %v: %d records, %v", size, pack, recs, err)
+			}
+			if got > 16<<10 {
+				t.Fatalf("size %d, pack %v: reading a 3-byte body allocated %d bytes; want at most 16 KiB", size, pack, got)
+			}
+		}
+	}
+}
+
+// TestBatchReader_GrowsWithABodyOfUnknownLength: a body of unknown length
+// well past the largest buffer, read in small reads, comes out whole as
+// its buffers grow, packed or not.
+func TestBatchReader_GrowsWithABodyOfUnknownLength(t *testing.T) {
+	var want []pair
+	var body []byte
+	for i := range 3000 {
+		p := pair{[]byte(fmt.Sprint("k", i)), bytes.Repeat([]byte{byte(i)}, i%300)}
+		want = append(want, p)
+		body = AppendRecord(body, p.key, p.value)
+	}
+	for _, pack := range []bool{false, true} {
+		br := NewBatchReader(iotest.HalfReader(bytes.NewReader(body)), maxLen)
+		if pack {
+			br.PackSmall()
+		}
+		for i := 0; ; i++ {
+			key, value, err := br.Record()
+			if err == io.EOF {
+				if i != len(want) {
+					t.Fatalf("pack %v: %d records; want %d", pack, i, len(want))
+				}
+				break
+			}
+			if err != nil {
+				t.Fatalf("pack %v: record %d: %v", pack, i, err)
+			}
+			if !bytes.Equal(key, want[i].key) || !bytes.Equal(value, want[i].value) {
+				t.Fatalf("pack %v: record %d is %q/%q", pack, i, key, value)
+			}
+		}
 	}
 }

@@ -43,7 +43,7 @@ func (a *Handler) produce(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, api.CodeInvalidParameter, "encoding applies to JSON bodies; a binary batch carries bytes as they are")
 			return
 		}
-		records, err = decodeBatch(body)
+		records, err = decodeBatch(body, r.ContentLength)
 	} else {
 		records, err = decodeJSONRecords(body, b64)
 	}
@@ -308,9 +308,10 @@ func tokenName(tok json.Token) string {
 // decodeBatch reads the binary batch (api.BatchReader), its keys and
 // values bounded by the record bound, and its record count and total by
 // the budget as the records come. Small keys and values are packed: the
-// records are released together once committed.
-func decodeBatch(body io.Reader) ([]partition.Record, error) {
-	br := api.NewBatchReader(body, wire.MaxRecordBytes)
+// records are released together once committed. size is the body's
+// Content-Length (-1 when not known): the reader's buffers fit the body.
+func decodeBatch(body io.Reader, size int64) ([]partition.Record, error) {
+	br := api.NewBatchReaderSize(body, wire.MaxRecordBytes, size)
 	br.PackSmall()
 	var out []partition.Record
 	var budget batchBudget
