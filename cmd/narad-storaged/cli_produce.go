@@ -252,9 +252,14 @@ func (rep *produceReport) send(ctx context.Context, p *client.Producer, o produc
 	return err
 }
 
+// decodeBase64 decodes standard padded base64 as the server's JSON
+// produce does: strict, and no line breaks (which the decoder would skip).
 func decodeBase64(b []byte) ([]byte, error) {
+	if bytes.ContainsAny(b, "\r\n") {
+		return nil, errors.New("a line break inside")
+	}
 	out := make([]byte, base64.StdEncoding.DecodedLen(len(b)))
-	n, err := base64.StdEncoding.Decode(out, b)
+	n, err := base64.StdEncoding.Strict().Decode(out, b)
 	return out[:n], err
 }
 

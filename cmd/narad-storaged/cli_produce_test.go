@@ -194,3 +194,28 @@ func (b neverEnding) Read(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// TestProduce_Base64IsAsStrictAsTheServer: --base64 takes what the
+// server's JSON produce takes (standard, padded, strict, no line breaks)
+// and refuses the rest, so a line means the same bytes by either path.
+func TestProduce_Base64IsAsStrictAsTheServer(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string // "" with ok false: refused
+		ok   bool
+	}{
+		{"dmFsdWU=", "value", true},
+		{"", "", true},
+		{"dmFsdWU", "", false},    // no padding
+		{"dmFsdWV=", "", false},   // bits past the last byte set
+		{"dmFs\rdWU=", "", false}, // a carriage return inside
+		{"dmFsdWU=\r", "", false}, // a CRLF line's \r
+		{"dmFs\ndWU=", "", false}, // a line feed inside
+		{"dmFsdWU=!", "", false},  // not base64
+	} {
+		got, err := decodeBase64([]byte(tc.in))
+		if tc.ok != (err == nil) || (tc.ok && string(got) != tc.want) {
+			t.Errorf("decodeBase64(%q) = %q, %v; want %q, ok %v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
