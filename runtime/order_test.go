@@ -194,3 +194,74 @@ func testSerialStartAndClose(t *testing.T) {
 		t.Fatalf("lock-order violations: %v", v)
 	}
 }
+
+// TestCursors_WriteOutInKeyOrder: a write-out pass and the node's Close
+// write the moved cursors out by topic, partition and name, whatever
+// order they moved in. Five times over: a map's order passes once by luck.
+func TestCursors_WriteOutInKeyOrder(t *testing.T) {
+	for range 5 {
+		synctest.Test(t, func(t *testing.T) {
+			d := newTestDisk(t, 1)
+			n := startNodeNoCleanup(t, d)
+			if _, _, err := n.CreateTopic(bg, "t", 3, Retention{}); err != nil {
+				t.Fatal(err)
+			}
+			for p := range 3 {
+				if _, err := n.Produce(bg, "t", p, recs("t", p, 0, 3)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			names := []string{"b", "c", "a"}
+			for _, name := range names {
+				if _, err := n.CreateCursor(bg, "t", name, CursorEarliest); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var calls callLog
+			writes := func() []string {
+				var out []string
+				for _, c := range calls.list() {
+					if strings.HasSuffix(c, " write") {
+						out = append(out, c)
+					}
+				}
+				return out
+			}
+			move := func(to int64) {
+				for _, p := range []int{2, 0, 1} {
+					for _, name := range names {
+						if err := n.CommitCursor(bg, "t", name, p, to); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+			}
+			d.SetHook(func(c sim.Call) error {
+				if base := path.Base(c.Path); strings.HasPrefix(base, "cursor.") {
+					calls.mu.Lock()
+					calls.calls = append(calls.calls, fmt.Sprintf("%s/%s %s", path.Base(path.Dir(c.Path)), base, c.Op))
+					calls.mu.Unlock()
+				}
+				return nil
+			})
+			move(1)
+			<-time.After(2 * time.Second) // a write-out pass
+			synctest.Wait()
+			pass := writes()
+			calls.mu.Lock()
+			calls.calls = nil
+			calls.mu.Unlock()
+			move(2)
+			if err := n.Close(); err != nil {
+				t.Fatal(err)
+			}
+			d.SetHook(nil)
+			closing := writes()
+			for what, got := range map[string][]string{"write-out": pass, "close": closing} {
+				if len(got) != 9 || !slices.IsSorted(got) {
+					t.Fatalf("%s: cursor writes %v, want 9, by partition and name", what, got)
+				}
+			}
+		})
+	}
+}
