@@ -4,7 +4,8 @@
 // checked against a model after every operation.
 //
 // A run (sim.go) creates one or two topics of one to three partitions and
-// draws each operation from a PCG source seeded with (seed, run) (ops.go):
+// draws each operation from a PCG source of its own, seeded with (seed,
+// run) and the operation's index (replay.go, ops.go):
 // produce (1 to 50 records whose bytes name their topic incarnation,
 // partition and offset), read, queue consume of one partition or any,
 // ack, nack under a live or an old lease id, a pause of the fake clock
@@ -41,6 +42,16 @@
 // The model (model.go) and the checks (check.go) are those of
 // docs/durability.md, "The simulator"; the first disagreement stops the
 // run, and the test prints the command that replays it (ReplayLine) with
-// the run's operations. Faults (EIO, ENOSPC, lying syncs), several nodes
-// and moves are not covered yet.
+// the run's operations.
+//
+// A run replays exactly: the same (seed, run) makes the same file calls,
+// in the same order, and leaves the same crash images, in any process,
+// alone or beside other runs. settle.go says how the workload takes the
+// order of the node's goroutines from the Go scheduler, and gate.go how
+// callers woken while the node's goroutines work get theirs; trace.go
+// hashes a run's calls and images (Result.Trace), which the replay tests
+// compare across executions and processes.
+//
+// Faults (EIO, ENOSPC, lying syncs), several nodes and moves are not
+// covered yet.
 package simulation

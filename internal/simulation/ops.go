@@ -53,6 +53,7 @@ func (r *runner) create(name string) *topicModel {
 		parts = 1 // one partition takes every record: acked-ahead sets past a slot
 	}
 	r.gens[name]++
+	r.settle()
 	rec, created, err := r.n.CreateTopic(r.ctx, name, parts, runtime.Retention{})
 	r.must("create "+name, err)
 	if !created {
@@ -438,6 +439,7 @@ func (r *runner) drain() {
 // restart closes the node cleanly and starts a new one on the same disk.
 func (r *runner) restart() {
 	r.logf("restart")
+	r.settle()
 	r.must("close", r.n.Close())
 	r.n = nil
 	r.start()
@@ -462,7 +464,11 @@ func (r *runner) crash() {
 			ahead[p] = len(p.acked) - int(low)
 		}
 	}
+	r.settle()
 	img := r.d.Crash(plan)
+	r.trace.disk(img)
+	r.trace.attach(img)
+	r.d.SetHook(nil) // the old node's last calls go to a disk no one reads
 	r.n.Close()
 	r.n, r.d = nil, img
 	r.res.Crashes++

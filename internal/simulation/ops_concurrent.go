@@ -3,23 +3,18 @@ package simulation
 import (
 	"path"
 	"slices"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"testing/synctest"
 	"time"
 
 	"github.com/narad-io/storage/partition"
-	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
 )
 
 // concurrentProduce runs two to five producers at once on one partition,
 // each a batch of 1 to 50 records (one in eight up to 1,000). The first
-// producer's commit is held at its first file call while the others
-// queue behind it, one at a time, so they land in one group commit in
-// the order they queued: the interleaving is the run's, drawn from its
-// seed, never the scheduler's. Their records' bytes name their batch, not
+// producer's commit is held at its first file call (a gate, gate.go) while
+// the others queue behind it, one at a time, so they land in one group
+// commit in the order they queued: the interleaving is the run's, drawn
+// from its seed, never the scheduler's. Their records' bytes name their batch, not
 // their offset, which the model learns from the answers: every batch
 // lands dense, the batches tile the partition from the high watermark
 // up, and nothing is answered, nor the high watermark moved, while the
@@ -28,7 +23,7 @@ import (
 // first batch's records (at most as many as it holds, so the answer is
 // the same whether the poll reads before the group's commit or after).
 func (r *runner) concurrentProduce() {
-	r.settle()
+	r.atRest()
 	t := r.pick()
 	pi := r.rng.IntN(len(t.parts))
 	p := t.parts[pi]
@@ -56,20 +51,19 @@ func (r *runner) concurrentProduce() {
 		batches[i], sizes[i] = b, size
 	}
 	from := p.committed
+	g := r.openGate()
+	defer g.close() // a violation must not leave producers held
 	var poll *pendingCall
 	if r.rng.IntN(3) == 0 {
 		poll = r.serveAsync("GET", fetchTarget(t, pi, from, 1+r.rng.IntN(sizes[0]), 5000))
 	}
-	h := r.holdPartition(t, pi)
-	defer h.release() // a violation must not leave producers held
 	for _, b := range batches {
-		go func() {
+		goSettled(func() {
 			defer close(b.done)
 			b.base, b.err = r.n.Produce(r.ctx, t.name, pi, b.recs)
-		}()
-		synctest.Wait()
+		})
 	}
-	grouped := h.hit.Load()
+	grouped := g.holds(dataDir) // the commit's first call: the floor's reading of the free space, or its first write
 	r.logf("concurrent produce %s/%d: batches of %v records (ids %d..), the first commit held: %v", t.name, pi, sizes, batches[0].id, grouped)
 	if grouped {
 		for i, b := range batches {
@@ -85,8 +79,8 @@ func (r *runner) concurrentProduce() {
 		}
 		r.res.Live.GroupedBatches += len(batches) - 1
 	}
-	h.release()
-	synctest.Wait()
+	g.pass() // the commit goes on, its calls one at a time (a woken poll reads between two)
+	g.close()
 	order := make([]*batch, len(batches))
 	copy(order, batches)
 	slices.SortFunc(order, func(a, b *batch) int { return int(a.base - b.base) })
@@ -114,14 +108,18 @@ func (r *runner) concurrentProduce() {
 }
 
 // produceTo commits count records to one partition, as produce does.
-func (r *runner) produceTo(t *topicModel, pi, count int) {
+func (r *runner) produceTo(t *topicModel, pi, count int) { r.produceThrough(retryBusy, t, pi, count) }
+
+// produceThrough is produceTo with the call made through call: retryBusy,
+// or a gate's retry while callers are parked (gate.go).
+func (r *runner) produceThrough(call func(func() error) error, t *topicModel, pi, count int) {
 	p := t.parts[pi]
 	recs := make([]partition.Record, count)
 	for i := range recs {
 		recs[i] = partition.Record{Value: value(t.name, t.gen, pi, p.committed+int64(i))}
 	}
 	var base int64
-	err := retryBusy(func() (err error) { base, err = r.n.Produce(r.ctx, t.name, pi, recs); return err })
+	err := call(func() (err error) { base, err = r.n.Produce(r.ctx, t.name, pi, recs); return err })
 	r.logf("produce %s/%d %d records: base %d (%v)", t.name, pi, count, base, err)
 	r.must("produce", err)
 	if base != p.committed {
@@ -140,42 +138,6 @@ func (r *runner) landed(p *partModel, base int64, count int) {
 	}
 }
 
-// hold holds back the first file call under a partition's directory
-// until released, through the simulated disk's hook (calling on any hook
-// installed before it).
-type hold struct {
-	d    *sim.Disk
-	prev func(sim.Call) error
-	gate chan struct{}
-	hit  atomic.Bool
-	once sync.Once
-}
-
-// holdPartition holds the next file call under the partition's directory.
-func (r *runner) holdPartition(t *topicModel, pi int) *hold {
-	pdir, _ := wire.PartitionDirName(pi)
-	dir := path.Join(dataDir, wire.TopicsDirName, t.name, pdir) + "/"
-	h := &hold{d: r.d, prev: r.d.Hook(), gate: make(chan struct{})}
-	r.d.SetHook(func(c sim.Call) error {
-		if strings.HasPrefix(c.Path, dir) && h.hit.CompareAndSwap(false, true) {
-			<-h.gate
-		}
-		if h.prev != nil {
-			return h.prev(c)
-		}
-		return nil
-	})
-	return h
-}
-
-// release lets the held call go on and puts the earlier hook back.
-func (h *hold) release() {
-	h.once.Do(func() {
-		h.d.SetHook(h.prev)
-		close(h.gate)
-	})
-}
-
 // answered reports whether done is closed.
 func answered(done chan struct{}) bool {
 	select {
@@ -184,4 +146,10 @@ func answered(done chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// partDir is the directory of partition pi of t.
+func partDir(t *topicModel, pi int) string {
+	pdir, _ := wire.PartitionDirName(pi)
+	return path.Join(dataDir, wire.TopicsDirName, t.name, pdir)
 }

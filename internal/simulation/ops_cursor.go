@@ -2,7 +2,6 @@ package simulation
 
 import (
 	"errors"
-	"testing/synctest"
 	"time"
 
 	"github.com/narad-io/storage/partition"
@@ -17,13 +16,13 @@ import (
 // (stepping only over records retention deleted); a deleted cursor, or
 // one of a deleted incarnation, is not found.
 
-// settle lets every goroutine of the bubble come to rest (a reaper pass
-// a retention change woke runs beside the operation after it) and takes
-// the bounds it left into the model, checked: each operation of these
-// files (cursors, long polls, concurrent producers, the floor) starts from
-// a known state.
-func (r *runner) settle() {
-	synctest.Wait()
+// atRest lets the bubble come to rest (settle.go: every goroutine woken
+// since, a reaper pass a retention change woke, the metastore's change
+// feed) and takes the bounds it left into the model, checked: each
+// operation of these files (cursors, long polls, concurrent producers,
+// the floor) starts from a known state.
+func (r *runner) atRest() {
+	r.settle()
 	r.checkAll(false)
 }
 
@@ -35,7 +34,7 @@ func (r *runner) cursorName() string { return cursorNames[r.rng.IntN(len(cursorN
 // seek by time, checked) by commits: the HTTP API's create from earliest
 // or latest, and a broker's create at an offset or a time.
 func (r *runner) cursorCreate() {
-	r.settle()
+	r.atRest()
 	t, name := r.pick(), r.cursorName()
 	start, from := runtime.CursorEarliest, "earliest"
 	if r.rng.IntN(2) == 0 {
@@ -100,7 +99,12 @@ func (r *runner) drawTime(p *partModel) int64 {
 // answer under the log's start counts as the start: nothing is below it).
 func (r *runner) offsetAt(t *topicModel, pi int, atMs int64) int64 {
 	var off int64
-	err := retryBusy(func() (err error) { off, err = r.n.OffsetAt(r.ctx, t.name, pi, atMs); return err })
+	// Through a gate: a seek that rebuilt a sealed segment's time index
+	// hands it to the log's actor to write out and reads on, without
+	// waiting; the actor's write comes after the seek's reads, always.
+	g := r.openGate()
+	err := g.retry(func() (err error) { off, err = r.n.OffsetAt(r.ctx, t.name, pi, atMs); return err })
+	g.close()
 	r.logf("offset of %s/%d at %d ms: %d (%v)", t.name, pi, atMs, off, err)
 	r.must("offset at", err)
 	p := t.parts[pi]
@@ -121,7 +125,7 @@ func (r *runner) offsetAt(t *topicModel, pi int, atMs int64) int64 {
 // cursorCommit sets a cursor's position in one partition: anywhere from
 // a little under the log's start to the high watermark, or out of range.
 func (r *runner) cursorCommit() {
-	r.settle()
+	r.atRest()
 	t, name := r.pick(), r.cursorName()
 	pi := r.rng.IntN(len(t.parts))
 	p := t.parts[pi]
@@ -162,7 +166,7 @@ func (r *runner) commitCursor(t *topicModel, name string, pi int, off int64) {
 // (a peek), with a record bound and sometimes a byte bound small enough
 // to cut the answer after its first record.
 func (r *runner) cursorRead() {
-	r.settle()
+	r.atRest()
 	t, name := r.pick(), r.cursorName()
 	pi := r.rng.IntN(len(t.parts))
 	maxRecords, maxBytes := 1+r.rng.IntN(100), 1<<20
@@ -229,7 +233,7 @@ func (r *runner) checkCursorRead(t *topicModel, name string, pi int, from int64,
 // cursorDelete deletes a cursor; once it returned, the cursor is not
 // found by a lookup, a read or a commit.
 func (r *runner) cursorDelete() {
-	r.settle()
+	r.atRest()
 	t, name := r.pick(), r.cursorName()
 	err := retryBusy(func() error { return r.n.DeleteCursor(r.ctx, t.name, name) })
 	r.logf("cursor %s of %s: delete (%v)", name, t.name, err)
@@ -253,7 +257,7 @@ func (r *runner) cursorDelete() {
 
 // cursorCheck looks every cursor name up on every topic.
 func (r *runner) cursorCheck() {
-	r.settle()
+	r.atRest()
 	r.logf("check cursors")
 	r.res.Live.CursorOps++
 	for _, t := range r.topics {

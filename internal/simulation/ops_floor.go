@@ -35,7 +35,7 @@ const (
 // refused batch is taken again, at the same offsets, once retention freed
 // enough space for it. The disk is given its room back at the end.
 func (r *runner) diskFloor() {
-	r.settle()
+	r.atRest()
 	t := r.pick()
 	pi := r.rng.IntN(len(t.parts))
 	p := t.parts[pi]

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"testing/synctest"
 	"time"
 
 	"github.com/narad-io/storage/api"
@@ -39,14 +38,15 @@ func (r *runner) handler() *httpapi.Handler {
 	return r.live.api
 }
 
-// serveAsync serves a request in a goroutine of the bubble.
+// serveAsync serves a request in a goroutine of the bubble, and returns
+// once it is parked (or answered).
 func (r *runner) serveAsync(method, target string) *pendingCall {
 	h, req := r.handler(), httptest.NewRequest(method, target, nil)
 	c := &pendingCall{rec: httptest.NewRecorder(), done: make(chan struct{})}
-	go func() {
+	goSettled(func() {
 		defer close(c.done)
 		h.ServeHTTP(c.rec, req)
-	}()
+	})
 	return c
 }
 
@@ -67,7 +67,7 @@ func cursorTarget(t *topicModel, name string, pi, maxRecords, waitMs int, advanc
 // another partition must not; a delete of the topic answers it 404 at
 // once; with nothing, it answers empty at its deadline.
 func (r *runner) longPoll() {
-	r.settle()
+	r.atRest()
 	t := r.pick()
 	pi := r.rng.IntN(len(t.parts))
 	p := t.parts[pi]
@@ -87,7 +87,6 @@ func (r *runner) longPoll() {
 		target = cursorTarget(t, name, pi, maxRecords, waitMs, advance)
 	}
 	poll := r.serveAsync("GET", target)
-	synctest.Wait()
 	r.logf("long poll %s", target)
 	if name != "" && c == nil {
 		if !answered(poll.done) || poll.rec.Code != http.StatusNotFound || errorCode(poll.rec) != api.CodeCursorNotFound {
@@ -99,23 +98,26 @@ func (r *runner) longPoll() {
 	if answered(poll.done) {
 		r.failf("long poll %s: answered before any commit: %d %s", target, poll.rec.Code, poll.rec.Body)
 	}
+	// What wakes the poll goes through a gate: the woken poll reads
+	// between two of the node's file calls, always the same two.
+	g := r.openGate()
+	defer g.close()
 	switch w := r.rng.IntN(6); {
 	case w <= 2:
-		r.produceTo(t, pi, 1+r.rng.IntN(50))
-		synctest.Wait()
+		r.produceThrough(g.retry, t, pi, 1+r.rng.IntN(50))
+		g.close()
 		r.checkPoll(t, pi, poll, from, p.committed, c, advance, true)
 		r.res.Live.PollsWoken++
 		return
 	case w == 3 && len(t.parts) > 1:
-		r.produceTo(t, (pi+1+r.rng.IntN(len(t.parts)-1))%len(t.parts), 1+r.rng.IntN(50))
-		synctest.Wait()
+		r.produceThrough(g.retry, t, (pi+1+r.rng.IntN(len(t.parts)-1))%len(t.parts), 1+r.rng.IntN(50))
 		if answered(poll.done) {
 			r.failf("long poll %s: answered after a commit to another partition: %d %s", target, poll.rec.Code, poll.rec.Body)
 		}
 	case w == 4:
 		r.logf("delete %s during the long poll", t.name)
-		r.must("delete "+t.name, retryBusy(func() error { return r.n.DeleteTopic(r.ctx, t.name) }))
-		synctest.Wait()
+		r.must("delete "+t.name, g.retry(func() error { return r.n.DeleteTopic(r.ctx, t.name) }))
+		g.close()
 		if !answered(poll.done) || poll.rec.Code != http.StatusNotFound || errorCode(poll.rec) != api.CodeTopicNotFound {
 			r.failf("long poll %s: a delete of the topic must answer it 404 topic_not_found at once: answered %v, %d %s",
 				target, answered(poll.done), poll.rec.Code, poll.rec.Body)
@@ -124,6 +126,7 @@ func (r *runner) longPoll() {
 		r.create(t.name)
 		return
 	}
+	g.close()
 	r.logf("sleep %v, past the long poll's deadline", r.odd(time.Until(deadline)))
 	r.sleep(r.odd(time.Until(deadline)))
 	r.forgetExpired()
@@ -198,7 +201,7 @@ func errorCode(rec *httptest.ResponseRecorder) string {
 // runs out, so nothing else frees a record meanwhile, and no call while
 // they wait opens a log the budget has no room for.
 func (r *runner) waitConsume() {
-	r.settle()
+	r.atRest()
 	t := r.pick()
 	part, scope := runtime.AnyPartition, []int{}
 	// A consume of any partition waits only while the budget holds every
@@ -226,7 +229,10 @@ func (r *runner) waitConsume() {
 			break
 		}
 	}
-	wait := r.odd(time.Duration(200+r.rng.IntN(5000)) * time.Millisecond)
+	// The waits end before idle eviction could close a log of the scope
+	// (each was used just now): a waiting consume whose log closes opens
+	// it again itself, beside the eviction's next close.
+	wait := r.odd(time.Duration(200+r.rng.IntN(2700)) * time.Millisecond)
 	if first, ok := r.firstExpiry(t, scope); ok && time.Until(first) <= wait {
 		if wait = time.Until(first) - time.Millisecond; wait <= 0 {
 			r.logf("waiting consume of %s: skipped, a lease runs out within a millisecond", t.name)
@@ -244,11 +250,10 @@ func (r *runner) waitConsume() {
 		w := &waiter{opts: runtime.ConsumeOptions{Partition: part, MaxRecords: 1 + r.rng.IntN(40),
 			Lease: r.odd(wait + time.Duration(1+r.rng.IntN(20))*time.Second), Wait: wait}, done: make(chan struct{})}
 		waiters[i] = w
-		go func() {
+		goSettled(func() {
 			defer close(w.done)
 			w.got, w.err = r.n.Consume(r.ctx, t.name, w.opts)
-		}()
-		synctest.Wait()
+		})
 		if answered(w.done) {
 			r.checkLeased(t, w.opts, w.got, w.err)
 			r.failf("waiting consume of %s partition %d: answered at once with nothing free", t.name, part)
@@ -257,8 +262,10 @@ func (r *runner) waitConsume() {
 	deadline := time.Now().Add(wait)
 	r.logf("waiting consume of %s partition %d: %d consumes wait %v", t.name, part, len(waiters), wait)
 	r.res.Live.WaitConsumes += len(waiters)
-	freed := r.freeSome(t, scope) // in the order they are leased again
-	synctest.Wait()
+	g := r.openGate() // the woken consumes lease between two of the node's file calls, always the same two
+	defer g.close()
+	freed := r.freeSome(g.retry, t, scope) // in the order they are leased again
+	g.close()
 	woken := 0
 	for i, w := range waiters {
 		if len(freed) == 0 {
@@ -324,13 +331,13 @@ func (r *runner) firstExpiry(t *topicModel, scope []int) (first time.Time, ok bo
 // freeSome frees records of scope for waiting consumes: a produce of 1 to
 // 30 records, a nack of some records leased under one lease id, or
 // nothing; it returns them in the order a consume leases them.
-func (r *runner) freeSome(t *topicModel, scope []int) []offsetRef {
+func (r *runner) freeSome(call func(func() error) error, t *topicModel, scope []int) []offsetRef {
 	pi := scope[r.rng.IntN(len(scope))]
 	p := t.parts[pi]
 	switch r.rng.IntN(5) {
 	case 0, 1:
 		from, count := p.committed, 1+r.rng.IntN(30)
-		r.produceTo(t, pi, count)
+		r.produceThrough(call, t, pi, count)
 		var out []offsetRef
 		for o := from; o < from+int64(count); o++ {
 			out = append(out, offsetRef{pi, o})
@@ -355,7 +362,7 @@ func (r *runner) freeSome(t *topicModel, scope []int) []offsetRef {
 			}
 		}
 		var given int
-		err := retryBusy(func() (err error) { given, err = r.n.Nack(r.ctx, t.name, pi, id, offsets...); return err })
+		err := call(func() (err error) { given, err = r.n.Nack(r.ctx, t.name, pi, id, offsets...); return err })
 		r.logf("nack %s/%d lease %d %s: %d given back (%v)", t.name, pi, id, offsetsString(offsets), given, err)
 		r.must("nack", err)
 		if given != len(offsets) {

@@ -16,13 +16,17 @@ import (
 
 // The node's settings in every run: background loops fast enough that a
 // short run of fake time sees evictions, reaper sweeps and cold walks.
+// Their intervals are distinct primes of microseconds (the consumer
+// committer's own tick is 100 ms), so no two loops started together ever
+// tick together in a run (settle.go).
 const (
 	dataDir         = "/data"
-	reaperEvery     = time.Second
-	coldWalkEvery   = 2 * time.Second
+	reaperEvery     = 999_983 * time.Microsecond
+	coldWalkEvery   = 2_000_003 * time.Microsecond
 	idleEvictAfter  = 3 * time.Second
-	evictEvery      = time.Second
-	writeOutEvery   = time.Second // ConsumerOffsetCommitInterval
+	evictEvery      = 1_000_003 * time.Microsecond
+	writeOutEvery   = 1_000_033 * time.Microsecond // ConsumerOffsetCommitInterval
+	quarantineEvery = 3_600_000_011 * time.Microsecond
 	retentionWithin = reaperEvery + coldWalkEvery + 1500*time.Millisecond
 	// ackWindow is how far before a crash an ack may be lost: one
 	// write-out interval, the 100 ms tick that puts acks in the page cache
@@ -41,9 +45,16 @@ type Result struct {
 	Ops, Crashes, Faults int
 	Live                 LiveCounts // cursors, long polls, concurrent producers, the floor (model_live.go)
 	// Violation is the first disagreement of the node with the model,
-	// empty when there was none; Log is the operations the run made.
+	// empty when there was none; Log is the operations the run made, each
+	// line of operation i headed "i:".
 	Violation string
 	Log       []string
+	// Trace identifies the run's file calls and crash images, in order,
+	// and Calls counts the calls (trace.go): two executions of a run
+	// replay it exactly when both are equal.
+	Trace uint64
+	Calls int
+	Lines []string
 }
 
 // violation stops a run: the first disagreement is the one reported.
@@ -60,16 +71,21 @@ type runner struct {
 	big      bool
 	topics   []*topicModel
 	gens     map[string]int
+	op       int // the operation running, -1 outside one
 	res      Result
 	live     liveState
+	trace    *trace
+	feed     *feed // the current node's metastore's change notifications
 }
 
 // Run runs the workload of (seed, run) on a fresh simulated disk and
 // checks the node against the model after every operation. It must run in
-// a testing/synctest bubble: it sleeps on the bubble's clock.
-func Run(seed uint64, run int) (res Result) {
-	r := &runner{ctx: context.Background(), rng: rand.New(rand.NewPCG(seed, uint64(run))), gens: map[string]int{}}
+// a testing/synctest bubble: it sleeps on the bubble's clock. The same
+// (seed, run, opts) makes the same file calls every time (settle.go).
+func Run(seed uint64, run int, opts Options) (res Result) {
+	r := &runner{ctx: context.Background(), rng: rand.New(rand.NewPCG(seed, uint64(run))), gens: map[string]int{}, op: -1, trace: newTrace(opts.keepTrace)}
 	r.d = sim.NewDisk(r.rng.Uint64())
+	r.trace.attach(r.d)
 	r.maxOpen = 1 + r.rng.IntN(2)
 	r.segBytes = int64(1024 + r.rng.IntN(3072))
 	// One run in 12 is long and produce-heavy: acked-ahead sets past a
@@ -91,6 +107,9 @@ func Run(seed uint64, run int) (res Result) {
 		if r.n != nil {
 			r.n.Close()
 		}
+		r.d.SetHook(nil)
+		r.trace.disk(r.d)
+		r.res.Trace, r.res.Calls, r.res.Lines = r.trace.sum.Sum64(), r.trace.calls, r.trace.lines
 		res = r.res
 	}()
 	r.start()
@@ -102,19 +121,29 @@ func Run(seed uint64, run int) (res Result) {
 		r.create(fmt.Sprintf("t%d", i))
 	}
 	r.checkAll(true)
-	for range ops {
+	for i := range ops {
+		r.settle()
+		r.op, r.rng = i, opRand(seed, run, i)
 		r.step()
 		r.res.Ops++
+		r.settle()
 		r.checkAll(false)
+		r.op = -1
 	}
 	r.logf("final check")
+	r.settle()
 	r.checkAll(true)
 	return r.res
 }
 
 // logf appends one line to the run's operation list.
 func (r *runner) logf(format string, args ...any) {
-	r.res.Log = append(r.res.Log, fmt.Sprintf(format, args...))
+	line := fmt.Sprintf(format, args...)
+	if r.op >= 0 {
+		line = fmt.Sprintf("%d: %s", r.op, line)
+	}
+	r.res.Log = append(r.res.Log, line)
+	r.trace.note(r.res.Log[len(r.res.Log)-1])
 }
 
 // failf stops the run with a violation.
@@ -136,6 +165,7 @@ func (r *runner) must(what string, err error) {
 // background sweep holds the only slot), letting the bubble settle first.
 func retryBusy(f func() error) error {
 	for try := 0; ; try++ {
+		synctest.Wait()
 		err := f()
 		if !errors.Is(err, runtime.ErrBusy) || try == 100 {
 			return err
@@ -151,13 +181,16 @@ func (r *runner) start() {
 	var key [32]byte
 	binary.LittleEndian.PutUint64(key[:], r.rng.Uint64())
 	ms.SetIncarnationSource(rand.NewChaCha8(key))
+	r.feed = &feed{}
+	ms.SetFeedDelivery(r.feed.deliver)
 	n, err := runtime.New(runtime.Config{
 		DataDir: dataDir, FS: r.d, Metastore: ms, SegmentMaxBytes: r.segBytes,
 		ReaperInterval: reaperEvery, ColdWalkInterval: coldWalkEvery,
 		IdleEvictAfter: idleEvictAfter, EvictInterval: evictEvery,
-		QuarantineSweepInterval:      time.Hour,
+		QuarantineSweepInterval:      quarantineEvery,
 		ConsumerOffsetCommitInterval: writeOutEvery, MaxOpenLogs: r.maxOpen,
 		MinFreeBytes: floorBytes, MinFreeInodes: floorInodes,
+		Testing: &runtime.TestOptions{Serial: true}, // exact replay (settle.go)
 	})
 	r.must("new node", err)
 	if err := n.Start(r.ctx); err != nil {
@@ -186,7 +219,7 @@ func (r *runner) odd(d time.Duration) time.Duration {
 // due meanwhile run to its rest.
 func (r *runner) sleep(d time.Duration) {
 	time.Sleep(d)
-	synctest.Wait()
+	r.settle()
 }
 
 // describe returns a topic's partitions as the node sees them.

@@ -3,6 +3,7 @@ package simulation
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,9 +14,10 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var (
-	simSeed = flag.Uint64("sim.seed", 1, "the simulation's seed")
-	simRuns = flag.Int("sim.runs", 0, "how many runs (default: 2,000, or 100 under the race detector)")
-	simRun  = flag.Int("sim.run", -1, "replay this run alone (a violation names its seed and run)")
+	simSeed  = flag.Uint64("sim.seed", 1, "the simulation's seed")
+	simRuns  = flag.Int("sim.runs", 0, "how many runs (default: 2,000, or 100 under the race detector)")
+	simRun   = flag.Int("sim.run", -1, "replay this run alone (a violation names its seed and run)")
+	simTwice = flag.Bool("sim.twice", false, "run every run twice and fail any whose two executions part (exact replay)")
 )
 
 // TestSimulation runs the simulator's CI budget: runs 0 to N-1 of the
@@ -38,9 +40,19 @@ func TestSimulation(t *testing.T) {
 	began := time.Now()
 	var total Result
 	violations := 0
+	var digest uint64 // every run's trace with its index, summed: equal digests, equal runs
 	for run := first; run < first+runs; run++ {
 		var res Result
-		synctest.Test(t, func(*testing.T) { res = Run(*simSeed, run) })
+		synctest.Test(t, func(*testing.T) { res = Run(*simSeed, run, Options{}) })
+		if *simTwice {
+			var again Result
+			synctest.Test(t, func(*testing.T) { again = Run(*simSeed, run, Options{}) })
+			if again.Trace != res.Trace || again.Calls != res.Calls || !slices.Equal(again.Log, res.Log) {
+				t.Errorf("seed %d run %d: did not replay: trace %016x of %d calls, then %016x of %d calls",
+					*simSeed, run, res.Trace, res.Calls, again.Trace, again.Calls)
+			}
+		}
+		digest += mix(uint64(run), res.Trace)
 		total.Ops += res.Ops
 		total.Crashes += res.Crashes
 		total.Faults += res.Faults
@@ -52,7 +64,7 @@ func TestSimulation(t *testing.T) {
 			t.Logf("operations:\n  %s", joinLines(res.Log))
 		}
 	}
-	t.Logf("seed %d, runs %d to %d in %v", *simSeed, first, first+runs-1, time.Since(began).Round(time.Millisecond))
+	t.Logf("seed %d, runs %d to %d in %v; trace digest %016x", *simSeed, first, first+runs-1, time.Since(began).Round(time.Millisecond), digest)
 	if total.Ops == 0 {
 		t.Error("the simulation ran no operation")
 	}
