@@ -42,7 +42,9 @@
 // The model (model.go) and the checks (check.go) are those of
 // docs/durability.md, "The simulator"; the first disagreement stops the
 // run, and the test prints the command that replays it (ReplayLine) with
-// the run's operations.
+// the run's operations, then a shorter list of them that fails the same
+// check (Shrink, shrink.go: delta debugging over the operations, each run
+// alone as Options.Ops lists them).
 //
 // A run replays exactly: the same (seed, run) makes the same file calls,
 // in the same order, and leaves the same crash images, in any process,

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"testing/synctest"
 	"time"
 
@@ -45,10 +44,15 @@ type Result struct {
 	Ops, Crashes, Faults int
 	Live                 LiveCounts // cursors, long polls, concurrent producers, the floor (model_live.go)
 	// Violation is the first disagreement of the node with the model,
-	// empty when there was none; Log is the operations the run made, each
-	// line of operation i headed "i:".
-	Violation string
-	Log       []string
+	// empty when there was none; Check is the check it failed (its
+	// message before the numbers), what a shrunk run must fail again; Log
+	// is the operations the run made, each line of operation i headed
+	// "i:".
+	Violation, Check string
+	Log              []string
+	// Ran lists the operations the run ran, by their index in the whole
+	// run; a violation stopped it at the last.
+	Ran []int
 	// Trace identifies the run's file calls and crash images, in order,
 	// and Calls counts the calls (trace.go): two executions of a run
 	// replay it exactly when both are equal.
@@ -58,7 +62,7 @@ type Result struct {
 }
 
 // violation stops a run: the first disagreement is the one reported.
-type violation struct{ msg string }
+type violation struct{ msg, check string }
 
 // runner is one run: its random source, disk, node and model.
 type runner struct {
@@ -102,7 +106,7 @@ func Run(seed uint64, run int, opts Options) (res Result) {
 			if !ok {
 				panic(p)
 			}
-			r.res.Violation = v.msg
+			r.res.Violation, r.res.Check = v.msg, v.check
 		}
 		if r.n != nil {
 			r.n.Close()
@@ -122,12 +126,21 @@ func Run(seed uint64, run int, opts Options) (res Result) {
 	}
 	r.checkAll(true)
 	for i := range ops {
+		if !opts.runs(i) {
+			continue
+		}
 		r.settle()
 		r.op, r.rng = i, opRand(seed, run, i)
+		r.res.Ran = append(r.res.Ran, i)
 		r.step()
 		r.res.Ops++
 		r.settle()
 		r.checkAll(false)
+		if opts.plant != nil {
+			if msg := opts.plant(r.res.Log); msg != "" {
+				r.failf("planted: %s", msg)
+			}
+		}
 		r.op = -1
 	}
 	r.logf("final check")
@@ -150,7 +163,7 @@ func (r *runner) logf(format string, args ...any) {
 func (r *runner) failf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	r.logf("VIOLATION: %s", msg)
-	panic(violation{msg})
+	panic(violation{msg, format})
 }
 
 // must fails the run on an error no operation of the workload may meet:
@@ -237,15 +250,4 @@ func (r *runner) describe(t *topicModel) []runtime.PartitionInfo {
 	})
 	r.must("describe "+t.name, err)
 	return infos
-}
-
-// ReplayLine is the command that replays run of seed alone.
-func ReplayLine(seed uint64, run int) string {
-	return fmt.Sprintf("go test ./internal/simulation -run '^TestSimulation$' -v -sim.seed=%d -sim.run=%d", seed, run)
-}
-
-// Report formats a failed run: the replay line, then its operations.
-func Report(seed uint64, run int, res Result) string {
-	return fmt.Sprintf("simulation: seed %d run %d: %s\nreplay: %s\noperations:\n  %s",
-		seed, run, res.Violation, ReplayLine(seed, run), strings.Join(res.Log, "\n  "))
 }

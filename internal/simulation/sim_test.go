@@ -14,22 +14,31 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var (
-	simSeed  = flag.Uint64("sim.seed", 1, "the simulation's seed")
-	simRuns  = flag.Int("sim.runs", 0, "how many runs (default: 2,000, or 100 under the race detector)")
-	simRun   = flag.Int("sim.run", -1, "replay this run alone (a violation names its seed and run)")
-	simTwice = flag.Bool("sim.twice", false, "run every run twice and fail any whose two executions part (exact replay)")
+	simSeed   = flag.Uint64("sim.seed", 1, "the simulation's seed")
+	simRuns   = flag.Int("sim.runs", 0, "how many runs (default: 2,000, or 100 under the race detector)")
+	simRun    = flag.Int("sim.run", -1, "replay this run alone (a violation names its seed and run)")
+	simOps    = flag.String("sim.ops", "", "with -sim.run: replay only these operations, as a shrunk run's replay line lists them (3,17,42)")
+	simShrink = flag.Int("sim.shrink", 500, "how many runs shrinking a violation may take; 0 shrinks nothing")
+	simTwice  = flag.Bool("sim.twice", false, "run every run twice and fail any whose two executions part (exact replay)")
 )
 
 // TestSimulation runs the simulator's CI budget: runs 0 to N-1 of the
 // seed, each a fresh node in its own bubble, each stopped at its first
 // disagreement with the model, which fails the test with the run's replay
-// line and operations. Its last line of output is the summary. Long runs:
+// line and operations, shrunk. Its last line of output is the summary.
+// Long runs:
 //
 //	go test ./internal/simulation -run '^TestSimulation$' -timeout 0 -v -sim.seed=7 -sim.runs=100000
 //	go test ./internal/simulation -run '^TestSimulation$' -v -sim.seed=7 -sim.run=1234
+//	go test ./internal/simulation -run '^TestSimulation$' -v -sim.seed=7 -sim.run=1234 -sim.ops=3,17,42
 func TestSimulation(t *testing.T) {
 	first, runs := 0, *simRuns
+	ops, err := ParseOps(*simOps)
 	switch {
+	case err != nil:
+		t.Fatal(err)
+	case ops != nil && *simRun < 0:
+		t.Fatal("-sim.ops replays operations of one run: give -sim.run too")
 	case *simRun >= 0:
 		first, runs = *simRun, 1
 	case runs == 0 && raceDetector:
@@ -42,11 +51,13 @@ func TestSimulation(t *testing.T) {
 	violations := 0
 	var digest uint64 // every run's trace with its index, summed: equal digests, equal runs
 	for run := first; run < first+runs; run++ {
-		var res Result
-		synctest.Test(t, func(*testing.T) { res = Run(*simSeed, run, Options{}) })
+		exec := func(ops []int) (res Result) {
+			synctest.Test(t, func(*testing.T) { res = Run(*simSeed, run, Options{Ops: ops}) })
+			return res
+		}
+		res := exec(ops)
 		if *simTwice {
-			var again Result
-			synctest.Test(t, func(*testing.T) { again = Run(*simSeed, run, Options{}) })
+			again := exec(ops)
 			if again.Trace != res.Trace || again.Calls != res.Calls || !slices.Equal(again.Log, res.Log) {
 				t.Errorf("seed %d run %d: did not replay: trace %016x of %d calls, then %016x of %d calls",
 					*simSeed, run, res.Trace, res.Calls, again.Trace, again.Calls)
@@ -59,7 +70,12 @@ func TestSimulation(t *testing.T) {
 		total.Live.Add(res.Live)
 		if res.Violation != "" {
 			violations++
-			t.Error(Report(*simSeed, run, res))
+			var shrunk []int
+			var shrunkRes Result
+			if *simShrink > 0 {
+				shrunk, shrunkRes = Shrink(res, exec, *simShrink)
+			}
+			t.Error(Report(*simSeed, run, res, shrunk, shrunkRes))
 		} else if *simRun >= 0 {
 			t.Logf("operations:\n  %s", joinLines(res.Log))
 		}
