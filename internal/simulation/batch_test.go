@@ -28,6 +28,7 @@ type summary struct {
 	runs, ops, crashes, faults, violations int
 	digest                                 uint64
 	live                                   LiveCounts
+	pairs                                  map[string]bool // "operation: fault" of every fault that fired
 }
 
 // exec runs one run of the batch's seed in a bubble of its own.
@@ -42,7 +43,7 @@ func (b batch) run(t *testing.T) summary {
 	var (
 		next atomic.Int64
 		mu   sync.Mutex
-		sum  = summary{runs: b.runs}
+		sum  = summary{runs: b.runs, pairs: map[string]bool{}}
 		wg   sync.WaitGroup
 	)
 	progressEvery := max(b.runs/10, 5000)
@@ -72,6 +73,9 @@ func (b batch) run(t *testing.T) summary {
 				sum.crashes += res.Crashes
 				sum.faults += res.Faults
 				sum.live.Add(res.Live)
+				for _, p := range res.Pairs {
+					sum.pairs[p] = true
+				}
 				sum.digest += mix(uint64(run), res.Trace)
 				if res.Violation != "" {
 					sum.violations++

@@ -31,13 +31,32 @@
 // topic, or empty at its deadline; one or two queue consumes waiting,
 // woken by a produce or a nack, the oldest served first; two to five
 // producers of 1 to 1,000 records at once on one partition, the first
-// commit held at its first file call (the disk's hook) while the others
+// commit held at its first file call (a gate, gate.go) while the others
 // queue behind it, so the run's seed orders them, not the scheduler; and
 // the node's floor of free space (64 KiB and 16 inodes in every run), the
 // disk shrunk to just above it, produce refused, then taken again once
 // retention freed space. Each of them lets the bubble settle before it
 // starts and waits, with synctest.Wait, for every goroutine it started
-// before it checks. The summary's second line counts what they did.
+// before it checks. The line before the summary counts what they did.
+//
+// Injected faults (ops_faultkit.go, ops_fault.go, ops_faultclose.go,
+// ops_lie.go; their model in model_fault.go and check_fault.go): an
+// operation arms one fault of vfs/sim, drawn from the run, on one
+// partition's files or the metastore's, for one call or every call of a
+// few operations, and runs what meets it: EIO, ENOSPC and short writes on
+// a produce's segment write, EIO on the hwm file's release; a failing
+// fdatasync of a segment, which poisons the log (the model then expects
+// every produce refused until a restart, a crash or an eviction reopens
+// it); EMFILE on the opens of a partition's files, EIO on the consumer's
+// first touch of its files and on consumer.lease's write; EIO, ENOSPC and
+// short writes of what a clean close writes (consumer.ahead,
+// consumer.offset, consumer.acked, the hwm file) by the open-log budget,
+// idle eviction or a restart; EIO, ENOSPC and short writes of the
+// metastore's files under a retention change or a delete; and lying fsyncs
+// of one kind of a partition's files followed by a crash, whose cost is
+// counted, not called a violation. Each answer is checked against the kind
+// the docs name for it, a failed batch keeps nothing, and the node serves
+// the rest.
 //
 // The model (model.go) and the checks (check.go) are those of
 // docs/durability.md, "The simulator"; the first disagreement stops the
@@ -54,6 +73,5 @@
 // hashes a run's calls and images (Result.Trace), which the replay tests
 // compare across executions and processes.
 //
-// Faults (EIO, ENOSPC, lying syncs), several nodes and moves are not
-// covered yet.
+// Several nodes and moves are not covered yet.
 package simulation

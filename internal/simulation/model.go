@@ -35,12 +35,14 @@ type partModel struct {
 	committed  int64                // the high watermark the produces that returned promise
 	commitAt   []time.Time          // by offset: when its produce returned
 	start      int64                // the log start last seen
+	settled    int64                // the highest log start seen: below it retention deleted every record once (settled)
 	acked      map[int64]time.Time  // offset -> when its ack returned
 	leases     map[int64]leaseModel // offset -> its unexpired (or not yet reclaimed) lease
 	ids        map[uint64]bool      // every lease id given for the partition (this incarnation)
 	unbounded  bool                 // no retention bound since start was last seen
 	lastLeases []uint64             // recent lease ids, for nacks (old ones too)
 	batches    []batchSpan          // records of concurrent produces, by offset (model_live.go)
+	flt        partFault            // what injected faults left on it (model_fault.go)
 }
 
 // leaseModel is one record's lease as the consume answered it.

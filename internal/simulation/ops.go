@@ -28,6 +28,12 @@ func (r *runner) step() {
 		{3, r.waitConsume},
 		{3, r.concurrentProduce},
 		{1, r.diskFloor},
+		{2, r.faultWrite},
+		{1, r.faultSync},
+		{1, r.faultCall},
+		{2, r.faultClose},
+		{1, r.faultMeta},
+		{1, r.lieCrash},
 	}
 	if r.big {
 		weights[0].w = 90 // produce
@@ -92,6 +98,9 @@ func (r *runner) produce() {
 	var base int64
 	err := retryBusy(func() (err error) { base, err = r.n.Produce(r.ctx, t.name, pi, recs); return err })
 	r.logf("produce %s/%d %d records: base %d (%v)", t.name, pi, count, base, err)
+	if r.refused(t, pi, err) {
+		return // a poisoned log's refusal: nothing kept (check_fault.go)
+	}
 	r.must("produce", err)
 	if base != p.committed {
 		r.failf("produce %s/%d landed at %d, want %d (offsets dense)", t.name, pi, base, p.committed)
@@ -181,6 +190,12 @@ func (r *runner) consumeWith(t *topicModel, opts runtime.ConsumeOptions) []runti
 func (r *runner) checkLeased(t *topicModel, opts runtime.ConsumeOptions, got []runtime.LeasedRecord, err error) []runtime.LeasedRecord {
 	r.logf("consume %s partition %d max %d lease %v: %s (%v)", t.name, opts.Partition, opts.MaxRecords, opts.Lease, leasedString(got), err)
 	r.must("consume", err)
+	r.leased(t, opts, got)
+	return got
+}
+
+// leased checks a consume's answer and records its leases in the model.
+func (r *runner) leased(t *topicModel, opts runtime.ConsumeOptions, got []runtime.LeasedRecord) {
 	now := time.Now()
 	ids := map[int]uint64{}
 	for _, rec := range got {
@@ -211,7 +226,6 @@ func (r *runner) checkLeased(t *topicModel, opts runtime.ConsumeOptions, got []r
 		}
 		p.leases[rec.Offset] = leaseModel{id: rec.LeaseID, deadline: rec.LeaseDeadline}
 	}
-	return got
 }
 
 // ack acks offsets of one partition: every leased one but the lowest, or
@@ -440,7 +454,7 @@ func (r *runner) drain() {
 func (r *runner) restart() {
 	r.logf("restart")
 	r.settle()
-	r.must("close", r.n.Close())
+	r.must("close", r.closeNode(nil))
 	r.n = nil
 	r.start()
 	r.checkAll(true)
@@ -464,18 +478,25 @@ func (r *runner) crash() {
 			ahead[p] = len(p.acked) - int(low)
 		}
 	}
+	r.crashNode(plan)
+	r.afterCrash(at, ahead)
+	r.cursorsAfterCrash(at)
+	r.checkAll(true)
+}
+
+// crashNode takes a crash image of the disk under plan, closes the old
+// node (its later writes go to the old disk, which no one reads) and
+// starts a new node on the image.
+func (r *runner) crashNode(plan sim.CrashPlan) {
 	r.settle()
 	img := r.d.Crash(plan)
 	r.trace.disk(img)
 	r.trace.attach(img)
-	r.d.SetHook(nil) // the old node's last calls go to a disk no one reads
+	r.d.SetHook(nil)
 	r.n.Close()
 	r.n, r.d = nil, img
 	r.res.Crashes++
 	r.start()
-	r.afterCrash(at, ahead)
-	r.cursorsAfterCrash(at)
-	r.checkAll(true)
 }
 
 // sortedKeys lists a lease map's offsets in order.

@@ -24,6 +24,9 @@ import (
 // the same whether the poll reads before the group's commit or after).
 func (r *runner) concurrentProduce() {
 	r.atRest()
+	if r.anyPoisoned() {
+		return // a poisoned log refuses the produces this operation counts on (check_fault.go)
+	}
 	t := r.pick()
 	pi := r.rng.IntN(len(t.parts))
 	p := t.parts[pi]

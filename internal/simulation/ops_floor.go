@@ -36,6 +36,9 @@ const (
 // enough space for it. The disk is given its room back at the end.
 func (r *runner) diskFloor() {
 	r.atRest()
+	if r.anyPoisoned() {
+		return // a poisoned log refuses the produces this operation counts on (check_fault.go)
+	}
 	t := r.pick()
 	pi := r.rng.IntN(len(t.parts))
 	p := t.parts[pi]

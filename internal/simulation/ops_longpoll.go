@@ -68,6 +68,9 @@ func cursorTarget(t *topicModel, name string, pi, maxRecords, waitMs int, advanc
 // once; with nothing, it answers empty at its deadline.
 func (r *runner) longPoll() {
 	r.atRest()
+	if r.anyPoisoned() {
+		return // a poisoned log refuses the produces this operation counts on (check_fault.go)
+	}
 	t := r.pick()
 	pi := r.rng.IntN(len(t.parts))
 	p := t.parts[pi]
@@ -202,6 +205,9 @@ func errorCode(rec *httptest.ResponseRecorder) string {
 // they wait opens a log the budget has no room for.
 func (r *runner) waitConsume() {
 	r.atRest()
+	if r.anyPoisoned() {
+		return // a poisoned log refuses the produces this operation counts on (check_fault.go)
+	}
 	t := r.pick()
 	part, scope := runtime.AnyPartition, []int{}
 	// A consume of any partition waits only while the budget holds every

@@ -43,6 +43,7 @@ const (
 type Result struct {
 	Ops, Crashes, Faults int
 	Live                 LiveCounts // cursors, long polls, concurrent producers, the floor (model_live.go)
+	Pairs                []string   // "operation: fault" for each fault that fired (ops_faultkit.go)
 	// Violation is the first disagreement of the node with the model,
 	// empty when there was none; Check is the check it failed (its
 	// message before the numbers), what a shrunk run must fail again; Log
@@ -167,7 +168,8 @@ func (r *runner) failf(format string, args ...any) {
 }
 
 // must fails the run on an error no operation of the workload may meet:
-// nothing is injected, so every call must succeed.
+// no fault is in force outside the operations that inject one (and check
+// what they answer themselves), so every call must succeed.
 func (r *runner) must(what string, err error) {
 	if err != nil {
 		r.failf("%s: unexpected error: %v", what, err)

@@ -48,8 +48,8 @@ func TestSimulation(t *testing.T) {
 	}
 	began := time.Now()
 	sum := b.run(t)
-	t.Logf("seed %d, runs %d to %d in %v, %d at once; trace digest %016x",
-		b.seed, b.first, b.first+b.runs-1, time.Since(began).Round(time.Millisecond), max(b.parallel, 1), sum.digest)
+	t.Logf("seed %d, runs %d to %d in %v, %d at once; trace digest %016x; faults met %d distinct (operation, fault) pairs",
+		b.seed, b.first, b.first+b.runs-1, time.Since(began).Round(time.Millisecond), max(b.parallel, 1), sum.digest, len(sum.pairs))
 	if sum.ops == 0 {
 		t.Error("the simulation ran no operation")
 	}
