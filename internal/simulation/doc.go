@@ -56,7 +56,8 @@
 // of one kind of a partition's files followed by a crash, whose cost is
 // counted, not called a violation. Each answer is checked against the kind
 // the docs name for it, a failed batch keeps nothing, and the node serves
-// the rest.
+// the rest. bigAck (ops_bigack.go), in the long runs, grows an acked-ahead
+// set past a consumer.ahead slot and closes the log cleanly.
 //
 // The model (model.go) and the checks (check.go) are those of
 // docs/durability.md, "The simulator"; the first disagreement stops the

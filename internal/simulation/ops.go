@@ -34,6 +34,7 @@ func (r *runner) step() {
 		{2, r.faultClose},
 		{1, r.faultMeta},
 		{1, r.lieCrash},
+		{r.bigAckWeight(), r.bigAck},
 	}
 	if r.big {
 		weights[0].w = 90 // produce
