@@ -213,13 +213,16 @@ func (r *runner) waitConsume() {
 	// A consume of any partition waits only while the budget holds every
 	// log of the topic: a call that evicted one would wake it (a close is
 	// announced) while the call goes on, and what the woken consume
-	// leased would be the scheduler's choice, not the run's.
+	// leased would be the scheduler's choice, not the run's. So the
+	// topic's logs are opened first (another topic's give way), and the
+	// produce that wakes it opens none.
 	if r.rng.IntN(2) == 0 || len(t.parts) > r.maxOpen {
 		part = r.rng.IntN(len(t.parts))
 		scope = append(scope, part)
 	} else {
 		for pi := range t.parts {
 			scope = append(scope, pi)
+			r.must("open", retryBusy(func() error { _, err := r.n.Log(r.ctx, t.name, pi); return err }))
 		}
 	}
 	for _, pi := range scope {

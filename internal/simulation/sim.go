@@ -213,6 +213,7 @@ func (r *runner) start() {
 		r.must("start node", err)
 	}
 	r.n = n
+	r.pinLock()
 	r.live.ms, r.live.api = ms, nil
 	for _, t := range r.topics {
 		for _, p := range t.parts {
