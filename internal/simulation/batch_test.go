@@ -18,6 +18,7 @@ type batch struct {
 	parallel    int
 	ops         []int // with one run: only these operations (a shrunk run)
 	shrink      int   // the runs shrinking a violation may take
+	shrinkRuns  int   // how many failed runs are shrunk (the first to fail); the others are reported whole
 	verbose     bool  // log every run's operations, not only a failed one's
 	twice       bool  // run every run twice, failing where the two part
 }
@@ -38,13 +39,15 @@ func (b batch) exec(t *testing.T, run int, opts Options) (res Result) {
 }
 
 // run runs the batch and fails t with the report of every run that
-// violated the model, its operations shrunk.
+// violated the model, the first shrinkRuns of them shrunk: a bug that
+// fails hundreds of runs would otherwise take hours to shrink them all.
 func (b batch) run(t *testing.T) summary {
 	var (
-		next atomic.Int64
-		mu   sync.Mutex
-		sum  = summary{runs: b.runs, pairs: map[string]bool{}}
-		wg   sync.WaitGroup
+		failed atomic.Int64
+		next   atomic.Int64
+		mu     sync.Mutex
+		sum    = summary{runs: b.runs, pairs: map[string]bool{}}
+		wg     sync.WaitGroup
 	)
 	progressEvery := max(b.runs/10, 5000)
 	for range max(b.parallel, 1) {
@@ -64,7 +67,7 @@ func (b batch) run(t *testing.T) summary {
 					}
 				}
 				if res.Violation != "" {
-					t.Error(b.report(t, run, res))
+					t.Error(b.report(t, run, res, failed.Add(1) <= int64(b.shrinkRuns)))
 				} else if b.verbose {
 					t.Logf("operations:\n  %s", strings.Join(res.Log, "\n  "))
 				}
@@ -92,8 +95,8 @@ func (b batch) run(t *testing.T) summary {
 }
 
 // report is a failed run's report, shrunk within the batch's budget.
-func (b batch) report(t *testing.T, run int, res Result) string {
-	if b.shrink <= 0 {
+func (b batch) report(t *testing.T, run int, res Result, shrink bool) string {
+	if b.shrink <= 0 || !shrink {
 		return Report(b.seed, run, res, nil, Result{})
 	}
 	ops, shrunk := Shrink(res, func(ops []int) Result { return b.exec(t, run, Options{Ops: ops}) }, b.shrink)

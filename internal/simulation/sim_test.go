@@ -19,6 +19,7 @@ var (
 	simOps      = flag.String("sim.ops", "", "with -sim.run: replay only these operations, as a shrunk run's replay line lists them (3,17,42)")
 	simParallel = flag.Int("sim.parallel", 1, "how many runs at once, each in a bubble of its own")
 	simShrink   = flag.Int("sim.shrink", 500, "how many runs shrinking a violation may take; 0 shrinks nothing")
+	simShrinkN  = flag.Int("sim.shrinkruns", 3, "how many failed runs are shrunk, the first to fail (the others are reported whole)")
 	simTwice    = flag.Bool("sim.twice", false, "run every run twice and fail any whose two executions part (exact replay)")
 )
 
@@ -32,7 +33,7 @@ var (
 //	go test ./internal/simulation -run '^TestSimulation$' -v -sim.seed=7 -sim.run=1234
 //	go test ./internal/simulation -run '^TestSimulation$' -v -sim.seed=7 -sim.run=1234 -sim.ops=3,17,42
 func TestSimulation(t *testing.T) {
-	b := batch{seed: *simSeed, first: *simFirst, runs: *simRuns, parallel: *simParallel, shrink: *simShrink, twice: *simTwice}
+	b := batch{seed: *simSeed, first: *simFirst, runs: *simRuns, parallel: *simParallel, shrink: *simShrink, shrinkRuns: *simShrinkN, twice: *simTwice}
 	ops, err := ParseOps(*simOps)
 	switch {
 	case err != nil:
