@@ -384,7 +384,9 @@ func (r *runner) changeRetention() {
 	if r.rng.IntN(2) == 0 {
 		ret.Bytes = int64(512 + r.rng.IntN(12<<10))
 	}
+	open, moved := r.openParts(t), ret.Ms != t.retMs || ret.Bytes != t.retBytes
 	r.setRetention(t, ret)
+	r.retentionAtOnce(t, open, moved) // check_retention.go
 }
 
 // setRetention sets a topic's bounds and takes them into the model.
