@@ -145,7 +145,7 @@ func (r *runner) afterCrash(at time.Time, ahead map[*partModel]int) {
 					p.acked[o] = at // settled: retention deleted it before the crash brought it back
 				case got && !p.isAcked(o):
 					r.failf("after the crash %s/%d: offset %d held acked, its ack never returned (frontier %d)", t.name, pi, o, st.Frontier)
-				case !got && p.isAcked(o) && when.Before(at.Add(-ackWindow)) && ahead[p] <= keptAhead:
+				case !got && p.isAcked(o) && when.Before(at.Add(-ackWindow)) && ahead[p] <= keptAhead && !p.mayLoseOverSlot(o, at):
 					r.failf("after the crash %s/%d: the ack of offset %d, returned %v before the crash, was lost (frontier %d, %d acked ahead)",
 						t.name, pi, o, at.Sub(when), st.Frontier, len(st.AckedAhead))
 				case !got && p.isAcked(o):
@@ -191,9 +191,9 @@ func (r *runner) retentionApplied() {
 				}
 				rotated := !poisoned[p] || i < len(bases)-1
 				if t.retMs > 0 && rotated && end > base && end-1 >= start && end-1 < int64(len(p.commitAt)) &&
-					!p.commitAt[end-1].After(now.Add(-time.Duration(t.retMs)*time.Millisecond-retentionWithin)) {
+					!p.lastWrite(base, end).After(now.Add(-time.Duration(t.retMs)*time.Millisecond-retentionWithin)) {
 					r.failf("retention %s/%d: segment [%d, %d) last written %v ago kept past its %d ms bound (changed %v ago)",
-						t.name, pi, base, end, now.Sub(p.commitAt[end-1]), t.retMs, now.Sub(t.retSince))
+						t.name, pi, base, end, now.Sub(p.lastWrite(base, end)), t.retMs, now.Sub(t.retSince))
 				}
 			}
 			if t.retBytes > 0 && total > t.retBytes && len(bases) > 1 {

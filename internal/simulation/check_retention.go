@@ -61,9 +61,9 @@ func (r *runner) retentionAtOnce(t *topicModel, open []int, moved bool) {
 			rotated := !poisoned[p] || i < len(bases)-1
 			// A millisecond of slack: the pass ran a nanosecond before now.
 			if t.retMs > 0 && rotated && end > base && end-1 < int64(len(p.commitAt)) &&
-				p.commitAt[end-1].Before(now.Add(-time.Duration(t.retMs)*time.Millisecond-time.Millisecond)) {
+				p.lastWrite(base, end).Before(now.Add(-time.Duration(t.retMs)*time.Millisecond-time.Millisecond)) {
 				r.failf("retention %s/%d: segment [%d, %d) last written %v ago kept past its %d ms bound right after the change, its log open at it",
-					t.name, pi, base, end, now.Sub(p.commitAt[end-1]), t.retMs)
+					t.name, pi, base, end, now.Sub(p.lastWrite(base, end)), t.retMs)
 			}
 		}
 		if t.retBytes > 0 && total > t.retBytes && len(bases) > 1 {

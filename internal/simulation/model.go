@@ -43,6 +43,7 @@ type partModel struct {
 	lastLeases []uint64             // recent lease ids, for nacks (old ones too)
 	batches    []batchSpan          // records of concurrent produces, by offset (model_live.go)
 	flt        partFault            // what injected faults left on it (model_fault.go)
+	slots      slotHistory          // when an ack last shrank a set over a slot (model_ack.go)
 }
 
 // leaseModel is one record's lease as the consume answered it.

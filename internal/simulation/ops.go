@@ -271,13 +271,7 @@ func (r *runner) ack() {
 	err := retryBusy(func() (err error) { frontier, err = r.n.Ack(r.ctx, t.name, pi, offsets...); return err })
 	r.logf("ack %s/%d %s: frontier %d (%v)", t.name, pi, offsetsString(offsets), frontier, err)
 	r.must("ack", err)
-	now := time.Now()
-	for _, o := range offsets {
-		if !p.isAcked(o) {
-			p.acked[o] = now
-		}
-		delete(p.leases, o)
-	}
+	p.ackedNow(offsets)
 	r.checkFrontier(t, pi, frontier, "ack")
 }
 

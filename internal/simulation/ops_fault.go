@@ -54,6 +54,9 @@ func (r *runner) faultWrite() {
 	for try := range tries {
 		err, fired := r.attempt(in, func() error { return r.produceOnce(t, pi, count) })
 		r.answer("produce under "+in.what, fired, true, err, commitFailed(in.cause))
+		if err != nil {
+			t.parts[pi].failedWrite()
+		}
 		if err == nil {
 			break
 		}
@@ -86,6 +89,9 @@ func (r *runner) faultSync() {
 	err, fired := r.attempt(in, func() error { return r.produceOnce(t, pi, count) })
 	r.lift(in, "produce")
 	r.answer("produce under "+in.what, fired, true, err, logPoisoned)
+	if err != nil {
+		p.failedWrite()
+	}
 	if err == nil {
 		return
 	}

@@ -198,13 +198,7 @@ func (r *runner) ackOnce(t *topicModel, pi int, offsets []int64) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now()
-	for _, o := range offsets {
-		if !p.isAcked(o) {
-			p.acked[o] = now
-		}
-		delete(p.leases, o)
-	}
+	p.ackedNow(offsets)
 	p.start = r.describe(t)[pi].StartOffset // a sweep may have run since the last check
 	r.checkFrontier(t, pi, frontier, "ack")
 	return nil
