@@ -1,7 +1,7 @@
-// Package simulation is the deterministic simulator (first increment):
-// one runtime.Node in a testing/synctest bubble on the simulated disk
-// (vfs/sim), driven by a random workload drawn from (seed, run) and
-// checked against a model after every operation.
+// Package simulation is the deterministic simulator: one runtime.Node
+// in a testing/synctest bubble on the simulated disk (vfs/sim), driven by
+// a random workload drawn from (seed, run) and checked against a model
+// after every operation.
 //
 // A run (sim.go) creates one or two topics of one to three partitions and
 // draws each operation from a PCG source of its own, seeded with (seed,
@@ -59,12 +59,15 @@
 // the rest. bigAck (ops_bigack.go), in the long runs, grows an acked-ahead
 // set past a consumer.ahead slot and closes the log cleanly.
 //
-// The model (model.go) and the checks (check.go) are those of
-// docs/durability.md, "The simulator"; the first disagreement stops the
-// run, and the test prints the command that replays it (ReplayLine) with
-// the run's operations, then a shorter list of them that fails the same
-// check (Shrink, shrink.go: delta debugging over the operations, each run
-// alone as Options.Ops lists them).
+// The model (model.go, model_ack.go) and the checks (check.go,
+// check_retention.go: a retention change applied at once to the logs
+// open at it) are those of docs/durability.md, "The simulator"; the first
+// disagreement stops the run, and the test prints the command that
+// replays it (ReplayLine) with the run's operations, then a shorter list
+// of them that fails the same check (Shrink, shrink.go: delta debugging
+// over the operations, each run alone as Options.Ops lists them).
+// TestSimulation runs a batch of runs (batch_test.go): the CI's 2,000, or
+// any range of runs of any seed, several at once (the long-run command).
 //
 // A run replays exactly: the same (seed, run) makes the same file calls,
 // in the same order, and leaves the same crash images, in any process,
@@ -74,5 +77,6 @@
 // hashes a run's calls and images (Result.Trace), which the replay tests
 // compare across executions and processes.
 //
-// Several nodes and moves are not covered yet.
+// Several nodes, moves, installs and lost nodes are not covered yet;
+// docs/durability.md lists what else is left out.
 package simulation
