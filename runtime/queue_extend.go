@@ -25,26 +25,12 @@ var ErrBadLease = errors.New("runtime: lease out of range")
 // millisecond to MaxLease (ErrBadLease). Leases stay in memory: a
 // restart delivers every record not acked again, extended or not.
 func (n *Node) ExtendLease(ctx context.Context, topic string, p int, leaseID uint64, leaseFor time.Duration, offsets ...int64) (int, error) {
-	key, err := n.key(topic, p)
-	if err != nil {
-		return 0, err
-	}
 	if leaseFor < time.Millisecond || leaseFor > MaxLease {
 		return 0, fmt.Errorf("%w: %v, not from 1ms to %v", ErrBadLease, leaseFor, MaxLease)
 	}
-	rec, ok, err := n.ms.Topic(ctx, topic)
-	if err != nil {
+	q, err := n.leasesOf(ctx, topic, p)
+	if q == nil || err != nil {
 		return 0, err
-	}
-	if !ok {
-		return 0, fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
-	}
-	if p >= rec.Partitions {
-		return 0, fmt.Errorf("%w: %s/%d", ErrPartitionNotFound, topic, p)
-	}
-	q := n.queues.lookup(key)
-	if q == nil {
-		return 0, nil
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -202,23 +202,9 @@ func (n *Node) settleUnreadable(q *queue, c *consumer, from, next int64) {
 // (to another consume) is passed over. It returns how many were given
 // back.
 func (n *Node) Nack(ctx context.Context, topic string, p int, leaseID uint64, offsets ...int64) (int, error) {
-	key, err := n.key(topic, p)
-	if err != nil {
+	q, err := n.leasesOf(ctx, topic, p)
+	if q == nil || err != nil {
 		return 0, err
-	}
-	rec, ok, err := n.ms.Topic(ctx, topic)
-	if err != nil {
-		return 0, err
-	}
-	if !ok {
-		return 0, fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
-	}
-	if p >= rec.Partitions {
-		return 0, fmt.Errorf("%w: %s/%d", ErrPartitionNotFound, topic, p)
-	}
-	q := n.queues.lookup(key)
-	if q == nil {
-		return 0, nil
 	}
 	given := 0
 	q.mu.Lock()
@@ -233,4 +219,25 @@ func (n *Node) Nack(ctx context.Context, topic string, p int, leaseID uint64, of
 		n.queues.parking(topic).wake(p)
 	}
 	return given, nil
+}
+
+// leasesOf is the queue of the leases of an existing partition, or nil
+// when none is in memory (nothing was leased from it since it was
+// loaded): what a nack or a lease extension acts on.
+func (n *Node) leasesOf(ctx context.Context, topic string, p int) (*queue, error) {
+	key, err := n.key(topic, p)
+	if err != nil {
+		return nil, err
+	}
+	rec, ok, err := n.ms.Topic(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
+	}
+	if p >= rec.Partitions {
+		return nil, fmt.Errorf("%w: %s/%d", ErrPartitionNotFound, topic, p)
+	}
+	return n.queues.lookup(key), nil
 }
