@@ -2,7 +2,13 @@ package httpapi
 
 import (
 	"bytes"
+	"fmt"
+	"io"
+	"net/http/httptest"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 
 	"github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/internal/testmem"
@@ -26,6 +32,137 @@ func TestDecodeBatch_ATinyBodyTakesATinyBuffer(t *testing.T) {
 		}
 		if got > 16<<10 {
 			t.Fatalf("Content-Length %d: decoding a 3-byte body allocated %d bytes; want at most 16 KiB", size, got)
+		}
+	}
+}
+
+// batchOf is a binary produce body of n records of a 2-byte key and a
+// 98-byte value (100 bytes, as the produce command's bench lines).
+func batchOf(n int) []byte {
+	var body []byte
+	for i := range n {
+		body = api.AppendRecord(body, []byte("k1"), fmt.Appendf(nil, "%098d", i))
+	}
+	return body
+}
+
+// TestDecodeBatch_TheRecordListIsExactAndInOrder: whatever the number of
+// records (inside the first list, at its end, at a chunk's end, past
+// several), the list holds them in order, its capacity their number.
+func TestDecodeBatch_TheRecordListIsExactAndInOrder(t *testing.T) {
+	for _, n := range []int{1, headRecords, headRecords + 1, headRecords + chunkRecords, headRecords + chunkRecords + 1, 10000} {
+		body := batchOf(n)
+		recs, err := decodeBatch(bytes.NewReader(body), int64(len(body)))
+		if err != nil || len(recs) != n {
+			t.Fatalf("%d records: %d decoded, %v", n, len(recs), err)
+		}
+		if n > headRecords && cap(recs) != n {
+			t.Fatalf("%d records in a list of capacity %d", n, cap(recs))
+		}
+		for i, r := range recs {
+			if string(r.Key) != "k1" || !bytes.Equal(r.Value, fmt.Appendf(nil, "%098d", i)) {
+				t.Fatalf("%d records: record %d is %q %q", n, i, r.Key, r.Value)
+			}
+		}
+	}
+}
+
+// TestDecodeBatch_ADeclaredLengthAllocatesNothingAhead: a body that
+// declares 64 MiB and holds one record allocates about what it holds,
+// with or without --max-inflight-bytes, and takes from the budget only
+// what it sent.
+func TestDecodeBatch_ADeclaredLengthAllocatesNothingAhead(t *testing.T) {
+	for _, budget := range []int64{0, 8 << 20} {
+		a := New(nil, nil, zap.NewNop(), prometheus.NewRegistry(), Options{MaxBody: 64 << 20, MaxInflight: budget})
+		body := api.AppendRecord(nil, nil, []byte("x"))
+		r := httptest.NewRequest("POST", "/v1/topics/t/partitions/0/records", bytes.NewReader(body))
+		r.ContentLength = 64 << 20
+		m := a.meterBody(httptest.NewRecorder(), r)
+		got := testmem.Allocated(func() {
+			if recs, err := decodeBatch(m, r.ContentLength); err != nil || len(recs) != 1 {
+				t.Errorf("budget %d: %d records, %v", budget, len(recs), err)
+			}
+		})
+		if got > 256<<10 || m.held != int64(len(body)) {
+			t.Fatalf("budget %d: a 3-byte body declared as 64 MiB allocated %d bytes and held %d of the budget", budget, got, m.held)
+		}
+		m.release()
+	}
+}
+
+// TestDecodeBatch_ABodyThatFitsTheBudgetAloneIsTaken: with
+// --max-inflight-bytes equal to --max-body-bytes (the least the
+// configuration allows), a body just under the bound, alone, is taken
+// whole.
+func TestDecodeBatch_ABodyThatFitsTheBudgetAloneIsTaken(t *testing.T) {
+	a := New(nil, nil, zap.NewNop(), prometheus.NewRegistry(), Options{MaxBody: 1 << 20, MaxInflight: 1 << 20})
+	body := batchOf(10000) // 1,020,000 bytes
+	r := httptest.NewRequest("POST", "/v1/topics/t/partitions/0/records", bytes.NewReader(body))
+	m := a.meterBody(httptest.NewRecorder(), r)
+	defer m.release()
+	if recs, err := decodeBatch(m, r.ContentLength); err != nil || len(recs) != 10000 {
+		t.Fatalf("a %d-byte body alone under a budget of %d: %d records, %v (held %d)", len(body), 1<<20, len(recs), err, m.held)
+	}
+}
+
+// TestDecodeBatch_AStalledBodyHoldsOnlyWhatItSent: a body that declares
+// 64 MiB, sends one record and stalls leaves the rest of an 8 MiB budget
+// to a 4 MiB body beside it.
+func TestDecodeBatch_AStalledBodyHoldsOnlyWhatItSent(t *testing.T) {
+	a := New(nil, nil, zap.NewNop(), prometheus.NewRegistry(), Options{MaxBody: 64 << 20, MaxInflight: 8 << 20})
+	stall := &stallingReader{first: api.AppendRecord(nil, nil, []byte("x")), stalled: make(chan struct{}), gone: make(chan struct{})}
+	hr := httptest.NewRequest("POST", "/v1/topics/t/partitions/0/records", stall)
+	hr.ContentLength = 64 << 20
+	stalled := a.meterBody(httptest.NewRecorder(), hr)
+	done := make(chan error, 1)
+	go func() {
+		_, err := decodeBatch(stalled, hr.ContentLength)
+		done <- err
+	}()
+	<-stall.stalled // its first record read, the decoder waits for more
+	beside := a.meterBody(httptest.NewRecorder(), httptest.NewRequest("POST", "/v1/topics/t/partitions/1/records", bytes.NewReader(make([]byte, 4<<20))))
+	_, err := io.Copy(io.Discard, beside)
+	beside.release()
+	close(stall.gone) // the stalled client goes away
+	if cut := <-done; cut == nil {
+		t.Error("a body that ended 64 MiB short decoded without an error")
+	}
+	held := stalled.held
+	stalled.release()
+	if err != nil {
+		t.Fatalf("a 4 MiB body under an 8 MiB budget beside a stalled body holding %d bytes: %v", held, err)
+	}
+}
+
+// stallingReader gives its first bytes, then blocks until gone closes
+// (stalled closes when the second read starts), then fails.
+type stallingReader struct {
+	first         []byte
+	stalled, gone chan struct{}
+	reads         int
+}
+
+func (s *stallingReader) Read(p []byte) (int, error) {
+	s.reads++
+	if s.reads == 1 {
+		return copy(p, s.first), nil
+	}
+	if s.reads == 2 {
+		close(s.stalled)
+	}
+	<-s.gone
+	return 0, io.ErrUnexpectedEOF
+}
+
+// BenchmarkDecodeBatch: a binary body of 10,000 records of 100 bytes (the
+// produce command's request in the bench's cli suite).
+func BenchmarkDecodeBatch(b *testing.B) {
+	body := batchOf(10000)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := decodeBatch(bytes.NewReader(body), int64(len(body))); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/narad-io/storage/api"
@@ -310,15 +311,23 @@ func tokenName(tok json.Token) string {
 // the budget as the records come. Small keys and values are packed: the
 // records are released together once committed. size is the body's
 // Content-Length (-1 when not known): the reader's buffers fit the body.
+//
+// The records are gathered as they come, past the first few, in pooled
+// chunks, and copied once at the body's end into a list of exactly their
+// number: nothing is allocated ahead of the bytes received (a declared
+// length is never trusted), and the list is not grown by doubling, which
+// cost a fifth of the daemon's CPU in a produce of 10,000 small records a
+// request.
 func decodeBatch(body io.Reader, size int64) ([]partition.Record, error) {
 	br := api.NewBatchReaderSize(body, wire.MaxRecordBytes, size)
 	br.PackSmall()
-	var out []partition.Record
+	var g recordGatherer
+	defer g.release()
 	var budget batchBudget
 	for {
 		key, value, err := br.Record()
 		if err == io.EOF {
-			return out, nil
+			return g.list(), nil
 		}
 		if err != nil {
 			return nil, err
@@ -326,8 +335,67 @@ func decodeBatch(body io.Reader, size int64) ([]partition.Record, error) {
 		if err := budget.add(len(key), len(value)); err != nil {
 			return nil, err
 		}
-		out = append(out, partition.Record{Key: key, Value: value})
+		g.add(partition.Record{Key: key, Value: value})
 	}
+}
+
+// recordGatherer collects a body's records: the first headRecords in a
+// list of their own (a small body's whole list), the rest in chunks of
+// chunkRecords from a pool.
+//
+// Invariant: every chunk but the last is full; the records, in order,
+// are head's then each chunk's.
+type recordGatherer struct {
+	head   []partition.Record
+	chunks []*[]partition.Record
+	n      int
+}
+
+const (
+	headRecords  = 64
+	chunkRecords = 1024
+)
+
+var recordChunks = sync.Pool{New: func() any {
+	c := make([]partition.Record, 0, chunkRecords)
+	return &c
+}}
+
+func (g *recordGatherer) add(r partition.Record) {
+	g.n++
+	if len(g.head) < headRecords {
+		g.head = append(g.head, r)
+		return
+	}
+	if len(g.chunks) == 0 || len(*g.chunks[len(g.chunks)-1]) == chunkRecords {
+		g.chunks = append(g.chunks, recordChunks.Get().(*[]partition.Record))
+	}
+	last := g.chunks[len(g.chunks)-1]
+	*last = append(*last, r)
+}
+
+// list returns the records in one list of exactly their number.
+func (g *recordGatherer) list() []partition.Record {
+	if len(g.chunks) == 0 {
+		return g.head
+	}
+	out := make([]partition.Record, 0, g.n)
+	out = append(out, g.head...)
+	for _, c := range g.chunks {
+		out = append(out, *c...)
+	}
+	return out
+}
+
+// release gives the chunks back to the pool, cleared so they keep no
+// body's bytes alive.
+func (g *recordGatherer) release() {
+	for _, c := range g.chunks {
+		clear(*c)
+		*c = (*c)[:0]
+		recordChunks.Put(c)
+	}
+	g.chunks = nil
 }
 
 // fetch serves records below the high watermark; at the high watermark

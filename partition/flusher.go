@@ -3,9 +3,10 @@ package partition
 import (
 	"errors"
 	"fmt"
-	"github.com/narad-io/storage/codec"
+	"slices"
 	"time"
 
+	"github.com/narad-io/storage/codec"
 	"github.com/narad-io/storage/wire"
 	"go.uber.org/zap"
 )
@@ -43,6 +44,7 @@ func (s *state) appendEnvelopes(b batch) (base int64) {
 		s.bufferPools = append(s.bufferPools, b.pooled)
 	}
 	s.bufferPinned += cap(b.frame)
+	s.buffer = slices.Grow(s.buffer, len(b.envs)) // once, not doubling through a batch
 	for _, env := range b.envs {
 		e, err := wire.ParseEnvelope(env)
 		if err == nil && e.CommittedAtUnixMs < s.commitFloor {
