@@ -258,6 +258,9 @@ func (br *BatchReader) chunk() ([]byte, error) {
 	if n > br.maxLen {
 		return nil, fmt.Errorf("length %d over the %d-byte record bound", n, br.maxLen)
 	}
+	if n == 0 {
+		return []byte{}, nil // empty, never nil, packed or not
+	}
 	if n <= firstPiece { // one piece, as most are: read whole at once
 		var piece []byte
 		if br.pack && n <= packMax {

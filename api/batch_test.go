@@ -352,3 +352,26 @@ func TestBatchReader_GrowsWithABodyOfUnknownLength(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchReader_AnEmptyFieldIsEmptyNotNil: an empty key or value reads
+// as an empty slice, never nil, whichever record it is in and packed or
+// not (packed, the first record's came back nil from a block not yet
+// made, the later ones empty).
+func TestBatchReader_AnEmptyFieldIsEmptyNotNil(t *testing.T) {
+	var body []byte
+	for range 3 {
+		body = AppendRecord(body, nil, nil)
+	}
+	for _, pack := range []bool{false, true} {
+		br := NewBatchReader(bytes.NewReader(body), 1<<10)
+		if pack {
+			br.PackSmall()
+		}
+		for i := range 3 {
+			key, value, err := br.Record()
+			if err != nil || key == nil || value == nil || len(key)+len(value) != 0 {
+				t.Fatalf("packed %v, record %d: key %#v value %#v, %v", pack, i, key, value, err)
+			}
+		}
+	}
+}

@@ -22,7 +22,11 @@ type Record struct {
 	Key, Value []byte
 }
 
-// FetchedRecord is a committed record.
+// FetchedRecord is a committed record. The small keys and values of one
+// binary fetch answer (up to 1 KiB each) share blocks of up to 64 KiB, one
+// allocation for many records: a record kept after its neighbours are
+// dropped keeps its block in memory; copy its Key and Value to keep them
+// alone. Appending to a Key or Value copies it.
 type FetchedRecord struct {
 	Offset      int64
 	Key, Value  []byte
@@ -210,6 +214,7 @@ const maxField = 64 << 20
 // decodeFetched reads a binary fetch answer (api.BatchReader).
 func decodeFetched(body io.Reader) ([]FetchedRecord, error) {
 	br := api.NewBatchReader(body, maxField)
+	br.PackSmall()
 	var out []FetchedRecord
 	for {
 		r, err := br.Fetched()
