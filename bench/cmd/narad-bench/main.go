@@ -374,12 +374,13 @@ func cliSuite(r *bench.Run, work string, sizes suiteSizes, reps int, bin string)
 	}
 	shape := sizes.cli
 	shape.Reps = max(shape.Reps, reps) // --reps, when more
-	fmt.Printf("cli suite: produce of %d lines of %d bytes to %d partitions, beside runtime.Node.Produce\n", shape.Lines, shape.LineBytes, shape.Partitions)
+	fmt.Printf("cli suite: produce and consume of %d lines of %d bytes to %d partitions, beside runtime.Node.Produce and ReadFunc\n", shape.Lines, shape.LineBytes, shape.Partitions)
 	res, err := bench.RunCLIProduce(bin, work, shape)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("  produce command %10.0f rec/s  runtime.Node.Produce %10.0f rec/s  ratio %.2f (rounds %.2f)\n", res.CLIRecordsPerS, res.NodeRecordsPerS, res.Ratio, res.Ratios)
+	fmt.Printf("  consume command %10.0f rec/s  runtime.Node.ReadFunc %9.0f rec/s  ratio %.2f (rounds %.2f)\n", res.CLIConsumeRecordsPerS, res.NodeReadRecordsPerS, res.ConsumeRatio, res.ConsumeRatios)
 	r.CLIProduce = append(r.CLIProduce, res)
 	return nil
 }
