@@ -26,12 +26,7 @@ func (k *Consumer) cursorPositions(ctx context.Context, desc Topic) error {
 		from = Latest
 	}
 	for round := 0; ; round++ {
-		owner := map[int]string{} // partition -> its owner's address, "" for the node asked
-		for _, d := range desc.Partitions {
-			if d.Remote && d.Owner != nil {
-				owner[d.Partition] = d.Owner.Addr
-			}
-		}
+		owner := ownerOf(desc)
 		nodes := map[string]bool{}
 		var missing []int
 		for _, st := range k.parts {

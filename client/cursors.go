@@ -2,9 +2,12 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -49,11 +52,29 @@ func cursorPath(topic, name string) string {
 	return topicPath(topic) + "/cursors/" + url.PathEscape(name)
 }
 
+// A node makes, lists and removes a cursor on the partitions it owns
+// (docs/scaling.md). CreateCursor, Cursor and DeleteCursor cover the
+// whole topic: in a cluster they ask each owner the topic's description
+// names, each for its own partitions, and put the answers together, so a
+// client made with any node's address sees the topic's cursor. A
+// partition that moved between the description and the call is asked of
+// its new owner, after a fresh description, up to cursorRounds times.
+
 // CreateCursor makes a cursor on every partition of topic; created is
 // false when it existed (its positions are left as they were).
-// An empty from is Earliest.
+// An empty from is Earliest. The answer holds every partition's
+// position, in partition order.
 func (c *Client) CreateCursor(ctx context.Context, topic, name string, from CursorFrom) (cur Cursor, created bool, err error) {
-	return c.createCursor(ctx, topic, name, from, nil)
+	if err := checkCursorName(name); err != nil {
+		return cur, false, err
+	}
+	cur, created, err = c.onEveryOwner(ctx, topic, name, func(node *url.URL) (Cursor, bool, error) {
+		return c.createCursor(ctx, topic, name, from, node)
+	})
+	if errors.Is(err, ErrCursorNotFound) && len(cur.Partitions) > 0 {
+		err = nil // an owner whose partitions moved away as it made the cursor
+	}
+	return cur, created, err
 }
 
 // createCursor is CreateCursor asking node (nil: the client's own),
@@ -90,22 +111,159 @@ func checkCursorName(name string) error {
 	return nil
 }
 
-// Cursor returns a cursor's positions; ErrCursorNotFound if the topic has
-// none of that name.
+// Cursor returns a cursor's positions on every partition of its topic
+// that has it, in partition order; ErrCursorNotFound if none has.
 func (c *Client) Cursor(ctx context.Context, topic, name string) (Cursor, error) {
-	var cur Cursor
 	if err := checkCursorName(name); err != nil {
-		return cur, err
+		return Cursor{}, err
 	}
-	return cur, c.doJSON(ctx, http.MethodGet, cursorPath(topic, name), nil, &cur)
+	cur, _, err := c.onEveryOwner(ctx, topic, name, func(node *url.URL) (Cursor, bool, error) {
+		var cur Cursor
+		resp, err := c.do(ctx, request{method: http.MethodGet, path: cursorPath(topic, name), node: node})
+		if err != nil {
+			return cur, false, err
+		}
+		defer drain(resp)
+		return cur, false, decodeJSON(resp, &cur)
+	})
+	if errors.Is(err, ErrCursorNotFound) && len(cur.Partitions) > 0 {
+		err = nil // the owners of the partitions without it
+	}
+	return cur, err
 }
 
-// DeleteCursor removes a cursor from every partition of its topic.
+// DeleteCursor removes a cursor from every partition of its topic;
+// ErrCursorNotFound if no owner had it.
 func (c *Client) DeleteCursor(ctx context.Context, topic, name string) error {
 	if err := checkCursorName(name); err != nil {
 		return err
 	}
-	return c.doJSON(ctx, http.MethodDelete, cursorPath(topic, name), nil, nil)
+	desc, err := c.Topic(ctx, topic)
+	if err != nil {
+		return err
+	}
+	var notFound error
+	found := false
+	for _, addr := range ownerAddrs(desc, nil) {
+		node, err := c.nodeAt(addr)
+		if err != nil {
+			return err
+		}
+		resp, err := c.do(ctx, request{method: http.MethodDelete, path: cursorPath(topic, name), node: node})
+		if errors.Is(err, ErrCursorNotFound) {
+			notFound = err
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		drain(resp)
+		found = true
+	}
+	if !found && notFound != nil {
+		return notFound
+	}
+	return nil
+}
+
+// onEveryOwner calls op once on each node owning partitions of topic not
+// yet answered for, and puts together the positions the answers give of
+// the partitions each owns; created is any answer's. A partition no
+// answer gave is looked for again on its owner in a fresh description
+// when that owner is another node than the one asked, up to cursorRounds
+// rounds; one its owner did not give is left out. The first error other
+// than ErrCursorNotFound ends it; ErrCursorNotFound is returned when an
+// owner answered it (beside the positions the others gave).
+func (c *Client) onEveryOwner(ctx context.Context, topic, name string, op func(node *url.URL) (Cursor, bool, error)) (cur Cursor, created bool, err error) {
+	cur.Name = name
+	desc, err := c.Topic(ctx, topic)
+	if err != nil {
+		return cur, false, err
+	}
+	got := map[int]CursorPosition{}
+	asked := map[int]string{} // partition -> the owner asked for it
+	var notFound error
+	for round := 0; ; round++ {
+		addrs := ownerAddrs(desc, func(p int, addr string) bool {
+			_, ok := got[p]
+			was, seen := asked[p]
+			return !ok && (!seen || was != addr)
+		})
+		if len(addrs) == 0 || round == cursorRounds {
+			break
+		}
+		if round > 0 {
+			if err := backoff(ctx, round-1, nil); err != nil {
+				return cur, created, err
+			}
+		}
+		owner := ownerOf(desc)
+		for _, addr := range addrs {
+			node, err := c.nodeAt(addr)
+			if err != nil {
+				return cur, created, err
+			}
+			for p, a := range owner {
+				if a == addr {
+					asked[p] = addr
+				}
+			}
+			answer, made, err := op(node)
+			if errors.Is(err, ErrCursorNotFound) {
+				notFound = err
+				continue
+			}
+			if err != nil {
+				return cur, created, err
+			}
+			created = created || made
+			for _, pos := range answer.Partitions {
+				if owner[pos.Partition] == addr {
+					got[pos.Partition] = pos
+				}
+			}
+		}
+		if len(got) == len(desc.Partitions) {
+			break
+		}
+		if desc, err = c.Topic(ctx, topic); err != nil {
+			return cur, created, err
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(got)) {
+		cur.Partitions = append(cur.Partitions, got[p])
+	}
+	if len(cur.Partitions) == 0 && notFound == nil {
+		notFound = fmt.Errorf("%w: %q on topic %s", ErrCursorNotFound, name, topic)
+	}
+	return cur, created, notFound
+}
+
+// ownerOf maps each partition of a description to its owner's address:
+// "" for the node the client was made with (it serves the partition, or
+// names no other owner).
+func ownerOf(desc Topic) map[int]string {
+	owner := make(map[int]string, len(desc.Partitions))
+	for _, d := range desc.Partitions {
+		addr := ""
+		if d.Remote && d.Owner != nil {
+			addr = d.Owner.Addr
+		}
+		owner[d.Partition] = addr
+	}
+	return owner
+}
+
+// ownerAddrs returns the owners of a description's partitions that want
+// (nil: all) keeps, each once, in order.
+func ownerAddrs(desc Topic, want func(p int, addr string) bool) []string {
+	set := map[string]bool{}
+	for p, addr := range ownerOf(desc) {
+		if want == nil || want(p, addr) {
+			set[addr] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
 }
 
 // CommitCursor sets a cursor's position in one partition (at most the

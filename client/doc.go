@@ -120,8 +120,9 @@
 // owner, not remembered). MovePartition, Moves and CancelMove ask for,
 // list and cancel moves; Nodes, Drain and MarkLost list a cluster's live
 // nodes, drain one and mark one lost. A node alone answers these with
-// ErrNotACluster. A Consumer's cursor is made and read on each owner the
-// topic's description names.
+// ErrNotACluster. CreateCursor, Cursor and DeleteCursor, and a Consumer's
+// cursor, are made, read and removed on each owner the topic's
+// description names, so they cover the whole topic through any node.
 //
 // The package depends on nothing of the engine, only on package api (the
 // API's bodies, codes and binary batch codec, on the standard library

@@ -37,8 +37,11 @@ func consumeAll(t *testing.T, k *client.Consumer) map[int][]string {
 // TestCluster_ATopicConsumerCoversEveryOwner: a client.Consumer made
 // through one node of three reads every partition of a topic spread over
 // the three (its fetches follow the 421 answers to each owner), and its
-// cursor is made on, and committed to, every owner: a consumer of the
-// same cursor through another node reads only what came after.
+// cursor is made on, and committed to, every owner: the cursor described
+// through any node has every partition's position, and a consumer of the
+// same cursor through another node reads only what came after. A cursor
+// made through one node is made on every owner; deleted through another,
+// it is gone from all.
 func TestCluster_ATopicConsumerCoversEveryOwner(t *testing.T) {
 	te := startEtcd(t)
 	nodes := startNodes(t, te, "a", "b", "c")
@@ -82,11 +85,14 @@ func TestCluster_ATopicConsumerCoversEveryOwner(t *testing.T) {
 	for _, d := range nodes {
 		cur, err := d.client().Cursor(bg, "orders", "audit")
 		if err != nil {
-			t.Fatalf("the cursor on %s: %v", d.id, err)
+			t.Fatalf("the cursor through %s: %v", d.id, err)
 		}
-		for _, pos := range cur.Partitions {
-			if owner[pos.Partition] != d.id || pos.Position != 4 || pos.Lag != 0 {
-				t.Fatalf("the cursor on %s: %+v; want its own partitions at 4", d.id, cur.Partitions)
+		if len(cur.Partitions) != partitions {
+			t.Fatalf("the cursor through %s: %+v; want all %d partitions", d.id, cur.Partitions, partitions)
+		}
+		for i, pos := range cur.Partitions {
+			if pos.Partition != i || pos.Position != 4 || pos.Lag != 0 {
+				t.Fatalf("the cursor through %s: %+v; want every partition at 4, in order", d.id, cur.Partitions)
 			}
 		}
 	}
@@ -102,6 +108,28 @@ func TestCluster_ATopicConsumerCoversEveryOwner(t *testing.T) {
 		if !slices.Equal(got[p], want(p, 4, 6)) {
 			t.Fatalf("partition %d (%s's) resumed through b: %v", p, owner[p], got[p])
 		}
+	}
+
+	cur, created, err := nodes[1].client().CreateCursor(bg, "orders", "late", client.Latest)
+	if err != nil || !created || len(cur.Partitions) != partitions {
+		t.Fatalf("a cursor made through b: created %v, %+v, %v; want all %d partitions", created, cur.Partitions, err, partitions)
+	}
+	for _, d := range nodes {
+		own, err := d.client().Cursor(bg, "orders", "late")
+		if err != nil || len(own.Partitions) != partitions || own.Partitions[0].Position != 6 {
+			t.Fatalf("the cursor made through b, described through %s: %+v, %v", d.id, own.Partitions, err)
+		}
+	}
+	if err := nodes[2].client().DeleteCursor(bg, "orders", "late"); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range nodes {
+		if _, err := d.client().Cursor(bg, "orders", "late"); !errors.Is(err, client.ErrCursorNotFound) {
+			t.Fatalf("the cursor deleted through c, described through %s: %v", d.id, err)
+		}
+	}
+	if err := nodes[0].client().DeleteCursor(bg, "orders", "late"); !errors.Is(err, client.ErrCursorNotFound) {
+		t.Fatalf("deleting it again: %v", err)
 	}
 }
 
