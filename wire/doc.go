@@ -81,6 +81,7 @@
 //	topics/<topic>/pNNNNN/consumer.ahead     ConsumerAheadFileName
 //	topics/<topic>/pNNNNN/consumer.acked     ConsumerAckedFileName
 //	topics/<topic>/pNNNNN/consumer.lease     ConsumerLeaseFileName
+//	topics/<topic>/pNNNNN/scrub.progress     ScrubProgressFileName (scrubprogress.go)
 //	topics/<topic>/pNNNNN/cursor.<name>      CursorFileName: a fan-out cursor's position, 8 bytes as consumer.offset
 //	topics/<topic>.stale-<id>/               StaleDirName: a quarantined incarnation
 //	lost/<topic>.<id>/pNNNNN.<unix ms>/      LostDirName: a partition set aside, never served
