@@ -1,0 +1,81 @@
+package scrub
+
+import (
+	"sync"
+
+	"github.com/narad-io/storage/partition"
+	"go.uber.org/zap"
+)
+
+// maxDamageLogged bounds the places a scrubber remembers having logged:
+// past it, it forgets them and may log them again, so a node full of
+// damage logs at most that many lines a pass.
+const maxDamageLogged = 256
+
+// damagePlace is a damaged place: a partition, a segment and the byte
+// where the damage starts.
+type damagePlace struct {
+	key     partitionKey
+	segment int64
+	pos     int64
+}
+
+// damageSeen remembers the damaged places a scrubber logged.
+//
+// Invariant: logged holds at most maxDamageLogged places; mu guards it.
+type damageSeen struct {
+	mu     sync.Mutex
+	logged map[damagePlace]struct{}
+}
+
+func (d *damageSeen) first(p damagePlace) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.logged[p]; ok {
+		return false
+	}
+	if d.logged == nil || len(d.logged) >= maxDamageLogged {
+		d.logged = map[damagePlace]struct{}{}
+	}
+	d.logged[p] = struct{}{}
+	return true
+}
+
+// report records one damaged place of a sealed segment: counted in
+// narad_scrub_damaged_frames_total and, when the partition's log is open,
+// handed to it (partition.Log.ScrubFound: its cache forgets the range,
+// errors_total{kind="read_corrupt"} counts it, its damage log logs it
+// once); when it is closed, logged here once, with the same fields. Either
+// way a later read of the range goes to the disk and answers
+// partition.UnreadableError: the damage is in the file, which is the
+// record, so nothing else needs keeping.
+func (s *Scrubber) report(key partitionKey, seg sealedSegment, d partition.SegmentDamage) {
+	s.metrics.damaged.Inc()
+	end := d.ResumeBase
+	if d.TornTail() {
+		end = seg.end
+	}
+	if l, open := s.cfg.Node.LogIfOpen(key.topic, key.partition); open {
+		l.ScrubFound(seg.base, d, end)
+		return
+	}
+	if s.found.first(damagePlace{key, seg.base, d.Pos}) {
+		from := d.Expect
+		if from < 0 {
+			from = seg.base
+		}
+		s.logger.Warn("scrub found a damaged frame; its records are skipped, never served",
+			zap.String("topic", key.topic), zap.Int("partition", key.partition),
+			zap.String("segment", segmentName(seg.base)), zap.Int64("byte", d.Pos), zap.Int64("byte_end", damageEnd(d, seg)),
+			zap.Int64("offset", from), zap.Int64("next_offset", end), zap.Error(d.Reason))
+	}
+}
+
+// damageEnd is the byte where the damage ends: where valid frames resume,
+// or the segment's end.
+func damageEnd(d partition.SegmentDamage, seg sealedSegment) int64 {
+	if d.TornTail() {
+		return seg.size
+	}
+	return d.ResumeAt
+}

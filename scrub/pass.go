@@ -1,0 +1,230 @@
+package scrub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/wire"
+	"go.uber.org/zap"
+)
+
+// Pass is one walk over topics/: every partition this node owns, from
+// where its progress file says the pass under way stands. beat is called
+// at every paced step and partition (the loop's PassContext.Beat); item,
+// when not nil, runs each partition's work (PassContext.Item, which
+// contains a panic to that partition). It returns when ctx ends; a pass
+// that ran to the end forgets the partitions it did not meet.
+func (s *Scrubber) Pass(ctx context.Context, beat func(), item func(key string, fn func())) {
+	if beat == nil {
+		beat = func() {}
+	}
+	if item == nil {
+		item = func(_ string, fn func()) { fn() }
+	}
+	topics, err := s.cfg.FS.ReadDir(s.cfg.TopicsDir)
+	if err != nil {
+		s.logger.Warn("scrub: list topics", zap.Error(err))
+		return
+	}
+	for _, te := range topics {
+		// ValidateTopicName refuses quarantined <name>.stale-<id>
+		// directories and anything else no topic can be named.
+		if !te.IsDir || wire.ValidateTopicName(te.Name) != nil {
+			continue
+		}
+		parts, err := s.cfg.FS.ReadDir(filepath.Join(s.cfg.TopicsDir, te.Name))
+		if err != nil {
+			s.logger.Debug("scrub: list partitions", zap.String("topic", te.Name), zap.Error(err))
+			continue
+		}
+		for _, pe := range parts {
+			p, err := wire.ParsePartitionDirName(pe.Name)
+			if err != nil || !pe.IsDir {
+				continue // the incarnation marker, a move's staging directory
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			beat()
+			key := partitionKey{te.Name, p}
+			if assigned, err := s.cfg.Node.Assigned(ctx, key.topic, key.partition); err != nil || !assigned {
+				continue // another node's copy (a move's source, say)
+			}
+			item(fmt.Sprintf("%s/%d", key.topic, key.partition), func() {
+				s.partition(ctx, key, filepath.Join(s.cfg.TopicsDir, te.Name, pe.Name), beat)
+			})
+		}
+		s.metrics.topicDone(te.Name)
+	}
+	if ctx.Err() == nil {
+		s.metrics.passDone()
+	}
+}
+
+// sealedSegment is one sealed segment of a partition as its directory
+// lists it.
+type sealedSegment struct {
+	base, end int64 // end: the next segment's base
+	size      int64
+}
+
+// partition scrubs the sealed segments of one partition from where its
+// progress stands, saving the progress after each segment and, at the
+// end, the pass's completion.
+func (s *Scrubber) partition(ctx context.Context, key partitionKey, dir string, beat func()) {
+	sealed, err := s.listSealed(dir)
+	if err != nil {
+		s.logger.Debug("scrub: list segments", zap.String("dir", dir), zap.Error(err))
+		return // a partition removed since the listing
+	}
+	if len(sealed) == 0 {
+		// Nothing sealed, nothing to check or to write: a node of
+		// many small partitions writes no file for them.
+		s.metrics.set(key, partitionStat{progress: 1, completed: time.Now()})
+		return
+	}
+	prog := s.loadProgress(dir)
+	var total, done int64
+	for _, seg := range sealed {
+		total += seg.size
+		if seg.end <= prog.Next {
+			done += seg.size
+		}
+	}
+	stat := partitionStat{completed: time.UnixMilli(prog.CompletedUnixMs)}
+	if prog.CompletedUnixMs == 0 {
+		stat.completed = time.Time{}
+	}
+	share := func() float64 {
+		if total == 0 {
+			return 1
+		}
+		return float64(done) / float64(total)
+	}
+	stat.progress = share()
+	s.metrics.set(key, stat)
+	for _, seg := range sealed {
+		if seg.end <= prog.Next {
+			continue // checked before a restart
+		}
+		err := s.segment(ctx, key, dir, seg, beat)
+		switch {
+		case ctx.Err() != nil:
+			return // the progress saved so far stands
+		case errors.Is(err, fs.ErrNotExist):
+			// Retention removed it since the listing: nothing to check.
+		case err != nil:
+			s.metrics.failures.Inc()
+			s.logger.Warn("scrub: read a sealed segment", zap.String("topic", key.topic), zap.Int("partition", key.partition),
+				zap.String("segment", segmentName(seg.base)), zap.Error(err))
+		}
+		done += seg.size
+		prog.Next = seg.end
+		if err := s.saveProgress(key, dir, prog); err != nil {
+			s.progressFailed(key, err)
+			return
+		}
+		stat.progress = share()
+		s.metrics.set(key, stat)
+	}
+	now := time.Now()
+	prog = wire.ScrubProgress{CompletedUnixMs: now.UnixMilli()}
+	if err := s.saveProgress(key, dir, prog); err != nil {
+		s.progressFailed(key, err)
+		return
+	}
+	stat.completed, stat.progress = now, 1
+	s.metrics.set(key, stat)
+}
+
+func (s *Scrubber) progressFailed(key partitionKey, err error) {
+	if errors.Is(err, ErrPartitionGone) {
+		return // deleted, moved or quarantined under the pass
+	}
+	s.logger.Warn("scrub: save progress", zap.String("topic", key.topic), zap.Int("partition", key.partition), zap.Error(err))
+}
+
+// listSealed lists a partition's sealed segments, oldest first: every
+// segment but the newest, the active one (a closed log's newest is the
+// active one again at its next open). A segment listed here has a
+// successor, so it was sealed before the successor existed.
+func (s *Scrubber) listSealed(dir string) ([]sealedSegment, error) {
+	entries, err := s.cfg.FS.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var bases []int64 // ReadDir sorts by name: 20-digit names sort by offset
+	var sizes []int64
+	for _, e := range entries {
+		base, err := wire.ParseSegmentFileName(e.Name)
+		if err != nil || e.IsDir {
+			continue
+		}
+		fi, err := s.cfg.FS.Stat(filepath.Join(dir, e.Name))
+		if err != nil {
+			continue // removed by retention since the listing
+		}
+		bases, sizes = append(bases, base), append(sizes, fi.Size)
+	}
+	var out []sealedSegment
+	for i := 0; i+1 < len(bases); i++ {
+		out = append(out, sealedSegment{base: bases[i], end: bases[i+1], size: sizes[i]})
+	}
+	return out, nil
+}
+
+// segment checks one sealed segment, paced, with partition.WalkSegment,
+// and reports what it finds. A closed partition's segment is read from
+// the media (its cached pages dropped first) and dropped from the page
+// cache after, so the scrub leaves the cache as it found it but for pages
+// nobody had; an open log's is read through the cache, whose pages its
+// readers may be using, and dropped after only when it is not among the
+// log's hot segments.
+func (s *Scrubber) segment(ctx context.Context, key partitionKey, dir string, seg sealedSegment, beat func()) error {
+	f, err := s.cfg.FS.OpenFile(filepath.Join(dir, segmentName(seg.base)), os.O_RDONLY)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	l, open := s.cfg.Node.LogIfOpen(key.topic, key.partition)
+	if !open {
+		if err := f.DropCache(); err != nil {
+			return fmt.Errorf("drop cached pages of %s: %w", f.Name(), err)
+		}
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	pf := &pacedFile{File: f, ctx: ctx, pacer: s.pacer, beat: beat}
+	var found []partition.SegmentDamage
+	res, err := partition.WalkSegment(pf, fi.Size, seg.base, nil, func(d partition.SegmentDamage) { found = append(found, d) })
+	s.metrics.bytes.Add(float64(pf.read))
+	if err != nil {
+		return err
+	}
+	if res.TornAt < 0 && res.Tail < seg.end {
+		// Frames that check out, then the end (or zeros): a sealed
+		// segment ends at its successor's base, so the offsets between
+		// are lost, as verify reports them.
+		found = append(found, partition.SegmentDamage{Pos: res.TailPos, Expect: res.Tail, ResumeAt: -1, ResumeBase: -1,
+			Reason: fmt.Errorf("sealed segment ends at offset %d, its successor starts at %d", res.Tail, seg.end)})
+	}
+	if l, open = s.cfg.Node.LogIfOpen(key.topic, key.partition); !open || !l.SegmentHot(seg.base) {
+		if err := f.DropCache(); err != nil {
+			s.logger.Debug("scrub: drop cached pages", zap.String("segment", f.Name()), zap.Error(err))
+		}
+	}
+	for _, d := range found {
+		s.report(key, seg, d)
+	}
+	return nil
+}
+
+func segmentName(base int64) string { return fmt.Sprintf("%020d.log", base) }

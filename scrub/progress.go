@@ -1,0 +1,46 @@
+package scrub
+
+import (
+	"errors"
+	"io/fs"
+	"path/filepath"
+
+	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/wire"
+	"go.uber.org/zap"
+)
+
+// loadProgress reads a partition's scrub.progress. A missing file is a
+// partition never scrubbed; a damaged or unreadable one is logged and
+// read as one: the pass starts the partition over, which costs a read
+// and loses nothing.
+func (s *Scrubber) loadProgress(dir string) wire.ScrubProgress {
+	name := filepath.Join(dir, wire.ScrubProgressFileName)
+	b, err := vfs.ReadFile(s.cfg.FS, name, wire.ScrubProgressFileSize)
+	if errors.Is(err, fs.ErrNotExist) {
+		return wire.ScrubProgress{}
+	}
+	if err == nil {
+		var p wire.ScrubProgress
+		if p, err = wire.DecodeScrubProgress(b); err == nil {
+			return p
+		}
+	}
+	s.logger.Warn("scrub: progress unreadable; the partition's pass starts over", zap.String("file", name), zap.Error(err))
+	return wire.ScrubProgress{}
+}
+
+// saveProgress replaces a partition's scrub.progress with p, under the
+// topic's guard and only while the directory exists (Node.InPartition):
+// a temporary file written and synced, renamed over the old one, the
+// directory synced (vfs.WriteFileAtomic), so a crash at any step leaves
+// the old progress or the new, never a torn file.
+func (s *Scrubber) saveProgress(key partitionKey, dir string, p wire.ScrubProgress) error {
+	b, err := wire.EncodeScrubProgress(p)
+	if err != nil {
+		return err
+	}
+	return s.cfg.Node.InPartition(key.topic, key.partition, func() error {
+		return vfs.WriteFileAtomic(s.cfg.FS, filepath.Join(dir, wire.ScrubProgressFileName), b[:])
+	})
+}

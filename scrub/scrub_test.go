@@ -1,0 +1,145 @@
+package scrub
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/tool"
+	"github.com/narad-io/storage/vfs/sim"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// TestPassFindsRotNobodyReads: a flipped byte in a sealed segment of a
+// closed partition nobody reads is found in one pass, logged once with
+// its partition, segment and byte range, counted, listed by verify at the
+// same place, and a read of its offsets answers ErrUnreadable.
+func TestPassFindsRotNobodyReads(t *testing.T) {
+	d := sim.NewDisk(1)
+	bases := seed(t, d, 0, 400)
+	seg := filepath.Join(partitionDir(0), segmentName(bases[1]))
+	pos, offset := secondFrame(t, d, seg)
+	flip(t, d, seg, pos+30)
+
+	s, logs := newScrubber(d, &fakeNode{fs: d}, 1<<30)
+	s.Pass(bg, nil, nil)
+	if n := testutil.ToFloat64(s.metrics.damaged); n != 1 {
+		t.Fatalf("damaged frames found: %v, want 1", n)
+	}
+	warned := logs.FilterMessageSnippet("scrub found a damaged frame").All()
+	if len(warned) != 1 {
+		t.Fatalf("%d warnings, want 1: %v", len(warned), logs.All())
+	}
+	f := warned[0].ContextMap()
+	if f["segment"] != segmentName(bases[1]) || f["byte"] != pos || f["offset"] != offset || f["partition"] != int64(0) {
+		t.Fatalf("warning fields %v: want segment %s, byte %d, offset %d", f, segmentName(bases[1]), pos, offset)
+	}
+	if prog, ok := readProgress(t, d, 0); !ok || prog.Next != 0 || prog.CompletedUnixMs == 0 {
+		t.Fatalf("progress after a whole pass: %+v %v", prog, ok)
+	}
+	if got := testutil.ToFloat64(s.metrics.done.WithLabelValues("orders", "0")); got == 0 {
+		t.Fatal("no last completion for the partition")
+	}
+
+	// A second pass logs nothing more for the same place.
+	s.Pass(bg, nil, nil)
+	if n := len(logs.FilterMessageSnippet("scrub found a damaged frame").All()); n != 1 {
+		t.Fatalf("%d warnings after a second pass, want still 1", n)
+	}
+
+	var out bytes.Buffer
+	clean, err := tool.Verify(&out, tool.VerifyOptions{DataDir: "/data", FS: d})
+	if err != nil || clean {
+		t.Fatalf("verify: clean %v, %v", clean, err)
+	}
+	if !strings.Contains(out.String(), segmentName(bases[1])) {
+		t.Fatalf("verify does not list the segment:\n%s", out.String())
+	}
+
+	l, err := partition.Open(partitionDir(0), partition.Options{FS: d, SegmentMaxBytes: 2 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Read(offset, 1, 1<<20); !isUnreadable(err) {
+		t.Fatalf("read of offset %d: %v, want ErrUnreadable", offset, err)
+	}
+}
+
+// TestOpenLogForgetsWhatItCached: rot under a frame an open log has cached
+// is served from the cache until the scrub hands its finding to the log;
+// after, a read answers ErrUnreadable. The log stays open.
+func TestOpenLogForgetsWhatItCached(t *testing.T) {
+	d := sim.NewDisk(2)
+	bases := seed(t, d, 0, 400)
+	l, err := partition.Open(partitionDir(0), partition.Options{FS: d, SegmentMaxBytes: 2 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	seg := filepath.Join(partitionDir(0), segmentName(bases[1]))
+	pos, offset := secondFrame(t, d, seg)
+	if _, err := l.Read(offset, 1, 1<<20); err != nil { // caches the frame
+		t.Fatal(err)
+	}
+	flip(t, d, seg, pos+30)
+	if _, err := l.Read(offset, 1, 1<<20); err != nil {
+		t.Fatalf("the cached frame before the scrub: %v", err) // what the scrub must change
+	}
+
+	node := &fakeNode{fs: d, logs: map[int]*partition.Log{0: l}}
+	s, _ := newScrubber(d, node, 1<<30)
+	s.Pass(bg, nil, nil)
+	if n := testutil.ToFloat64(s.metrics.damaged); n != 1 {
+		t.Fatalf("damaged frames found: %v, want 1", n)
+	}
+	if _, err := l.Read(offset, 1, 1<<20); !isUnreadable(err) {
+		t.Fatalf("read of offset %d after the scrub: %v, want ErrUnreadable", offset, err)
+	}
+	if l.Closed() {
+		t.Fatal("the scrub closed the open log")
+	}
+	if _, err := l.Read(offset+4, 1, 1<<20); err != nil {
+		t.Fatalf("the next frame: %v", err)
+	}
+}
+
+// TestResumesAfterRestart: a pass stopped after its first segment's
+// progress is written resumes, in a new scrubber, at the second segment:
+// the first is not read again until the next pass.
+func TestResumesAfterRestart(t *testing.T) {
+	d := sim.NewDisk(3)
+	bases := seed(t, d, 0, 400)
+	ctx, cancel := context.WithCancel(bg)
+	node := &fakeNode{fs: d, onSave: func(n int) {
+		if n == 2 { // the second segment's save: the first's is written
+			cancel()
+		}
+	}}
+	s, _ := newScrubber(d, node, 1<<30)
+	s.Pass(ctx, nil, nil)
+	cancel()
+	prog, ok := readProgress(t, d, 0)
+	if !ok || prog.Next != bases[2] || prog.CompletedUnixMs != 0 {
+		t.Fatalf("progress after a stopped pass: %+v %v, want next %d", prog, ok, bases[2])
+	}
+
+	reads := countReads(d)
+	s2, _ := newScrubber(d, &fakeNode{fs: d}, 1<<30)
+	s2.Pass(bg, nil, nil)
+	for i, b := range bases[:len(bases)-1] {
+		n := reads.of(filepath.Join(partitionDir(0), segmentName(b)))
+		if i < 2 && n != 0 {
+			t.Fatalf("segment %d read again after the restart: %d bytes", i, n)
+		}
+		if i >= 2 && n == 0 {
+			t.Fatalf("segment %d not read after the restart", i)
+		}
+	}
+	if prog, ok := readProgress(t, d, 0); !ok || prog.CompletedUnixMs == 0 || prog.Next != 0 {
+		t.Fatalf("progress after the resumed pass: %+v", prog)
+	}
+}
