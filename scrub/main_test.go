@@ -1,7 +1,6 @@
 package scrub
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -192,4 +191,3 @@ func (r *readsOf) of(path string) int64 {
 
 func isUnreadable(err error) bool { return errors.Is(err, partition.ErrUnreadable) }
 
-var _ = bytes.Equal

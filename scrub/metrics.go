@@ -36,7 +36,6 @@ type metrics struct {
 	bytes    prometheus.Counter
 	damaged  prometheus.Counter
 	failures prometheus.Counter
-	passes   prometheus.Counter
 	oldest   prometheus.Gauge
 	progress *prometheus.GaugeVec // {topic,partition}, or {topic} by topic
 	done     *prometheus.GaugeVec // likewise
@@ -61,9 +60,6 @@ func newMetrics(reg prometheus.Registerer, byTopic bool) *metrics {
 		})),
 		failures: promshare.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "narad_scrub_read_errors_total", Help: "Sealed segments the scrubber could not read for an I/O error (not damage).",
-		})),
-		passes: promshare.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "narad_scrub_passes_total", Help: "Whole passes of the scrubber over every partition the node owns.",
 		})),
 		oldest: promshare.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "narad_scrub_oldest_pass_completed_timestamp_seconds",
@@ -154,7 +150,6 @@ func (m *metrics) passDone() {
 	}
 	clear(m.seen)
 	m.oldest.Set(unixSeconds(oldest))
-	m.passes.Inc()
 }
 
 func unixSeconds(t time.Time) float64 {

@@ -1,0 +1,73 @@
+package scrub
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/vfs/sim"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// TestSegmentRemovedMidPass: retention removing the next sealed segment
+// while the pass checks one is skipped cleanly: no error, no damage, no
+// warning, and the pass completes.
+func TestSegmentRemovedMidPass(t *testing.T) {
+	d := sim.NewDisk(8)
+	bases := seed(t, d, 0, 400)
+	victim := filepath.Join(partitionDir(0), segmentName(bases[2]))
+	looks := 0
+	node := &fakeNode{fs: d, onLook: func(int) {
+		if looks++; looks == 1 { // checking bases[0]
+			if err := d.Remove(victim); err != nil {
+				t.Error(err)
+			}
+		}
+	}}
+	s, logs := newScrubber(d, node, 1<<30)
+	s.Pass(bg, nil, nil)
+	if logs.Len() != 0 {
+		t.Fatalf("warnings: %v", logs.All())
+	}
+	if f, dmg := testutil.ToFloat64(s.metrics.failures), testutil.ToFloat64(s.metrics.damaged); f != 0 || dmg != 0 {
+		t.Fatalf("read errors %v, damage %v; want none", f, dmg)
+	}
+	if prog, ok := readProgress(t, d, 0); !ok || prog.CompletedUnixMs == 0 {
+		t.Fatalf("pass not completed: %+v %v", prog, ok)
+	}
+}
+
+// TestPartitionDeletedMidPass: a partition removed while the pass checks
+// it is left quietly: no warning, its directory is not recreated by the
+// progress write, and the next whole pass drops its series.
+func TestPartitionDeletedMidPass(t *testing.T) {
+	d := sim.NewDisk(9)
+	seed(t, d, 0, 400)
+	seed(t, d, 1, 400)
+	looks := 0
+	node := &fakeNode{fs: d, onLook: func(p int) {
+		if looks++; p == 0 && looks == 2 { // within partition 0
+			if err := d.RemoveAll(partitionDir(0)); err != nil {
+				t.Error(err)
+			}
+		}
+	}}
+	reg := prometheus.NewRegistry()
+	core, logs := newScrubber(d, node, 1<<30)
+	core.metrics = newMetrics(reg, false)
+	core.Pass(bg, nil, nil)
+	if logs.Len() != 0 {
+		t.Fatalf("warnings: %v", logs.All())
+	}
+	if exists, err := vfs.Exists(d, partitionDir(0)); err != nil || exists {
+		t.Fatal("the deleted partition's directory is back")
+	}
+	if prog, ok := readProgress(t, d, 1); !ok || prog.CompletedUnixMs == 0 {
+		t.Fatalf("partition 1 not scrubbed: %+v %v", prog, ok)
+	}
+	core.Pass(bg, nil, nil)
+	if n := testutil.CollectAndCount(core.metrics.done); n != 1 {
+		t.Fatalf("%d partition series after the partition is gone, want 1", n)
+	}
+}
