@@ -190,4 +190,3 @@ func (r *readsOf) of(path string) int64 {
 }
 
 func isUnreadable(err error) bool { return errors.Is(err, partition.ErrUnreadable) }
-
