@@ -96,6 +96,11 @@
 //     UpdateRetention, another's through the change feed's recheck) and,
 //     when it moves a log's bounds, triggers a reaper pass, so it is
 //     applied at once, written to or not.
+//   - Scrubber (scrub.go): with ScrubRate set, the scrubber (scrub/)
+//     checks every sealed segment of the partitions the node owns from
+//     their directories, never opening a log; it looks open logs up
+//     without a use, and writes its progress files under the topic's
+//     guard, only while the partition's directory exists.
 //   - Consumer progress (consumer.go, consumer_commit.go): Ack and
 //     ConsumerState per partition; the frontier and acked-ahead set are
 //     written into consumer.ahead's window slot every 100 ms by a

@@ -71,6 +71,11 @@ type Config struct {
 	// eviction closes a log only once retention has nothing left to delete
 	// in it, since nothing would sweep it closed.
 	ColdWalkInterval time.Duration
+	// ScrubRate is the most bytes a second the scrubber reads while it
+	// checks every sealed segment the node owns (docs/design.md,
+	// "Scrubber"); 0 turns it off, and the daemon sets
+	// scrub.DefaultRate (4 MiB/s) unless told 0.
+	ScrubRate int64
 	// SegmentMaxBytes caps segments; default partition.DefaultSegmentMaxBytes.
 	SegmentMaxBytes int64
 	// ConsumerOffsetCommitInterval is how often acked consumer progress is

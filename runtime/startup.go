@@ -258,6 +258,7 @@ func (n *Node) startLoops() {
 		}, func(context.Context, *supervisor.PassContext) { n.cursors.writeOutAll() }),
 	)
 	n.loops = append(n.loops, n.startRetentionLoops()...)
+	n.loops = append(n.loops, n.startScrub()...)
 }
 
 // SweepQuarantine reclaims quarantined directories (topics/<name>.stale-<id>)

@@ -18,6 +18,10 @@ const (
 	// one disk's sequential read, and a node's terabyte of sealed segments
 	// checked about every three days.
 	DefaultRate = 4 << 20
+	// MinRate is the least rate the daemon takes: a paced step of
+	// pacerStep bytes then waits at most 16 s, well inside
+	// DefaultStallAfter.
+	MinRate = 4 << 10
 	// DefaultInterval is the pause between the end of one pass and the
 	// start of the next.
 	DefaultInterval = time.Hour

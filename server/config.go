@@ -13,6 +13,7 @@ import (
 	"github.com/narad-io/storage/diskcheck"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
+	"github.com/narad-io/storage/scrub"
 	"go.uber.org/zap"
 )
 
@@ -55,6 +56,7 @@ type Config struct {
 	FrameCacheBytes  int64  `json:"frame_cache_bytes"`  // decoded frames cached by the open logs together
 	MaxInflightBytes int64  `json:"max_inflight_bytes"` // produce body bytes held at once; 0: no bound
 	MaxAnswerBytes   int64  `json:"max_answer_bytes"`   // records answers in flight, at their max_bytes; 0: no bound
+	ScrubRate        int64  `json:"scrub_rate"`         // bytes a second the scrubber reads sealed segments at; 0: off
 	// MaxConnections is what the own listener holds at once (0: an eighth
 	// of the open-file limit; -1: no bound). Without Listen it caps
 	// nothing, and is what MaxOpenLogs's default leaves to the program's
@@ -98,6 +100,7 @@ func DefaultConfig() Config {
 		MinFreeInodes:                1000,
 		FrameCacheBytes:              runtime.DefaultFrameCacheBytes,
 		SegmentMaxBytes:              partition.DefaultSegmentMaxBytes,
+		ScrubRate:                    scrub.DefaultRate,
 		MaxInflightBytes:             1 << 30,
 		MaxAnswerBytes:               1 << 30,
 		DiskCheckBudget:              Duration(diskcheck.DefaultBudget),
@@ -169,6 +172,9 @@ func (c Config) Validate() error {
 	}
 	if c.SegmentMaxBytes < 1<<10 {
 		return fmt.Errorf("segment-max-bytes %d: give 1024 or more", c.SegmentMaxBytes)
+	}
+	if c.ScrubRate != 0 && c.ScrubRate < scrub.MinRate {
+		return fmt.Errorf("scrub-rate %d: give %d bytes a second or more, or 0 to turn the scrubber off", c.ScrubRate, scrub.MinRate)
 	}
 	if c.MaxBodyBytes <= 0 {
 		return errors.New("max-body-bytes must be positive")

@@ -161,6 +161,7 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 		MetricsByTopic:               cfg.MetricsByTopic,
 		FrameCacheBytes:              cfg.FrameCacheBytes,
 		SegmentMaxBytes:              cfg.SegmentMaxBytes,
+		ScrubRate:                    cfg.ScrubRate,
 		Metastore:                    ms,
 		Logger:                       s.logger,
 		Registerer:                   s.reg,

@@ -57,6 +57,7 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Int64Var(&cfg.FrameCacheBytes, "frame-cache-bytes", cfg.FrameCacheBytes, "decoded frames the open logs keep cached for tail readers, together; -1: no bound but each log's 2 MiB")
 	fs.Int64Var(&cfg.MaxInflightBytes, "max-inflight-bytes", cfg.MaxInflightBytes, "produce body bytes held at once, counted as they arrive (a body slower than 64 KiB/s after its first 10 s, or not whole within 5 minutes, is cut); past it produce is answered 503 busy; 0: no bound")
 	fs.Int64Var(&cfg.MaxAnswerBytes, "max-answer-bytes", cfg.MaxAnswerBytes, "records answers in flight (fetches, cursor reads, queue consumes; each counted at its max_bytes while it reads and writes, never while a long poll waits); past it they are answered 503 busy; 0: no bound")
+	fs.Int64Var(&cfg.ScrubRate, "scrub-rate", cfg.ScrubRate, "bytes a second the scrubber reads at while it checks every frame of every sealed segment the node owns, once an hour after the last pass (4096 or more); 0 turns it off")
 	fs.IntVar(&cfg.MaxOpenLogs, "max-open-logs", cfg.MaxOpenLogs, "partition logs open at once; past it the least recently used idle one is closed first (0: from the open-file limit, 4 descriptors a log after 256 and --max-connections; -1: no bound)")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "client connections open at once; past it a new one waits in the listen backlog until one closes (0: an eighth of the open-file limit, at least 128; -1: no bound)")
 	fs.StringVar(&cfg.Metastore, "metastore", cfg.Metastore, "where topic records and assignments live: local (this node alone), or a cluster's etcd: etcd://host:port[,host:port...] or etcd+unix:///path")
@@ -117,6 +118,7 @@ func parseServeFlags(args []string, stderr io.Writer) (config, error) {
 		merge("fence-after", func() { cfg.FenceAfter = fromFile.FenceAfter })
 		merge("peer-ca", func() { cfg.PeerCA = fromFile.PeerCA })
 		merge("segment-max-bytes", func() { cfg.SegmentMaxBytes = fromFile.SegmentMaxBytes })
+		merge("scrub-rate", func() { cfg.ScrubRate = fromFile.ScrubRate })
 		merge("disk-check-budget", func() { cfg.DiskCheckBudget = fromFile.DiskCheckBudget })
 	}
 	if cfg.Listen == "" {
