@@ -6,11 +6,13 @@ import (
 	"github.com/narad-io/storage/vfs"
 )
 
-// pacedFile is a segment file whose every ReadAt waits for the pacer
-// first: partition.WalkSegment reads through it, so the decoder is the
-// read path's and the rate is the scrubber's. A wait ended by the pass's
-// context fails the read, which the walk reports as an I/O error, never
-// as damage.
+// pacedFile is a segment file whose reads wait for the pacer first:
+// partition.WalkSegment reads through it, so the decoder is the read
+// path's and the rate is the scrubber's. A read is made in parts of at
+// most pacerStep bytes, each paid for just before it is read, so the disk
+// sees small reads spread evenly over time rather than a window's
+// megabyte at once. A wait ended by the pass's context fails the read,
+// which the walk reports as an I/O error, never as damage.
 type pacedFile struct {
 	vfs.File
 	ctx   context.Context
@@ -20,10 +22,21 @@ type pacedFile struct {
 }
 
 func (f *pacedFile) ReadAt(b []byte, off int64) (int, error) {
-	if err := f.pacer.wait(f.ctx, len(b), f.beat); err != nil {
-		return 0, err
+	done := 0
+	for done < len(b) {
+		part := b[done:min(len(b), done+pacerStep)]
+		if err := f.pacer.wait(f.ctx, len(part), f.beat); err != nil {
+			return done, err
+		}
+		n, err := f.File.ReadAt(part, off+int64(done))
+		done += n
+		f.read += int64(n)
+		if err != nil {
+			return done, err
+		}
+		if n < len(part) { // io.ReaderAt: a short read comes with an error
+			break
+		}
 	}
-	n, err := f.File.ReadAt(b, off)
-	f.read += int64(n)
-	return n, err
+	return done, nil
 }
