@@ -6,6 +6,7 @@ import (
 
 	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/vfs/sim"
+	"github.com/narad-io/storage/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -69,5 +70,33 @@ func TestPartitionDeletedMidPass(t *testing.T) {
 	core.Pass(bg, nil, nil)
 	if n := testutil.CollectAndCount(core.metrics.done); n != 1 {
 		t.Fatalf("%d partition series after the partition is gone, want 1", n)
+	}
+}
+
+// TestTopicRecreatedMidPass: a topic deleted and made again under the
+// pass (its incarnation marker changed) gets none of the pass's progress:
+// the new incarnation's first pass checks it from its first segment.
+func TestTopicRecreatedMidPass(t *testing.T) {
+	d := sim.NewDisk(12)
+	seed(t, d, 0, 400)
+	marker := filepath.Join(topicsDir, "orders", wire.IncarnationFileName)
+	if err := vfs.WriteFileAtomic(d, marker, []byte("aaaaaaaaaaaaaaaa\n")); err != nil {
+		t.Fatal(err)
+	}
+	looks := 0
+	node := &fakeNode{fs: d, onLook: func(int) {
+		if looks++; looks == 1 {
+			if err := vfs.WriteFileAtomic(d, marker, []byte("bbbbbbbbbbbbbbbb\n")); err != nil {
+				t.Error(err)
+			}
+		}
+	}}
+	s, logs := newScrubber(d, node, 1<<30)
+	s.Pass(bg, nil, nil)
+	if logs.Len() != 0 {
+		t.Fatalf("warnings: %v", logs.All())
+	}
+	if prog, ok := readProgress(t, d, 0); ok {
+		t.Fatalf("the new incarnation got the pass's progress %+v", prog)
 	}
 }

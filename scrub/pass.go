@@ -89,6 +89,7 @@ func (s *Scrubber) partition(ctx context.Context, key partitionKey, dir string, 
 		s.metrics.set(key, partitionStat{progress: 1, completed: time.Now()})
 		return
 	}
+	marker := s.incarnation(dir)
 	prog := s.loadProgress(dir)
 	var total, done int64
 	for _, seg := range sealed {
@@ -126,7 +127,7 @@ func (s *Scrubber) partition(ctx context.Context, key partitionKey, dir string, 
 		}
 		done += seg.size
 		prog.Next = seg.end
-		if err := s.saveProgress(key, dir, prog); err != nil {
+		if err := s.saveProgress(key, dir, marker, prog); err != nil {
 			s.progressFailed(key, err)
 			return
 		}
@@ -135,7 +136,7 @@ func (s *Scrubber) partition(ctx context.Context, key partitionKey, dir string, 
 	}
 	now := time.Now()
 	prog = wire.ScrubProgress{CompletedUnixMs: now.UnixMilli()}
-	if err := s.saveProgress(key, dir, prog); err != nil {
+	if err := s.saveProgress(key, dir, marker, prog); err != nil {
 		s.progressFailed(key, err)
 		return
 	}

@@ -2,6 +2,7 @@ package scrub
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"path/filepath"
 
@@ -31,16 +32,33 @@ func (s *Scrubber) loadProgress(dir string) wire.ScrubProgress {
 }
 
 // saveProgress replaces a partition's scrub.progress with p, under the
-// topic's guard and only while the directory exists (Node.InPartition):
-// a temporary file written and synced, renamed over the old one, the
-// directory synced (vfs.WriteFileAtomic), so a crash at any step leaves
-// the old progress or the new, never a torn file.
-func (s *Scrubber) saveProgress(key partitionKey, dir string, p wire.ScrubProgress) error {
+// topic's guard and only while the directory exists (Node.InPartition)
+// and the topic's incarnation marker still reads as marker, what it read
+// when the pass began the partition (a topic deleted and made again under
+// the pass gets no progress of its predecessor's): a temporary file
+// written and synced, renamed over the old one, the directory synced
+// (vfs.WriteFileAtomic), so a crash at any step leaves the old progress
+// or the new, never a torn file.
+func (s *Scrubber) saveProgress(key partitionKey, dir string, marker string, p wire.ScrubProgress) error {
 	b, err := wire.EncodeScrubProgress(p)
 	if err != nil {
 		return err
 	}
 	return s.cfg.Node.InPartition(key.topic, key.partition, func() error {
+		if now := s.incarnation(dir); now != marker {
+			return fmt.Errorf("%w: %s: incarnation %q, the pass began under %q", ErrPartitionGone, dir, now, marker)
+		}
 		return vfs.WriteFileAtomic(s.cfg.FS, filepath.Join(dir, wire.ScrubProgressFileName), b[:])
 	})
+}
+
+// incarnation is the content of the incarnation marker of the topic
+// whose partition directory is dir; "" when there is none or it cannot
+// be read (a marker is a few bytes).
+func (s *Scrubber) incarnation(dir string) string {
+	b, err := vfs.ReadFile(s.cfg.FS, filepath.Join(filepath.Dir(dir), wire.IncarnationFileName), 1<<10)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
