@@ -1,7 +1,10 @@
 package scrub
 
 import (
+	"fmt"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/narad-io/storage/vfs"
@@ -98,5 +101,86 @@ func TestTopicRecreatedMidPass(t *testing.T) {
 	}
 	if prog, ok := readProgress(t, d, 0); ok {
 		t.Fatalf("the new incarnation got the pass's progress %+v", prog)
+	}
+}
+
+// TestTopicRecreatedBeforeMarkerReadGetsNoOldProgress: the topic is
+// deleted and made again (segments rolled at other offsets, one of them
+// rotten) just before the pass reads the partition's incarnation marker.
+// The pass reads the marker before it lists the segments, so whatever it
+// then records in the new incarnation is true of it: no gap made up from
+// the old listing's segment ends, and no progress claiming a segment of
+// the new incarnation it did not read whole.
+func TestTopicRecreatedBeforeMarkerReadGetsNoOldProgress(t *testing.T) {
+	d := sim.NewDisk(31)
+	seed(t, d, 0, 400)
+	marker := filepath.Join(topicsDir, "orders", wire.IncarnationFileName)
+	if err := vfs.WriteFileAtomic(d, marker, []byte("aaaaaaaaaaaaaaaa\n")); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu       sync.Mutex
+		newBases []int64
+		read     = map[string]int64{} // bytes read from the new incarnation's files
+	)
+	d.SetHook(func(c sim.Call) error {
+		mu.Lock()
+		recreated := newBases != nil
+		mu.Unlock()
+		if recreated {
+			if c.Op == sim.OpRead {
+				mu.Lock()
+				read[c.Path] += int64(c.Len)
+				mu.Unlock()
+			}
+			return nil
+		}
+		if c.Op != sim.OpOpen || c.Path != marker {
+			return nil
+		}
+		hook := d.Hook()
+		d.SetHook(nil) // the delete and the create, as fast as a node makes them
+		if err := d.RemoveAll(filepath.Join(topicsDir, "orders")); err != nil {
+			t.Error(err)
+		}
+		if err := d.MkdirAll(filepath.Join(topicsDir, "orders")); err != nil {
+			t.Error(err)
+		}
+		if err := vfs.WriteFileAtomic(d, marker, []byte("bbbbbbbbbbbbbbbb\n")); err != nil {
+			t.Error(err)
+		}
+		bases := seedValues(t, d, 0, 200, 100)
+		seg := filepath.Join(partitionDir(0), segmentName(bases[1]))
+		pos, _ := secondFrame(t, d, seg)
+		flip(t, d, seg, pos+30)
+		mu.Lock()
+		newBases = bases
+		mu.Unlock()
+		d.SetHook(hook)
+		return nil
+	})
+	s, logs := newScrubber(d, &fakeNode{fs: d}, 1<<30)
+	s.Pass(bg, nil, nil)
+	d.SetHook(nil)
+	if newBases == nil {
+		t.Fatal("the marker was never read")
+	}
+	for _, w := range logs.FilterMessageSnippet("damaged frame").All() {
+		if f := w.ContextMap(); f["error"] != nil && strings.Contains(fmt.Sprint(f["error"]), "its successor starts at") {
+			t.Errorf("a gap made up from the old listing's segment ends: %v", f)
+		}
+	}
+	if prog, ok := readProgress(t, d, 0); ok {
+		for i, b := range newBases[:len(newBases)-1] {
+			name := filepath.Join(partitionDir(0), segmentName(b))
+			fi, err := d.Stat(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			claimed := prog.CompletedUnixMs != 0 && prog.Next == 0 || newBases[i+1] <= prog.Next
+			if claimed && read[name] < fi.Size {
+				t.Errorf("progress %+v in the new incarnation claims its segment %d, read %d of %d bytes", prog, i, read[name], fi.Size)
+			}
+		}
 	}
 }

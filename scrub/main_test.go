@@ -1,6 +1,7 @@
 package scrub
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -43,6 +44,29 @@ func seed(t *testing.T, d *sim.Disk, p, records int) []int64 {
 		var batch []partition.Record
 		for j := i; j < i+4 && j < records; j++ {
 			batch = append(batch, partition.Record{Value: fmt.Appendf(nil, "value-%06d", j)})
+		}
+		if _, err := l.Produce(bg, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return segmentBases(t, d, partitionDir(p))
+}
+
+// seedValues is seed with values of valueLen bytes, so segments roll at
+// other offsets than seed's; the log is left closed.
+func seedValues(t *testing.T, d *sim.Disk, p, records, valueLen int) []int64 {
+	t.Helper()
+	l, err := partition.Open(partitionDir(p), partition.Options{FS: d, SegmentMaxBytes: 2 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < records; i += 4 {
+		batch := make([]partition.Record, 4)
+		for j := range batch {
+			batch[j] = partition.Record{Value: bytes.Repeat([]byte{'v'}, valueLen)}
 		}
 		if _, err := l.Produce(bg, batch); err != nil {
 			t.Fatal(err)

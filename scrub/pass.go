@@ -78,6 +78,12 @@ type sealedSegment struct {
 // progress stands, saving the progress after each segment and, at the
 // end, the pass's completion.
 func (s *Scrubber) partition(ctx context.Context, key partitionKey, dir string, beat func()) {
+	// The marker first: a listing made after it is of its incarnation or
+	// of a later one, which every write under it refuses. Read after the
+	// listing, it could be a later incarnation's while the listing is the
+	// earlier one's, and progress made of the old segments would land in
+	// the new directory.
+	marker := s.incarnation(dir)
 	sealed, err := s.listSealed(dir)
 	if err != nil {
 		s.logger.Debug("scrub: list segments", zap.String("dir", dir), zap.Error(err))
@@ -89,7 +95,6 @@ func (s *Scrubber) partition(ctx context.Context, key partitionKey, dir string, 
 		s.metrics.set(key, partitionStat{progress: 1, completed: time.Now()})
 		return
 	}
-	marker := s.incarnation(dir)
 	prog := s.loadProgress(dir)
 	var total, done int64
 	for _, seg := range sealed {
