@@ -1,6 +1,9 @@
 package scrub
 
 import (
+	"errors"
+	"fmt"
+	"path/filepath"
 	"sync"
 
 	"github.com/narad-io/storage/partition"
@@ -41,21 +44,66 @@ func (d *damageSeen) first(p damagePlace) bool {
 	return true
 }
 
+// errNotOurs: the segment walked is no longer the partition's.
+var errNotOurs = errors.New("scrub: the segment walked is no longer the partition's")
+
+// reportFound reports what the walk of seg found, under the topic's guard
+// (Node.InPartition) and only while the segment is still the partition's:
+// the topic's incarnation marker reads as it did when the pass began the
+// partition, and the segment's name holds a file of the size walked. A
+// segment whose topic was deleted (and perhaps made again) under the walk
+// is no partition's any more: its findings are dropped, logged at debug,
+// rather than blamed on the new incarnation's log.
+func (s *Scrubber) reportFound(key partitionKey, dir, marker string, seg sealedSegment, found []partition.SegmentDamage) {
+	err := s.cfg.Node.InPartition(key.topic, key.partition, func() error {
+		if err := s.stillOurs(dir, marker, seg); err != nil {
+			return err
+		}
+		l, open := s.cfg.Node.LogIfOpen(key.topic, key.partition)
+		for _, d := range found {
+			s.report(key, seg, d, l, open)
+		}
+		return nil
+	})
+	if err != nil {
+		s.logger.Debug("scrub: findings dropped", zap.String("topic", key.topic), zap.Int("partition", key.partition),
+			zap.String("segment", segmentName(seg.base)), zap.Int("findings", len(found)), zap.Error(err))
+	}
+}
+
+// stillOurs checks, under the topic's guard, that seg is still the
+// partition's: the marker unchanged and a file of the size walked under
+// its name.
+func (s *Scrubber) stillOurs(dir, marker string, seg sealedSegment) error {
+	if now := s.incarnation(dir); now != marker {
+		return fmt.Errorf("%w: incarnation %q, the pass began under %q", errNotOurs, now, marker)
+	}
+	name := filepath.Join(dir, segmentName(seg.base))
+	fi, err := s.cfg.FS.Stat(name)
+	if err != nil {
+		return err
+	}
+	if fi.Size != seg.size {
+		return fmt.Errorf("%w: %s holds %d bytes, %d were walked", errNotOurs, name, fi.Size, seg.size)
+	}
+	return nil
+}
+
 // report records one damaged place of a sealed segment: counted in
-// narad_scrub_damaged_frames_total and, when the partition's log is open,
+// narad_scrub_damaged_frames_total and, when the partition's log l is open,
 // handed to it (partition.Log.ScrubFound: its cache forgets the range,
 // errors_total{kind="read_corrupt"} counts it, its damage log logs it
 // once); when it is closed, logged here once, with the same fields. Either
 // way a later read of the range goes to the disk and answers
 // partition.UnreadableError: the damage is in the file, which is the
-// record, so nothing else needs keeping.
-func (s *Scrubber) report(key partitionKey, seg sealedSegment, d partition.SegmentDamage) {
+// record, so nothing else needs keeping. seg.size is the size walked.
+func (s *Scrubber) report(key partitionKey, seg sealedSegment, d partition.SegmentDamage, l *partition.Log, open bool) {
 	s.metrics.damaged.Inc()
 	end := d.ResumeBase
 	if d.TornTail() {
 		end = seg.end
 	}
-	if l, open := s.cfg.Node.LogIfOpen(key.topic, key.partition); open {
+	if open {
 		l.ScrubFound(seg.base, d, end)
 		return
 	}
@@ -72,7 +120,7 @@ func (s *Scrubber) report(key partitionKey, seg sealedSegment, d partition.Segme
 }
 
 // damageEnd is the byte where the damage ends: where valid frames resume,
-// or the segment's end.
+// or the end of the segment as walked.
 func damageEnd(d partition.SegmentDamage, seg sealedSegment) int64 {
 	if d.TornTail() {
 		return seg.size

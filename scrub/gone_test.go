@@ -1,17 +1,23 @@
 package scrub
 
 import (
+	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // TestSegmentRemovedMidPass: retention removing the next sealed segment
@@ -182,5 +188,100 @@ func TestTopicRecreatedBeforeMarkerReadGetsNoOldProgress(t *testing.T) {
 				t.Errorf("progress %+v in the new incarnation claims its segment %d, read %d of %d bytes", prog, i, read[name], fi.Size)
 			}
 		}
+	}
+}
+
+// TestDeletedTopicsRotNotBlamedOnItsSuccessor: the pass opens a rotten
+// segment; the topic is deleted and made again (clean) before the pass
+// reads it, and the new incarnation's log is open. The rot is in a file
+// that is no longer any partition's: it must not be handed to the new
+// incarnation's log, which then counts read_corrupt and warns of damage
+// its own files do not hold.
+func TestDeletedTopicsRotNotBlamedOnItsSuccessor(t *testing.T) {
+	d := sim.NewDisk(32)
+	bases := seed(t, d, 0, 400)
+	marker := filepath.Join(topicsDir, "orders", wire.IncarnationFileName)
+	if err := vfs.WriteFileAtomic(d, marker, []byte("aaaaaaaaaaaaaaaa\n")); err != nil {
+		t.Fatal(err)
+	}
+	rotten := filepath.Join(partitionDir(0), segmentName(bases[1]))
+	pos, _ := secondFrame(t, d, rotten)
+	flip(t, d, rotten, pos+30)
+
+	core, newLogs := observer.New(zapcore.WarnLevel)
+	node := &fakeNode{fs: d}
+	looks := 0
+	var newLog *partition.Log
+	node.onLook = func(int) {
+		// Look 3 is segment 1's first, just after the pass opened it.
+		if looks++; looks != 3 {
+			return
+		}
+		if err := d.RemoveAll(filepath.Join(topicsDir, "orders")); err != nil {
+			t.Error(err)
+		}
+		if err := d.MkdirAll(filepath.Join(topicsDir, "orders")); err != nil {
+			t.Error(err)
+		}
+		if err := vfs.WriteFileAtomic(d, marker, []byte("bbbbbbbbbbbbbbbb\n")); err != nil {
+			t.Error(err)
+		}
+		seed(t, d, 0, 400)
+		l, err := partition.Open(partitionDir(0), partition.Options{FS: d, SegmentMaxBytes: 2 << 10, Logger: zap.New(core)})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		node.mu.Lock()
+		node.logs = map[int]*partition.Log{0: l}
+		newLog = l
+		node.mu.Unlock()
+	}
+	s, _ := newScrubber(d, node, 1<<30)
+	s.Pass(bg, nil, nil)
+	if newLog == nil {
+		t.Fatal("the topic was never made again")
+	}
+	defer newLog.Close()
+	if n := newLogs.FilterMessageSnippet("damaged frame").Len(); n != 0 {
+		t.Fatalf("the new incarnation's clean log was told of its predecessor's rot: %v", newLogs.All())
+	}
+}
+
+// TestDamageEndIsTheSizeWalked: a segment that grew between the listing
+// and the walk (garbage appended past its last frame) is reported with
+// the byte range of what was walked: its damage ends at the size the
+// walk read, not the size the listing saw.
+func TestDamageEndIsTheSizeWalked(t *testing.T) {
+	d := sim.NewDisk(36)
+	bases := seed(t, d, 0, 400)
+	name := filepath.Join(partitionDir(0), segmentName(bases[1]))
+	listed, err := d.Stat(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	looks := 0
+	node := &fakeNode{fs: d, onLook: func(int) {
+		if looks++; looks != 3 { // segment 1's, just after the pass opened it
+			return
+		}
+		f, err := d.OpenFile(name, os.O_WRONLY)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer f.Close()
+		if _, err := f.WriteAt(bytes.Repeat([]byte{0xa5}, 100), listed.Size); err != nil {
+			t.Error(err)
+		}
+	}}
+	s, logs := newScrubber(d, node, 1<<30)
+	s.Pass(bg, nil, nil)
+	warned := logs.FilterMessageSnippet("scrub found a damaged frame").All()
+	if len(warned) != 1 {
+		t.Fatalf("%d warnings, want 1: %v", len(warned), logs.All())
+	}
+	if f := warned[0].ContextMap(); f["segment"] != segmentName(bases[1]) || f["byte"] != listed.Size || f["byte_end"] != listed.Size+100 {
+		t.Fatalf("warning fields %v: want bytes %d to %d", f, listed.Size, listed.Size+100)
 	}
 }

@@ -119,7 +119,7 @@ func (s *Scrubber) partition(ctx context.Context, key partitionKey, dir string, 
 		if seg.end <= prog.Next {
 			continue // checked before a restart
 		}
-		err := s.segment(ctx, key, dir, seg, beat)
+		err := s.segment(ctx, key, dir, marker, seg, beat)
 		switch {
 		case ctx.Err() != nil:
 			return // the progress saved so far stands
@@ -192,7 +192,7 @@ func (s *Scrubber) listSealed(dir string) ([]sealedSegment, error) {
 // nobody had; an open log's is read through the cache, whose pages its
 // readers may be using, and dropped after only when it is not among the
 // log's hot segments.
-func (s *Scrubber) segment(ctx context.Context, key partitionKey, dir string, seg sealedSegment, beat func()) error {
+func (s *Scrubber) segment(ctx context.Context, key partitionKey, dir, marker string, seg sealedSegment, beat func()) error {
 	f, err := s.cfg.FS.OpenFile(filepath.Join(dir, segmentName(seg.base)), os.O_RDONLY)
 	if err != nil {
 		return err
@@ -208,6 +208,7 @@ func (s *Scrubber) segment(ctx context.Context, key partitionKey, dir string, se
 	if err != nil {
 		return err
 	}
+	seg.size = fi.Size // what is walked, which the findings are checked against
 	pf := &pacedFile{File: f, ctx: ctx, pacer: s.pacer, beat: beat}
 	var found []partition.SegmentDamage
 	res, err := partition.WalkSegment(pf, fi.Size, seg.base, nil, func(d partition.SegmentDamage) { found = append(found, d) })
@@ -227,8 +228,8 @@ func (s *Scrubber) segment(ctx context.Context, key partitionKey, dir string, se
 			s.logger.Debug("scrub: drop cached pages", zap.String("segment", f.Name()), zap.Error(err))
 		}
 	}
-	for _, d := range found {
-		s.report(key, seg, d)
+	if len(found) > 0 {
+		s.reportFound(key, dir, marker, seg, found)
 	}
 	return nil
 }
