@@ -2,6 +2,9 @@ package scrub
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 
 	"github.com/narad-io/storage/vfs"
 )
@@ -12,9 +15,15 @@ import (
 // most pacerStep bytes, each paid for just before it is read, so the disk
 // sees small reads spread evenly over time rather than a window's
 // megabyte at once. A wait ended by the pass's context fails the read,
-// which the walk reports as an I/O error, never as damage.
+// which the walk reports as an I/O error, never as damage. After each
+// part the file's name is looked up (fs): once retention has unlinked it,
+// the read fails with fs.ErrNotExist and the pass leaves the segment, as
+// it does one removed before it was opened, rather than reading a file
+// nobody holds to its end at the paced rate, keeping its blocks from the
+// free space retention made.
 type pacedFile struct {
 	vfs.File
+	fs    vfs.FS
 	ctx   context.Context
 	pacer *pacer
 	beat  func()
@@ -36,6 +45,9 @@ func (f *pacedFile) ReadAt(b []byte, off int64) (int, error) {
 		}
 		if n < len(part) { // io.ReaderAt: a short read comes with an error
 			break
+		}
+		if _, err := f.fs.Stat(f.Name()); errors.Is(err, fs.ErrNotExist) {
+			return done, fmt.Errorf("%s unlinked under the scrub: %w", f.Name(), err)
 		}
 	}
 	return done, nil

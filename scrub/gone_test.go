@@ -285,3 +285,57 @@ func TestDamageEndIsTheSizeWalked(t *testing.T) {
 		t.Fatalf("warning fields %v: want bytes %d to %d", f, listed.Size, listed.Size+100)
 	}
 }
+
+// TestStopsReadingASegmentUnlinkedUnderIt: retention unlinks the sealed
+// segment the pass is reading (1 MiB, 16 paced parts). The pass notices
+// within a part and leaves it quietly, as it does a segment removed
+// before it opened it, rather than read the unlinked file to its end at
+// the paced rate, holding its blocks from the free space retention just
+// made (a 1 GiB segment at 4 MiB/s: over four minutes).
+func TestStopsReadingASegmentUnlinkedUnderIt(t *testing.T) {
+	d := sim.NewDisk(34)
+	l, err := partition.Open(partitionDir(0), partition.Options{FS: d, SegmentMaxBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 * 1024 / 4 { // three segments of 1 MiB, in frames of 4 KiB
+		batch := make([]partition.Record, 4)
+		for j := range batch {
+			batch[j] = partition.Record{Value: bytes.Repeat([]byte{'v'}, 1000)}
+		}
+		if _, err := l.Produce(bg, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(partitionDir(0), segmentName(0))
+	var mu sync.Mutex
+	removed, after := false, 0
+	d.SetHook(func(c sim.Call) error {
+		if c.Op != sim.OpRead || c.Path != victim {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if removed {
+			after += c.Len
+			return nil
+		}
+		removed = true
+		if err := d.Remove(victim); err != nil { // retention's unlink, just before this read
+			t.Error(err)
+		}
+		return nil
+	})
+	s, logs := newScrubber(d, &fakeNode{fs: d}, 1<<30)
+	s.Pass(bg, nil, nil)
+	d.SetHook(nil)
+	if after > 2*pacerStep {
+		t.Fatalf("read %d bytes of the segment after retention unlinked it", after)
+	}
+	if logs.Len() != 0 || testutil.ToFloat64(s.metrics.failures) != 0 {
+		t.Fatalf("warnings %v, read errors %v: want none", logs.All(), testutil.ToFloat64(s.metrics.failures))
+	}
+}

@@ -124,7 +124,8 @@ func (s *Scrubber) partition(ctx context.Context, key partitionKey, dir string, 
 		case ctx.Err() != nil:
 			return // the progress saved so far stands
 		case errors.Is(err, fs.ErrNotExist):
-			// Retention removed it since the listing: nothing to check.
+			// Retention removed it since the listing, or under the
+			// walk: nothing (more) to check.
 		case err != nil:
 			s.metrics.failures.Inc()
 			s.logger.Warn("scrub: read a sealed segment", zap.String("topic", key.topic), zap.Int("partition", key.partition),
@@ -209,7 +210,7 @@ func (s *Scrubber) segment(ctx context.Context, key partitionKey, dir, marker st
 		return err
 	}
 	seg.size = fi.Size // what is walked, which the findings are checked against
-	pf := &pacedFile{File: f, ctx: ctx, pacer: s.pacer, beat: beat}
+	pf := &pacedFile{File: f, fs: s.cfg.FS, ctx: ctx, pacer: s.pacer, beat: beat}
 	var found []partition.SegmentDamage
 	res, err := partition.WalkSegment(pf, fi.Size, seg.base, nil, func(d partition.SegmentDamage) { found = append(found, d) })
 	s.metrics.bytes.Add(float64(pf.read))
