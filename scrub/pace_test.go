@@ -1,12 +1,14 @@
 package scrub
 
 import (
+	"bytes"
 	"context"
 	"path/filepath"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/vfs/sim"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -103,4 +105,40 @@ func gatherCounter(t *testing.T, reg *prometheus.Registry, name string) float64 
 	}
 	t.Fatalf("no %s among %d families", name, len(families))
 	return 0
+}
+
+// TestRateBelowMinRateNeverStalls: scrub.New and runtime.Config take any
+// positive rate (only the daemon's Validate refuses one under MinRate); at
+// 200 B/s one paced 64 KiB step waits 328 s, past DefaultStallAfter, and
+// is waited in slices that beat, so the watchdog never replaces the pass.
+func TestRateBelowMinRateNeverStalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := sim.NewDisk(35)
+		l, err := partition.Open(partitionDir(0), partition.Options{FS: d, SegmentMaxBytes: 256 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 * 256 / 4 { // two segments of 256 KiB
+			batch := make([]partition.Record, 4)
+			for j := range batch {
+				batch[j] = partition.Record{Value: bytes.Repeat([]byte{'v'}, 1000)}
+			}
+			if _, err := l.Produce(bg, batch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		reg := prometheus.NewRegistry()
+		loop := Start(Config{FS: d, TopicsDir: topicsDir, Node: &fakeNode{fs: d}, Rate: 200, Interval: time.Minute, Registerer: reg})
+		time.Sleep(30 * time.Minute)
+		synctest.Wait()
+		if err := loop.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if restarts := gatherCounter(t, reg, "narad_scrub_restarts"); restarts != 0 {
+			t.Fatalf("the watchdog replaced the pass %v times at a rate New accepted", restarts)
+		}
+	})
 }

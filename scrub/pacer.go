@@ -7,9 +7,14 @@ import (
 )
 
 // pacerStep is the most bytes one wait pays for: a read larger than it
-// waits in steps, beating after each, so a slow rate never leaves the
-// loop's watchdog without a tick for longer than pacerStep/rate.
+// waits in steps, beating after each.
 const pacerStep = 64 << 10
+
+// beatEvery is the longest a wait goes without beating: a step's wait at
+// a slow rate (328 s for 64 KiB at 200 B/s) is made in slices of it, so
+// the loop's watchdog never takes a pass at any positive rate for
+// stalled.
+const beatEvery = time.Second
 
 // pacer holds reads to rate bytes per second: a read of n bytes first
 // waits until the bytes read before it, and its own, have been earned.
@@ -31,7 +36,8 @@ type pacer struct {
 func newPacer(rate int64) *pacer { return &pacer{rate: rate} }
 
 // wait pays for n bytes, in steps of at most pacerStep, calling beat after
-// each; it returns ctx's error as soon as ctx ends.
+// each and at least every beatEvery while it waits; it returns ctx's error
+// as soon as ctx ends.
 func (p *pacer) wait(ctx context.Context, n int, beat func()) error {
 	for n > 0 {
 		step := min(n, pacerStep)
@@ -44,15 +50,20 @@ func (p *pacer) wait(ctx context.Context, n int, beat func()) error {
 		p.next = p.next.Add(time.Duration(int64(step) * int64(time.Second) / p.rate))
 		d := p.next.Sub(now)
 		p.mu.Unlock()
-		if d > 0 {
-			t := time.NewTimer(d)
+		for d > 0 {
+			slice := min(d, beatEvery)
+			t := time.NewTimer(slice)
 			select {
 			case <-ctx.Done():
 				t.Stop()
 				return ctx.Err()
 			case <-t.C:
 			}
-		} else if err := ctx.Err(); err != nil {
+			if d -= slice; d > 0 && beat != nil {
+				beat()
+			}
+		}
+		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if beat != nil {

@@ -18,16 +18,16 @@ const (
 	// one disk's sequential read, and a node's terabyte of sealed segments
 	// checked about every three days.
 	DefaultRate = 4 << 20
-	// MinRate is the least rate the daemon takes: a paced step of
-	// pacerStep bytes then waits at most 16 s, well inside
-	// DefaultStallAfter.
+	// MinRate is the least rate the daemon takes: slower, a pass over a
+	// node's segments would take years. Any positive rate is safe from
+	// the watchdog: a wait beats at least every beatEvery.
 	MinRate = 4 << 10
 	// DefaultInterval is the pause between the end of one pass and the
 	// start of the next.
 	DefaultInterval = time.Hour
-	// DefaultStallAfter replaces a pass that has not read, waited a step
-	// or moved to a new partition for this long. A paced step ticks at
-	// least every pacerStep/rate (16 s at 4 KiB/s).
+	// DefaultStallAfter replaces a pass that has not read, waited a
+	// second or moved to a new partition for this long. A paced wait
+	// ticks at least every beatEvery (a second), at any rate.
 	DefaultStallAfter = 5 * time.Minute
 	// DefaultMaxRestarts: loop replacements past it log at error.
 	DefaultMaxRestarts = 10

@@ -8,8 +8,8 @@ import (
 )
 
 // TestScrubRateValidated: the scrubber is on at its default rate, off at
-// 0, and a rate under scrub.MinRate (whose paced steps could outlast the
-// watchdog) is refused with the flag's name.
+// 0, and a rate under scrub.MinRate (a pass that would take years) is
+// refused with the flag's name.
 func TestScrubRateValidated(t *testing.T) {
 	cfg := DefaultConfig()
 	if cfg.ScrubRate != scrub.DefaultRate {
