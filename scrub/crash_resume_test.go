@@ -19,7 +19,8 @@ import (
 // to its end before the crash; resumes at it, reading every sealed
 // segment from there on and none before; finds the rot planted in the
 // third segment unless the crashed pass had checked that segment already;
-// and completes the partition.
+// and completes the partition (a partition the crashed pass completed is
+// left alone: it is not due for an Interval).
 func TestCrashMidPassResumes(t *testing.T) {
 	plans := []sim.CrashPlan{
 		{Data: sim.DropUnsynced},
@@ -94,19 +95,23 @@ func TestCrashMidPassResumes(t *testing.T) {
 							prog, i, read[name], sizes[name])
 					}
 				}
+				// The image has no progress: a completion is the crashed
+				// pass's, less than an Interval old, so the partition is
+				// left until it is due.
+				whole := prog.Next == 0 && prog.CompletedUnixMs != 0
 				reads := countReads(crashed)
 				s2.Pass(bg, nil, nil)
 				crashed.SetHook(nil)
 				for i, b := range bases[:len(bases)-1] {
 					name := filepath.Join(partitionDir(0), segmentName(b))
-					checked := bases[i+1] <= prog.Next
+					checked := whole || bases[i+1] <= prog.Next
 					if got := reads.of(name); checked && got != 0 {
 						t.Fatalf("segment %d, checked before the crash (progress %+v), read again: %d bytes", i, prog, got)
 					} else if !checked && got < sizes[name] {
 						t.Fatalf("segment %d not checked after the crash (progress %+v): %d of %d bytes", i, prog, got, sizes[name])
 					}
 				}
-				if want := bases[3] > prog.Next; want != (testutil.ToFloat64(s2.metrics.damaged) == 1) {
+				if want := !whole && bases[3] > prog.Next; want != (testutil.ToFloat64(s2.metrics.damaged) == 1) {
 					t.Fatalf("progress %+v: damage found after the crash %v, want it found: %v",
 						prog, testutil.ToFloat64(s2.metrics.damaged), want)
 				}

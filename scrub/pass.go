@@ -84,6 +84,13 @@ func (s *Scrubber) partition(ctx context.Context, key partitionKey, dir string, 
 	// earlier one's, and progress made of the old segments would land in
 	// the new directory.
 	marker := s.incarnation(dir)
+	prog := s.loadProgress(dir)
+	if s.recent(prog) {
+		// A whole pass ended less than an Interval ago (before a
+		// restart, say): not due yet, but its series stay.
+		s.metrics.set(key, partitionStat{progress: 1, completed: time.UnixMilli(prog.CompletedUnixMs)})
+		return
+	}
 	sealed, err := s.listSealed(dir)
 	if err != nil {
 		s.logger.Debug("scrub: list segments", zap.String("dir", dir), zap.Error(err))
@@ -95,7 +102,6 @@ func (s *Scrubber) partition(ctx context.Context, key partitionKey, dir string, 
 		s.metrics.set(key, partitionStat{progress: 1, completed: time.Now()})
 		return
 	}
-	prog := s.loadProgress(dir)
 	var total, done int64
 	for _, seg := range sealed {
 		total += seg.size
@@ -148,6 +154,20 @@ func (s *Scrubber) partition(ctx context.Context, key partitionKey, dir string, 
 	}
 	stat.completed, stat.progress = now, 1
 	s.metrics.set(key, stat)
+}
+
+// recent reports whether prog is of a partition whose last whole pass
+// ended less than an Interval ago, no pass under way since: a start (the
+// loop's first pass runs at once) leaves it until it is due, so a node
+// restarted often neither scrubs the same segments again and again nor
+// waits an Interval at every start. A completion in the future (a clock
+// set back) is not recent.
+func (s *Scrubber) recent(prog wire.ScrubProgress) bool {
+	if prog.Next != 0 || prog.CompletedUnixMs == 0 {
+		return false
+	}
+	age := time.Now().UnixMilli() - prog.CompletedUnixMs
+	return age >= 0 && age < s.cfg.Interval.Milliseconds()
 }
 
 func (s *Scrubber) progressFailed(key partitionKey, err error) {

@@ -23,7 +23,8 @@ const (
 	// the watchdog: a wait beats at least every beatEvery.
 	MinRate = 4 << 10
 	// DefaultInterval is the pause between the end of one pass and the
-	// start of the next.
+	// start of the next, and the least time between two whole passes over
+	// a partition across restarts.
 	DefaultInterval = time.Hour
 	// DefaultStallAfter replaces a pass that has not read, waited a
 	// second or moved to a new partition for this long. A paced wait
@@ -66,7 +67,10 @@ type Config struct {
 	// Rate is the most bytes a second the scrubber reads. Required (> 0):
 	// a node that does not want the scrubber does not start it.
 	Rate int64
-	// Interval is the pause between passes; default DefaultInterval.
+	// Interval is the pause between passes, and a partition whose last
+	// whole pass ended less than it ago is left (a pass at a restart);
+	// default DefaultInterval. Under a millisecond, every partition is
+	// always due.
 	Interval time.Duration
 	// StallAfter: default DefaultStallAfter.
 	StallAfter time.Duration
@@ -124,11 +128,13 @@ func New(cfg Config) *Scrubber {
 }
 
 // Start runs the scrubber's passes in a supervised loop named "scrub";
-// the first pass runs one Interval after the start. Close the returned
-// loop to stop it.
+// the first pass runs at once, resuming each partition where its
+// progress file stands and leaving those whose last whole pass ended
+// less than an Interval ago, and each later one an Interval after the
+// previous one ends. Close the returned loop to stop it.
 func Start(cfg Config) *supervisor.Loop {
 	s := New(cfg)
-	return supervisor.StartLoop(supervisor.LoopConfig{
+	loop := supervisor.StartLoop(supervisor.LoopConfig{
 		Name:        "scrub",
 		Interval:    s.cfg.Interval,
 		StallAfter:  s.cfg.StallAfter,
@@ -138,4 +144,6 @@ func Start(cfg Config) *supervisor.Loop {
 	}, func(ctx context.Context, pc *supervisor.PassContext) {
 		s.Pass(ctx, pc.Beat, pc.Item)
 	})
+	loop.Trigger()
+	return loop
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/tool"
@@ -44,8 +46,13 @@ func TestPassFindsRotNobodyReads(t *testing.T) {
 		t.Fatal("no last completion for the partition")
 	}
 
-	// A second pass logs nothing more for the same place.
+	// A second pass, the partition due again, logs nothing more for the
+	// same place.
+	s.cfg.Interval = time.Nanosecond
 	s.Pass(bg, nil, nil)
+	if n := testutil.ToFloat64(s.metrics.damaged); n != 2 {
+		t.Fatalf("damaged frames found after a second pass: %v, want 2", n)
+	}
 	if n := len(logs.FilterMessageSnippet("scrub found a damaged frame").All()); n != 1 {
 		t.Fatalf("%d warnings after a second pass, want still 1", n)
 	}
@@ -141,5 +148,69 @@ func TestResumesAfterRestart(t *testing.T) {
 	}
 	if prog, ok := readProgress(t, d, 0); !ok || prog.CompletedUnixMs == 0 || prog.Next != 0 {
 		t.Fatalf("progress after the resumed pass: %+v", prog)
+	}
+}
+
+// TestScrubsAcrossRestarts: a node restarted every 30 minutes (a
+// deploy, a crash loop) must still scrub: each start resumes from the
+// progress file: the loop's first pass runs at its start, not an
+// Interval (an hour) after it.
+func TestScrubsAcrossRestarts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := sim.NewDisk(33)
+		seed(t, d, 0, 400)
+		for range 4 {
+			loop := Start(Config{FS: d, TopicsDir: topicsDir, Node: &fakeNode{fs: d}, Rate: 1 << 20})
+			time.Sleep(30 * time.Minute)
+			synctest.Wait()
+			if err := loop.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, ok := readProgress(t, d, 0); !ok {
+			t.Fatal("two hours of a node restarted every 30 minutes scrubbed nothing")
+		}
+	})
+}
+
+// TestRecentPartitionLeftWithItsSeries: a pass less than an Interval after
+// a partition's last whole pass (a restart's) reads none of it and writes
+// no progress, but keeps its series: progress 1, the completion it had.
+// Once it is due it is read again.
+func TestRecentPartitionLeftWithItsSeries(t *testing.T) {
+	d := sim.NewDisk(37)
+	bases := seed(t, d, 0, 400)
+	s, _ := newScrubber(d, &fakeNode{fs: d}, 1<<30)
+	s.Pass(bg, nil, nil)
+	before, ok := readProgress(t, d, 0)
+	if !ok || before.CompletedUnixMs == 0 {
+		t.Fatalf("progress after a whole pass: %+v %v", before, ok)
+	}
+
+	s2, _ := newScrubber(d, &fakeNode{fs: d}, 1<<30)
+	reads := countReads(d)
+	s2.Pass(bg, nil, nil)
+	d.SetHook(nil)
+	for _, b := range bases {
+		if n := reads.of(filepath.Join(partitionDir(0), segmentName(b))); n != 0 {
+			t.Fatalf("segment %d read %d bytes less than an Interval after the last whole pass", b, n)
+		}
+	}
+	if after, _ := readProgress(t, d, 0); after != before {
+		t.Fatalf("progress %+v rewritten to %+v", before, after)
+	}
+	if got := testutil.ToFloat64(s2.metrics.progress.WithLabelValues("orders", "0")); got != 1 {
+		t.Fatalf("progress gauge %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(s2.metrics.done.WithLabelValues("orders", "0")); got != float64(before.CompletedUnixMs)/1000 {
+		t.Fatalf("completion gauge %v, want %v", got, float64(before.CompletedUnixMs)/1000)
+	}
+
+	s2.cfg.Interval = time.Nanosecond // due
+	reads = countReads(d)
+	s2.Pass(bg, nil, nil)
+	d.SetHook(nil)
+	if n := reads.of(filepath.Join(partitionDir(0), segmentName(bases[0]))); n == 0 {
+		t.Fatal("the partition, due, was not read")
 	}
 }
