@@ -207,20 +207,19 @@ func (s *Scrubber) listSealed(dir string) ([]sealedSegment, error) {
 }
 
 // segment checks one sealed segment, paced, with partition.WalkSegment,
-// and reports what it finds. A closed partition's segment is read from
-// the media (its cached pages dropped first) and dropped from the page
-// cache after, so the scrub leaves the cache as it found it but for pages
-// nobody had; an open log's is read through the cache, whose pages its
-// readers may be using, and dropped after only when it is not among the
-// log's hot segments.
+// and reports what it finds. A segment of a closed partition, or one not
+// among an open log's hot segments, is read from the media (its cached
+// pages dropped first: what the cache holds is not what the disk does)
+// and dropped from the page cache after, so the scrub leaves no pages
+// behind; a hot segment of an open log is read through the cache, whose
+// pages its readers are using, and left there.
 func (s *Scrubber) segment(ctx context.Context, key partitionKey, dir, marker string, seg sealedSegment, beat func()) error {
 	f, err := s.cfg.FS.OpenFile(filepath.Join(dir, segmentName(seg.base)), os.O_RDONLY)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	l, open := s.cfg.Node.LogIfOpen(key.topic, key.partition)
-	if !open {
+	if l, open := s.cfg.Node.LogIfOpen(key.topic, key.partition); !open || !l.SegmentHot(seg.base) {
 		if err := f.DropCache(); err != nil {
 			return fmt.Errorf("drop cached pages of %s: %w", f.Name(), err)
 		}
@@ -244,7 +243,7 @@ func (s *Scrubber) segment(ctx context.Context, key partitionKey, dir, marker st
 		found = append(found, partition.SegmentDamage{Pos: res.TailPos, Expect: res.Tail, ResumeAt: -1, ResumeBase: -1,
 			Reason: fmt.Errorf("sealed segment ends at offset %d, its successor starts at %d", res.Tail, seg.end)})
 	}
-	if l, open = s.cfg.Node.LogIfOpen(key.topic, key.partition); !open || !l.SegmentHot(seg.base) {
+	if l, open := s.cfg.Node.LogIfOpen(key.topic, key.partition); !open || !l.SegmentHot(seg.base) {
 		if err := f.DropCache(); err != nil {
 			s.logger.Debug("scrub: drop cached pages", zap.String("segment", f.Name()), zap.Error(err))
 		}
