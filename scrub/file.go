@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 
 	"github.com/narad-io/storage/vfs"
@@ -40,8 +41,11 @@ func (f *pacedFile) ReadAt(b []byte, off int64) (int, error) {
 		n, err := f.File.ReadAt(part, off+int64(done))
 		done += n
 		f.read += int64(n)
-		if err != nil {
+		if err == io.EOF {
 			return done, err
+		}
+		if err != nil {
+			return done, &readFailure{pos: off + int64(done), err: err}
 		}
 		if n < len(part) { // io.ReaderAt: a short read comes with an error
 			break
@@ -52,3 +56,13 @@ func (f *pacedFile) ReadAt(b []byte, off int64) (int, error) {
 	}
 	return done, nil
 }
+
+// readFailure is a read of a segment that failed for the file system (an
+// EIO, say), not for what the file holds: pos is the byte it failed at.
+type readFailure struct {
+	pos int64
+	err error
+}
+
+func (e *readFailure) Error() string { return fmt.Sprintf("read at byte %d: %v", e.pos, e.err) }
+func (e *readFailure) Unwrap() error { return e.err }

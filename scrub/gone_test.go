@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/narad-io/storage/partition"
@@ -337,5 +338,59 @@ func TestStopsReadingASegmentUnlinkedUnderIt(t *testing.T) {
 	}
 	if logs.Len() != 0 || testutil.ToFloat64(s.metrics.failures) != 0 {
 		t.Fatalf("warnings %v, read errors %v: want none", logs.All(), testutil.ToFloat64(s.metrics.failures))
+	}
+}
+
+// TestUnreadableSegmentKeepsThePassOpen: a sealed segment whose reads fail
+// with EIO is counted and logged with its partition, segment and the byte
+// the read failed at; the pass checks the segments after it but records
+// no completion, its progress left at the unreadable segment, where the
+// next pass resumes and, the disk readable again, completes.
+func TestUnreadableSegmentKeepsThePassOpen(t *testing.T) {
+	d := sim.NewDisk(38)
+	bases := seed(t, d, 0, 400)
+	bad := filepath.Join(partitionDir(0), segmentName(bases[1]))
+	d.SetHook(func(c sim.Call) error {
+		if c.Op == sim.OpRead && c.Path == bad {
+			return syscall.EIO
+		}
+		return nil
+	})
+	reg := prometheus.NewRegistry()
+	s, logs := newScrubber(d, &fakeNode{fs: d}, 1<<30)
+	s.metrics = newMetrics(reg, false)
+	s.Pass(bg, nil, nil)
+	d.SetHook(nil)
+	if n := testutil.ToFloat64(s.metrics.failures); n != 1 {
+		t.Fatalf("read errors %v, want 1", n)
+	}
+	warned := logs.FilterMessageSnippet("read a sealed segment").All()
+	if len(warned) != 1 {
+		t.Fatalf("%d warnings, want 1: %v", len(warned), logs.All())
+	}
+	if f := warned[0].ContextMap(); f["segment"] != segmentName(bases[1]) || f["partition"] != int64(0) || f["byte"] != int64(0) {
+		t.Fatalf("warning fields %v: want segment %s, byte 0", f, segmentName(bases[1]))
+	}
+	if prog, ok := readProgress(t, d, 0); !ok || prog.Next != bases[1] || prog.CompletedUnixMs != 0 {
+		t.Fatalf("progress after a pass with an unreadable segment: %+v %v, want next %d and no completion", prog, ok, bases[1])
+	}
+	if got := testutil.ToFloat64(s.metrics.done.WithLabelValues("orders", "0")); got != 0 {
+		t.Fatalf("completion gauge %v after a pass that could not read a segment", got)
+	}
+	if got := testutil.ToFloat64(s.metrics.progress.WithLabelValues("orders", "0")); got >= 1 {
+		t.Fatalf("progress gauge %v after a pass that could not read a segment", got)
+	}
+
+	reads := countReads(d)
+	s.Pass(bg, nil, nil)
+	d.SetHook(nil)
+	if n := reads.of(filepath.Join(partitionDir(0), segmentName(bases[0]))); n != 0 {
+		t.Fatalf("segment 0, checked, read again: %d bytes", n)
+	}
+	if n := reads.of(bad); n == 0 {
+		t.Fatal("the unreadable segment was not read again")
+	}
+	if prog, ok := readProgress(t, d, 0); !ok || prog.Next != 0 || prog.CompletedUnixMs == 0 {
+		t.Fatalf("progress after the resumed pass: %+v %v", prog, ok)
 	}
 }

@@ -121,6 +121,7 @@ func (s *Scrubber) partition(ctx context.Context, key partitionKey, dir string, 
 	}
 	stat.progress = share()
 	s.metrics.set(key, stat)
+	failed := false // a segment could not be read: the pass under way cannot complete
 	for _, seg := range sealed {
 		if seg.end <= prog.Next {
 			continue // checked before a restart
@@ -133,18 +134,27 @@ func (s *Scrubber) partition(ctx context.Context, key partitionKey, dir string, 
 			// Retention removed it since the listing, or under the
 			// walk: nothing (more) to check.
 		case err != nil:
-			s.metrics.failures.Inc()
-			s.logger.Warn("scrub: read a sealed segment", zap.String("topic", key.topic), zap.Int("partition", key.partition),
-				zap.String("segment", segmentName(seg.base)), zap.Error(err))
+			s.readFailed(key, seg, err)
+			failed = true
+			continue
 		}
 		done += seg.size
+		stat.progress = share()
+		s.metrics.set(key, stat)
+		if failed {
+			continue // the progress stays at the unread segment
+		}
 		prog.Next = seg.end
 		if err := s.saveProgress(key, dir, marker, prog); err != nil {
 			s.progressFailed(key, err)
 			return
 		}
-		stat.progress = share()
-		s.metrics.set(key, stat)
+	}
+	if failed {
+		// Not a whole pass: the progress names the first segment it
+		// could not read, where the next pass resumes, and the last
+		// completion stands.
+		return
 	}
 	now := time.Now()
 	prog = wire.ScrubProgress{CompletedUnixMs: now.UnixMilli()}
@@ -168,6 +178,19 @@ func (s *Scrubber) recent(prog wire.ScrubProgress) bool {
 	}
 	age := time.Now().UnixMilli() - prog.CompletedUnixMs
 	return age >= 0 && age < s.cfg.Interval.Milliseconds()
+}
+
+// readFailed counts and logs a sealed segment the pass could not read
+// (an I/O error, not damage), with where the read failed.
+func (s *Scrubber) readFailed(key partitionKey, seg sealedSegment, err error) {
+	s.metrics.failures.Inc()
+	pos := int64(-1)
+	var rf *readFailure
+	if errors.As(err, &rf) {
+		pos = rf.pos
+	}
+	s.logger.Warn("scrub: read a sealed segment; the partition's pass cannot complete", zap.String("topic", key.topic),
+		zap.Int("partition", key.partition), zap.String("segment", segmentName(seg.base)), zap.Int64("byte", pos), zap.Error(err))
 }
 
 func (s *Scrubber) progressFailed(key partitionKey, err error) {
