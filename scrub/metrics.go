@@ -28,8 +28,9 @@ type partitionStat struct {
 //
 // Invariants: mu guards stats and seen; a replaced worker may still be
 // ending its pass while the new one runs. stats holds the partitions met
-// since the last whole pass and during it; a whole pass forgets the
-// others, and their series with them.
+// since the last whole pass and during it, of topics whose directory the
+// latest pass's start listed; seen, those met since the latest pass
+// started. A whole pass forgets the others, and their series with them.
 type metrics struct {
 	byTopic bool
 
@@ -91,6 +92,50 @@ func (m *metrics) set(k partitionKey, st partitionStat) {
 	}
 }
 
+// passStart begins a pass: seen is cleared (a pass stopped part way met
+// partitions that a whole pass after it must meet again to keep), and
+// the partitions of topics not listed (deleted since) are forgotten with
+// their series.
+func (m *metrics) passStart(listed func(topic string) bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	clear(m.seen)
+	for k := range m.stats {
+		if !listed(k.topic) {
+			m.forget(k)
+		}
+	}
+}
+
+// keep marks k met in the pass under way without changing its series: a
+// partition the pass could not decide on (its assignment unknown).
+func (m *metrics) keep(k partitionKey) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.stats[k]; ok {
+		m.seen[k] = true
+	}
+}
+
+// forget drops k and its series (by topic, the topic's once it holds no
+// other partition). mu is held.
+func (m *metrics) forget(k partitionKey) {
+	delete(m.stats, k)
+	if !m.byTopic {
+		p := strconv.Itoa(k.partition)
+		m.progress.DeleteLabelValues(k.topic, p)
+		m.done.DeleteLabelValues(k.topic, p)
+		return
+	}
+	for o := range m.stats {
+		if o.topic == k.topic {
+			return
+		}
+	}
+	m.progress.DeleteLabelValues(k.topic)
+	m.done.DeleteLabelValues(k.topic)
+}
+
 // topicDone exports a topic's gauges by topic, once the pass has visited
 // its partitions: the least progress and the oldest completion.
 func (m *metrics) topicDone(topic string) {
@@ -121,34 +166,18 @@ func (m *metrics) topicDone(topic string) {
 func (m *metrics) passDone() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for k := range m.stats {
+		if !m.seen[k] {
+			m.forget(k)
+		}
+	}
 	var oldest time.Time
 	first := true
-	gone := map[string]bool{} // topics that lost a partition
-	for k, st := range m.stats {
-		if !m.seen[k] {
-			delete(m.stats, k)
-			gone[k.topic] = true
-			if !m.byTopic {
-				p := strconv.Itoa(k.partition)
-				m.progress.DeleteLabelValues(k.topic, p)
-				m.done.DeleteLabelValues(k.topic, p)
-			}
-			continue
-		}
+	for _, st := range m.stats {
 		if first || st.completed.Before(oldest) {
 			oldest, first = st.completed, false
 		}
 	}
-	if m.byTopic {
-		for k := range m.stats {
-			delete(gone, k.topic) // still held: topicDone set its gauges
-		}
-		for topic := range gone {
-			m.progress.DeleteLabelValues(topic)
-			m.done.DeleteLabelValues(topic)
-		}
-	}
-	clear(m.seen)
 	m.oldest.Set(unixSeconds(oldest))
 }
 

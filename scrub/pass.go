@@ -19,7 +19,8 @@ import (
 // at every paced step and partition (the loop's PassContext.Beat); item,
 // when not nil, runs each partition's work (PassContext.Item, which
 // contains a panic to that partition). It returns when ctx ends; a pass
-// that ran to the end forgets the partitions it did not meet.
+// that ran to the end forgets the partitions it did not meet, and every
+// pass forgets, at its start, the topics no longer in topics/.
 func (s *Scrubber) Pass(ctx context.Context, beat func(), item func(key string, fn func())) {
 	if beat == nil {
 		beat = func() {}
@@ -32,6 +33,20 @@ func (s *Scrubber) Pass(ctx context.Context, beat func(), item func(key string, 
 		s.logger.Warn("scrub: list topics", zap.Error(err))
 		return
 	}
+	listed := map[string]bool{}
+	for _, te := range topics {
+		listed[te.Name] = te.IsDir
+	}
+	// A topic deleted since the last pass loses its series now, not at
+	// this pass's end.
+	s.metrics.passStart(func(topic string) bool { return listed[topic] })
+	unknown, firstErr := 0, error(nil) // partitions whose assignment could not be read
+	defer func() {
+		if unknown > 0 {
+			s.logger.Warn("scrub: assignment unknown; partitions left this pass, their series kept",
+				zap.Int("partitions", unknown), zap.Error(firstErr))
+		}
+	}()
 	for _, te := range topics {
 		// ValidateTopicName refuses quarantined <name>.stale-<id>
 		// directories and anything else no topic can be named.
@@ -53,7 +68,17 @@ func (s *Scrubber) Pass(ctx context.Context, beat func(), item func(key string, 
 			}
 			beat()
 			key := partitionKey{te.Name, p}
-			if assigned, err := s.cfg.Node.Assigned(ctx, key.topic, key.partition); err != nil || !assigned {
+			assigned, err := s.cfg.Node.Assigned(ctx, key.topic, key.partition)
+			if err != nil {
+				// A metastore outage: left this pass, its series kept
+				// (logged once, at the pass's end).
+				if unknown++; firstErr == nil {
+					firstErr = err
+				}
+				s.metrics.keep(key)
+				continue
+			}
+			if !assigned {
 				continue // another node's copy (a move's source, say)
 			}
 			item(fmt.Sprintf("%s/%d", key.topic, key.partition), func() {
