@@ -48,9 +48,10 @@ func (d *damageSeen) first(p damagePlace) bool {
 var errNotOurs = errors.New("scrub: the segment walked is no longer the partition's")
 
 // reportFound reports what the walk of seg found, under the topic's guard
-// (Node.InPartition) and only while the segment is still the partition's:
-// the topic's incarnation marker reads as it did when the pass began the
-// partition, and the segment's name holds a file of the size walked. A
+// (Node.InPartition) and only while the segment is still the partition's
+// and sealed: the topic's incarnation marker reads as it did when the
+// pass began the partition, the segment's name holds a file of the size
+// walked, and an open log holds it among its sealed segments. A
 // segment whose topic was deleted (and perhaps made again) under the walk
 // is no partition's any more: its findings are dropped, logged at debug,
 // rather than blamed on the new incarnation's log.
@@ -60,6 +61,11 @@ func (s *Scrubber) reportFound(key partitionKey, dir, marker string, seg sealedS
 			return err
 		}
 		l, open := s.cfg.Node.LogIfOpen(key.topic, key.partition)
+		if open && !l.SegmentSealed(seg.base) {
+			// The open log does not hold it sealed: a failed roll's
+			// file, gone again, made the active segment look sealed.
+			return fmt.Errorf("%w: the open log's active segment", errNotOurs)
+		}
 		for _, d := range found {
 			s.report(key, seg, d, l, open)
 		}
@@ -104,7 +110,7 @@ func (s *Scrubber) report(key partitionKey, seg sealedSegment, d partition.Segme
 		end = seg.end
 	}
 	if open {
-		l.ScrubFound(seg.base, d, end)
+		l.ScrubFound(seg.base, d, end, damageEnd(d, seg))
 		return
 	}
 	if s.found.first(damagePlace{key, seg.base, d.Pos}) {

@@ -3,6 +3,7 @@ package scrub
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,7 +13,11 @@ import (
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/tool"
 	"github.com/narad-io/storage/vfs/sim"
+	"github.com/narad-io/storage/wire"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // TestPassFindsRotNobodyReads: a flipped byte in a sealed segment of a
@@ -78,17 +83,28 @@ func TestPassFindsRotNobodyReads(t *testing.T) {
 
 // TestOpenLogForgetsWhatItCached: rot under a frame an open log has cached
 // is served from the cache until the scrub hands its finding to the log;
-// after, a read answers ErrUnreadable. The log stays open.
+// after, a read answers ErrUnreadable, and the log has warned once with
+// the damage's segment and byte range. The log stays open.
 func TestOpenLogForgetsWhatItCached(t *testing.T) {
 	d := sim.NewDisk(2)
 	bases := seed(t, d, 0, 400)
-	l, err := partition.Open(partitionDir(0), partition.Options{FS: d, SegmentMaxBytes: 2 << 10})
+	core, logLogs := observer.New(zapcore.WarnLevel)
+	l, err := partition.Open(partitionDir(0), partition.Options{FS: d, SegmentMaxBytes: 2 << 10, Logger: zap.New(core)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	seg := filepath.Join(partitionDir(0), segmentName(bases[1]))
 	pos, offset := secondFrame(t, d, seg)
+	contents, err := d.Contents(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := wire.CheckFrame(contents[pos:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	byteEnd := pos + h.FrameLen()                       // where valid frames resume
 	if _, err := l.Read(offset, 1, 1<<20); err != nil { // caches the frame
 		t.Fatal(err)
 	}
@@ -108,6 +124,13 @@ func TestOpenLogForgetsWhatItCached(t *testing.T) {
 	}
 	if l.Closed() {
 		t.Fatal("the scrub closed the open log")
+	}
+	warned := logLogs.FilterMessageSnippet("scrub found a damaged frame").All()
+	if len(warned) != 1 {
+		t.Fatalf("the log warned %d times, want 1: %v", len(warned), logLogs.All())
+	}
+	if f := warned[0].ContextMap(); f["segment"] != segmentName(bases[1]) || f["byte"] != pos || f["byte_end"] != byteEnd {
+		t.Fatalf("the log's warning %v: want segment %s, bytes %d to %d", f, segmentName(bases[1]), pos, byteEnd)
 	}
 	if _, err := l.Read(offset+4, 1, 1<<20); err != nil {
 		t.Fatalf("the next frame: %v", err)
@@ -212,5 +235,36 @@ func TestRecentPartitionLeftWithItsSeries(t *testing.T) {
 	d.SetHook(nil)
 	if n := reads.of(filepath.Join(partitionDir(0), segmentName(bases[0]))); n == 0 {
 		t.Fatal("the partition, due, was not read")
+	}
+}
+
+// TestFailedRollsFileIsNoDamage: a roll whose directory sync fails creates
+// the next segment's file and removes it; a listing made in between takes
+// the open log's active segment for sealed, and its walk for a segment
+// ending short of its successor. The open log does not hold it sealed, so
+// nothing is reported.
+func TestFailedRollsFileIsNoDamage(t *testing.T) {
+	d := sim.NewDisk(42)
+	seed(t, d, 0, 400)
+	l, err := partition.Open(partitionDir(0), partition.Options{FS: d, SegmentMaxBytes: 2 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ghost := filepath.Join(partitionDir(0), segmentName(l.HighWatermark()+1000))
+	f, err := d.OpenFile(ghost, os.O_RDWR|os.O_CREATE|os.O_EXCL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, logs := newScrubber(d, &fakeNode{fs: d, logs: map[int]*partition.Log{0: l}}, 1<<30)
+	s.Pass(bg, nil, nil)
+	if err := d.Remove(ghost); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.ToFloat64(s.metrics.damaged); n != 0 || logs.Len() != 0 {
+		t.Fatalf("damaged frames %v, warnings %v: the active segment reported as a sealed one", n, logs.All())
 	}
 }
