@@ -394,3 +394,37 @@ func TestUnreadableSegmentKeepsThePassOpen(t *testing.T) {
 		t.Fatalf("progress after the resumed pass: %+v %v", prog, ok)
 	}
 }
+
+// TestMarkerlessTopicRecreatedGetsNoProgress: a topic with no incarnation
+// id has no marker, so "" reads as "" before and after a delete and
+// recreate. Made again (segments rolled at other offsets) just after the
+// pass checked a segment and before it writes that progress, the new
+// incarnation gets none: the segment checked is no longer under its name
+// with the size walked.
+func TestMarkerlessTopicRecreatedGetsNoProgress(t *testing.T) {
+	d := sim.NewDisk(43)
+	seed(t, d, 0, 400)
+	recreated := false
+	node := &fakeNode{fs: d}
+	node.onSave = func(n int) {
+		if n != 2 {
+			return
+		}
+		if err := d.RemoveAll(filepath.Join(topicsDir, "orders")); err != nil {
+			t.Error(err)
+		}
+		seedValues(t, d, 0, 200, 100)
+		recreated = true
+	}
+	s, logs := newScrubber(d, node, 1<<30)
+	s.Pass(bg, nil, nil)
+	if !recreated {
+		t.Fatal("the topic was never made again")
+	}
+	if logs.Len() != 0 {
+		t.Fatalf("warnings: %v", logs.All())
+	}
+	if prog, ok := readProgress(t, d, 0); ok {
+		t.Fatalf("the new incarnation got the pass's progress %+v", prog)
+	}
+}

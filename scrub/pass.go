@@ -151,7 +151,7 @@ func (s *Scrubber) partition(ctx context.Context, key partitionKey, dir string, 
 		if seg.end <= prog.Next {
 			continue // checked before a restart
 		}
-		err := s.segment(ctx, key, dir, marker, seg, beat)
+		walked, err := s.segment(ctx, key, dir, marker, seg, beat)
 		switch {
 		case ctx.Err() != nil:
 			return // the progress saved so far stands
@@ -170,7 +170,9 @@ func (s *Scrubber) partition(ctx context.Context, key partitionKey, dir string, 
 			continue // the progress stays at the unread segment
 		}
 		prog.Next = seg.end
-		if err := s.saveProgress(key, dir, marker, prog); err != nil {
+		checked := seg
+		checked.size = walked // -1: removed, nothing walked to compare
+		if err := s.saveProgress(key, dir, marker, prog, &checked); err != nil {
 			s.progressFailed(key, err)
 			return
 		}
@@ -183,7 +185,7 @@ func (s *Scrubber) partition(ctx context.Context, key partitionKey, dir string, 
 	}
 	now := time.Now()
 	prog = wire.ScrubProgress{CompletedUnixMs: now.UnixMilli()}
-	if err := s.saveProgress(key, dir, marker, prog); err != nil {
+	if err := s.saveProgress(key, dir, marker, prog, nil); err != nil {
 		s.progressFailed(key, err)
 		return
 	}
@@ -255,26 +257,27 @@ func (s *Scrubber) listSealed(dir string) ([]sealedSegment, error) {
 }
 
 // segment checks one sealed segment, paced, with partition.WalkSegment,
-// and reports what it finds. A segment of a closed partition, or one not
+// and reports what it finds; it returns the size it walked (-1 when it
+// walked nothing). A segment of a closed partition, or one not
 // among an open log's hot segments, is read from the media (its cached
 // pages dropped first: what the cache holds is not what the disk does)
 // and dropped from the page cache after, so the scrub leaves no pages
 // behind; a hot segment of an open log is read through the cache, whose
 // pages its readers are using, and left there.
-func (s *Scrubber) segment(ctx context.Context, key partitionKey, dir, marker string, seg sealedSegment, beat func()) error {
+func (s *Scrubber) segment(ctx context.Context, key partitionKey, dir, marker string, seg sealedSegment, beat func()) (walked int64, err error) {
 	f, err := s.cfg.FS.OpenFile(filepath.Join(dir, segmentName(seg.base)), os.O_RDONLY)
 	if err != nil {
-		return err
+		return -1, err
 	}
 	defer f.Close()
 	if l, open := s.cfg.Node.LogIfOpen(key.topic, key.partition); !open || !l.SegmentHot(seg.base) {
 		if err := f.DropCache(); err != nil {
-			return fmt.Errorf("drop cached pages of %s: %w", f.Name(), err)
+			return -1, fmt.Errorf("drop cached pages of %s: %w", f.Name(), err)
 		}
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		return err
+		return -1, err
 	}
 	seg.size = fi.Size // what is walked, which the findings are checked against
 	pf := &pacedFile{File: f, fs: s.cfg.FS, ctx: ctx, pacer: s.pacer, beat: beat}
@@ -282,7 +285,7 @@ func (s *Scrubber) segment(ctx context.Context, key partitionKey, dir, marker st
 	res, err := partition.WalkSegment(pf, fi.Size, seg.base, nil, func(d partition.SegmentDamage) { found = append(found, d) })
 	s.metrics.bytes.Add(float64(pf.read))
 	if err != nil {
-		return err
+		return -1, err
 	}
 	if res.TornAt < 0 && res.Tail < seg.end {
 		// Frames that check out, then the end (or zeros): a sealed
@@ -299,7 +302,7 @@ func (s *Scrubber) segment(ctx context.Context, key partitionKey, dir, marker st
 	if len(found) > 0 {
 		s.reportFound(key, dir, marker, seg, found)
 	}
-	return nil
+	return seg.size, nil
 }
 
 func segmentName(base int64) string { return fmt.Sprintf("%020d.log", base) }

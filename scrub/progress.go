@@ -35,11 +35,19 @@ func (s *Scrubber) loadProgress(dir string) wire.ScrubProgress {
 // topic's guard and only while the directory exists (Node.InPartition)
 // and the topic's incarnation marker still reads as marker, what it read
 // when the pass began the partition (a topic deleted and made again under
-// the pass gets no progress of its predecessor's): a temporary file
-// written and synced, renamed over the old one, the directory synced
-// (vfs.WriteFileAtomic), so a crash at any step leaves the old progress
-// or the new, never a torn file.
-func (s *Scrubber) saveProgress(key partitionKey, dir string, marker string, p wire.ScrubProgress) error {
+// the pass gets no progress of its predecessor's), and, when checked is
+// the segment just walked (whose end p.Next is), while its name holds a
+// file of the size walked (checked.size). A topic with no incarnation id
+// has no marker, and this is then what tells a new incarnation from the
+// one checked (a recreate whose segment of that name has the same size
+// would not be told; nor is one between the last segment's write and
+// the completion's, which reads nothing in between). A segment retention
+// removed between the walk and the write refuses it too: the partition
+// is left for this pass, and the next resumes where the last write
+// stands. The write is a temporary file written and synced, renamed over
+// the old one, the directory synced (vfs.WriteFileAtomic), so a crash at
+// any step leaves the old progress or the new, never a torn file.
+func (s *Scrubber) saveProgress(key partitionKey, dir string, marker string, p wire.ScrubProgress, checked *sealedSegment) error {
 	b, err := wire.EncodeScrubProgress(p)
 	if err != nil {
 		return err
@@ -47,6 +55,11 @@ func (s *Scrubber) saveProgress(key partitionKey, dir string, marker string, p w
 	return s.cfg.Node.InPartition(key.topic, key.partition, func() error {
 		if now := s.incarnation(dir); now != marker {
 			return fmt.Errorf("%w: %s: incarnation %q, the pass began under %q", ErrPartitionGone, dir, now, marker)
+		}
+		if checked != nil && checked.size >= 0 {
+			if err := s.stillOurs(dir, marker, *checked); err != nil {
+				return fmt.Errorf("%w: %w", ErrPartitionGone, err)
+			}
 		}
 		return vfs.WriteFileAtomic(s.cfg.FS, filepath.Join(dir, wire.ScrubProgressFileName), b[:])
 	})

@@ -27,7 +27,7 @@ func TestProgressWriteCrashSafe(t *testing.T) {
 	old := wire.ScrubProgress{Next: bases[1], CompletedUnixMs: 1000}
 	next := wire.ScrubProgress{Next: bases[2], CompletedUnixMs: 1000}
 	s, _ := newScrubber(d, &fakeNode{fs: d}, 1<<30)
-	if err := s.saveProgress(partitionKey{"orders", 0}, partitionDir(0), "", old); err != nil {
+	if err := s.saveProgress(partitionKey{"orders", 0}, partitionDir(0), "", old, nil); err != nil {
 		t.Fatal(err)
 	}
 	for pi, plan := range plans {
@@ -43,7 +43,7 @@ func TestProgressWriteCrashSafe(t *testing.T) {
 				return nil
 			})
 			s, _ := newScrubber(base, &fakeNode{fs: base}, 1<<30)
-			err := s.saveProgress(partitionKey{"orders", 0}, partitionDir(0), "", next)
+			err := s.saveProgress(partitionKey{"orders", 0}, partitionDir(0), "", next, nil)
 			base.SetHook(nil)
 			if crashed == nil {
 				if err != nil {
@@ -79,7 +79,7 @@ func TestDamagedProgressStartsOver(t *testing.T) {
 	d := sim.NewDisk(5)
 	bases := seed(t, d, 0, 200)
 	s, logs := newScrubber(d, &fakeNode{fs: d}, 1<<30)
-	if err := s.saveProgress(partitionKey{"orders", 0}, partitionDir(0), "", wire.ScrubProgress{Next: bases[2]}); err != nil {
+	if err := s.saveProgress(partitionKey{"orders", 0}, partitionDir(0), "", wire.ScrubProgress{Next: bases[2]}, nil); err != nil {
 		t.Fatal(err)
 	}
 	name := partitionDir(0) + "/" + wire.ScrubProgressFileName
