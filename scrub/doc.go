@@ -19,6 +19,7 @@
 // The scrubber never opens a log: it reads segment files straight from
 // the partition's directory, as verify and the startup check do, so it
 // takes no slot of the open-log budget, evicts nothing and holds no log's
-// lock. Its loop is supervisor.StartLoop's, named "scrub"; every paced
-// step beats, so a pass at any rate is never taken for stalled.
+// lock. Its loop is supervisor.StartLoop's, named "scrub", its first pass
+// at the start; every paced step, and every second of a wait, beats, so a
+// pass at any rate is never taken for stalled.
 package scrub
