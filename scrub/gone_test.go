@@ -428,3 +428,32 @@ func TestMarkerlessTopicRecreatedGetsNoProgress(t *testing.T) {
 		t.Fatalf("the new incarnation got the pass's progress %+v", prog)
 	}
 }
+
+// TestMarkerlessTopicMadeAgainUnderTheWalkGetsNoProgress: a topic without
+// a marker, deleted and made again while a segment of it is walked: the
+// walk meets the unlink (fs.ErrNotExist), and the pass writes neither its
+// progress nor a completion into the new directory.
+func TestMarkerlessTopicMadeAgainUnderTheWalkGetsNoProgress(t *testing.T) {
+	d := sim.NewDisk(43)
+	seed(t, d, 0, 400)
+	looks, recreated := 0, false
+	node := &fakeNode{fs: d}
+	node.onLook = func(int) {
+		if looks++; looks != 3 || recreated { // the second segment's look, after its open
+			return
+		}
+		recreated = true
+		if err := d.RemoveAll(filepath.Join(topicsDir, "orders")); err != nil {
+			t.Error(err)
+		}
+		seedValues(t, d, 0, 200, 100)
+	}
+	s, _ := newScrubber(d, node, 1<<30)
+	s.Pass(bg, nil, nil)
+	if !recreated {
+		t.Fatal("never recreated")
+	}
+	if prog, ok := readProgress(t, d, 0); ok {
+		t.Fatalf("the new incarnation got the pass's progress %+v", prog)
+	}
+}

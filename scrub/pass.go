@@ -146,7 +146,9 @@ func (s *Scrubber) partition(ctx context.Context, key partitionKey, dir string, 
 	}
 	stat.progress = share()
 	s.metrics.set(key, stat)
-	failed := false // a segment could not be read: the pass under way cannot complete
+	failed := false         // a segment could not be read: the pass under way cannot complete
+	removed := false        // a segment was gone when walked
+	var last *sealedSegment // the newest segment this pass walked, at the size walked
 	for _, seg := range sealed {
 		if seg.end <= prog.Next {
 			continue // checked before a restart
@@ -157,7 +159,17 @@ func (s *Scrubber) partition(ctx context.Context, key partitionKey, dir string, 
 			return // the progress saved so far stands
 		case errors.Is(err, fs.ErrNotExist):
 			// Retention removed it since the listing, or under the
-			// walk: nothing (more) to check.
+			// walk, or the topic was deleted: nothing to check, and
+			// nothing saved on it. A write checked against a segment
+			// gone proves nothing about whose directory it lands in
+			// (a topic made again under the walk, without a marker,
+			// would take the pass's progress); the next segment
+			// walked saves past it.
+			removed = true
+			done += seg.size
+			stat.progress = share()
+			s.metrics.set(key, stat)
+			continue
 		case err != nil:
 			s.readFailed(key, seg, err)
 			failed = true
@@ -171,7 +183,8 @@ func (s *Scrubber) partition(ctx context.Context, key partitionKey, dir string, 
 		}
 		prog.Next = seg.end
 		checked := seg
-		checked.size = walked // -1: removed, nothing walked to compare
+		checked.size = walked
+		last = &checked
 		if err := s.saveProgress(key, dir, marker, prog, &checked); err != nil {
 			s.progressFailed(key, err)
 			return
@@ -183,9 +196,16 @@ func (s *Scrubber) partition(ctx context.Context, key partitionKey, dir string, 
 		// completion stands.
 		return
 	}
+	if last == nil {
+		if removed {
+			return // every segment left was gone: no write here proves the directory the pass's
+		}
+		newest := sealed[len(sealed)-1] // every one checked before a restart: as listed
+		last = &newest
+	}
 	now := time.Now()
 	prog = wire.ScrubProgress{CompletedUnixMs: now.UnixMilli()}
-	if err := s.saveProgress(key, dir, marker, prog, nil); err != nil {
+	if err := s.saveProgress(key, dir, marker, prog, last); err != nil {
 		s.progressFailed(key, err)
 		return
 	}
@@ -204,7 +224,10 @@ func (s *Scrubber) recent(prog wire.ScrubProgress) bool {
 		return false
 	}
 	age := time.Now().UnixMilli() - prog.CompletedUnixMs
-	return age >= 0 && age < s.cfg.Interval.Milliseconds()
+	// A tenth of the Interval spare: the wall clock the completion is
+	// stamped with may run slower than the loop's, and a partition
+	// completed at a pass's end must not look recent an Interval later.
+	return age >= 0 && age < (s.cfg.Interval-s.cfg.Interval/10).Milliseconds()
 }
 
 // readFailed counts and logs a sealed segment the pass could not read
@@ -272,7 +295,8 @@ func (s *Scrubber) segment(ctx context.Context, key partitionKey, dir, marker st
 	defer f.Close()
 	if l, open := s.cfg.Node.LogIfOpen(key.topic, key.partition); !open || !l.SegmentHot(seg.base) {
 		if err := f.DropCache(); err != nil {
-			return -1, fmt.Errorf("drop cached pages of %s: %w", f.Name(), err)
+			// Read all the same: a hint refused is not a segment unread.
+			s.logger.Debug("scrub: drop cached pages before the read", zap.String("segment", f.Name()), zap.Error(err))
 		}
 	}
 	fi, err := f.Stat()
