@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -120,7 +121,9 @@ func RunManyPartitions(bin, base string, inside, past, clients int) (ManyPartiti
 	if res.Meta.InsideWriteMs, err = metastoreChange(ctx, c); err != nil {
 		return res, errors.Join(err, d.Stop())
 	}
-	res.Meta.InsideBytes = metastoreBytes(dirIn)
+	if res.Meta.InsideBytes, err = metastoreBytes(dirIn); err != nil {
+		return res, errors.Join(err, d.Stop())
+	}
 	if err := d.Stop(); err != nil {
 		return res, err
 	}
@@ -134,7 +137,9 @@ func RunManyPartitions(bin, base string, inside, past, clients int) (ManyPartiti
 	if d, err = StartDaemon(bin, dir); err != nil {
 		return res, err
 	}
-	res.Memory.EmptyBytes = daemonRSS(d)
+	if res.Memory.EmptyBytes, err = daemonRSS(d); err != nil {
+		return res, errors.Join(err, d.Stop())
+	}
 	if c, err = client.New(d.Addr, client.Options{Retries: 50}); err != nil {
 		return res, errors.Join(err, d.Stop())
 	}
@@ -144,7 +149,9 @@ func RunManyPartitions(bin, base string, inside, past, clients int) (ManyPartiti
 	if res.Meta.PastWriteMs, err = metastoreChange(ctx, c); err != nil {
 		return res, errors.Join(err, d.Stop())
 	}
-	res.Meta.PastBytes = metastoreBytes(dir)
+	if res.Meta.PastBytes, err = metastoreBytes(dir); err != nil {
+		return res, errors.Join(err, d.Stop())
+	}
 	t0 := time.Now()
 	if err := d.Stop(); err != nil {
 		return res, err
@@ -159,7 +166,9 @@ func RunManyPartitions(bin, base string, inside, past, clients int) (ManyPartiti
 		return res, err
 	}
 	res.Startup.ReadyCleanSecs = time.Since(t0).Seconds()
-	res.Memory.BudgetBytes = daemonRSS(d)
+	if res.Memory.BudgetBytes, err = daemonRSS(d); err != nil {
+		return res, errors.Join(err, d.Stop())
+	}
 	if res.Memory.OpenAtBudgetOfDaemon, err = scrapeGauge(d.Addr, "narad_storage_open_logs"); err != nil {
 		return res, errors.Join(err, d.Stop())
 	}
@@ -173,8 +182,12 @@ func RunManyPartitions(bin, base string, inside, past, clients int) (ManyPartiti
 	}); err != nil {
 		return res, errors.Join(err, d.Stop())
 	}
-	d.cmd.Process.Signal(syscall.SIGKILL)
-	<-d.done
+	if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		return res, errors.Join(fmt.Errorf("SIGKILL the daemon: %w", err), d.Stop())
+	}
+	if err := <-d.done; !killed(err) {
+		return res, fmt.Errorf("the daemon was to die of the SIGKILL; it ended with %v", err)
+	}
 	t0 = time.Now()
 	if d, err = StartDaemon(bin, dir); err != nil {
 		return res, err
@@ -200,7 +213,9 @@ func RunManyPartitions(bin, base string, inside, past, clients int) (ManyPartiti
 	if d, err = StartDaemon(bin, dir, "--max-open-logs", "16"); err != nil {
 		return res, err
 	}
-	res.Memory.Budget16Bytes = daemonRSS(d)
+	if res.Memory.Budget16Bytes, err = daemonRSS(d); err != nil {
+		return res, errors.Join(err, d.Stop())
+	}
 	if err := d.Stop(); err != nil {
 		return res, err
 	}
@@ -243,6 +258,16 @@ func onePerPartition(ctx context.Context, c *client.Client, topic string, n, cli
 	return r, nil
 }
 
+// killed reports whether err, from a daemon's end, is its death by SIGKILL.
+func killed(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+}
+
 // recordValue is the i-th record produced to partition p.
 func recordValue(p, i int) []byte { return []byte(fmt.Sprintf("wide/%d/%d", p, i)) }
 
@@ -280,16 +305,24 @@ func metastoreChange(ctx context.Context, c *client.Client) (float64, error) {
 }
 
 // metastoreBytes sums the embedded metastore's files (metastore.json*)
-// under dir.
-func metastoreBytes(dir string) int64 {
-	names, _ := filepath.Glob(filepath.Join(dir, "metastore.json*"))
+// under dir; a dir with none of them is an error, not a size of 0.
+func metastoreBytes(dir string) (int64, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "metastore.json*"))
+	if err != nil {
+		return 0, err
+	}
+	if len(names) == 0 {
+		return 0, fmt.Errorf("no metastore.json* in %s", dir)
+	}
 	var n int64
 	for _, name := range names {
-		if fi, err := os.Stat(name); err == nil {
-			n += fi.Size()
+		fi, err := os.Stat(name)
+		if err != nil {
+			return 0, err
 		}
+		n += fi.Size()
 	}
-	return n
+	return n, nil
 }
 
 // quantileMs is the q-quantile of ds, in milliseconds.
@@ -302,21 +335,51 @@ func quantileMs(ds []time.Duration, q float64) float64 {
 	return float64(s[min(len(s)-1, int(q*float64(len(s))))].Microseconds()) / 1000
 }
 
-// daemonRSS is the daemon's resident set, in bytes, a second after it
-// reported ready (so the startup's short-lived garbage is not all of it).
-func daemonRSS(d *Daemon) int64 {
-	<-time.After(time.Second)
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
+// daemonRSS is the daemon's resident set (VmRSS), in bytes, once it holds
+// still after ready. The daemon reports ready while its startup's
+// allocations may still be reaching the resident set, and nothing it
+// exposes says when that is over, so the set is read every 100 ms until
+// three readings in a row are within 1 % of each other; a set still moving
+// after 10 s is an error, as is one that cannot be read.
+func daemonRSS(d *Daemon) (int64, error) {
+	const every, bound = 100 * time.Millisecond, 10 * time.Second
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	var last []int64
+	for range bound / every {
+		rss, err := readRSS(d.cmd.Process.Pid)
+		if err != nil {
+			return 0, err
+		}
+		last = append(last, rss)
+		if n := len(last); n >= 3 {
+			lo, hi := slices.Min(last[n-3:]), slices.Max(last[n-3:])
+			if hi-lo <= hi/100 {
+				return rss, nil
+			}
+		}
+		<-tick.C
+	}
+	return 0, fmt.Errorf("the daemon's resident set still moving %v after ready: %d bytes at the last reading", bound, last[len(last)-1])
+}
+
+// readRSS reads VmRSS of process pid from /proc, in bytes.
+func readRSS(pid int) (int64, error) {
+	name := fmt.Sprintf("/proc/%d/status", pid)
+	b, err := os.ReadFile(name)
 	if err != nil {
-		return 0
+		return 0, err
 	}
 	for line := range strings.Lines(string(b)) {
 		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("%s: VmRSS: %w", name, err)
+			}
+			return kb << 10, nil
 		}
 	}
-	return 0
+	return 0, fmt.Errorf("%s has no VmRSS line", name)
 }
 
 // scrapeGauge reads one unlabelled series of the daemon's /metrics.
