@@ -26,7 +26,7 @@ func (k *Consumer) cursorPositions(ctx context.Context, desc Topic) error {
 		from = Latest
 	}
 	for round := 0; ; round++ {
-		owner := ownerOf(desc)
+		owner := partitionOwners(desc)
 		nodes := map[string]bool{}
 		var missing []int
 		for _, st := range k.parts {

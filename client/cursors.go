@@ -197,7 +197,7 @@ func (c *Client) onEveryOwner(ctx context.Context, topic, name string, op func(n
 				return cur, created, err
 			}
 		}
-		owner := ownerOf(desc)
+		owner := partitionOwners(desc)
 		for _, addr := range addrs {
 			node, err := c.nodeAt(addr)
 			if err != nil {
@@ -239,10 +239,10 @@ func (c *Client) onEveryOwner(ctx context.Context, topic, name string, op func(n
 	return cur, created, notFound
 }
 
-// ownerOf maps each partition of a description to its owner's address:
+// partitionOwners maps each partition of a description to its owner's address:
 // "" for the node the client was made with (it serves the partition, or
 // names no other owner).
-func ownerOf(desc Topic) map[int]string {
+func partitionOwners(desc Topic) map[int]string {
 	owner := make(map[int]string, len(desc.Partitions))
 	for _, d := range desc.Partitions {
 		addr := ""
@@ -258,7 +258,7 @@ func ownerOf(desc Topic) map[int]string {
 // (nil: all) keeps, each once, in order.
 func ownerAddrs(desc Topic, want func(p int, addr string) bool) []string {
 	set := map[string]bool{}
-	for p, addr := range ownerOf(desc) {
+	for p, addr := range partitionOwners(desc) {
 		if want == nil || want(p, addr) {
 			set[addr] = true
 		}
