@@ -1,8 +1,8 @@
 // Package client is the Go client of narad-storaged's HTTP API
 // (docs/http-api.md): topics, produce (a partition's batch, or a whole
 // topic through a Producer), fetch with long polls, acks and consumer
-// state, queue consumes, fan-out cursors, a Consumer of a whole topic,
-// and a cluster's moves and nodes.
+// state, queue consumes, fan-out cursors, a Consumer and a QueueConsumer
+// of a whole topic, and a cluster's moves and nodes.
 //
 // Every call takes a context. Records travel in the binary batch encoding
 // by default, so keys and values are exact bytes; Produce can send JSON
@@ -58,6 +58,44 @@
 // caller at a time), settles them with Ack and gives them back with Nack;
 // ExtendLease keeps them leased longer for slow work, and says how many
 // still were (one whose lease ran out may be another consumer's).
+//
+// # QueueConsumer
+//
+// A QueueConsumer (NewQueueConsumer) is a queue consumer of a whole
+// topic: Receive hands out the records it leased, of any partition, and
+// each is settled by Ack or given back by Nack (of a Message, or several
+// at once, one request per partition). It is a type of its own, not a
+// mode of Consumer: a Consumer reads positions (each partition in order,
+// a cursor to commit), a QueueConsumer holds leases on single records,
+// with no order and nothing to commit, and their options and calls have
+// little in common. Delivery is at least once: a record nacked, whose
+// lease ran out, or leased when its consumer or the node went away, is
+// delivered again, possibly to another consumer, never to two live
+// leases at once. The consumer renews the lease of each record it holds
+// (received or not yet) when a third of it is left, for Lease again, up
+// to MaxHold after it was leased: slow work keeps its records without
+// the caller doing anything. A renewal that finds the lease gone, or
+// fails up to the lease's end, marks the record LeaseLost (its work may
+// be done twice; an Ack still settles it). At most MaxInWork records are
+// held: no consume is sent while that many are unsettled. Close gives
+// back (nacks) every record not settled, received or not, so others get
+// them at once rather than at their lease's end; what a nack did not
+// reach, and what a consume in flight had leased, comes back when its
+// lease runs out.
+//
+// It sends topic-wide consumes that long-poll (Wait, 10 s): one request
+// in flight, and one goroutine, per node that owns partitions of the
+// topic, however many partitions there are; one goroutine renews every
+// lease. A node's topic-wide consume leases only from the partitions it
+// owns, so in a cluster the consumer covers the topic itself: it learns
+// the owners from the topic's description, again every 5 s and after a
+// consume fails, and consumes from each. A partition that moved is leased
+// from its new owner from that node's next consume on; the leases its
+// old owner gave do not move, so the new owner delivers those records
+// again, and their renewals (followed by 421 to it) mark them LeaseLost.
+// Renewals, acks and nacks name their partition and follow 421s. A topic
+// deleted, or deleted and made again (the description's incarnation),
+// ends the consumer: Receive returns ErrTopicNotFound.
 // A fan-out cursor (CreateCursor) is a named reader of a topic with a
 // position of its own in each partition: ReadCursor reads from it and
 // moves it past what it returns (with Peek, CommitCursor moves it).
@@ -122,7 +160,8 @@
 // nodes, drain one and mark one lost. A node alone answers these with
 // ErrNotACluster. CreateCursor, Cursor and DeleteCursor, and a Consumer's
 // cursor, are made, read and removed on each owner the topic's
-// description names, so they cover the whole topic through any node.
+// description names, so they cover the whole topic through any node; a
+// QueueConsumer consumes from each.
 //
 // The package depends on nothing of the engine, only on package api (the
 // API's bodies, codes and binary batch codec, on the standard library

@@ -39,6 +39,12 @@ type LeasedRecord struct {
 // every partition it may lease from holds as many leased records as the
 // node allows.
 func (c *Client) Consume(ctx context.Context, topic string, opts ConsumeOptions) ([]LeasedRecord, error) {
+	return c.consume(ctx, nil, topic, opts)
+}
+
+// consume is Consume asked of node (nil: the client's own): a
+// QueueConsumer asks each owner of the topic's partitions.
+func (c *Client) consume(ctx context.Context, node *url.URL, topic string, opts ConsumeOptions) ([]LeasedRecord, error) {
 	var body api.ConsumeRequest
 	if opts.OnlyPartition {
 		body.Partition = &opts.Partition
@@ -62,7 +68,7 @@ func (c *Client) Consume(ctx context.Context, topic string, opts ConsumeOptions)
 		return nil, err
 	}
 	resp, err := c.do(ctx, request{method: http.MethodPost, path: topicPath(topic) + "/consume",
-		query: url.Values{"encoding": {"base64"}}, body: b, contentType: "application/json"})
+		query: url.Values{"encoding": {"base64"}}, body: b, contentType: "application/json", node: node})
 	if err != nil {
 		return nil, err
 	}

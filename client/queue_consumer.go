@@ -1,0 +1,380 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/narad-io/storage/api"
+)
+
+// QueueConsumerOptions shape a QueueConsumer. The zero value leases up
+// to 100 records a consume for 30 s, long-polls 10 s, holds at most 1,000
+// records in work and renews a record's lease for at most an hour.
+type QueueConsumerOptions struct {
+	// MaxRecords and MaxBytes bound each consume (ConsumeOptions), and
+	// MaxRecords each Receive.
+	MaxRecords, MaxBytes int
+	// Lease is each lease's length, the consume's and each renewal's:
+	// 1 ms to 12 h, default 30 s. A record in work is renewed when a
+	// third of its lease is left.
+	Lease time.Duration
+	// Wait is each consume's long poll: 1 ms to 60 s, default 10 s (less
+	// than two thirds of the default lease, so a record leased at the end
+	// of a long poll is not renewed at once).
+	Wait time.Duration
+	// MaxInWork bounds the records leased and not settled (Ack, Nack):
+	// no consume is sent while that many are; default 1,000.
+	MaxInWork int
+	// MaxHold bounds how long a record's lease is renewed after it was
+	// leased; then its lease runs out and the record is delivered again
+	// (LeaseLost says so). Default 1 h.
+	MaxHold time.Duration
+}
+
+// ErrQueueConsumerClosed is a QueueConsumer's error after Close.
+var ErrQueueConsumerClosed = errors.New("narad: queue consumer closed")
+
+// Message is a record a QueueConsumer leased: settle it with Ack or
+// Nack. Its fields are the record's; its lease is the consumer's to
+// renew.
+type Message struct {
+	Partition   int
+	Offset      int64
+	Key, Value  []byte
+	CommittedAt time.Time
+	LeaseID     uint64 // the lease it was given with (LeasedRecord)
+
+	q *QueueConsumer
+	// Under q.mu:
+	deadline time.Time // its lease's end as the client can be sure of: sent + lease
+	leasedAt time.Time // when the consume that leased it was sent
+	renewAt  time.Time // when the renewer extends it next (zero: not again)
+	settled  bool      // acked or nacked (or given back by Close)
+	lost     bool      // its lease ran out, or was not extended: it may be another consumer's
+	fails    int       // extensions failed in a row
+	alone    bool      // an extension naming it with others extended fewer: it is extended alone next
+}
+
+// Ack settles m (QueueConsumer.Ack).
+func (m *Message) Ack(ctx context.Context) error { return m.q.Ack(ctx, m) }
+
+// Nack gives m back for redelivery now (QueueConsumer.Nack).
+func (m *Message) Nack(ctx context.Context) error { return m.q.Nack(ctx, m) }
+
+// LeaseLost reports that m's lease ended before it was settled: it ran
+// out (MaxHold passed, or renewals failed up to its end), the node no
+// longer knew it (the partition moved, the node restarted), or the record
+// was leased again, to this consumer or another. Acking m still settles
+// the record; its work may be done twice.
+func (m *Message) LeaseLost() bool {
+	m.q.mu.Lock()
+	defer m.q.mu.Unlock()
+	return m.lost
+}
+
+// QueueConsumer leases the records of every partition of a topic as a
+// queue consumer (docs/http-api.md, "Queue consume"): each record is
+// leased to one consumer at a time, handed to the caller by Receive, and
+// settled by Ack or given back by Nack. What it holds is bounded by
+// MaxInWork records. It renews the lease of each record in work, Receive
+// buffered or handed out, when a third of it is left (ExtendLease, for
+// Lease again, up to MaxHold after the record was leased), without the
+// caller doing anything.
+//
+// It sends topic-wide consumes with a long poll: one goroutine and one
+// request in flight per node that owns partitions of the topic (one, on
+// a node alone), never one per partition. In a cluster it learns the
+// owners from the topic's description, again every ownersEvery and after
+// a consume fails, so a partition that moves is leased from its new owner
+// (queue_consumer_owners.go). Its renewals, acks and nacks name their
+// partition and follow 421 answers to its owner.
+//
+// Close gives back (nacks) every record not settled, and ends the
+// consumes in flight: what one of them had leased and not answered yet
+// comes back when its lease runs out.
+//
+// Invariants, under mu:
+//   - every Message leased and not settled is in work, keyed by its
+//     partition and offset, the latest lease of each record; ready holds
+//     those Receive has not returned yet, in the order leased;
+//   - len(work) <= MaxInWork, but for records leased again while an
+//     earlier lease of them is still in work (counted once);
+//   - once err is set, or closed, no consume is sent.
+type QueueConsumer struct {
+	c           *Client
+	topic       string
+	opts        QueueConsumerOptions
+	incarnation string
+
+	ctx    context.Context // the loops'; Close cancels it
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	work    map[recordKey]*Message
+	ready   []*Message
+	loops   map[string]*ownerLoop // by node: "" the client's own, else its address
+	err     error                 // terminal: Receive's answer once ready is empty
+	closed  bool
+	changed chan struct{} // closed and made again when ready grows, work shrinks, err is set or the consumer closes
+
+	refresh   chan struct{} // a loop asks the owners to be read again (buffered, one)
+	renewWake chan struct{} // a consume brought records to renew (buffered, one)
+}
+
+// recordKey names a record of the topic.
+type recordKey struct {
+	p int
+	o int64
+}
+
+// NewQueueConsumer describes the topic (to learn its owners and
+// incarnation) and begins leasing from every node that owns some of its
+// partitions.
+func (c *Client) NewQueueConsumer(ctx context.Context, topic string, opts QueueConsumerOptions) (*QueueConsumer, error) {
+	if opts.MaxRecords == 0 {
+		opts.MaxRecords = 100
+	}
+	if opts.Lease == 0 {
+		opts.Lease = 30 * time.Second
+	}
+	if opts.Wait == 0 {
+		opts.Wait = 10 * time.Second
+	}
+	if opts.MaxInWork == 0 {
+		opts.MaxInWork = 1000
+	}
+	if opts.MaxHold == 0 {
+		opts.MaxHold = time.Hour
+	}
+	switch {
+	case opts.MaxRecords < 0 || opts.MaxRecords > api.MaxConsumeRecords:
+		return nil, fmt.Errorf("narad: queue consumer: MaxRecords %d: want 1 to %d", opts.MaxRecords, api.MaxConsumeRecords)
+	case opts.MaxBytes < 0 || opts.MaxBytes > api.MaxFetchBytes:
+		return nil, fmt.Errorf("narad: queue consumer: MaxBytes %d: want 1 to %d", opts.MaxBytes, api.MaxFetchBytes)
+	case opts.Lease < time.Millisecond || opts.Lease > api.MaxLeaseMs*time.Millisecond:
+		return nil, fmt.Errorf("narad: queue consumer: Lease %v: want 1 ms to 12 h", opts.Lease)
+	case opts.Wait < time.Millisecond || opts.Wait > api.MaxWaitMs*time.Millisecond:
+		return nil, fmt.Errorf("narad: queue consumer: Wait %v: want 1 ms to %d s", opts.Wait, api.MaxWaitMs/1000)
+	case opts.MaxInWork < 0:
+		return nil, fmt.Errorf("narad: queue consumer: MaxInWork %d is negative", opts.MaxInWork)
+	case opts.MaxHold < 0:
+		return nil, fmt.Errorf("narad: queue consumer: MaxHold %v is negative", opts.MaxHold)
+	}
+	desc, err := c.Topic(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	q := &QueueConsumer{c: c, topic: topic, opts: opts, incarnation: desc.Incarnation,
+		work: map[recordKey]*Message{}, loops: map[string]*ownerLoop{},
+		changed: make(chan struct{}), refresh: make(chan struct{}, 1), renewWake: make(chan struct{}, 1)}
+	q.ctx, q.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	q.mu.Lock()
+	err = q.startLoops(desc)
+	q.mu.Unlock()
+	if err != nil {
+		q.cancel()
+		q.wg.Wait()
+		return nil, err
+	}
+	q.wg.Add(2)
+	go q.renewer()
+	go q.watchOwners()
+	return q, nil
+}
+
+// notify wakes whoever waits on changed; q.mu is held.
+func (q *QueueConsumer) notify() {
+	close(q.changed)
+	q.changed = make(chan struct{})
+}
+
+// fail ends the consumer with err (the first error wins); q.mu is held.
+func (q *QueueConsumer) fail(err error) {
+	if q.err == nil {
+		q.err = err
+		q.notify()
+	}
+}
+
+// Receive returns the records leased and not returned yet, at most
+// MaxRecords, waiting for some as long as ctx allows. Records of
+// different partitions come in no set order, and a record nacked, or
+// whose lease ran out, comes again. An error no consume can mend (the
+// topic deleted, or deleted and made again) ends the consumer: Receive
+// returns it once the records leased before it were returned. Receive
+// may be called from several goroutines.
+func (q *QueueConsumer) Receive(ctx context.Context) ([]*Message, error) {
+	for {
+		q.mu.Lock()
+		if q.closed {
+			q.mu.Unlock()
+			return nil, ErrQueueConsumerClosed
+		}
+		if n := min(len(q.ready), q.opts.MaxRecords); n > 0 {
+			out := q.ready[:n:n]
+			q.ready = q.ready[n:]
+			q.mu.Unlock()
+			return out, nil
+		}
+		if q.err != nil {
+			err := q.err
+			q.mu.Unlock()
+			return nil, err
+		}
+		changed := q.changed
+		q.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// took takes what a consume sent at sent leased into work and ready;
+// q.mu is held. A record still in work under an earlier lease was leased
+// again: that lease ended (the node leases a record to one lease at a
+// time), so the earlier Message is lost, and replaced.
+func (q *QueueConsumer) took(recs []LeasedRecord, sent time.Time) {
+	for _, r := range recs {
+		m := &Message{Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, CommittedAt: r.CommittedAt,
+			LeaseID: r.LeaseID, q: q, deadline: sent.Add(q.opts.Lease), leasedAt: sent}
+		m.renewAt = q.renewTime(m)
+		k := recordKey{r.Partition, r.Offset}
+		if old := q.work[k]; old != nil {
+			old.lost, old.renewAt = true, time.Time{}
+		}
+		q.work[k] = m
+		q.ready = append(q.ready, m)
+	}
+	if len(recs) > 0 {
+		q.notify()
+	}
+}
+
+// settle takes m out of work; q.mu is held.
+func (q *QueueConsumer) settle(m *Message) {
+	m.settled, m.renewAt = true, time.Time{}
+	if k := (recordKey{m.Partition, m.Offset}); q.work[k] == m {
+		delete(q.work, k)
+		q.notify()
+	}
+}
+
+// Ack settles msgs, one request per partition (Client.Ack). A message
+// settled already is passed over. On an error the messages of the
+// partitions that failed stay in work, their leases renewed: Ack or Nack
+// them again.
+func (q *QueueConsumer) Ack(ctx context.Context, msgs ...*Message) error {
+	return q.settleAll(ctx, msgs, func(p int, _ uint64, offsets []int64) error {
+		_, err := q.c.Ack(ctx, q.topic, p, offsets...)
+		return err
+	}, func(*Message) uint64 { return 0 })
+}
+
+// Nack gives msgs back for redelivery now, one request per partition
+// and lease (Client.Nack). A message whose lease ran out meanwhile is not
+// given back (it is another consumer's, or will be); a message settled
+// already is passed over.
+func (q *QueueConsumer) Nack(ctx context.Context, msgs ...*Message) error {
+	return q.settleAll(ctx, msgs, func(p int, lease uint64, offsets []int64) error {
+		_, err := q.c.Nack(ctx, q.topic, p, lease, offsets...)
+		return err
+	}, func(m *Message) uint64 { return m.LeaseID })
+}
+
+// settleAll sends msgs, grouped by partition and by what lease says
+// (nothing for acks, the lease id for nacks), one call a group, and
+// settles each group that succeeded.
+func (q *QueueConsumer) settleAll(ctx context.Context, msgs []*Message, send func(p int, lease uint64, offsets []int64) error, lease func(*Message) uint64) error {
+	type group struct {
+		p     int
+		lease uint64
+	}
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return ErrQueueConsumerClosed
+	}
+	groups := map[group][]*Message{}
+	var order []group
+	for _, m := range msgs {
+		if m.q != q {
+			q.mu.Unlock()
+			return errors.New("narad: queue consumer: a message of another consumer")
+		}
+		if m.settled {
+			continue
+		}
+		g := group{m.Partition, lease(m)}
+		if groups[g] == nil {
+			order = append(order, g)
+		}
+		groups[g] = append(groups[g], m)
+	}
+	q.mu.Unlock()
+	var errs []error
+	for _, g := range order {
+		offsets := make([]int64, len(groups[g]))
+		for i, m := range groups[g] {
+			offsets[i] = m.Offset
+		}
+		if err := send(g.p, g.lease, offsets); err != nil {
+			errs = append(errs, fmt.Errorf("narad: queue consumer of %s, partition %d: %w", q.topic, g.p, err))
+			continue
+		}
+		q.mu.Lock()
+		for _, m := range groups[g] {
+			q.settle(m)
+		}
+		q.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// Close ends the consumes in flight and the renewals, then gives back
+// (nacks) every record not settled, those Receive returned too, as far as
+// ctx allows: a record a nack did not reach comes back when its lease
+// runs out. After Close, Receive, Ack and Nack return
+// ErrQueueConsumerClosed. Close may be called from any goroutine; a
+// second call returns nil at once.
+func (q *QueueConsumer) Close(ctx context.Context) error {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return nil
+	}
+	q.closed = true
+	q.notify()
+	q.mu.Unlock()
+	q.cancel()
+	q.wg.Wait()
+
+	type group struct {
+		p     int
+		lease uint64
+	}
+	q.mu.Lock()
+	groups := map[group][]int64{}
+	for _, m := range q.work {
+		if !m.lost {
+			g := group{m.Partition, m.LeaseID}
+			groups[g] = append(groups[g], m.Offset)
+		}
+		m.settled = true
+	}
+	clear(q.work)
+	q.ready = nil
+	q.mu.Unlock()
+	var errs []error
+	for g, offsets := range groups {
+		if _, err := q.c.Nack(ctx, q.topic, g.p, g.lease, offsets...); err != nil {
+			errs = append(errs, fmt.Errorf("narad: queue consumer of %s, giving back %d records of partition %d: %w", q.topic, len(offsets), g.p, err))
+		}
+	}
+	return errors.Join(errs...)
+}

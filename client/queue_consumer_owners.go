@@ -1,0 +1,201 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// A QueueConsumer covers a topic in a cluster itself: a node's
+// topic-wide consume leases from the partitions that node owns, so the
+// consumer sends one to each owner the topic's description names (the
+// node the client was made with for the partitions it serves, or that
+// have no owner yet). It reads the description again every ownersEvery,
+// and at once after a consume failed (a partition that moved away
+// during the consume's wait answers 404 partition_not_found; an owner
+// gone does not answer): a node that owns partitions now gets a loop, a
+// loop whose node owns none ends before its next consume. A partition
+// that moved is leased from its new owner from that owner's next consume
+// on: within ownersEvery and a Wait. The leases a moved partition's old
+// owner gave do not move (docs/scaling.md): the new owner leases those
+// records again, and the renewals of the old leases, followed to the new
+// owner, find them gone (LeaseLost).
+//
+// A description of another incarnation than the consumer's, or none (the
+// topic deleted), ends the consumer with ErrTopicNotFound: its acks,
+// which name offsets, would settle another topic's records.
+
+// ownersEvery is how often a QueueConsumer reads the topic's owners
+// again.
+const ownersEvery = 5 * time.Second
+
+// ownerLoop is the consume loop of one node.
+type ownerLoop struct {
+	node string   // "" for the client's own node, else its address
+	url  *url.URL // nil for the client's own node
+	stop bool     // under q.mu: the node owns none of the topic's partitions now
+}
+
+// ownersOf lists the nodes a description names as owners.
+func ownersOf(desc Topic) map[string]bool {
+	nodes := map[string]bool{}
+	for _, d := range desc.Partitions {
+		if d.Remote && d.Owner != nil {
+			nodes[d.Owner.Addr] = true
+		} else {
+			nodes[""] = true
+		}
+	}
+	return nodes
+}
+
+// startLoops starts a consume loop for each owner desc names that has
+// none, and marks the loops of nodes that own none to stop; q.mu is held.
+func (q *QueueConsumer) startLoops(desc Topic) error {
+	if desc.Incarnation != q.incarnation {
+		return fmt.Errorf("narad: queue consumer of %s (incarnation %s): the topic was deleted and made again (now %s): %w",
+			q.topic, q.incarnation, desc.Incarnation, ErrTopicNotFound)
+	}
+	nodes := ownersOf(desc)
+	for node := range nodes {
+		if l := q.loops[node]; l != nil {
+			l.stop = false
+			continue
+		}
+		u, err := q.c.nodeAt(node)
+		if err != nil {
+			return err
+		}
+		l := &ownerLoop{node: node, url: u}
+		q.loops[node] = l
+		q.wg.Add(1)
+		go q.consumeFrom(l)
+	}
+	for node, l := range q.loops {
+		if !nodes[node] {
+			l.stop = true
+		}
+	}
+	return nil
+}
+
+// watchOwners reads the topic's description every ownersEvery, or when
+// a loop asks, and starts and stops loops to match; a topic gone, or made
+// again, ends the consumer.
+func (q *QueueConsumer) watchOwners() {
+	defer q.wg.Done()
+	t := time.NewTimer(ownersEvery)
+	defer t.Stop()
+	failures := 0
+	for {
+		select {
+		case <-q.ctx.Done():
+			return
+		case <-t.C:
+		case <-q.refresh:
+		}
+		desc, err := q.c.Topic(q.ctx, q.topic)
+		next := ownersEvery
+		q.mu.Lock()
+		switch {
+		case q.ctx.Err() != nil:
+		case errors.Is(err, ErrTopicNotFound):
+			q.fail(fmt.Errorf("narad: queue consumer of %s: %w", q.topic, err))
+		case err != nil:
+			next = retryWait(failures, err)
+			failures++
+		default:
+			failures = 0
+			if err := q.startLoops(desc); err != nil {
+				q.fail(err)
+			}
+		}
+		done := q.err != nil || q.ctx.Err() != nil
+		q.mu.Unlock()
+		if done {
+			return
+		}
+		t.Reset(next)
+	}
+}
+
+// askOwners has the owners read again soon.
+func (q *QueueConsumer) askOwners() {
+	select {
+	case q.refresh <- struct{}{}:
+	default:
+	}
+}
+
+// consumeFrom leases from one node while it owns partitions of the
+// topic, as many records as there is room for in work, each consume a
+// long poll of Wait. A failed consume has the owners read again and is
+// sent again after a backoff (the client's retry schedule); an answer
+// that says the options are invalid ends the consumer.
+func (q *QueueConsumer) consumeFrom(l *ownerLoop) {
+	defer q.wg.Done()
+	failures := 0
+	for {
+		room, ok := q.room(l)
+		if !ok {
+			return
+		}
+		sent := time.Now()
+		recs, err := q.c.consume(q.ctx, l.url, q.topic, ConsumeOptions{MaxRecords: min(room, q.opts.MaxRecords),
+			MaxBytes: q.opts.MaxBytes, Lease: q.opts.Lease, Wait: q.opts.Wait})
+		if err == nil {
+			failures = 0
+			q.mu.Lock()
+			q.took(recs, sent) // even when closing: Close gives them back
+			q.mu.Unlock()
+			q.wakeRenewer()
+			continue
+		}
+		if q.ctx.Err() != nil {
+			return
+		}
+		var e *Error
+		if errors.As(err, &e) && strings.HasPrefix(e.Code, "invalid_") {
+			q.mu.Lock()
+			q.fail(fmt.Errorf("narad: queue consumer of %s: %w", q.topic, err))
+			q.mu.Unlock()
+			return
+		}
+		q.askOwners()
+		if backoff(q.ctx, failures, err) != nil {
+			return
+		}
+		failures++
+	}
+}
+
+// room waits until l may send a consume: it returns how many records
+// may be leased, or false when l is to end (its node owns nothing of the
+// topic now, the consumer is closed or failed).
+func (q *QueueConsumer) room(l *ownerLoop) (int, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for {
+		switch {
+		case q.closed || q.err != nil || q.ctx.Err() != nil:
+			return 0, false
+		case l.stop:
+			if q.loops[l.node] == l {
+				delete(q.loops, l.node)
+			}
+			return 0, false
+		}
+		if n := q.opts.MaxInWork - len(q.work); n > 0 {
+			return n, true
+		}
+		changed := q.changed
+		q.mu.Unlock()
+		select {
+		case <-changed:
+		case <-q.ctx.Done():
+		}
+		q.mu.Lock()
+	}
+}

@@ -1,0 +1,266 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// receiveN receives until it holds n messages.
+func receiveN(t *testing.T, q *QueueConsumer, n int) []*Message {
+	t.Helper()
+	var out []*Message
+	for len(out) < n {
+		msgs, err := q.Receive(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, msgs...)
+	}
+	if len(out) != n {
+		t.Fatalf("received %d messages, want %d", len(out), n)
+	}
+	return out
+}
+
+func names(msgs []*Message) []string {
+	var out []string
+	for _, m := range msgs {
+		out = append(out, fmt.Sprintf("%d/%d=%s", m.Partition, m.Offset, m.Value))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestQueueConsumer_RenewalKeepsASlowRecord: records held in work five
+// times longer than their lease are renewed by the consumer alone, one
+// extension per partition and lease each time a third of the lease is
+// left: none runs out, none is delivered again, and the acks settle
+// them.
+func TestQueueConsumer_RenewalKeepsASlowRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newQueueNode("jobs", 2)
+		n.append(0, "a")
+		n.append(1, "b")
+		ctx := context.Background()
+		q, err := n.client().NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{Lease: 3 * time.Second, Wait: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close(ctx)
+		msgs := receiveN(t, q, 2)
+		time.Sleep(15 * time.Second) // slow work, on the bubble's clock
+		for _, m := range msgs {
+			if m.LeaseLost() {
+				t.Fatalf("%d/%d lost its lease while in work", m.Partition, m.Offset)
+			}
+		}
+		if err := q.Ack(ctx, msgs...); err != nil {
+			t.Fatal(err)
+		}
+		_, extends, expired := n.counts()
+		if again := n.redelivered(); len(again) != 0 || expired != 0 {
+			t.Fatalf("delivered again %v, %d leases ran out; want none", again, expired)
+		}
+		// Renewed at 2 s, then every 2 s (a third of 3 s left): 7 rounds
+		// over 15 s, one extension per partition each.
+		if extends != 14 {
+			t.Fatalf("%d extensions in 15 s of two partitions' records under a 3 s lease; want 14", extends)
+		}
+		if n.unacked() != 0 {
+			t.Fatalf("%d records not acked", n.unacked())
+		}
+	})
+}
+
+// TestQueueConsumer_MaxHoldBoundsRenewal: a record is renewed up to
+// MaxHold after it was leased, and no more: then its lease runs out, it
+// is delivered again, and the first delivery says its lease was lost.
+func TestQueueConsumer_MaxHoldBoundsRenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newQueueNode("jobs", 1)
+		n.append(0, "a")
+		ctx := context.Background()
+		q, err := n.client().NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{Lease: 3 * time.Second, Wait: time.Second, MaxHold: 6 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close(ctx)
+		first := receiveN(t, q, 1)[0]
+		again := receiveN(t, q, 1)[0] // the bubble's clock runs on to the lease's end
+		if again.Offset != 0 || again.LeaseID == first.LeaseID || !first.LeaseLost() || again.LeaseLost() {
+			t.Fatalf("delivered again %+v (first %+v, lost %v); want offset 0 under a new lease, the first lost", again, first, first.LeaseLost())
+		}
+		// Leased at 0, renewed at 2 and 4 (deadline 7); 6 is MaxHold: no
+		// more. Delivered again at 7.
+		if _, extends, expired := n.counts(); extends != 2 || expired != 1 {
+			t.Fatalf("%d extensions, %d leases ran out; want 2 and 1", extends, expired)
+		}
+		if err := again.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestQueueConsumer_FailedRenewalsLoseTheLease: extensions that fail
+// are tried again on the retry schedule; a lease that reaches its end
+// unrenewed is lost, and the record comes again.
+func TestQueueConsumer_FailedRenewalsLoseTheLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newQueueNode("jobs", 1)
+		n.append(0, "a")
+		n.failExtends = 1000
+		ctx := context.Background()
+		q, err := n.client().NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{Lease: 3 * time.Second, Wait: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close(ctx)
+		first := receiveN(t, q, 1)[0]
+		again := receiveN(t, q, 1)[0]
+		if !first.LeaseLost() || again.Offset != 0 {
+			t.Fatalf("after failed renewals: first lost %v, again %+v", first.LeaseLost(), again)
+		}
+		if _, extends, _ := n.counts(); extends < 2 {
+			t.Fatalf("%d extensions tried; want a retry after the first failed", extends)
+		}
+	})
+}
+
+// TestQueueConsumer_NackRedelivers: a nacked record comes again at once
+// (no lease ran out), under a new lease; a nack of a settled message is
+// nothing to do.
+func TestQueueConsumer_NackRedelivers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newQueueNode("jobs", 3)
+		for p := range 3 {
+			n.append(p, fmt.Sprintf("v%d", p))
+		}
+		ctx := context.Background()
+		q, err := n.client().NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close(ctx)
+		msgs := receiveN(t, q, 3)
+		start := time.Now()
+		if err := q.Nack(ctx, msgs[1]); err != nil {
+			t.Fatal(err)
+		}
+		again := receiveN(t, q, 1)[0]
+		if again.Partition != msgs[1].Partition || again.Offset != msgs[1].Offset || again.LeaseID == msgs[1].LeaseID || string(again.Value) != string(msgs[1].Value) {
+			t.Fatalf("after a nack of %+v: %+v", msgs[1], again)
+		}
+		if waited := time.Since(start); waited != 0 {
+			t.Fatalf("the nacked record came after %v; want at once", waited)
+		}
+		if err := q.Ack(ctx, msgs[0], msgs[2], again); err != nil {
+			t.Fatal(err)
+		}
+		if err := msgs[1].Nack(ctx); err != nil {
+			t.Fatalf("a nack of a message settled: %v", err)
+		}
+		if _, _, expired := n.counts(); expired != 0 || n.unacked() != 0 {
+			t.Fatalf("%d leases ran out, %d records not acked; want none", expired, n.unacked())
+		}
+	})
+}
+
+// TestQueueConsumer_CloseGivesBackWhatIsNotSettled: Close nacks every
+// record in work, those Receive returned and those it had not yet: a
+// consumer after it gets them at once; what was acked stays settled;
+// Receive, Ack and Nack after Close say it is closed.
+func TestQueueConsumer_CloseGivesBackWhatIsNotSettled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newQueueNode("jobs", 2)
+		n.append(0, "a", "b", "c")
+		n.append(1, "d", "e")
+		ctx := context.Background()
+		q, err := n.client().NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{MaxRecords: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs := receiveN(t, q, 2)
+		synctest.Wait() // the other three are leased, not received
+		if err := q.Ack(ctx, msgs[0]); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if err := q.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Receive(ctx); !errors.Is(err, ErrQueueConsumerClosed) {
+			t.Fatalf("Receive after Close: %v", err)
+		}
+		if err := msgs[1].Ack(ctx); !errors.Is(err, ErrQueueConsumerClosed) {
+			t.Fatalf("Ack after Close: %v", err)
+		}
+		if err := q.Close(ctx); err != nil {
+			t.Fatalf("a second Close: %v", err)
+		}
+
+		q2, err := n.client().NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q2.Close(ctx)
+		rest := receiveN(t, q2, 4)
+		if waited := time.Since(start); waited != 0 {
+			t.Fatalf("the records given back came after %v; want at once", waited)
+		}
+		want := []string{"0/0=a", "0/1=b", "0/2=c", "1/0=d", "1/1=e"}
+		want = slices.DeleteFunc(want, func(s string) bool {
+			return s == fmt.Sprintf("%d/%d=%s", msgs[0].Partition, msgs[0].Offset, msgs[0].Value)
+		})
+		if got := names(rest); !slices.Equal(got, want) {
+			t.Fatalf("after Close: %v, want %v", got, want)
+		}
+		if _, _, expired := n.counts(); expired != 0 {
+			t.Fatalf("%d leases ran out; Close gave them back", expired)
+		}
+	})
+}
+
+// TestQueueConsumer_MaxInWorkBoundsTheLeases: with MaxInWork records in
+// work no consume is sent; an ack makes room for as many more.
+func TestQueueConsumer_MaxInWorkBoundsTheLeases(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newQueueNode("jobs", 2)
+		n.append(0, "a", "b", "c")
+		n.append(1, "d", "e")
+		ctx := context.Background()
+		q, err := n.client().NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{MaxInWork: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close(ctx)
+		msgs := receiveN(t, q, 2)
+		synctest.Wait()
+		before, _, _ := n.counts()
+		time.Sleep(time.Minute)
+		if after, _, _ := n.counts(); after != before {
+			t.Fatalf("%d consumes sent with MaxInWork records in work", after-before)
+		}
+		if err := q.Ack(ctx, msgs[0]); err != nil {
+			t.Fatal(err)
+		}
+		more := receiveN(t, q, 1)
+		synctest.Wait()
+		if got, _ := q.Receive(canceled()); len(got) != 0 {
+			t.Fatalf("%d more records with MaxInWork in work", len(got))
+		}
+		if err := q.Ack(ctx, append(msgs[1:], more...)...); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func canceled() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
