@@ -100,8 +100,9 @@ func (m *Message) LeaseLost() bool {
 //   - every Message leased and not settled is in work, keyed by its
 //     partition and offset, the latest lease of each record; ready holds
 //     those Receive has not returned yet, in the order leased;
-//   - len(work) <= MaxInWork, but for records leased again while an
-//     earlier lease of them is still in work (counted once);
+//   - len(work) + reserved <= MaxInWork, but for records leased again
+//     while an earlier lease of them is still in work (counted once);
+//     reserved is what the consumes in flight may lease;
 //   - once err is set, or closed, no consume is sent.
 type QueueConsumer struct {
 	c           *Client
@@ -113,13 +114,14 @@ type QueueConsumer struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex
-	work    map[recordKey]*Message
-	ready   []*Message
-	loops   map[string]*ownerLoop // by node: "" the client's own, else its address
-	err     error                 // terminal: Receive's answer once ready is empty
-	closed  bool
-	changed chan struct{} // closed and made again when ready grows, work shrinks, err is set or the consumer closes
+	mu       sync.Mutex
+	work     map[recordKey]*Message
+	ready    []*Message
+	loops    map[string]*ownerLoop // by node: "" the client's own, else its address
+	reserved int                   // records the consumes in flight may lease
+	err      error                 // terminal: Receive's answer once ready is empty
+	closed   bool
+	changed  chan struct{} // closed and made again when ready grows, work shrinks, err is set or the consumer closes
 
 	refresh   chan struct{} // a loop asks the owners to be read again (buffered, one)
 	renewWake chan struct{} // a consume brought records to renew (buffered, one)

@@ -143,13 +143,17 @@ func (q *QueueConsumer) consumeFrom(l *ownerLoop) {
 			return
 		}
 		sent := time.Now()
-		recs, err := q.c.consume(q.ctx, l.url, q.topic, ConsumeOptions{MaxRecords: min(room, q.opts.MaxRecords),
+		recs, err := q.c.consume(q.ctx, l.url, q.topic, ConsumeOptions{MaxRecords: room,
 			MaxBytes: q.opts.MaxBytes, Lease: q.opts.Lease, Wait: q.opts.Wait})
+		q.mu.Lock()
+		q.reserved -= room
+		if err == nil {
+			q.took(recs, sent) // even when closing: Close gives them back
+		}
+		q.notify() // the room not taken is free again
+		q.mu.Unlock()
 		if err == nil {
 			failures = 0
-			q.mu.Lock()
-			q.took(recs, sent) // even when closing: Close gives them back
-			q.mu.Unlock()
 			q.wakeRenewer()
 			continue
 		}
@@ -172,8 +176,9 @@ func (q *QueueConsumer) consumeFrom(l *ownerLoop) {
 }
 
 // room waits until l may send a consume: it returns how many records
-// may be leased, or false when l is to end (its node owns nothing of the
-// topic now, the consumer is closed or failed).
+// it may lease, reserved (the caller gives back what the consume did not
+// take), or false when l is to end (its node owns nothing of the topic
+// now, the consumer is closed or failed).
 func (q *QueueConsumer) room(l *ownerLoop) (int, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -187,7 +192,8 @@ func (q *QueueConsumer) room(l *ownerLoop) (int, bool) {
 			}
 			return 0, false
 		}
-		if n := q.opts.MaxInWork - len(q.work); n > 0 {
+		if n := min(q.opts.MaxInWork-len(q.work)-q.reserved, q.opts.MaxRecords); n > 0 {
+			q.reserved += n
 			return n, true
 		}
 		changed := q.changed
