@@ -19,11 +19,14 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/narad-io/storage/client"
+	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/runtime"
+	"go.uber.org/zap"
 )
 
 // HTTPResult is one http suite workload's figures.
 type HTTPResult struct {
-	Workload    string  `json:"workload"` // "produce, closed loop", "produce, open loop", "produce to fetch"
+	Workload    string  `json:"workload"` // "produce, closed loop", "produce, open loop", "produce to fetch", and the topic workloads (topicWorkloads)
 	Producers   int     `json:"producers"`
 	Partitions  int     `json:"partitions"`
 	Batch       int     `json:"batch"`
@@ -35,16 +38,26 @@ type HTTPResult struct {
 	// time, so a stall counts against every batch it delayed (corrected
 	// for coordinated omission). Produce to fetch: from the send to the
 	// record reaching a long-polling fetch.
+	// The topic workloads have no latency figures (zero).
 	P50Ms  float64 `json:"p50_ms"`
 	P99Ms  float64 `json:"p99_ms"`
 	P999Ms float64 `json:"p999_ms"`
 	MaxMs  float64 `json:"max_ms"`
+	// VsEngine is a topic workload's records/s over runtime.Node.Produce's
+	// in the same run, the same records in the same batches.
+	VsEngine float64 `json:"vs_engine,omitempty"`
 }
 
-// HTTPLoad is an http suite workload's shape.
+// HTTPLoad is an http suite workload's shape. With TopicRecords, the
+// topic workloads run too: that many records through a client.Producer,
+// a client.Consumer and a client.QueueConsumer, beside
+// runtime.Node.Produce committing them in EngineDir (on the daemon's
+// disk, for a fair ratio).
 type HTTPLoad struct {
 	Producers, Partitions, Batch, RecordBytes int
 	Duration                                  time.Duration
+	TopicRecords                              int
+	EngineDir                                 string
 }
 
 // Daemon is a narad-storaged the harness started, or one already running.
@@ -154,7 +167,8 @@ func BuildDaemon(dir string) (string, error) {
 // RunHTTP runs the http suite's workloads for load against the daemon at
 // addr on a topic of its own: a closed loop (as fast as each producer
 // goes), an open loop at 80% of that rate, and produce to fetch with a
-// long-polling reader a partition. What every reader received is checked
+// long-polling reader a partition; with load.TopicRecords, the topic
+// workloads (topicWorkloads). What every reader received is checked
 // against what was produced.
 func RunHTTP(addr, topic string, load HTTPLoad) ([]HTTPResult, error) {
 	c, err := client.New(addr, client.Options{})
@@ -210,7 +224,15 @@ func RunHTTP(addr, topic string, load HTTPLoad) ([]HTTPResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(out, e2e), nil
+	out = append(out, e2e)
+	if load.TopicRecords > 0 {
+		topics, err := topicWorkloads(ctx, c, topic+"-topic", load)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, topics...)
+	}
+	return out, nil
 }
 
 func fill(r *HTTPResult, recordsPerS float64, h *hdrhistogram.Histogram, load HTTPLoad) {
@@ -376,4 +398,224 @@ func produceToFetch(ctx context.Context, c *client.Client, topic string, load HT
 	}
 	fill(&r, float64(total)/elapsed.Seconds(), hist, load)
 	return r, nil
+}
+
+// label is the workload's name, with its ratio to the engine's when it
+// has one.
+func (h HTTPResult) label() string {
+	if h.VsEngine > 0 {
+		return fmt.Sprintf("%s (%.2fx runtime.Node.Produce)", h.Workload, h.VsEngine)
+	}
+	return h.Workload
+}
+
+// topicWorkloads measures the whole-topic clients beside the engine, in
+// one run: runtime.Node.Produce committing load.TopicRecords records in
+// the batches the Producer's defaults make (the batches dealt to the
+// partitions in turn, a goroutine a partition, in load.EngineDir); then,
+// against the daemon on
+// a topic of its own, a client.Producer sending the same records one
+// Produce each (keyless: sticky batches, its default options), a
+// client.Consumer reading them all from the earliest, and a
+// client.QueueConsumer leasing and acking them all (an Ack a Receive).
+// Each is records/s from its first call to its last answer, and its
+// ratio to the engine's. Every record is checked: the topic holds them
+// all, and each reader got each once.
+func topicWorkloads(ctx context.Context, c *client.Client, topic string, load HTTPLoad) ([]HTTPResult, error) {
+	n, parts := load.TopicRecords, load.Partitions
+	batch := min(10_000, max(1, (1<<20)/load.RecordBytes)) // what the Producer's defaults (10,000 records, 1 MiB) make
+	values := make([][]byte, n)
+	pool := batchPool(Cell{RecordBytes: load.RecordBytes, Batch: batch})
+	for i := range values {
+		b := pool[(i/batch)%len(pool)]
+		values[i] = b[i%len(b)]
+	}
+	base := HTTPResult{Producers: 1, Partitions: parts, Batch: batch, RecordBytes: load.RecordBytes}
+	result := func(workload string, perS, engine float64) HTTPResult {
+		r := base
+		r.Workload, r.RecordsPerS, r.MBPerS = workload, perS, perS*float64(load.RecordBytes)/1e6
+		if engine > 0 {
+			r.VsEngine = perS / engine
+		}
+		return r
+	}
+
+	engine, err := engineProduce(load.EngineDir, values, parts, batch)
+	if err != nil {
+		return nil, fmt.Errorf("runtime.Node.Produce: %w", err)
+	}
+	out := []HTTPResult{result("topic: runtime.Node.Produce", engine, 0)}
+	out[0].Producers = parts
+
+	if _, _, err := c.CreateTopic(ctx, topic, parts, client.Retention{}); err != nil {
+		return nil, err
+	}
+	perS, err := timed(n, func() error { return producerLoad(ctx, c, topic, values) })
+	if err != nil {
+		return nil, fmt.Errorf("topic producer: %w", err)
+	}
+	out = append(out, result("topic: client.Producer", perS, engine))
+	total := int64(0)
+	for p := range parts {
+		f, err := c.Fetch(ctx, topic, p, 0, client.FetchOptions{MaxRecords: 1})
+		if err != nil {
+			return nil, err
+		}
+		total += f.HighWatermark
+	}
+	if total != int64(n) {
+		return nil, fmt.Errorf("topic producer: the topic holds %d records after %d were produced", total, n)
+	}
+
+	perS, err = timed(n, func() error { return consumerLoad(ctx, c, topic, n) })
+	if err != nil {
+		return nil, fmt.Errorf("topic consumer: %w", err)
+	}
+	out = append(out, result("topic: client.Consumer", perS, engine))
+	perS, err = timed(n, func() error { return queueConsumerLoad(ctx, c, topic, parts, n) })
+	if err != nil {
+		return nil, fmt.Errorf("queue consumer: %w", err)
+	}
+	return append(out, result("topic: client.QueueConsumer", perS, engine)), nil
+}
+
+// timed runs fn, which moves records records, and returns records/s.
+func timed(records int, fn func() error) (float64, error) {
+	start := time.Now()
+	err := fn()
+	return float64(records) / time.Since(start).Seconds(), err
+}
+
+// engineProduce commits values through runtime.Node.Produce in dir, in
+// batches of batch dealt to the partitions in turn, a goroutine a
+// partition, and returns records/s.
+func engineProduce(dir string, values [][]byte, partitions, batch int) (float64, error) {
+	if dir == "" {
+		return 0, errors.New("no EngineDir for the engine's side")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	n, err := runtime.New(runtime.Config{DataDir: dir, Logger: zap.NewNop()})
+	if err != nil {
+		return 0, err
+	}
+	defer n.Close()
+	if _, _, err := n.CreateTopic(bg, "topic", partitions, runtime.Retention{}); err != nil {
+		return 0, err
+	}
+	batches := make([][][]partition.Record, partitions)
+	for k := 0; k*batch < len(values); k++ {
+		part := values[k*batch : min((k+1)*batch, len(values))]
+		recs := make([]partition.Record, len(part))
+		for i, v := range part {
+			recs[i].Value = v
+		}
+		batches[k%partitions] = append(batches[k%partitions], recs)
+	}
+	return timed(len(values), func() error {
+		return forEach(partitions, partitions, func(p int) error {
+			for _, b := range batches[p] {
+				if _, err := n.Produce(bg, "topic", p, b); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+}
+
+// producerLoad sends values through a client.Producer, one Produce
+// each, and waits for every result.
+func producerLoad(ctx context.Context, c *client.Client, topic string, values [][]byte) error {
+	p, err := c.NewProducer(ctx, topic, client.ProducerOptions{})
+	if err != nil {
+		return err
+	}
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	for _, v := range values {
+		if err := p.Produce(ctx, client.Record{Value: v}, func(r client.Result) {
+			if r.Err != nil && failed.Add(1) == 1 {
+				firstErr.Store(r.Err)
+			}
+		}); err != nil {
+			p.Close(ctx)
+			return err
+		}
+	}
+	if err := p.Close(ctx); err != nil {
+		return err
+	}
+	if failed.Load() > 0 {
+		return fmt.Errorf("%d records failed: %v", failed.Load(), firstErr.Load())
+	}
+	return nil
+}
+
+// consumerLoad reads the whole topic through a client.Consumer, from the
+// earliest to io.EOF, and checks it read n records, each partition in
+// order.
+func consumerLoad(ctx context.Context, c *client.Client, topic string, n int) error {
+	k, err := c.NewConsumer(ctx, topic, client.ConsumerOptions{MaxRecords: 10000, MaxBytes: 8 << 20})
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	next := map[int]int64{}
+	got := 0
+	for {
+		b, err := k.Poll(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		for _, r := range b.Records {
+			if r.Offset != next[b.Partition] {
+				return fmt.Errorf("partition %d: offset %d where %d was expected", b.Partition, r.Offset, next[b.Partition])
+			}
+			next[b.Partition]++
+		}
+		got += len(b.Records)
+	}
+	if got != n {
+		return fmt.Errorf("read %d records of %d", got, n)
+	}
+	return nil
+}
+
+// queueConsumerLoad leases and acks every record of the topic through a
+// client.QueueConsumer (an Ack a Receive) and checks each came once.
+func queueConsumerLoad(ctx context.Context, c *client.Client, topic string, partitions, n int) error {
+	q, err := c.NewQueueConsumer(ctx, topic, client.QueueConsumerOptions{MaxRecords: 1000, MaxInWork: 10000, Wait: time.Second})
+	if err != nil {
+		return err
+	}
+	seen := make([]map[int64]bool, partitions)
+	for p := range seen {
+		seen[p] = map[int64]bool{}
+	}
+	for acked := 0; acked < n; {
+		msgs, err := q.Receive(ctx)
+		if err != nil {
+			q.Close(ctx)
+			return err
+		}
+		for _, m := range msgs {
+			if seen[m.Partition][m.Offset] {
+				q.Close(ctx)
+				return fmt.Errorf("record %d/%d delivered twice (a lease ran out?)", m.Partition, m.Offset)
+			}
+			seen[m.Partition][m.Offset] = true
+		}
+		if err := q.Ack(ctx, msgs...); err != nil {
+			q.Close(ctx)
+			return err
+		}
+		acked += len(msgs)
+	}
+	return q.Close(ctx)
 }

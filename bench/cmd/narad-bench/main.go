@@ -289,7 +289,7 @@ var fullSizes = suiteSizes{
 	partitions: []int{1000, 10000}, idle: 30 * time.Second, partitionProducers: 64, produceFor: 10 * time.Second,
 	http: []bench.HTTPLoad{
 		{Producers: 8, Partitions: 8, Batch: 1, RecordBytes: 256, Duration: 10 * time.Second},
-		{Producers: 8, Partitions: 8, Batch: 256, RecordBytes: 256, Duration: 10 * time.Second},
+		{Producers: 8, Partitions: 16, Batch: 256, RecordBytes: 256, Duration: 10 * time.Second, TopicRecords: 1_000_000},
 	},
 	cli: bench.CLIProduceShape{Lines: 1_000_000, LineBytes: 100, Partitions: 16, Reps: 3},
 }
@@ -299,7 +299,7 @@ var quickSizes = suiteSizes{
 	producerCounts: []int{1, 4},
 	openShapes:     []bench.OpenShape{{}, {Active: 4 << 20}, {History: 64 << 20, Active: 4 << 20}}, openReps: 3,
 	partitions: []int{200}, idle: time.Second, partitionProducers: 8, produceFor: 500 * time.Millisecond,
-	http: []bench.HTTPLoad{{Producers: 2, Partitions: 2, Batch: 16, RecordBytes: 256, Duration: 500 * time.Millisecond}},
+	http: []bench.HTTPLoad{{Producers: 2, Partitions: 4, Batch: 16, RecordBytes: 256, Duration: 500 * time.Millisecond, TopicRecords: 50_000}},
 	cli:  bench.CLIProduceShape{Lines: 20_000, LineBytes: 100, Partitions: 4, Reps: 1},
 }
 
@@ -349,13 +349,18 @@ func httpSuite(r *bench.Run, work string, sizes suiteSizes, bin, addr string) er
 		addr = d.Addr
 	}
 	for i, load := range sizes.http {
+		load.EngineDir = filepath.Join(work, "http-engine") // the topic workloads' runtime.Node, on the daemon's disk when it is ours
 		fmt.Printf("http suite: %d producers x %d partitions x batch %d\n", load.Producers, load.Partitions, load.Batch)
 		res, err := bench.RunHTTP(addr, fmt.Sprintf("narad-bench-%d-%d", time.Now().UnixNano(), i), load)
 		if err != nil {
 			return err
 		}
 		for _, h := range res {
-			fmt.Printf("  %-22s %10.0f rec/s  p50 %7.2f ms  p99 %7.2f ms\n", h.Workload, h.RecordsPerS, h.P50Ms, h.P99Ms)
+			if h.VsEngine > 0 {
+				fmt.Printf("  %-30s %10.0f rec/s  %.2fx runtime.Node.Produce\n", h.Workload, h.RecordsPerS, h.VsEngine)
+				continue
+			}
+			fmt.Printf("  %-30s %10.0f rec/s  p50 %7.2f ms  p99 %7.2f ms\n", h.Workload, h.RecordsPerS, h.P50Ms, h.P99Ms)
 		}
 		r.HTTP = append(r.HTTP, res...)
 	}
