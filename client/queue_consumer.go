@@ -258,13 +258,15 @@ func (q *QueueConsumer) took(recs []LeasedRecord, sent time.Time) {
 	}
 }
 
-// settle takes m out of work; q.mu is held.
-func (q *QueueConsumer) settle(m *Message) {
+// settle takes m out of work, and says whether it was there (the
+// caller then notifies); q.mu is held.
+func (q *QueueConsumer) settle(m *Message) bool {
 	m.settled, m.renewAt = true, time.Time{}
 	if k := (recordKey{m.Partition, m.Offset}); q.work[k] == m {
 		delete(q.work, k)
-		q.notify()
+		return true
 	}
+	return false
 }
 
 // Ack settles msgs, one request per partition (Client.Ack). A message
@@ -330,8 +332,12 @@ func (q *QueueConsumer) settleAll(ctx context.Context, msgs []*Message, send fun
 			continue
 		}
 		q.mu.Lock()
+		freed := false
 		for _, m := range groups[g] {
-			q.settle(m)
+			freed = q.settle(m) || freed
+		}
+		if freed {
+			q.notify()
 		}
 		q.mu.Unlock()
 	}

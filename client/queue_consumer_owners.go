@@ -175,9 +175,10 @@ func (q *QueueConsumer) consumeFrom(l *ownerLoop) {
 	}
 }
 
-// room waits until l may send a consume: it returns how many records
-// it may lease, reserved (the caller gives back what the consume did not
-// take), or false when l is to end (its node owns nothing of the topic
+// room waits until l may send a consume, room for half of MaxRecords
+// at least (or any, when no record is ready for Receive): it returns how
+// many records it may lease, reserved (the caller gives back what the
+// consume did not take), or false when l is to end (its node owns nothing of the topic
 // now, the consumer is closed or failed).
 func (q *QueueConsumer) room(l *ownerLoop) (int, bool) {
 	q.mu.Lock()
@@ -192,7 +193,10 @@ func (q *QueueConsumer) room(l *ownerLoop) (int, bool) {
 			}
 			return 0, false
 		}
-		if n := min(q.opts.MaxInWork-len(q.work)-q.reserved, q.opts.MaxRecords); n > 0 {
+		// Room for half a consume at least, unless nothing is ready: a
+		// consume a settled record at a time would be the consumer's pace.
+		floor := max(1, min(q.opts.MaxRecords, q.opts.MaxInWork)/2)
+		if n := min(q.opts.MaxInWork-len(q.work)-q.reserved, q.opts.MaxRecords); n >= floor || (n > 0 && len(q.ready) == 0) {
 			q.reserved += n
 			return n, true
 		}
