@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -263,4 +264,53 @@ func canceled() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	return ctx
+}
+
+// TestQueueConsumer_CoversEveryOwnerWithinMaxInWork: over two nodes,
+// each owning a partition of the topic, the consumer sends a consume to
+// each (the node it was made with, and the owner the description names)
+// and acks each record on its owner; the two consumes in flight at once
+// never lease more than MaxInWork between them.
+func TestQueueConsumer_CoversEveryOwnerWithinMaxInWork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newQueueNode("jobs", 2), newQueueNode("jobs", 2)
+		a.elsewhere[1] = "http://10.0.0.2:7480"
+		b.elsewhere[0] = "http://127.0.0.1:7480"
+		a.append(0, "a0", "a1", "a2", "a3", "a4")
+		b.append(1, "b0", "b1", "b2", "b3", "b4")
+		c, err := New("127.0.0.1:7480", Options{HTTPClient: &http.Client{Transport: queueCluster{"127.0.0.1:7480": a, "10.0.0.2:7480": b}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		q, err := c.NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{MaxInWork: 4, Wait: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close(ctx)
+		var got []*Message
+		deadline, cancel := context.WithTimeout(ctx, time.Hour) // on the bubble's clock: a record never leased fails the test at once
+		defer cancel()
+		for len(got) < 10 {
+			msgs, err := q.Receive(deadline)
+			if err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+			if held := a.leased() + b.leased(); held > 4 {
+				t.Fatalf("%d records leased at once on the two nodes; MaxInWork is 4", held)
+			}
+			if err := q.Ack(ctx, msgs...); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, msgs...)
+		}
+		want := []string{"0/0=a0", "0/1=a1", "0/2=a2", "0/3=a3", "0/4=a4", "1/0=b0", "1/1=b1", "1/2=b2", "1/3=b3", "1/4=b4"}
+		if names := names(got); !slices.Equal(names, want) {
+			t.Fatalf("received %v, want %v", names, want)
+		}
+		if a.unacked() != 0 || b.unacked() != 0 {
+			t.Fatalf("not acked: %d on the first node, %d on the second", a.unacked(), b.unacked())
+		}
+	})
 }

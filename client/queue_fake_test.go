@@ -28,8 +28,16 @@ type queueNode struct {
 	nextLease   uint64
 	consumes    int
 	extends     int
-	expired     int // deliveries of a record whose earlier lease ran out
-	failExtends int // answer the next extensions 500, this many
+	expired     int            // deliveries of a record whose earlier lease ran out
+	failExtends int            // answer the next extensions 500, this many
+	elsewhere   map[int]string // partition -> the address of the node that owns it, if not this one
+}
+
+// queueCluster routes each request to the fake node of its host.
+type queueCluster map[string]*queueNode
+
+func (c queueCluster) RoundTrip(r *http.Request) (*http.Response, error) {
+	return c[r.URL.Host].RoundTrip(r)
 }
 
 type fakeRecord struct {
@@ -42,7 +50,8 @@ type fakeRecord struct {
 }
 
 func newQueueNode(name string, partitions int) *queueNode {
-	return &queueNode{name: name, incarnation: "00000000000000b2", parts: make([][]*fakeRecord, partitions), changed: make(chan struct{}), nextLease: 100}
+	return &queueNode{name: name, incarnation: "00000000000000b2", parts: make([][]*fakeRecord, partitions), changed: make(chan struct{}), nextLease: 100,
+		elsewhere: map[int]string{}}
 }
 
 func (n *queueNode) client() *Client {
@@ -89,7 +98,11 @@ func (n *queueNode) RoundTrip(r *http.Request) (*http.Response, error) {
 		defer n.mu.Unlock()
 		d := api.TopicDescription{Name: n.name, Incarnation: n.incarnation}
 		for p := range n.parts {
-			d.Partitions = append(d.Partitions, api.PartitionDescription{Partition: p, HighWatermark: int64(len(n.parts[p]))})
+			pd := api.PartitionDescription{Partition: p, HighWatermark: int64(len(n.parts[p]))}
+			if addr, ok := n.elsewhere[p]; ok {
+				pd = api.PartitionDescription{Partition: p, Remote: true, Owner: &api.Owner{NodeID: addr, Addr: addr}}
+			}
+			d.Partitions = append(d.Partitions, pd)
 		}
 		return jsonAnswer(200, d), nil
 	case len(segs) == 2 && segs[1] == "consume":
@@ -99,6 +112,9 @@ func (n *queueNode) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, r.Context().Err()
 	case len(segs) == 4 && segs[1] == "partitions":
 		p, _ := strconv.Atoi(segs[2])
+		if addr, ok := n.elsewhere[p]; ok {
+			return misdirected(addr), nil
+		}
 		var body struct {
 			LeaseID *uint64 `json:"lease_id"`
 			Offsets []int64 `json:"offsets"`
@@ -177,6 +193,9 @@ func (n *queueNode) consume(r *http.Request) *http.Response {
 		ids := map[int]uint64{}
 		var nextEnd time.Time
 		for p, recs := range n.parts {
+			if _, ok := n.elsewhere[p]; ok {
+				continue
+			}
 			for o, rec := range recs {
 				if len(out.Records) == maxRecords {
 					break
@@ -259,4 +278,19 @@ func (n *queueNode) counts() (consumes, extends, expired int) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.consumes, n.extends, n.expired
+}
+
+// leased counts the records leased and not settled at now.
+func (n *queueNode) leased() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now, c := time.Now(), 0
+	for _, recs := range n.parts {
+		for _, rec := range recs {
+			if rec.leaseID != 0 && rec.live(rec.leaseID, now) {
+				c++
+			}
+		}
+	}
+	return c
 }
