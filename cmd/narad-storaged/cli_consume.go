@@ -25,7 +25,8 @@ import (
 // frame stops it (exit 1, naming the partition and offsets), or with
 // --skip-damaged is stepped over with a warning on stderr; records
 // retention deleted are skipped to the start, with a warning. With
-// --queue it is a queue consumer instead (runQueueConsume).
+// --queue it is a queue consumer instead (runQueueConsume; with
+// --follow of the whole topic, runQueueFollow).
 func runConsume(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("consume", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -87,6 +88,9 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	out := bufio.NewWriterSize(stdout, 64<<10)
+	if *queue && *follow && !set["partition"] {
+		return runQueueFollow(ctx, c, cf.topic, *lease, printer, out, stderr)
+	}
 	if *queue {
 		opts := client.ConsumeOptions{OnlyPartition: set["partition"], Partition: cf.partition, MaxRecords: 1000, Lease: *lease}
 		return runQueueConsume(ctx, c, cf.topic, opts, *follow, *noAck, printer, out, stderr)

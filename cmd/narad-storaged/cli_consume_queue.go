@@ -69,3 +69,52 @@ func runQueueConsume(ctx context.Context, c *client.Client, topic string, opts c
 		}
 	}
 }
+
+// runQueueFollow is consume --queue --follow of a whole topic, through a
+// client.QueueConsumer: it consumes from every node that owns partitions
+// of the topic (in a cluster, not only the node asked) and renews the
+// leases of the records it holds until they are printed and acked. An
+// interrupt ends it, exit 0, giving back (nacking) what it had leased and
+// not acked.
+func runQueueFollow(ctx context.Context, c *client.Client, topic string, lease time.Duration,
+	printer *recordPrinter, out *bufio.Writer, stderr io.Writer) int {
+	q, err := c.NewQueueConsumer(ctx, topic, client.QueueConsumerOptions{MaxRecords: 1000, Lease: lease})
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0
+		}
+		fmt.Fprintln(stderr, "consume:", err)
+		return 1
+	}
+	code := func() int {
+		for {
+			msgs, err := q.Receive(ctx)
+			switch {
+			case ctx.Err() != nil:
+				return 0
+			case err != nil:
+				fmt.Fprintln(stderr, "consume:", err)
+				return 1
+			}
+			for _, m := range msgs {
+				printer.append(m.Partition, client.FetchedRecord{Offset: m.Offset, Key: m.Key, Value: m.Value, CommittedAt: m.CommittedAt})
+			}
+			_, err = out.Write(printer.buf)
+			printer.buf = printer.buf[:0]
+			if err == nil {
+				err = out.Flush()
+			}
+			if err == nil {
+				err = q.Ack(context.WithoutCancel(ctx), msgs...)
+			}
+			if err != nil {
+				fmt.Fprintln(stderr, "consume:", err)
+				return 1
+			}
+		}
+	}()
+	if err := q.Close(context.WithoutCancel(ctx)); err != nil {
+		fmt.Fprintln(stderr, "consume: giving back what was leased and not printed (it comes back when its lease runs out):", err)
+	}
+	return code
+}
