@@ -51,6 +51,9 @@ func (q *QueueConsumer) renewer() {
 		due, next := q.dueRenewals(time.Now())
 		if len(due) > 0 {
 			q.extend(due)
+			if q.ctx.Err() != nil { // Close: what extend left due is Close's to give back
+				return
+			}
 			continue
 		}
 		var at <-chan time.Time

@@ -1,0 +1,81 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// faultTransport wraps a fake node: extensions to hang never answer until
+// cancelled; a request already cancelled is counted and takes 100 ms of the
+// bubble's clock to fail (else a spinning loop freezes the bubble); acks are
+// applied at once and answered after ackDelay.
+type faultTransport struct {
+	next        http.RoundTripper
+	hang        func(*http.Request) bool
+	ackDelay    time.Duration
+	afterCancel atomic.Int64
+}
+
+func (tr *faultTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if err := r.Context().Err(); err != nil {
+		tr.afterCancel.Add(1)
+		time.Sleep(100 * time.Millisecond)
+		return nil, err
+	}
+	if tr.hang != nil && tr.hang(r) {
+		<-r.Context().Done()
+		return nil, r.Context().Err()
+	}
+	resp, err := tr.next.RoundTrip(r)
+	if strings.HasSuffix(r.URL.Path, "/acks") && tr.ackDelay > 0 {
+		time.Sleep(tr.ackDelay)
+	}
+	return resp, err
+}
+
+func isExtend(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/extend") }
+
+// TestQueueConsumer_CloseDuringAHungRenewalGivesBackAtOnce: Close while
+// an extension hangs ends it, sends nothing more and nacks the record at
+// once: another consumer gets it with no lease run out.
+func TestQueueConsumer_CloseDuringAHungRenewalGivesBackAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newQueueNode("jobs", 1)
+		n.append(0, "a")
+		tr := &faultTransport{next: n, hang: isExtend}
+		c, err := New("127.0.0.1:7480", Options{HTTPClient: &http.Client{Transport: tr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		q, err := c.NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{Lease: 3 * time.Second, Wait: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		receiveN(t, q, 1)
+		time.Sleep(2500 * time.Millisecond) // the renewal sent at 2 s hangs
+		synctest.Wait()
+		start := time.Now()
+		if err := q.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if took, sent := time.Since(start), tr.afterCancel.Load(); took != 0 || sent != 0 {
+			t.Errorf("Close took %v of the bubble's clock and the renewer sent %d extensions after it; want at once, none", took, sent)
+		}
+		q2, err := n.client().NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q2.Close(ctx)
+		again := receiveN(t, q2, 1)[0]
+		if _, _, expired := n.counts(); expired != 0 || time.Since(start) != 0 {
+			t.Errorf("%d/%d came again %v after Close, its lease run out (%d expired); want given back by Close at once",
+				again.Partition, again.Offset, time.Since(start), expired)
+		}
+	})
+}
