@@ -83,7 +83,9 @@
 // reach, and what a consume in flight had leased, comes back when its
 // lease runs out.
 //
-// It sends topic-wide consumes that long-poll (Wait, 10 s): one request
+// It sends topic-wide consumes that long-poll (Wait, 10 s, a third of
+// Lease at most, so that a record leased at the end of a poll is in time
+// for its renewal): one request
 // in flight, and one goroutine, per node that owns partitions of the
 // topic, however many partitions there are; one goroutine renews every
 // lease. A node's topic-wide consume leases only from the partitions it

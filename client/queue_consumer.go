@@ -21,9 +21,11 @@ type QueueConsumerOptions struct {
 	// 1 ms to 12 h, default 30 s. A record in work is renewed when a
 	// third of its lease is left.
 	Lease time.Duration
-	// Wait is each consume's long poll: 1 ms to 60 s, default 10 s (less
-	// than two thirds of the default lease, so a record leased at the end
-	// of a long poll is not renewed at once).
+	// Wait is each consume's long poll: 1 ms to 60 s, default 10 s. A
+	// consume waits a third of Lease at most: a record leased at the end
+	// of a long poll is taken to be leased when the consume was sent, and
+	// is renewed when a third of its lease is left, so a longer poll would
+	// bring it at, or past, the end the client can be sure of.
 	Wait time.Duration
 	// MaxInWork bounds the records leased and not settled (Ack, Nack):
 	// no consume is sent while that many are; default 1,000.

@@ -131,7 +131,7 @@ func (q *QueueConsumer) askOwners() {
 
 // consumeFrom leases from one node while it owns partitions of the
 // topic, as many records as there is room for in work, each consume a
-// long poll of Wait. A failed consume has the owners read again and is
+// long poll of pollWait. A failed consume has the owners read again and is
 // sent again after a backoff (the client's retry schedule); an answer
 // that says the options are invalid ends the consumer.
 func (q *QueueConsumer) consumeFrom(l *ownerLoop) {
@@ -144,7 +144,7 @@ func (q *QueueConsumer) consumeFrom(l *ownerLoop) {
 		}
 		sent := time.Now()
 		recs, err := q.c.consume(q.ctx, l.url, q.topic, ConsumeOptions{MaxRecords: room,
-			MaxBytes: q.opts.MaxBytes, Lease: q.opts.Lease, Wait: q.opts.Wait})
+			MaxBytes: q.opts.MaxBytes, Lease: q.opts.Lease, Wait: q.pollWait()})
 		q.mu.Lock()
 		q.reserved -= room
 		if err == nil {
@@ -173,6 +173,15 @@ func (q *QueueConsumer) consumeFrom(l *ownerLoop) {
 		}
 		failures++
 	}
+}
+
+// pollWait is each consume's long poll: Wait, but a third of Lease at
+// most (1 ms at least). A record leased at the end of a poll is taken
+// to be leased when the consume was sent (its deadline as the client can
+// be sure of), and is renewed when a third of its lease is left: a
+// longer poll would bring records due, or past, their renewal.
+func (q *QueueConsumer) pollWait() time.Duration {
+	return max(time.Millisecond, min(q.opts.Wait, q.opts.Lease/3))
 }
 
 // room waits until l may send a consume, room for half of MaxRecords

@@ -79,3 +79,31 @@ func TestQueueConsumer_CloseDuringAHungRenewalGivesBackAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestQueueConsumer_ALongPollLongerThanTheLeaseKeepsItsRecords: with a
+// Wait longer than the lease, a record leased late in a long poll is
+// still renewed before its lease ends: each consume waits a third of the
+// lease at most.
+func TestQueueConsumer_ALongPollLongerThanTheLeaseKeepsItsRecords(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newQueueNode("jobs", 1)
+		ctx := context.Background()
+		q, err := n.client().NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{Lease: 3 * time.Second, Wait: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close(ctx)
+		time.Sleep(5 * time.Second) // into the first long poll
+		n.append(0, "a")
+		m := receiveN(t, q, 1)[0]
+		time.Sleep(10 * time.Second) // slow work
+		_, extends, expired := n.counts()
+		if m.LeaseLost() || expired != 0 || len(n.redelivered()) != 0 {
+			t.Errorf("a record held 10 s under a 3 s lease it was to renew: lost %v, %d extensions, %d leases ran out, delivered again %v",
+				m.LeaseLost(), extends, expired, n.redelivered())
+		}
+		if err := m.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
