@@ -87,8 +87,11 @@
 // Lease at most, so that a record leased at the end of a poll is in time
 // for its renewal): one request
 // in flight, and one goroutine, per node that owns partitions of the
-// topic, however many partitions there are; one goroutine renews every
-// lease. A node's topic-wide consume leases only from the partitions it
+// topic, however many partitions there are; one goroutine finds the
+// leases due and renews them, a few extensions at a time, each given up
+// when the earliest lease it names ends, so a node that hangs holds up no
+// other's; a consume is given up 10 s after its Wait, as a failed one.
+// A node's topic-wide consume leases only from the partitions it
 // owns, so in a cluster the consumer covers the topic itself: it learns
 // the owners from the topic's description, again every 5 s and after a
 // consume fails, and consumes from each. A partition that moved is leased

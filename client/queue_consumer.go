@@ -51,13 +51,14 @@ type Message struct {
 
 	q *QueueConsumer
 	// Under q.mu:
-	deadline time.Time // its lease's end as the client can be sure of: sent + lease
-	leasedAt time.Time // when the consume that leased it was sent
-	renewAt  time.Time // when the renewer extends it next (zero: not again)
-	settled  bool      // acked or nacked (or given back by Close)
-	lost     bool      // its lease ran out, or was not extended: it may be another consumer's
-	fails    int       // extensions failed in a row
-	alone    bool      // an extension naming it with others extended fewer: it is extended alone next
+	deadline  time.Time // its lease's end as the client can be sure of: sent + lease
+	leasedAt  time.Time // when the consume that leased it was sent
+	renewAt   time.Time // when the renewer extends it next (zero: not again)
+	settled   bool      // acked or nacked (or given back by Close)
+	lost      bool      // its lease ran out, or was not extended: it may be another consumer's
+	fails     int       // extensions failed in a row
+	alone     bool      // an extension naming it with others extended fewer: it is extended alone next
+	extending bool      // an extension naming it is in flight
 }
 
 // Ack settles m (QueueConsumer.Ack).
@@ -126,7 +127,8 @@ type QueueConsumer struct {
 	changed  chan struct{} // closed and made again when ready grows, work shrinks, err is set or the consumer closes
 
 	refresh   chan struct{} // a loop asks the owners to be read again (buffered, one)
-	renewWake chan struct{} // a consume brought records to renew (buffered, one)
+	renewWake chan struct{} // a consume brought records to renew, or an extension ended (buffered, one)
+	renewing  chan struct{} // a slot of each extension in flight (buffered, renewSlots)
 }
 
 // recordKey names a record of the topic.
@@ -174,7 +176,8 @@ func (c *Client) NewQueueConsumer(ctx context.Context, topic string, opts QueueC
 	}
 	q := &QueueConsumer{c: c, topic: topic, opts: opts, incarnation: desc.Incarnation,
 		work: map[recordKey]*Message{}, loops: map[string]*ownerLoop{},
-		changed: make(chan struct{}), refresh: make(chan struct{}, 1), renewWake: make(chan struct{}, 1)}
+		changed: make(chan struct{}), refresh: make(chan struct{}, 1), renewWake: make(chan struct{}, 1),
+		renewing: make(chan struct{}, renewSlots)}
 	q.ctx, q.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	q.mu.Lock()
 	err = q.startLoops(desc)

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -142,9 +143,12 @@ func (q *QueueConsumer) consumeFrom(l *ownerLoop) {
 		if !ok {
 			return
 		}
+		wait := q.pollWait()
+		ctx, cancel := context.WithTimeout(q.ctx, wait+consumeMargin)
 		sent := time.Now()
-		recs, err := q.c.consume(q.ctx, l.url, q.topic, ConsumeOptions{MaxRecords: room,
-			MaxBytes: q.opts.MaxBytes, Lease: q.opts.Lease, Wait: q.pollWait()})
+		recs, err := q.c.consume(ctx, l.url, q.topic, ConsumeOptions{MaxRecords: room,
+			MaxBytes: q.opts.MaxBytes, Lease: q.opts.Lease, Wait: wait})
+		cancel()
 		q.mu.Lock()
 		q.reserved -= room
 		if err == nil {
@@ -174,6 +178,10 @@ func (q *QueueConsumer) consumeFrom(l *ownerLoop) {
 		failures++
 	}
 }
+
+// consumeMargin is how long after its Wait a consume is given up, as
+// a failed one: a node that does not answer holds no loop for ever.
+const consumeMargin = 10 * time.Second
 
 // pollWait is each consume's long poll: Wait, but a third of Lease at
 // most (1 ms at least). A record leased at the end of a poll is taken

@@ -1,14 +1,18 @@
 package client
 
 import (
+	"context"
 	"time"
 )
 
 // A QueueConsumer renews the lease of each record in work when a third
 // of it is left, by its own clock: a lease is taken to end Lease after
 // the consume (or the extension) that gave it was sent, never later than
-// the node's deadline, whatever the two clocks say. One goroutine renews
-// them all, one ExtendLease per partition and lease id that is due. An
+// the node's deadline, whatever the two clocks say. One goroutine finds
+// what is due and sends one ExtendLease per partition and lease id, each
+// from a goroutine of its own, at most renewSlots at once, each given up
+// when the earliest lease it names ends: a node that hangs holds up no
+// other node's renewals. An
 // extension that answers fewer records than it named says some leases
 // ended (ran out, or the partition moved and its new owner does not know
 // them): each of those records is extended alone next, to learn which;
@@ -43,18 +47,16 @@ func (q *QueueConsumer) wakeRenewer() {
 	}
 }
 
-// renewer extends the leases due, marks lost those that reached their
-// end, and sleeps until the next is due or a consume brings more.
+// renewer marks lost the records whose lease reached its end, starts
+// an extension for each group due, and sleeps until the next is due, an
+// extension ends or a consume brings more.
 func (q *QueueConsumer) renewer() {
 	defer q.wg.Done()
 	for {
 		due, next := q.dueRenewals(time.Now())
-		if len(due) > 0 {
-			q.extend(due)
-			if q.ctx.Err() != nil { // Close: what extend left due is Close's to give back
-				return
-			}
-			continue
+		for _, g := range due {
+			q.wg.Add(1)
+			go q.extend(g)
 		}
 		var at <-chan time.Time
 		var t *time.Timer
@@ -76,16 +78,24 @@ func (q *QueueConsumer) renewer() {
 	}
 }
 
+// renewal is one extension's records: one partition's, of one lease.
+type renewal struct {
+	key  renewKey
+	msgs []*Message
+	by   time.Time // the earliest deadline of msgs: the extension is given up then
+}
+
 // dueRenewals marks lost the records whose lease reached its end and
-// groups those due for renewal at now; next is when the next is due, or
-// reaches its end (zero: none).
-func (q *QueueConsumer) dueRenewals(now time.Time) (due map[renewKey][]*Message, next time.Time) {
+// groups those due for renewal at now, marking them extending; next is
+// when the next is due, or reaches its end (zero: none). A record being
+// extended is left to its extension, which wakes the renewer.
+func (q *QueueConsumer) dueRenewals(now time.Time) (due map[renewKey]*renewal, next time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	due = map[renewKey][]*Message{}
+	due = map[renewKey]*renewal{}
 	for _, m := range q.work {
 		switch {
-		case m.lost:
+		case m.lost || m.extending:
 		case !now.Before(m.deadline):
 			m.lost, m.renewAt = true, time.Time{}
 		case !m.renewAt.IsZero() && !now.Before(m.renewAt):
@@ -93,7 +103,14 @@ func (q *QueueConsumer) dueRenewals(now time.Time) (due map[renewKey][]*Message,
 			if m.alone {
 				k.alone = m.Offset
 			}
-			due[k] = append(due[k], m)
+			g := due[k]
+			if g == nil {
+				g = &renewal{key: k, by: m.deadline}
+				due[k] = g
+			}
+			g.msgs = append(g.msgs, m)
+			g.by = earliest(g.by, m.deadline)
+			m.extending = true
 		default:
 			next = earliest(next, earliest(m.renewAt, m.deadline))
 		}
@@ -101,35 +118,49 @@ func (q *QueueConsumer) dueRenewals(now time.Time) (due map[renewKey][]*Message,
 	return due, next
 }
 
-// extend sends one extension per group and takes the answers in.
-func (q *QueueConsumer) extend(due map[renewKey][]*Message) {
-	for k, msgs := range due {
-		offsets := make([]int64, len(msgs))
-		for i, m := range msgs {
+// renewSlots bounds the extensions in flight at once, over every node.
+const renewSlots = 8
+
+// extend sends g's extension, given up at g.by (its records' leases end
+// then: a node that does not answer holds up no other), and takes the
+// answer in.
+func (q *QueueConsumer) extend(g *renewal) {
+	defer q.wg.Done()
+	defer q.wakeRenewer()
+	var n int
+	var err error
+	sent := time.Now()
+	select {
+	case q.renewing <- struct{}{}:
+		ctx, cancel := context.WithDeadline(q.ctx, g.by)
+		offsets := make([]int64, len(g.msgs))
+		for i, m := range g.msgs {
 			offsets[i] = m.Offset
 		}
-		sent := time.Now()
-		n, _, err := q.c.ExtendLease(q.ctx, q.topic, k.p, k.lease, q.opts.Lease, offsets...)
-		if q.ctx.Err() != nil {
-			return
+		sent = time.Now()
+		n, _, err = q.c.ExtendLease(ctx, q.topic, g.key.p, g.key.lease, q.opts.Lease, offsets...)
+		cancel()
+		<-q.renewing
+	case <-q.ctx.Done():
+		err = q.ctx.Err()
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, m := range g.msgs {
+		m.extending = false
+		switch {
+		case m.settled || m.lost || q.ctx.Err() != nil: // closing: Close gives it back
+		case err != nil:
+			m.renewAt = time.Now().Add(retryWait(m.fails, err))
+			m.fails++
+		case n == len(g.msgs):
+			m.fails, m.alone = 0, false
+			m.deadline = sent.Add(q.opts.Lease)
+			m.renewAt = q.renewTime(m)
+		case len(g.msgs) == 1 || n == 0:
+			m.lost, m.renewAt = true, time.Time{}
+		default:
+			m.alone = true // extended alone next, at once, to learn whose lease ended
 		}
-		q.mu.Lock()
-		for _, m := range msgs {
-			switch {
-			case m.settled || m.lost:
-			case err != nil:
-				m.renewAt = time.Now().Add(retryWait(m.fails, err))
-				m.fails++
-			case n == len(msgs):
-				m.fails, m.alone = 0, false
-				m.deadline = sent.Add(q.opts.Lease)
-				m.renewAt = q.renewTime(m)
-			case len(msgs) == 1 || n == 0:
-				m.lost, m.renewAt = true, time.Time{}
-			default:
-				m.alone = true // extended alone next, at once, to learn whose lease ended
-			}
-		}
-		q.mu.Unlock()
 	}
 }

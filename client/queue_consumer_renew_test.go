@@ -107,3 +107,69 @@ func TestQueueConsumer_ALongPollLongerThanTheLeaseKeepsItsRecords(t *testing.T) 
 		}
 	})
 }
+
+// TestQueueConsumer_AHungNodeDoesNotStallOtherRenewals: over two
+// nodes, one of which never answers an extension, the records of the
+// other are still renewed: each extension is given up at the earliest
+// end of the leases it names, and none waits for another.
+func TestQueueConsumer_AHungNodeDoesNotStallOtherRenewals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newQueueNode("jobs", 2), newQueueNode("jobs", 2)
+		a.elsewhere[1] = "http://10.0.0.2:7480"
+		b.elsewhere[0] = "http://127.0.0.1:7480"
+		a.append(0, "a0")
+		b.append(1, "b0")
+		tr := &faultTransport{next: queueCluster{"127.0.0.1:7480": a, "10.0.0.2:7480": b},
+			hang: func(r *http.Request) bool { return r.URL.Host == "10.0.0.2:7480" && isExtend(r) }}
+		c, err := New("127.0.0.1:7480", Options{HTTPClient: &http.Client{Transport: tr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		q, err := c.NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{Lease: 3 * time.Second, Wait: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close(ctx)
+		msgs := receiveN(t, q, 2)
+		time.Sleep(10 * time.Second) // slow work
+		for _, m := range msgs {
+			if m.Partition == 0 && (m.LeaseLost() || len(a.redelivered()) != 0) {
+				t.Errorf("0/0, on a healthy node, lost its lease while another node hung: lost %v, delivered again %v", m.LeaseLost(), a.redelivered())
+			}
+		}
+	})
+}
+
+// TestQueueConsumer_AHungConsumeIsGivenUp: a consume its node never
+// answers is given up some time after its Wait, and sent again: a
+// record appended meanwhile is leased.
+func TestQueueConsumer_AHungConsumeIsGivenUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newQueueNode("jobs", 1)
+		var consumes atomic.Int64
+		tr := &faultTransport{next: n, hang: func(r *http.Request) bool {
+			return strings.HasSuffix(r.URL.Path, "/consume") && consumes.Add(1) == 1
+		}}
+		c, err := New("127.0.0.1:7480", Options{HTTPClient: &http.Client{Transport: tr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		q, err := c.NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{Wait: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close(ctx)
+		n.append(0, "a")
+		deadline, cancel := context.WithTimeout(ctx, time.Hour) // on the bubble's clock: a consume never given up fails the test at once
+		defer cancel()
+		msgs, err := q.Receive(deadline)
+		if err != nil {
+			t.Fatalf("a record appended while the first consume hung: %v", err)
+		}
+		if err := q.Ack(ctx, msgs...); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
