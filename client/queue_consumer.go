@@ -57,7 +57,8 @@ type Message struct {
 	settled   bool      // acked or nacked (or given back by Close)
 	lost      bool      // its lease ran out, or was not extended: it may be another consumer's
 	fails     int       // extensions failed in a row
-	alone     bool      // an extension naming it with others extended fewer: it is extended alone next
+	part      uint64    // an extension naming it with others extended fewer: it is extended with the others of its part (renewKey)
+	settling  int       // acks and nacks of it in flight: it is not renewed meanwhile
 	extending bool      // an extension naming it is in flight
 }
 
@@ -129,6 +130,7 @@ type QueueConsumer struct {
 	refresh   chan struct{} // a loop asks the owners to be read again (buffered, one)
 	renewWake chan struct{} // a consume brought records to renew, or an extension ended (buffered, one)
 	renewing  chan struct{} // a slot of each extension in flight (buffered, renewSlots)
+	parts     uint64        // the last part a short extension's records were split into (renewKey)
 }
 
 // recordKey names a record of the topic.
@@ -298,7 +300,9 @@ func (q *QueueConsumer) Nack(ctx context.Context, msgs ...*Message) error {
 
 // settleAll sends msgs, grouped by partition and by what lease says
 // (nothing for acks, the lease id for nacks), one call a group, and
-// settles each group that succeeded.
+// settles each group that succeeded. msgs are all checked to be q's
+// before any is sent; while its call is in flight a message is not
+// renewed (settling), and one whose call failed is renewed again.
 func (q *QueueConsumer) settleAll(ctx context.Context, msgs []*Message, send func(p int, lease uint64, offsets []int64) error, lease func(*Message) uint64) error {
 	type group struct {
 		p     int
@@ -309,16 +313,19 @@ func (q *QueueConsumer) settleAll(ctx context.Context, msgs []*Message, send fun
 		q.mu.Unlock()
 		return ErrQueueConsumerClosed
 	}
-	groups := map[group][]*Message{}
-	var order []group
 	for _, m := range msgs {
 		if m.q != q {
 			q.mu.Unlock()
 			return errors.New("narad: queue consumer: a message of another consumer")
 		}
+	}
+	groups := map[group][]*Message{}
+	var order []group
+	for _, m := range msgs {
 		if m.settled {
 			continue
 		}
+		m.settling++
 		g := group{m.Partition, lease(m)}
 		if groups[g] == nil {
 			order = append(order, g)
@@ -332,19 +339,23 @@ func (q *QueueConsumer) settleAll(ctx context.Context, msgs []*Message, send fun
 		for i, m := range groups[g] {
 			offsets[i] = m.Offset
 		}
-		if err := send(g.p, g.lease, offsets); err != nil {
-			errs = append(errs, fmt.Errorf("narad: queue consumer of %s, partition %d: %w", q.topic, g.p, err))
-			continue
-		}
+		err := send(g.p, g.lease, offsets)
 		q.mu.Lock()
 		freed := false
 		for _, m := range groups[g] {
-			freed = q.settle(m) || freed
+			m.settling--
+			if err == nil {
+				freed = q.settle(m) || freed
+			}
 		}
 		if freed {
 			q.notify()
 		}
 		q.mu.Unlock()
+		if err != nil {
+			q.wakeRenewer() // its records are renewed again
+			errs = append(errs, fmt.Errorf("narad: queue consumer of %s, partition %d: %w", q.topic, g.p, err))
+		}
 	}
 	return errors.Join(errs...)
 }

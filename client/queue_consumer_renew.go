@@ -15,18 +15,22 @@ import (
 // other node's renewals. An
 // extension that answers fewer records than it named says some leases
 // ended (ran out, or the partition moved and its new owner does not know
-// them): each of those records is extended alone next, to learn which;
-// one extended alone and not counted is lost (LeaseLost). An extension
+// them): its records are split in halves, each extended at once, to
+// learn which (a record alone and not counted is lost, LeaseLost): k
+// leases ended among n records cost about k log n extensions. A record
+// being acked or nacked is left out of its group's extension until the
+// settling fails: an ack in flight would make the extension short. An
+// extension
 // that fails is tried again on the client's retry schedule; a record
 // whose lease reaches its end unrenewed is lost. A record is renewed up
 // to MaxHold after it was leased: its last lease may run one Lease past.
 
 // renewKey groups the records one extension names: a partition and a
-// lease id, and an offset when the record is extended alone.
+// lease id, and the part of it a short extension split them into.
 type renewKey struct {
 	p     int
 	lease uint64
-	alone int64 // -1: with the others of its lease
+	part  uint64 // 0: with the others of its lease
 }
 
 // renewTime is when m is renewed next: a third of its lease left, unless
@@ -95,14 +99,11 @@ func (q *QueueConsumer) dueRenewals(now time.Time) (due map[renewKey]*renewal, n
 	due = map[renewKey]*renewal{}
 	for _, m := range q.work {
 		switch {
-		case m.lost || m.extending:
+		case m.lost || m.extending || m.settling > 0:
 		case !now.Before(m.deadline):
 			m.lost, m.renewAt = true, time.Time{}
 		case !m.renewAt.IsZero() && !now.Before(m.renewAt):
-			k := renewKey{m.Partition, m.LeaseID, -1}
-			if m.alone {
-				k.alone = m.Offset
-			}
+			k := renewKey{m.Partition, m.LeaseID, m.part}
 			g := due[k]
 			if g == nil {
 				g = &renewal{key: k, by: m.deadline}
@@ -146,6 +147,7 @@ func (q *QueueConsumer) extend(g *renewal) {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	var short []*Message
 	for _, m := range g.msgs {
 		m.extending = false
 		switch {
@@ -154,13 +156,26 @@ func (q *QueueConsumer) extend(g *renewal) {
 			m.renewAt = time.Now().Add(retryWait(m.fails, err))
 			m.fails++
 		case n == len(g.msgs):
-			m.fails, m.alone = 0, false
+			m.fails, m.part = 0, 0
 			m.deadline = sent.Add(q.opts.Lease)
 			m.renewAt = q.renewTime(m)
 		case len(g.msgs) == 1 || n == 0:
 			m.lost, m.renewAt = true, time.Time{}
 		default:
-			m.alone = true // extended alone next, at once, to learn whose lease ended
+			short = append(short, m)
 		}
+	}
+	// Some of short had their lease end: each half is extended next, at
+	// once, to learn which.
+	half := (len(short) + 1) / 2
+	for i, m := range short {
+		m.part = q.parts + 1
+		if i >= half {
+			m.part = q.parts + 2
+		}
+		m.renewAt = time.Now()
+	}
+	if len(short) > 0 {
+		q.parts += 2
 	}
 }

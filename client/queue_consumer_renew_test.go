@@ -173,3 +173,106 @@ func TestQueueConsumer_AHungConsumeIsGivenUp(t *testing.T) {
 		}
 	})
 }
+
+// TestQueueConsumer_AnAckInFlightKeepsTheRenewalWhole: an ack applied
+// by the node but not yet answered when its lease's renewal is due does
+// not make the extension short: the record being acked is left out, and
+// the 99 others are renewed by one extension.
+func TestQueueConsumer_AnAckInFlightKeepsTheRenewalWhole(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newQueueNode("jobs", 1)
+		for range 100 {
+			n.append(0, "v")
+		}
+		tr := &faultTransport{next: n, ackDelay: 200 * time.Millisecond}
+		c, err := New("127.0.0.1:7480", Options{HTTPClient: &http.Client{Transport: tr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		q, err := c.NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{Lease: 3 * time.Second, Wait: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close(ctx)
+		msgs := receiveN(t, q, 100)
+		time.Sleep(1900 * time.Millisecond)
+		if err := q.Ack(ctx, msgs[0]); err != nil { // applied at 1.9 s, answered at 2.1 s; renewal due at 2 s
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if _, extends, _ := n.counts(); extends > 3 {
+			t.Errorf("%d extensions to renew 99 records of one lease once; want a few", extends)
+		}
+	})
+}
+
+// TestQueueConsumer_AShortRenewalIsSplitInHalves: an extension of 100
+// records of one lease that counts 99 (the node let one go) is split in
+// halves, and the half that is short again, until the record whose
+// lease ended is found alone: it is lost, the 99 others are not, in a
+// few extensions rather than one a record.
+func TestQueueConsumer_AShortRenewalIsSplitInHalves(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newQueueNode("jobs", 1)
+		for range 100 {
+			n.append(0, "v")
+		}
+		ctx := context.Background()
+		q, err := n.client().NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{Lease: 3 * time.Second, Wait: time.Second, MaxInWork: 100}) // no consume leases 0/37 again
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close(ctx)
+		msgs := receiveN(t, q, 100)
+		n.mu.Lock()
+		n.parts[0][37].given = true // as a nack by another would: its lease ended
+		n.mu.Unlock()
+		time.Sleep(2500 * time.Millisecond) // the renewal at 2 s, and its halves
+		synctest.Wait()
+		for _, m := range msgs {
+			if lost := m.LeaseLost(); lost != (m.Offset == 37) {
+				t.Errorf("0/%d: lost %v", m.Offset, lost)
+			}
+		}
+		// One short, then two halves a level down to one record: 7 levels
+		// (100 -> 50 -> 25 -> 13 -> 7 -> 4 -> 2 -> 1).
+		if _, extends, _ := n.counts(); extends > 1+2*7 {
+			t.Errorf("%d extensions to find the one record of 100 whose lease ended; want 15 at most", extends)
+		}
+	})
+}
+
+// TestQueueConsumer_AnAckRefusedLeavesItsRecordsRenewed: an ack naming
+// a message of another consumer is refused whole, and the messages of
+// its own it named are renewed as before.
+func TestQueueConsumer_AnAckRefusedLeavesItsRecordsRenewed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newQueueNode("jobs", 2)
+		n.append(0, "a")
+		n.append(1, "b")
+		ctx := context.Background()
+		opts := QueueConsumerOptions{Lease: 3 * time.Second, Wait: time.Second, MaxInWork: 1}
+		q, err := n.client().NewQueueConsumer(ctx, "jobs", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close(ctx)
+		other, err := n.client().NewQueueConsumer(ctx, "jobs", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close(ctx)
+		mine, theirs := receiveN(t, q, 1)[0], receiveN(t, other, 1)[0]
+		if err := q.Ack(ctx, mine, theirs); err == nil {
+			t.Fatal("an ack naming another consumer's message succeeded")
+		}
+		time.Sleep(10 * time.Second)
+		if mine.LeaseLost() || len(n.redelivered()) != 0 {
+			t.Fatalf("after a refused ack: lost %v, delivered again %v; want renewed", mine.LeaseLost(), n.redelivered())
+		}
+		if err := q.Ack(ctx, mine); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
