@@ -193,7 +193,8 @@ func (q *QueueConsumer) pollWait() time.Duration {
 }
 
 // room waits until l may send a consume, room for half of MaxRecords
-// at least (or any, when no record is ready for Receive): it returns how
+// or of l's share of MaxInWork (MaxInWork over the loops) at least, or
+// any when no record is ready for Receive: it returns how
 // many records it may lease, reserved (the caller gives back what the
 // consume did not take), or false when l is to end (its node owns nothing of the topic
 // now, the consumer is closed or failed).
@@ -210,10 +211,13 @@ func (q *QueueConsumer) room(l *ownerLoop) (int, bool) {
 			}
 			return 0, false
 		}
-		// Room for half a consume at least, unless nothing is ready: a
-		// consume a settled record at a time would be the consumer's pace.
-		floor := max(1, min(q.opts.MaxRecords, q.opts.MaxInWork)/2)
-		if n := min(q.opts.MaxInWork-len(q.work)-q.reserved, q.opts.MaxRecords); n >= floor || (n > 0 && len(q.ready) == 0) {
+		// A loop reserves its share of MaxInWork at most: an idle owner's
+		// long poll holds no more, and the busy ones lease the rest. Room
+		// for half a consume at least, unless nothing is ready: a consume
+		// a settled record at a time would be the consumer's pace.
+		share := max(1, q.opts.MaxInWork/max(1, len(q.loops)))
+		floor := max(1, min(q.opts.MaxRecords, share)/2)
+		if n := min(q.opts.MaxInWork-len(q.work)-q.reserved, q.opts.MaxRecords, share); n >= floor || (n > 0 && len(q.ready) == 0) {
 			q.reserved += n
 			return n, true
 		}

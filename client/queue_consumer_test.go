@@ -314,3 +314,33 @@ func TestQueueConsumer_CoversEveryOwnerWithinMaxInWork(t *testing.T) {
 		}
 	})
 }
+
+// TestQueueConsumer_AnIdleOwnerLeavesRoomToTheBusyOne: with MaxInWork
+// no more than MaxRecords, over two owners of which one has nothing, the
+// idle owner's long poll reserves its share of MaxInWork only: the busy
+// owner's records are leased at once, not after the idle poll ends.
+func TestQueueConsumer_AnIdleOwnerLeavesRoomToTheBusyOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newQueueNode("jobs", 2), newQueueNode("jobs", 2)
+		a.elsewhere[1] = "http://10.0.0.2:7480"
+		b.elsewhere[0] = "http://127.0.0.1:7480"
+		b.append(1, "b0", "b1", "b2", "b3", "b4", "b5")
+		c, err := New("127.0.0.1:7480", Options{HTTPClient: &http.Client{Transport: queueCluster{"127.0.0.1:7480": a, "10.0.0.2:7480": b}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		start := time.Now()
+		q, err := c.NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{MaxRecords: 1000}) // consume --queue --follow's options
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close(ctx)
+		if err := q.Ack(ctx, receiveN(t, q, 6)...); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took != 0 {
+			t.Errorf("6 records ready on one owner took %v of the bubble's clock to receive, the other owner idle", took)
+		}
+	})
+}
