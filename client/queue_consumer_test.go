@@ -344,3 +344,47 @@ func TestQueueConsumer_AnIdleOwnerLeavesRoomToTheBusyOne(t *testing.T) {
 		}
 	})
 }
+
+// TestQueueConsumer_AMovedPartitionIsLeasedFromItsNewOwner: when both
+// partitions move from the node the client was made with to another, a
+// record appended on the new owner is leased within the owners' reread,
+// and the loop of the old owner, which owns nothing now, ends: no more
+// consumes are sent to it.
+func TestQueueConsumer_AMovedPartitionIsLeasedFromItsNewOwner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newQueueNode("jobs", 2), newQueueNode("jobs", 2)
+		b.elsewhere[0], b.elsewhere[1] = "http://127.0.0.1:7480", "http://127.0.0.1:7480"
+		c, err := New("127.0.0.1:7480", Options{HTTPClient: &http.Client{Transport: queueCluster{"127.0.0.1:7480": a, "10.0.0.2:7480": b}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		q, err := c.NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{Wait: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close(ctx)
+		synctest.Wait()
+		a.mu.Lock()
+		a.elsewhere[0], a.elsewhere[1] = "http://10.0.0.2:7480", "http://10.0.0.2:7480"
+		a.mu.Unlock()
+		b.mu.Lock()
+		clear(b.elsewhere)
+		b.mu.Unlock()
+		moved := time.Now()
+		b.append(1, "b0")
+		m := receiveN(t, q, 1)[0]
+		if took := time.Since(moved); took > ownersEvery {
+			t.Errorf("the moved partition's record came %v after the move; want within the reread", took)
+		}
+		if err := m.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		before, _, _ := a.counts()
+		time.Sleep(time.Minute)
+		if after, _, _ := a.counts(); after != before {
+			t.Errorf("%d consumes to a node that owns nothing of the topic", after-before)
+		}
+	})
+}
