@@ -186,16 +186,18 @@ func TestCluster_AQueueConsumerCoversEveryOwner(t *testing.T) {
 	settledEverywhere(t, c, "jobs", partitions, per)
 }
 
-// TestCluster_AQueueConsumerWorksWhileAPartitionMoves: a queue consumer
+// TestCluster_AQueueConsumerHoldsRecordsAcrossAMove: a queue consumer
 // made through a partition's owner holds records of it unsettled, with a
-// short lease it renews; the partition moves to another node, more
-// records are produced, and two consumers (through two nodes) work the
-// topic: every record, those held and those produced after the move, is
-// acked; a record delivered again while an earlier delivery is held was
-// under a lease dead by then (the old owner's leases do not move), never
-// two live leases at once; the held records' old leases are dead on the
-// new owner.
-func TestCluster_AQueueConsumerWorksWhileAPartitionMoves(t *testing.T) {
+// short lease it renews, and leases nothing more (MaxInWork) while the
+// partition moves to another node; more records are produced, and two
+// consumers made after the move (through two nodes) work the topic:
+// every record, those held and those produced after the move, is acked;
+// a record delivered again while an earlier delivery is held was under a
+// lease dead by then (the old owner's leases do not move), never two live
+// leases at once; the held records' old leases are dead on the new
+// owner. A consumer leasing through the move is
+// TestCluster_AQueueConsumerFollowsAMoveToANewOwner's.
+func TestCluster_AQueueConsumerHoldsRecordsAcrossAMove(t *testing.T) {
 	te := startEtcd(t)
 	nodes := startNodes(t, te, "a", "b", "c")
 	byID := map[string]*node{}
@@ -281,6 +283,68 @@ func TestCluster_AQueueConsumerWorksWhileAPartitionMoves(t *testing.T) {
 		if n, _, err := c.ExtendLease(bg, "jobs", 0, m.LeaseID, time.Second, m.Offset); err != nil || n != 0 {
 			t.Fatalf("record 0/%d's lease %d from %s, on %s after the move: extended %d, %v; want it dead", m.Offset, m.LeaseID, from, to, n, err)
 		}
+	}
+	settledEverywhere(t, c, "jobs", partitions, 30)
+}
+
+// TestCluster_AQueueConsumerFollowsAMoveToANewOwner: a queue consumer
+// works a topic of two partitions from before one of them moves to the
+// node that owned neither, through the move and after it: the records
+// produced before and after the move (on the new owner, a node the
+// consumer had no consume loop for) are each acked, never under two live
+// leases at once, within a minute.
+func TestCluster_AQueueConsumerFollowsAMoveToANewOwner(t *testing.T) {
+	te := startEtcd(t)
+	nodes := startNodes(t, te, "a", "b", "c")
+	byID := map[string]*node{}
+	for _, d := range nodes {
+		byID[d.id] = d
+	}
+	watch := openMetastore(t, te, "observer")
+	heard := subscribe(watch)
+	const partitions = 2
+	if _, _, err := nodes[0].client().CreateTopic(bg, "jobs", partitions, client.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	owner := owners(t, watch, heard, "jobs", partitions)
+	from, to := owner[0], ""
+	for _, d := range nodes {
+		if d.id != owner[0] && d.id != owner[1] {
+			to = d.id
+		}
+	}
+	produceEach(t, nodes, "jobs", partitions, 0, 20)
+
+	ctx, cancel := context.WithTimeout(bg, time.Minute) // a record never delivered fails the test, never hangs it
+	defer cancel()
+	c := byID[from].client()
+	ledger := newLeaseLedger(c, "jobs", partitions*30)
+	q, err := c.NewQueueConsumer(ctx, "jobs", client.QueueConsumerOptions{MaxRecords: 3, Lease: 3 * time.Second, Wait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := ledger.work(ctx, q); err != nil && ctx.Err() == nil {
+			errs <- err
+		}
+	})
+
+	if _, err := nodes[0].client().MovePartition(bg, "jobs", 0, to); err != nil {
+		t.Fatal(err)
+	}
+	heard.waitFor(t, "the move to complete", func() bool {
+		o, _ := watch.Owner("jobs", 0)
+		return o == to && len(watch.Moves()) == 0
+	})
+	produceEach(t, nodes, "jobs", partitions, 20, 10)
+
+	ledger.finish(t, ctx, errs)
+	cancel()
+	wg.Wait()
+	if err := q.Close(bg); err != nil {
+		t.Fatal(err)
 	}
 	settledEverywhere(t, c, "jobs", partitions, 30)
 }
