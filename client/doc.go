@@ -76,8 +76,10 @@
 // to MaxHold after it was leased: slow work keeps its records without
 // the caller doing anything. A renewal that finds the lease gone, or
 // fails up to the lease's end, marks the record LeaseLost (its work may
-// be done twice; an Ack still settles it). At most MaxInWork records are
-// held: no consume is sent while that many are unsettled. Close gives
+// be done twice; an Ack still settles it; a record lost holds no room,
+// and is not returned by Receive if it had not been). At most MaxInWork
+// records are held: no consume is sent while that many are unsettled and
+// not lost. Close gives
 // back (nacks) every record not settled, received or not, so others get
 // them at once rather than at their lease's end; what a nack did not
 // reach, and what a consume in flight had leased, comes back when its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,8 +28,9 @@ type QueueConsumerOptions struct {
 	// is renewed when a third of its lease is left, so a longer poll would
 	// bring it at, or past, the end the client can be sure of.
 	Wait time.Duration
-	// MaxInWork bounds the records leased and not settled (Ack, Nack):
-	// no consume is sent while that many are; default 1,000.
+	// MaxInWork bounds the records leased and not settled (Ack, Nack)
+	// nor lost (LeaseLost): no consume is sent while that many are;
+	// default 1,000.
 	MaxInWork int
 	// MaxHold bounds how long a record's lease is renewed after it was
 	// leased; then its lease runs out and the record is delivered again
@@ -72,7 +74,8 @@ func (m *Message) Nack(ctx context.Context) error { return m.q.Nack(ctx, m) }
 // out (MaxHold passed, or renewals failed up to its end), the node no
 // longer knew it (the partition moved, the node restarted), or the record
 // was leased again, to this consumer or another. Acking m still settles
-// the record; its work may be done twice.
+// the record; its work may be done twice. A message lost holds no room
+// of MaxInWork, and Receive does not return it if it had not yet.
 func (m *Message) LeaseLost() bool {
 	m.q.mu.Lock()
 	defer m.q.mu.Unlock()
@@ -101,12 +104,12 @@ func (m *Message) LeaseLost() bool {
 // comes back when its lease runs out.
 //
 // Invariants, under mu:
-//   - every Message leased and not settled is in work, keyed by its
-//     partition and offset, the latest lease of each record; ready holds
-//     those Receive has not returned yet, in the order leased;
-//   - len(work) + reserved <= MaxInWork, but for records leased again
-//     while an earlier lease of them is still in work (counted once);
-//     reserved is what the consumes in flight may lease;
+//   - every Message leased, not settled and not lost is in work, keyed
+//     by its partition and offset, the latest lease of each record;
+//     ready holds those Receive has not returned yet, in the order
+//     leased;
+//   - len(work) + reserved <= MaxInWork; reserved is what the consumes
+//     in flight may lease;
 //   - once err is set, or closed, no consume is sent.
 type QueueConsumer struct {
 	c           *Client
@@ -255,7 +258,7 @@ func (q *QueueConsumer) took(recs []LeasedRecord, sent time.Time) {
 		m.renewAt = q.renewTime(m)
 		k := recordKey{r.Partition, r.Offset}
 		if old := q.work[k]; old != nil {
-			old.lost, old.renewAt = true, time.Time{}
+			q.lose(old)
 		}
 		q.work[k] = m
 		q.ready = append(q.ready, m)
@@ -263,6 +266,20 @@ func (q *QueueConsumer) took(recs []LeasedRecord, sent time.Time) {
 	if len(recs) > 0 {
 		q.notify()
 	}
+}
+
+// lose marks m lost, its lease ended, and takes it out of work and
+// ready: it holds no room of MaxInWork, and Receive does not hand it out
+// if it has not yet; q.mu is held.
+func (q *QueueConsumer) lose(m *Message) {
+	m.lost, m.renewAt = true, time.Time{}
+	if k := (recordKey{m.Partition, m.Offset}); q.work[k] == m {
+		delete(q.work, k)
+	}
+	if i := slices.Index(q.ready, m); i >= 0 {
+		q.ready = slices.Delete(q.ready, i, i+1)
+	}
+	q.notify()
 }
 
 // settle takes m out of work, and says whether it was there (the

@@ -101,7 +101,7 @@ func (q *QueueConsumer) dueRenewals(now time.Time) (due map[renewKey]*renewal, n
 		switch {
 		case m.lost || m.extending || m.settling > 0:
 		case !now.Before(m.deadline):
-			m.lost, m.renewAt = true, time.Time{}
+			q.lose(m)
 		case !m.renewAt.IsZero() && !now.Before(m.renewAt):
 			k := renewKey{m.Partition, m.LeaseID, m.part}
 			g := due[k]
@@ -160,7 +160,7 @@ func (q *QueueConsumer) extend(g *renewal) {
 			m.deadline = sent.Add(q.opts.Lease)
 			m.renewAt = q.renewTime(m)
 		case len(g.msgs) == 1 || n == 0:
-			m.lost, m.renewAt = true, time.Time{}
+			q.lose(m)
 		default:
 			short = append(short, m)
 		}

@@ -388,3 +388,63 @@ func TestQueueConsumer_AMovedPartitionIsLeasedFromItsNewOwner(t *testing.T) {
 		}
 	})
 }
+
+// TestQueueConsumer_ARecordLeasedAgainIsReceivedOnce: a record the node
+// leases again (its lease given up there) before Receive returned its
+// first delivery is received once, under its new lease: the first
+// delivery, lost, is not handed out.
+func TestQueueConsumer_ARecordLeasedAgainIsReceivedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newQueueNode("jobs", 1)
+		n.append(0, "a")
+		ctx := context.Background()
+		q, err := n.client().NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{Wait: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close(ctx)
+		synctest.Wait() // leased, not received
+		n.mu.Lock()
+		n.parts[0][0].given = true // as a nack by another would
+		n.wake()
+		n.mu.Unlock()
+		synctest.Wait() // leased again
+		got, err := q.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].LeaseLost() || got[0].LeaseID != 102 {
+			t.Fatalf("received %v (first lost %v, lease %d); want 0/0 once, under its second lease 102", names(got), got[0].LeaseLost(), got[0].LeaseID)
+		}
+		if err := q.Ack(ctx, got...); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestQueueConsumer_ALostRecordFreesItsRoom: with MaxInWork 1, a record
+// whose lease is lost (its renewals failed to its end), not acked, holds
+// no room: the consumer leases again.
+func TestQueueConsumer_ALostRecordFreesItsRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newQueueNode("jobs", 1)
+		n.append(0, "a", "b")
+		n.failExtends = 1000
+		ctx := context.Background()
+		q, err := n.client().NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{Lease: 3 * time.Second, Wait: time.Second, MaxInWork: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close(ctx)
+		first := receiveN(t, q, 1)[0]
+		deadline, cancel := context.WithTimeout(ctx, time.Hour) // on the bubble's clock: no more leased fails the test at once
+		defer cancel()
+		next, err := q.Receive(deadline)
+		if err != nil {
+			t.Fatalf("after %d/%d's lease was lost (%v), not acked: %v", first.Partition, first.Offset, first.LeaseLost(), err)
+		}
+		if !first.LeaseLost() {
+			t.Fatalf("received %v with %d/%d in work and not lost; MaxInWork is 1", names(next), first.Partition, first.Offset)
+		}
+	})
+}
