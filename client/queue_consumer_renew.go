@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -21,7 +22,9 @@ import (
 // being acked or nacked is left out of its group's extension until the
 // settling fails: an ack in flight would make the extension short. An
 // extension
-// that fails is tried again on the client's retry schedule; a record
+// that fails is tried again on the client's retry schedule, but for one
+// that finds the topic or the partition gone: its records are lost at
+// once. A record
 // whose lease reaches its end unrenewed is lost. A record is renewed up
 // to MaxHold after it was leased: its last lease may run one Lease past.
 
@@ -152,6 +155,8 @@ func (q *QueueConsumer) extend(g *renewal) {
 		m.extending = false
 		switch {
 		case m.settled || m.lost || q.ctx.Err() != nil: // closing: Close gives it back
+		case errors.Is(err, ErrTopicNotFound) || errors.Is(err, ErrPartitionNotFound):
+			q.lose(m) // no lease of it is left to extend
 		case err != nil:
 			m.renewAt = time.Now().Add(retryWait(m.fails, err))
 			m.fails++

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/narad-io/storage/api"
 )
 
 // faultTransport wraps a fake node: extensions to hang never answer until
@@ -19,6 +21,7 @@ type faultTransport struct {
 	hang        func(*http.Request) bool
 	ackDelay    time.Duration
 	afterCancel atomic.Int64
+	answer      func(*http.Request) *http.Response // if it returns one, the request's answer
 }
 
 func (tr *faultTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -26,6 +29,11 @@ func (tr *faultTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		tr.afterCancel.Add(1)
 		time.Sleep(100 * time.Millisecond)
 		return nil, err
+	}
+	if tr.answer != nil {
+		if resp := tr.answer(r); resp != nil {
+			return resp, nil
+		}
 	}
 	if tr.hang != nil && tr.hang(r) {
 		<-r.Context().Done()
@@ -273,6 +281,40 @@ func TestQueueConsumer_AnAckRefusedLeavesItsRecordsRenewed(t *testing.T) {
 		}
 		if err := q.Ack(ctx, mine); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// TestQueueConsumer_ARenewalOfATopicGoneLosesAtOnce: an extension the
+// node answers 404 topic_not_found marks its records lost at once, not
+// after retries up to their lease's end.
+func TestQueueConsumer_ARenewalOfATopicGoneLosesAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newQueueNode("jobs", 1)
+		n.append(0, "a")
+		var extends atomic.Int64
+		tr := &faultTransport{next: n, answer: func(r *http.Request) *http.Response {
+			if !isExtend(r) {
+				return nil
+			}
+			extends.Add(1)
+			return errorAnswer(404, api.CodeTopicNotFound, nil)
+		}}
+		c, err := New("127.0.0.1:7480", Options{HTTPClient: &http.Client{Transport: tr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		q, err := c.NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{Lease: 3 * time.Second, Wait: time.Second, MaxInWork: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close(ctx)
+		m := receiveN(t, q, 1)[0]
+		time.Sleep(2100 * time.Millisecond) // the renewal at 2 s
+		synctest.Wait()
+		if !m.LeaseLost() || extends.Load() != 1 {
+			t.Fatalf("after a renewal answered topic_not_found: lost %v, %d extensions; want lost after one", m.LeaseLost(), extends.Load())
 		}
 	})
 }
