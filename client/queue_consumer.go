@@ -144,7 +144,8 @@ type recordKey struct {
 
 // NewQueueConsumer describes the topic (to learn its owners and
 // incarnation) and begins leasing from every node that owns some of its
-// partitions.
+// partitions. ctx bounds the description only: the consumer runs until
+// Close, whatever becomes of ctx.
 func (c *Client) NewQueueConsumer(ctx context.Context, topic string, opts QueueConsumerOptions) (*QueueConsumer, error) {
 	if opts.MaxRecords == 0 {
 		opts.MaxRecords = 100
