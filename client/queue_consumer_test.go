@@ -448,3 +448,42 @@ func TestQueueConsumer_ALostRecordFreesItsRoom(t *testing.T) {
 		}
 	})
 }
+
+// TestQueueConsumer_AcksOneAtATimeBatchTheConsumes: a caller that acks
+// each record alone, with records still ready, does not make the
+// consumer send a consume an ack: it waits for room for half a consume
+// (MaxRecords 10: 5), so 100 records take about 20 consumes, not 100.
+func TestQueueConsumer_AcksOneAtATimeBatchTheConsumes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newQueueNode("jobs", 1)
+		for range 100 {
+			n.append(0, "v")
+		}
+		ctx := context.Background()
+		q, err := n.client().NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{MaxRecords: 10, MaxInWork: 20, Wait: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close(ctx)
+		acked := 0
+		for acked < 100 {
+			msgs, err := q.Receive(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range msgs {
+				if err := m.Ack(ctx); err != nil {
+					t.Fatal(err)
+				}
+				acked++
+				synctest.Wait() // the consume an ack may send is sent
+			}
+		}
+		if consumes, _, _ := n.counts(); consumes > 100/5+2 {
+			t.Fatalf("%d consumes to lease 100 records acked one at a time; want one per 5 acks or so (22 at most)", consumes)
+		}
+		if n.unacked() != 0 {
+			t.Fatalf("%d records not acked", n.unacked())
+		}
+	})
+}
