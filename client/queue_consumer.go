@@ -30,7 +30,12 @@ type QueueConsumerOptions struct {
 	Wait time.Duration
 	// MaxInWork bounds the records leased and not settled (Ack, Nack)
 	// nor lost (LeaseLost): no consume is sent while that many are;
-	// default 1,000.
+	// default 1,000. Each owner's consume leases its share at most,
+	// MaxInWork over the owners (1 at least), so an idle owner's long
+	// poll holds no room a busy owner needs; owners waiting for room get
+	// it first come, first served. Below the number of owners, the owners
+	// take the room in turn: a busy owner's record may wait for an idle
+	// owner's long poll (Wait) to end.
 	MaxInWork int
 	// MaxHold bounds how long a record's lease is renewed after it was
 	// leased; then its lease runs out and the record is delivered again
@@ -126,6 +131,7 @@ type QueueConsumer struct {
 	ready    []*Message
 	loops    map[string]*ownerLoop // by node: "" the client's own, else its address
 	reserved int                   // records the consumes in flight may lease
+	waiters  []*ownerLoop          // the loops waiting for room, first come first: only the first may reserve
 	err      error                 // terminal: Receive's answer once ready is empty
 	closed   bool
 	changed  chan struct{} // closed and made again when ready grows, work shrinks, err is set or the consumer closes

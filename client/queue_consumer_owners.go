@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -194,18 +195,23 @@ func (q *QueueConsumer) pollWait() time.Duration {
 
 // room waits until l may send a consume, room for half of MaxRecords
 // or of l's share of MaxInWork (MaxInWork over the loops) at least, or
-// any when no record is ready for Receive: it returns how
-// many records it may lease, reserved (the caller gives back what the
-// consume did not take), or false when l is to end (its node owns nothing of the topic
-// now, the consumer is closed or failed).
+// any when no record is ready for Receive: it returns how many records
+// it may lease, reserved (the caller gives back what the consume did not
+// take), or false when l is to end (its node owns nothing of the topic
+// now, the consumer is closed or failed). Loops that wait for room are
+// granted it first come, first served (q.waiters): a loop back from an
+// empty poll does not take the room freed before a loop that waited for
+// it.
 func (q *QueueConsumer) room(l *ownerLoop) (int, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for {
 		switch {
 		case q.closed || q.err != nil || q.ctx.Err() != nil:
+			q.unwait(l)
 			return 0, false
 		case l.stop:
+			q.unwait(l)
 			if q.loops[l.node] == l {
 				delete(q.loops, l.node)
 			}
@@ -217,9 +223,14 @@ func (q *QueueConsumer) room(l *ownerLoop) (int, bool) {
 		// a settled record at a time would be the consumer's pace.
 		share := max(1, q.opts.MaxInWork/max(1, len(q.loops)))
 		floor := max(1, min(q.opts.MaxRecords, share)/2)
-		if n := min(q.opts.MaxInWork-len(q.work)-q.reserved, q.opts.MaxRecords, share); n >= floor || (n > 0 && len(q.ready) == 0) {
+		n := min(q.opts.MaxInWork-len(q.work)-q.reserved, q.opts.MaxRecords, share)
+		if first := len(q.waiters) == 0 || q.waiters[0] == l; first && (n >= floor || (n > 0 && len(q.ready) == 0)) {
 			q.reserved += n
+			q.unwait(l)
 			return n, true
+		}
+		if !slices.Contains(q.waiters, l) {
+			q.waiters = append(q.waiters, l)
 		}
 		changed := q.changed
 		q.mu.Unlock()
@@ -228,5 +239,18 @@ func (q *QueueConsumer) room(l *ownerLoop) (int, bool) {
 		case <-q.ctx.Done():
 		}
 		q.mu.Lock()
+	}
+}
+
+// unwait takes l out of the loops waiting for room, and wakes the next
+// if l was first (room left may be its); q.mu is held.
+func (q *QueueConsumer) unwait(l *ownerLoop) {
+	i := slices.Index(q.waiters, l)
+	if i < 0 {
+		return
+	}
+	q.waiters = slices.Delete(q.waiters, i, i+1)
+	if i == 0 && len(q.waiters) > 0 {
+		q.notify()
 	}
 }

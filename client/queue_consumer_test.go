@@ -315,17 +315,39 @@ func TestQueueConsumer_CoversEveryOwnerWithinMaxInWork(t *testing.T) {
 	})
 }
 
+// fiveOwners is a cluster of five nodes, the client's own first, each
+// owning one partition of a topic of five: partition i is the i-th's.
+func fiveOwners() ([]*queueNode, queueCluster) {
+	var nodes []*queueNode
+	cluster := queueCluster{}
+	for i := range 5 {
+		nodes = append(nodes, newQueueNode("jobs", 5))
+		cluster[fmt.Sprintf("10.0.0.%d:7480", i+1)] = nodes[i]
+	}
+	cluster["127.0.0.1:7480"] = nodes[0]
+	for i, n := range nodes {
+		for p := range 5 {
+			switch {
+			case p == i:
+			case p == 0:
+				n.elsewhere[p] = "http://127.0.0.1:7480"
+			default:
+				n.elsewhere[p] = fmt.Sprintf("http://10.0.0.%d:7480", p+1)
+			}
+		}
+	}
+	return nodes, cluster
+}
+
 // TestQueueConsumer_AnIdleOwnerLeavesRoomToTheBusyOne: with MaxInWork
-// no more than MaxRecords, over two owners of which one has nothing, the
-// idle owner's long poll reserves its share of MaxInWork only: the busy
-// owner's records are leased at once, not after the idle poll ends.
+// no more than MaxRecords, over five owners of which four have nothing,
+// an idle owner's long poll reserves its share of MaxInWork only: the
+// busy owner's records are leased at once, not after the idle polls end.
 func TestQueueConsumer_AnIdleOwnerLeavesRoomToTheBusyOne(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a, b := newQueueNode("jobs", 2), newQueueNode("jobs", 2)
-		a.elsewhere[1] = "http://10.0.0.2:7480"
-		b.elsewhere[0] = "http://127.0.0.1:7480"
-		b.append(1, "b0", "b1", "b2", "b3", "b4", "b5")
-		c, err := New("127.0.0.1:7480", Options{HTTPClient: &http.Client{Transport: queueCluster{"127.0.0.1:7480": a, "10.0.0.2:7480": b}}})
+		nodes, cluster := fiveOwners()
+		nodes[4].append(4, "b0", "b1", "b2", "b3", "b4", "b5")
+		c, err := New("127.0.0.1:7480", Options{HTTPClient: &http.Client{Transport: cluster}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -340,7 +362,7 @@ func TestQueueConsumer_AnIdleOwnerLeavesRoomToTheBusyOne(t *testing.T) {
 			t.Fatal(err)
 		}
 		if took := time.Since(start); took != 0 {
-			t.Errorf("6 records ready on one owner took %v of the bubble's clock to receive, the other owner idle", took)
+			t.Errorf("6 records ready on one owner took %v of the bubble's clock to receive, four other owners idle", took)
 		}
 	})
 }
@@ -484,6 +506,40 @@ func TestQueueConsumer_AcksOneAtATimeBatchTheConsumes(t *testing.T) {
 		}
 		if n.unacked() != 0 {
 			t.Fatalf("%d records not acked", n.unacked())
+		}
+	})
+}
+
+// TestQueueConsumer_MaxInWorkBelowTheOwnersGrantsRoomFirstCome: with
+// MaxInWork below the number of owners, an idle owner back from an empty
+// long poll does not take the room again before the busy owner that
+// waited for it: each of the busy owner's records waits one idle poll at
+// most (10 s), not poll after poll for hours.
+func TestQueueConsumer_MaxInWorkBelowTheOwnersGrantsRoomFirstCome(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := newQueueNode("jobs", 2), newQueueNode("jobs", 2)
+		a.elsewhere[1] = "http://10.0.0.2:7480"
+		b.elsewhere[0] = "http://127.0.0.1:7480"
+		b.append(1, "b0", "b1", "b2", "b3", "b4", "b5")
+		c, err := New("127.0.0.1:7480", Options{HTTPClient: &http.Client{Transport: queueCluster{"127.0.0.1:7480": a, "10.0.0.2:7480": b}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		start := time.Now()
+		q, err := c.NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{MaxInWork: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close(ctx)
+		for range 6 {
+			if err := q.Ack(ctx, receiveN(t, q, 1)...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		consA, _, _ := a.counts()
+		if took := time.Since(start); took > 6*10*time.Second || consA > 6 {
+			t.Errorf("6 records ready on one owner, MaxInWork 1, took %v of the bubble's clock and %d consumes to the idle owner; want an idle poll a record at most", took, consA)
 		}
 	})
 }
