@@ -65,7 +65,7 @@ type Message struct {
 	lost      bool      // its lease ran out, or was not extended: it may be another consumer's
 	fails     int       // extensions failed in a row
 	part      uint64    // an extension naming it with others extended fewer: it is extended with the others of its part (renewKey)
-	settling  int       // acks and nacks of it in flight: it is not renewed meanwhile
+	settling  int       // acks and nacks of it in flight: it is renewed apart meanwhile (settlingPart)
 	extending bool      // an extension naming it is in flight
 }
 
@@ -325,8 +325,8 @@ func (q *QueueConsumer) Nack(ctx context.Context, msgs ...*Message) error {
 // settleAll sends msgs, grouped by partition and by what lease says
 // (nothing for acks, the lease id for nacks), one call a group, and
 // settles each group that succeeded. msgs are all checked to be q's
-// before any is sent; while its call is in flight a message is not
-// renewed (settling), and one whose call failed is renewed again.
+// before any is sent; while its call is in flight a message is renewed
+// apart from the others of its lease (settling).
 func (q *QueueConsumer) settleAll(ctx context.Context, msgs []*Message, send func(p int, lease uint64, offsets []int64) error, lease func(*Message) uint64) error {
 	type group struct {
 		p     int

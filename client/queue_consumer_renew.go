@@ -19,9 +19,11 @@ import (
 // them): its records are split in halves, each extended at once, to
 // learn which (a record alone and not counted is lost, LeaseLost): k
 // leases ended among n records cost about k log n extensions. A record
-// being acked or nacked is left out of its group's extension until the
-// settling fails: an ack in flight would make the extension short. An
-// extension
+// being acked or nacked is still renewed (its ack may take longer than
+// its lease has left, and fail), but in an extension of its own part:
+// an ack landing first makes that one short, not the others'; a record
+// being settled that an extension does not count is tried again, not
+// lost, until its settling ends or its lease does. An extension
 // that fails is tried again on the client's retry schedule, but for one
 // that finds the topic or the partition gone: its records are lost at
 // once. A record
@@ -35,6 +37,10 @@ type renewKey struct {
 	lease uint64
 	part  uint64 // 0: with the others of its lease
 }
+
+// settlingPart is the part of the records being acked or nacked when
+// their renewal is due: extended apart from the others of their lease.
+const settlingPart = ^uint64(0)
 
 // renewTime is when m is renewed next: a third of its lease left, unless
 // that is MaxHold after it was leased (zero: never).
@@ -102,11 +108,14 @@ func (q *QueueConsumer) dueRenewals(now time.Time) (due map[renewKey]*renewal, n
 	due = map[renewKey]*renewal{}
 	for _, m := range q.work {
 		switch {
-		case m.lost || m.extending || m.settling > 0:
+		case m.lost || m.extending:
 		case !now.Before(m.deadline):
 			q.lose(m)
 		case !m.renewAt.IsZero() && !now.Before(m.renewAt):
 			k := renewKey{m.Partition, m.LeaseID, m.part}
+			if m.settling > 0 {
+				k.part = settlingPart // an ack landing first makes this extension short, not the others'
+			}
 			g := due[k]
 			if g == nil {
 				g = &renewal{key: k, by: m.deadline}
@@ -164,6 +173,12 @@ func (q *QueueConsumer) extend(g *renewal) {
 			m.fails, m.part = 0, 0
 			m.deadline = sent.Add(q.opts.Lease)
 			m.renewAt = q.renewTime(m)
+		case m.settling > 0:
+			// Its ack or nack may have landed first: it is not lost for
+			// that. Tried again, unless the settling ends first; its
+			// lease's end without either loses it.
+			m.renewAt = time.Now().Add(retryWait(m.fails, nil))
+			m.fails++
 		case len(g.msgs) == 1 || n == 0:
 			q.lose(m)
 		default:

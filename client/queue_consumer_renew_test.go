@@ -318,3 +318,46 @@ func TestQueueConsumer_ARenewalOfATopicGoneLosesAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestQueueConsumer_ARecordBeingAckedIsStillRenewed: an ack in flight
+// longer than the lease left does not stop the record's renewal: no
+// other consumer leases it meanwhile, and its lease is not lost.
+func TestQueueConsumer_ARecordBeingAckedIsStillRenewed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newQueueNode("jobs", 1)
+		n.append(0, "a")
+		tr := &faultTransport{next: n, hang: func(r *http.Request) bool { return len(r.URL.Path) > 5 && r.URL.Path[len(r.URL.Path)-5:] == "/acks" }}
+		c, err := New("127.0.0.1:7480", Options{HTTPClient: &http.Client{Transport: tr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		q, err := c.NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{Lease: 3 * time.Second, Wait: time.Second, MaxInWork: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close(ctx)
+		m := receiveN(t, q, 1)[0]
+		start := time.Now()
+		done := make(chan error)
+		go func() {
+			actx, cancel := context.WithTimeout(ctx, 20*time.Second) // an ack retried through a move, say
+			defer cancel()
+			done <- m.Ack(actx)
+		}()
+		q2, err := n.client().NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+		again, _ := q2.Receive(rctx)
+		rcancel()
+		_, extends, expired := n.counts()
+		if len(again) != 0 || m.LeaseLost() {
+			t.Errorf("while its ack was in flight under a 3 s lease: another consumer leased %v after %v (%d extensions, %d ran out), the first's LeaseLost %v",
+				names(again), time.Since(start), extends, expired, m.LeaseLost())
+		}
+		q2.Close(ctx)
+		<-done
+	})
+}
