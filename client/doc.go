@@ -90,9 +90,10 @@
 // for its renewal): one request
 // in flight, and one goroutine, per node that owns partitions of the
 // topic, however many partitions there are; one goroutine finds the
-// leases due and renews them, a few extensions at a time, each given up
-// when the earliest lease it names ends, so a node that hangs holds up no
-// other's; a consume is given up 10 s after its Wait, as a failed one.
+// leases due and renews them, a few extensions at a time to each node
+// (its owner in the last description read), each given up when the
+// earliest lease it names ends, waiting for a slot included, so a node
+// that hangs holds up no other's; a consume is given up 10 s after its Wait, as a failed one.
 // A node's topic-wide consume leases only from the partitions it
 // owns, so in a cluster the consumer covers the topic itself: it learns
 // the owners from the topic's description, again every 5 s and after a

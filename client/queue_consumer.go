@@ -136,10 +136,11 @@ type QueueConsumer struct {
 	closed   bool
 	changed  chan struct{} // closed and made again when ready grows, work shrinks, err is set or the consumer closes
 
-	refresh   chan struct{} // a loop asks the owners to be read again (buffered, one)
-	renewWake chan struct{} // a consume brought records to renew, or an extension ended (buffered, one)
-	renewing  chan struct{} // a slot of each extension in flight (buffered, renewSlots)
-	parts     uint64        // the last part a short extension's records were split into (renewKey)
+	refresh   chan struct{}            // a loop asks the owners to be read again (buffered, one)
+	renewWake chan struct{}            // a consume brought records to renew, or an extension ended (buffered, one)
+	renewing  map[string]chan struct{} // by node, as in loops: a slot of each extension in flight to it (buffered, renewSlots)
+	owners    map[int]string           // partition -> its owner, as in loops, as the last description named it
+	parts     uint64                   // the last part a short extension's records were split into (renewKey)
 }
 
 // recordKey names a record of the topic.
@@ -189,7 +190,7 @@ func (c *Client) NewQueueConsumer(ctx context.Context, topic string, opts QueueC
 	q := &QueueConsumer{c: c, topic: topic, opts: opts, incarnation: desc.Incarnation,
 		work: map[recordKey]*Message{}, loops: map[string]*ownerLoop{},
 		changed: make(chan struct{}), refresh: make(chan struct{}, 1), renewWake: make(chan struct{}, 1),
-		renewing: make(chan struct{}, renewSlots)}
+		renewing: map[string]chan struct{}{}, owners: map[int]string{}}
 	q.ctx, q.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	q.mu.Lock()
 	err = q.startLoops(desc)

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/narad-io/storage/api"
 )
 
 // A QueueConsumer covers a topic in a cluster itself: a node's
@@ -44,13 +46,18 @@ type ownerLoop struct {
 func ownersOf(desc Topic) map[string]bool {
 	nodes := map[string]bool{}
 	for _, d := range desc.Partitions {
-		if d.Remote && d.Owner != nil {
-			nodes[d.Owner.Addr] = true
-		} else {
-			nodes[""] = true
-		}
+		nodes[ownerOf(d)] = true
 	}
 	return nodes
+}
+
+// ownerOf is the node a partition's description names as its owner:
+// "" for the client's own (or none yet), else its address.
+func ownerOf(d api.PartitionDescription) string {
+	if d.Remote && d.Owner != nil {
+		return d.Owner.Addr
+	}
+	return ""
 }
 
 // startLoops starts a consume loop for each owner desc names that has
@@ -61,6 +68,9 @@ func (q *QueueConsumer) startLoops(desc Topic) error {
 			q.topic, q.incarnation, desc.Incarnation, ErrTopicNotFound)
 	}
 	nodes := ownersOf(desc)
+	for _, d := range desc.Partitions {
+		q.owners[d.Partition] = ownerOf(d)
+	}
 	for node := range nodes {
 		if l := q.loops[node]; l != nil {
 			l.stop = false

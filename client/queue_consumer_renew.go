@@ -11,9 +11,9 @@ import (
 // the consume (or the extension) that gave it was sent, never later than
 // the node's deadline, whatever the two clocks say. One goroutine finds
 // what is due and sends one ExtendLease per partition and lease id, each
-// from a goroutine of its own, at most renewSlots at once, each given up
-// when the earliest lease it names ends: a node that hangs holds up no
-// other node's renewals. An
+// from a goroutine of its own, at most renewSlots at once to a node, each
+// given up when the earliest lease it names ends, waiting for a slot
+// included: a node that hangs holds up no other node's renewals. An
 // extension that answers fewer records than it named says some leases
 // ended (ran out, or the partition moved and its new owner does not know
 // them): its records are split in halves, each extended at once, to
@@ -131,31 +131,48 @@ func (q *QueueConsumer) dueRenewals(now time.Time) (due map[renewKey]*renewal, n
 	return due, next
 }
 
-// renewSlots bounds the extensions in flight at once, over every node.
+// renewSlots bounds the extensions in flight at once to one node.
 const renewSlots = 8
 
-// extend sends g's extension, given up at g.by (its records' leases end
-// then: a node that does not answer holds up no other), and takes the
-// answer in.
+// slotsOf is the slots of the extensions of partition p's records: its
+// owner's, as the last description the consumer read names it (a
+// partition that moved since is still counted at its old owner's until
+// the next). A node that hangs holds its own slots only.
+func (q *QueueConsumer) slotsOf(p int) chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	node := q.owners[p]
+	s := q.renewing[node]
+	if s == nil {
+		s = make(chan struct{}, renewSlots)
+		q.renewing[node] = s
+	}
+	return s
+}
+
+// extend sends g's extension when a slot of its node is free, both
+// given up at g.by (its records' leases end then: a node that does not
+// answer holds up no other), and takes the answer in.
 func (q *QueueConsumer) extend(g *renewal) {
 	defer q.wg.Done()
 	defer q.wakeRenewer()
 	var n int
-	var err error
 	sent := time.Now()
+	ctx, cancel := context.WithDeadline(q.ctx, g.by)
+	defer cancel()
+	slots := q.slotsOf(g.key.p)
+	var err error
 	select {
-	case q.renewing <- struct{}{}:
-		ctx, cancel := context.WithDeadline(q.ctx, g.by)
+	case slots <- struct{}{}:
 		offsets := make([]int64, len(g.msgs))
 		for i, m := range g.msgs {
 			offsets[i] = m.Offset
 		}
 		sent = time.Now()
 		n, _, err = q.c.ExtendLease(ctx, q.topic, g.key.p, g.key.lease, q.opts.Lease, offsets...)
-		cancel()
-		<-q.renewing
-	case <-q.ctx.Done():
-		err = q.ctx.Err()
+		<-slots
+	case <-ctx.Done():
+		err = ctx.Err()
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()

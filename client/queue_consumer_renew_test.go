@@ -118,8 +118,9 @@ func TestQueueConsumer_ALongPollLongerThanTheLeaseKeepsItsRecords(t *testing.T) 
 
 // TestQueueConsumer_AHungNodeDoesNotStallOtherRenewals: over two
 // nodes, one of which never answers an extension, the records of the
-// other are still renewed: each extension is given up at the earliest
-// end of the leases it names, and none waits for another.
+// other are still renewed, and the hung node's record is lost once its
+// lease ends: each extension is given up at the earliest end of the
+// leases it names, and none waits for another.
 func TestQueueConsumer_AHungNodeDoesNotStallOtherRenewals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := newQueueNode("jobs", 2), newQueueNode("jobs", 2)
@@ -134,7 +135,7 @@ func TestQueueConsumer_AHungNodeDoesNotStallOtherRenewals(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
-		q, err := c.NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{Lease: 3 * time.Second, Wait: time.Second})
+		q, err := c.NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{Lease: 3 * time.Second, Wait: time.Second, MaxInWork: 2}) // no consume leases 1/0 again while it is in work
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,6 +145,9 @@ func TestQueueConsumer_AHungNodeDoesNotStallOtherRenewals(t *testing.T) {
 		for _, m := range msgs {
 			if m.Partition == 0 && (m.LeaseLost() || len(a.redelivered()) != 0) {
 				t.Errorf("0/0, on a healthy node, lost its lease while another node hung: lost %v, delivered again %v", m.LeaseLost(), a.redelivered())
+			}
+			if m.Partition == 1 && !m.LeaseLost() {
+				t.Errorf("1/0, whose renewal hung, is not lost 10 s after it was leased for 3 s: its extension was not given up at its lease's end")
 			}
 		}
 	})
@@ -359,5 +363,42 @@ func TestQueueConsumer_ARecordBeingAckedIsStillRenewed(t *testing.T) {
 		}
 		q2.Close(ctx)
 		<-done
+	})
+}
+
+// TestQueueConsumer_AHungNodeWithManyPartitionsLeavesSlotsToOthers: a
+// hung node with three times renewSlots partitions, whose extensions
+// hang, does not hold the slots of a healthy node's renewal due at the
+// same time (the nine extensions start in no set order: the healthy one
+// would come after renewSlots hung ones in most runs).
+func TestQueueConsumer_AHungNodeWithManyPartitionsLeavesSlotsToOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const hung = 3 * renewSlots
+		a, b := newQueueNode("jobs", 1+hung), newQueueNode("jobs", 1+hung)
+		for p := 1; p <= hung; p++ {
+			a.elsewhere[p] = "http://10.0.0.2:7480"
+			b.append(p, "b")
+		}
+		b.elsewhere[0] = "http://127.0.0.1:7480"
+		a.append(0, "a0")
+		tr := &faultTransport{next: queueCluster{"127.0.0.1:7480": a, "10.0.0.2:7480": b},
+			hang: func(r *http.Request) bool { return r.URL.Host == "10.0.0.2:7480" && isExtend(r) }}
+		c, err := New("127.0.0.1:7480", Options{HTTPClient: &http.Client{Transport: tr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		q, err := c.NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{Lease: 3 * time.Second, Wait: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close(ctx)
+		msgs := receiveN(t, q, 1+hung)
+		time.Sleep(10 * time.Second)
+		for _, m := range msgs {
+			if m.Partition == 0 && (m.LeaseLost() || len(a.redelivered()) != 0) {
+				t.Errorf("0/0, on a healthy node, lost its lease while another node hung: lost %v, delivered again %v", m.LeaseLost(), a.redelivered())
+			}
+		}
 	})
 }
