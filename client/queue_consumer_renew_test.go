@@ -289,38 +289,42 @@ func TestQueueConsumer_AnAckRefusedLeavesItsRecordsRenewed(t *testing.T) {
 	})
 }
 
-// TestQueueConsumer_ARenewalOfATopicGoneLosesAtOnce: an extension the
-// node answers 404 topic_not_found marks its records lost at once, not
-// after retries up to their lease's end.
-func TestQueueConsumer_ARenewalOfATopicGoneLosesAtOnce(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		n := newQueueNode("jobs", 1)
-		n.append(0, "a")
-		var extends atomic.Int64
-		tr := &faultTransport{next: n, answer: func(r *http.Request) *http.Response {
-			if !isExtend(r) {
-				return nil
-			}
-			extends.Add(1)
-			return errorAnswer(404, api.CodeTopicNotFound, nil)
-		}}
-		c, err := New("127.0.0.1:7480", Options{HTTPClient: &http.Client{Transport: tr}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx := context.Background()
-		q, err := c.NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{Lease: 3 * time.Second, Wait: time.Second, MaxInWork: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer q.Close(ctx)
-		m := receiveN(t, q, 1)[0]
-		time.Sleep(2100 * time.Millisecond) // the renewal at 2 s
-		synctest.Wait()
-		if !m.LeaseLost() || extends.Load() != 1 {
-			t.Fatalf("after a renewal answered topic_not_found: lost %v, %d extensions; want lost after one", m.LeaseLost(), extends.Load())
-		}
-	})
+// TestQueueConsumer_ARenewalOfATopicOrPartitionGoneLosesAtOnce: an extension the
+// node answers 404 topic_not_found, or partition_not_found, marks its
+// records lost at once, not after retries up to their lease's end.
+func TestQueueConsumer_ARenewalOfATopicOrPartitionGoneLosesAtOnce(t *testing.T) {
+	for _, code := range []string{api.CodeTopicNotFound, api.CodePartitionNotFound} {
+		t.Run(code, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := newQueueNode("jobs", 1)
+				n.append(0, "a")
+				var extends atomic.Int64
+				tr := &faultTransport{next: n, answer: func(r *http.Request) *http.Response {
+					if !isExtend(r) {
+						return nil
+					}
+					extends.Add(1)
+					return errorAnswer(404, code, nil)
+				}}
+				c, err := New("127.0.0.1:7480", Options{HTTPClient: &http.Client{Transport: tr}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx := context.Background()
+				q, err := c.NewQueueConsumer(ctx, "jobs", QueueConsumerOptions{Lease: 3 * time.Second, Wait: time.Second, MaxInWork: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer q.Close(ctx)
+				m := receiveN(t, q, 1)[0]
+				time.Sleep(2100 * time.Millisecond) // the renewal at 2 s
+				synctest.Wait()
+				if !m.LeaseLost() || extends.Load() != 1 {
+					t.Fatalf("after a renewal answered %s: lost %v, %d extensions; want lost after one", code, m.LeaseLost(), extends.Load())
+				}
+			})
+		})
+	}
 }
 
 // TestQueueConsumer_ARecordBeingAckedIsStillRenewed: an ack in flight
