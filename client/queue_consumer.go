@@ -34,8 +34,10 @@ type QueueConsumerOptions struct {
 	// MaxInWork over the owners (1 at least), so an idle owner's long
 	// poll holds no room a busy owner needs; owners waiting for room get
 	// it first come, first served. Below the number of owners, the owners
-	// take the room in turn: a busy owner's record may wait for an idle
-	// owner's long poll (Wait) to end.
+	// take the room in turn, and the turn of an owner whose last consume
+	// leased nothing is a 1 ms poll while one that leased records waits:
+	// a busy owner's records do not wait for idle long polls, but each
+	// of its consumes may cost a short one to every idle owner.
 	MaxInWork int
 	// MaxHold bounds how long a record's lease is renewed after it was
 	// leased; then its lease runs out and the record is delivered again
@@ -115,6 +117,9 @@ func (m *Message) LeaseLost() bool {
 //     leased;
 //   - len(work) + reserved <= MaxInWork; reserved is what the consumes
 //     in flight may lease;
+//   - waiters holds each loop that wants room and has not reserved it,
+//     once, in the order they asked: only the first may reserve, and a
+//     loop that ends leaves it;
 //   - once err is set, or closed, no consume is sent.
 type QueueConsumer struct {
 	c           *Client

@@ -40,6 +40,8 @@ type ownerLoop struct {
 	node string   // "" for the client's own node, else its address
 	url  *url.URL // nil for the client's own node
 	stop bool     // under q.mu: the node owns none of the topic's partitions now
+	sent bool     // under q.mu: a consume of it was answered
+	busy bool     // under q.mu: the last consume of it answered leased records
 }
 
 // ownersOf lists the nodes a description names as owners.
@@ -82,6 +84,7 @@ func (q *QueueConsumer) startLoops(desc Topic) error {
 		}
 		l := &ownerLoop{node: node, url: u}
 		q.loops[node] = l
+		q.waiters = append(q.waiters, l) // in turn with the loops waiting already
 		q.wg.Add(1)
 		go q.consumeFrom(l)
 	}
@@ -143,18 +146,23 @@ func (q *QueueConsumer) askOwners() {
 
 // consumeFrom leases from one node while it owns partitions of the
 // topic, as many records as there is room for in work, each consume a
-// long poll of pollWait. A failed consume has the owners read again and is
+// long poll of pollWait (1 ms for an idle loop's turn while a busy one
+// waits: room). A failed consume has the owners read again and is
 // sent again after a backoff (the client's retry schedule); an answer
 // that says the options are invalid ends the consumer.
 func (q *QueueConsumer) consumeFrom(l *ownerLoop) {
 	defer q.wg.Done()
+	defer func() { // a loop that ends waits for no room: the next may have it
+		q.mu.Lock()
+		q.unwait(l)
+		q.mu.Unlock()
+	}()
 	failures := 0
 	for {
-		room, ok := q.room(l)
+		room, wait, ok := q.room(l)
 		if !ok {
 			return
 		}
-		wait := q.pollWait()
 		ctx, cancel := context.WithTimeout(q.ctx, wait+consumeMargin)
 		sent := time.Now()
 		recs, err := q.c.consume(ctx, l.url, q.topic, ConsumeOptions{MaxRecords: room,
@@ -164,6 +172,10 @@ func (q *QueueConsumer) consumeFrom(l *ownerLoop) {
 		q.reserved -= room
 		if err == nil {
 			q.took(recs, sent) // even when closing: Close gives them back
+			l.sent, l.busy = true, len(recs) > 0
+			if !slices.Contains(q.waiters, l) {
+				q.waiters = append(q.waiters, l) // it asks for room next: its turn is from now
+			}
 		}
 		q.notify() // the room not taken is free again
 		q.mu.Unlock()
@@ -207,25 +219,32 @@ func (q *QueueConsumer) pollWait() time.Duration {
 // or of l's share of MaxInWork (MaxInWork over the loops) at least, or
 // any when no record is ready for Receive: it returns how many records
 // it may lease, reserved (the caller gives back what the consume did not
-// take), or false when l is to end (its node owns nothing of the topic
-// now, the consumer is closed or failed). Loops that wait for room are
-// granted it first come, first served (q.waiters): a loop back from an
-// empty poll does not take the room freed before a loop that waited for
-// it.
-func (q *QueueConsumer) room(l *ownerLoop) (int, bool) {
+// take), and the consume's long poll, or false when l is to end (its
+// node owns nothing of the topic now, the consumer is closed or failed).
+//
+// Loops that wait for room are granted it first come, first served
+// (q.waiters): a loop back from an empty poll does not take the room
+// freed before a loop that waited for it. A loop whose last consume
+// leased nothing (or that has sent none), granted room while one waits
+// behind it that is busy (its last consume leased records) or has sent
+// none, polls 1 ms only: its turn holds no room for a long poll while
+// another owner's records may wait (MaxInWork below the number of
+// owners). It cannot spin: it waits behind that loop for its next turn,
+// and a loop is busy only while its consumes lease records.
+func (q *QueueConsumer) room(l *ownerLoop) (int, time.Duration, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for {
 		switch {
 		case q.closed || q.err != nil || q.ctx.Err() != nil:
 			q.unwait(l)
-			return 0, false
+			return 0, 0, false
 		case l.stop:
 			q.unwait(l)
 			if q.loops[l.node] == l {
 				delete(q.loops, l.node)
 			}
-			return 0, false
+			return 0, 0, false
 		}
 		// A loop reserves its share of MaxInWork at most: an idle owner's
 		// long poll holds no more, and the busy ones lease the rest. Room
@@ -237,7 +256,11 @@ func (q *QueueConsumer) room(l *ownerLoop) (int, bool) {
 		if first := len(q.waiters) == 0 || q.waiters[0] == l; first && (n >= floor || (n > 0 && len(q.ready) == 0)) {
 			q.reserved += n
 			q.unwait(l)
-			return n, true
+			wait := q.pollWait()
+			if !l.busy && slices.ContainsFunc(q.waiters, func(w *ownerLoop) bool { return w.busy || !w.sent }) {
+				wait = time.Millisecond
+			}
+			return n, wait, true
 		}
 		if !slices.Contains(q.waiters, l) {
 			q.waiters = append(q.waiters, l)
