@@ -67,7 +67,7 @@ type Message struct {
 	lost      bool      // its lease ran out, or was not extended: it may be another consumer's
 	fails     int       // extensions failed in a row
 	part      uint64    // an extension naming it with others extended fewer: it is extended with the others of its part (renewKey)
-	settling  int       // acks and nacks of it in flight: it is renewed apart meanwhile (settlingPart)
+	settling  int       // acks and nacks of it in flight: it is renewed apart meanwhile (renewKey.settling)
 	extending bool      // an extension naming it is in flight
 }
 
@@ -242,6 +242,9 @@ func (q *QueueConsumer) Receive(ctx context.Context) ([]*Message, error) {
 		if n := min(len(q.ready), q.opts.MaxRecords); n > 0 {
 			out := q.ready[:n:n]
 			q.ready = q.ready[n:]
+			if len(q.ready) == 0 {
+				q.notify() // a loop held back by the floor while records were ready may consume now
+			}
 			q.mu.Unlock()
 			return out, nil
 		}

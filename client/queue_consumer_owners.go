@@ -93,6 +93,12 @@ func (q *QueueConsumer) startLoops(desc Topic) error {
 			l.stop = true
 		}
 	}
+	for node, slots := range q.renewing {
+		if !nodes[node] && len(slots) == 0 {
+			delete(q.renewing, node) // an extension in flight holds its own copy
+		}
+	}
+	q.notify() // a loop added shrinks the shares, a loop stopped must see it
 	return nil
 }
 

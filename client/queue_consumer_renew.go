@@ -33,14 +33,11 @@ import (
 // renewKey groups the records one extension names: a partition and a
 // lease id, and the part of it a short extension split them into.
 type renewKey struct {
-	p     int
-	lease uint64
-	part  uint64 // 0: with the others of its lease
+	p        int
+	lease    uint64
+	part     uint64 // 0: with the others of its lease
+	settling bool   // its records are being acked or nacked: extended apart
 }
-
-// settlingPart is the part of the records being acked or nacked when
-// their renewal is due: extended apart from the others of their lease.
-const settlingPart = ^uint64(0)
 
 // renewTime is when m is renewed next: a third of its lease left, unless
 // that is MaxHold after it was leased (zero: never).
@@ -112,10 +109,7 @@ func (q *QueueConsumer) dueRenewals(now time.Time) (due map[renewKey]*renewal, n
 		case !now.Before(m.deadline):
 			q.lose(m)
 		case !m.renewAt.IsZero() && !now.Before(m.renewAt):
-			k := renewKey{m.Partition, m.LeaseID, m.part}
-			if m.settling > 0 {
-				k.part = settlingPart // an ack landing first makes this extension short, not the others'
-			}
+			k := renewKey{m.Partition, m.LeaseID, m.part, m.settling > 0}
 			g := due[k]
 			if g == nil {
 				g = &renewal{key: k, by: m.deadline}
@@ -190,7 +184,7 @@ func (q *QueueConsumer) extend(g *renewal) {
 			m.fails, m.part = 0, 0
 			m.deadline = sent.Add(q.opts.Lease)
 			m.renewAt = q.renewTime(m)
-		case m.settling > 0:
+		case m.settling > 0 && (len(g.msgs) == 1 || n == 0):
 			// Its ack or nack may have landed first: it is not lost for
 			// that. Tried again, unless the settling ends first; its
 			// lease's end without either loses it.

@@ -373,7 +373,7 @@ func TestQueueConsumer_ARecordBeingAckedIsStillRenewed(t *testing.T) {
 // TestQueueConsumer_AHungNodeWithManyPartitionsLeavesSlotsToOthers: a
 // hung node with three times renewSlots partitions, whose extensions
 // hang, does not hold the slots of a healthy node's renewal due at the
-// same time (the nine extensions start in no set order: the healthy one
+// same time (its 25 extensions start in no set order: the healthy one
 // would come after renewSlots hung ones in most runs).
 func TestQueueConsumer_AHungNodeWithManyPartitionsLeavesSlotsToOthers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
