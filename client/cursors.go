@@ -245,11 +245,7 @@ func (c *Client) onEveryOwner(ctx context.Context, topic, name string, op func(n
 func partitionOwners(desc Topic) map[int]string {
 	owner := make(map[int]string, len(desc.Partitions))
 	for _, d := range desc.Partitions {
-		addr := ""
-		if d.Remote && d.Owner != nil {
-			addr = d.Owner.Addr
-		}
-		owner[d.Partition] = addr
+		owner[d.Partition] = ownerOf(d)
 	}
 	return owner
 }
