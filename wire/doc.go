@@ -1,8 +1,8 @@
 // Package wire owns every byte layout the storage engine puts on disk: the
 // frame header and its payload framing, the keyed envelope, the names of
 // segment files and directories, the 8-byte hwm and consumer.offset files,
-// the consumer.ahead slots, the incarnation marker and a sealed segment's
-// time index.
+// the consumer.ahead slots, a fan-out cursor's slots, the incarnation
+// marker and a sealed segment's time index.
 //
 // Everything here is a pure function over byte slices: no I/O, no state, no
 // dependency outside the standard library. Every length read from disk is
@@ -82,7 +82,8 @@
 //	topics/<topic>/pNNNNN/consumer.acked     ConsumerAckedFileName
 //	topics/<topic>/pNNNNN/consumer.lease     ConsumerLeaseFileName
 //	topics/<topic>/pNNNNN/scrub.progress     ScrubProgressFileName (scrubprogress.go)
-//	topics/<topic>/pNNNNN/cursor.<name>      CursorFileName: a fan-out cursor's position, 8 bytes as consumer.offset
+//	topics/<topic>/pNNNNN/cursor.<name>      CursorFileName: a fan-out cursor's position, two slots (Cursor file)
+//	topics/<topic>/pNNNNN/cursor-new.<name>  CursorTempFileName: a cursor file's whole replacement while written
 //	topics/<topic>.stale-<id>/               StaleDirName: a quarantined incarnation
 //	lost/<topic>.<id>/pNNNNN.<unix ms>/      LostDirName: a partition set aside, never served
 //
@@ -131,6 +132,33 @@
 // to the expected incarnation; the usable slot with the larger sequence
 // wins (on a tie, the lower frontier). With no usable slot the caller falls
 // back to consumer.offset.
+//
+// # Cursor file
+//
+// A fan-out cursor's position: two slots of 28 bytes, slot 0 at byte 0
+// and slot 1 at byte 4096 (CursorSlotStride), so a sector or page torn
+// while one is written never touches the other. A writer writes the slot
+// the newest position is not in, with the next sequence, so a short or
+// torn write damages only that slot and the other still holds the
+// position before it. The bytes between the slots are never written and
+// not read.
+//
+//	offset  size  field     rule
+//	0       4     magic     "NRCU" (CursorMagic)
+//	4       1     version   1 (CursorVersion)
+//	5       3     reserved  zero
+//	8       8     sequence  uint64 write sequence; the larger valid one wins
+//	16      8     position  int64 >= 0, the next offset the cursor reads
+//	24      4     crc32c    Castagnoli over bytes [0:24]
+//
+// Decoding a file: an empty file holds no position; a file of exactly 8
+// bytes not opening with the magic is the older format (consumer.offset's,
+// no checksum), read once and replaced whole by the writer; otherwise each
+// slot present is checked, and of the valid ones the larger sequence wins
+// (on a tie the lower position, so a decode never moves a cursor ahead of
+// either slot). No valid slot, or a file longer than 4124 bytes
+// (CursorFileSize), is damage: ErrCorrupt, and the caller starts the
+// cursor again from the partition's first record.
 //
 // # consumer.acked
 //

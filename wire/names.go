@@ -36,8 +36,15 @@ const (
 	ConsumerLeaseFileName = "consumer.lease"
 	// CursorFilePrefix begins the name of a fan-out cursor's position
 	// file in a partition directory: the prefix, then the cursor's name.
-	// The file has consumer.offset's 8-byte format.
+	// The file holds two checksummed slots (cursorfile.go), or, written
+	// by an older release, consumer.offset's 8-byte format.
 	CursorFilePrefix = "cursor."
+	// CursorTempFilePrefix begins the name of the temporary file that
+	// replaces a whole cursor file (an older-format or damaged one): the
+	// prefix, then the cursor's name. Never a cursor's file (it does not
+	// begin with CursorFilePrefix); one a crash left is removed by the
+	// next replace or the cursor's delete.
+	CursorTempFilePrefix = "cursor-new."
 	// SegmentFileSuffix ends every segment file name.
 	SegmentFileSuffix = ".log"
 	// LockFileName is the data directory's lock file: one process at a
@@ -178,6 +185,15 @@ func CursorFileName(name string) (string, error) {
 		return "", err
 	}
 	return CursorFilePrefix + name, nil
+}
+
+// CursorTempFileName is the temporary file that replaces cursor name's
+// whole file; the name must be valid (ErrBadName otherwise).
+func CursorTempFileName(name string) (string, error) {
+	if err := ValidateCursorName(name); err != nil {
+		return "", err
+	}
+	return CursorTempFilePrefix + name, nil
 }
 
 // ParseCursorFileName returns the cursor a position file belongs to; ok
