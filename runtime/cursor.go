@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -52,11 +51,14 @@ type CursorRead struct {
 
 // cursor is one fan-out cursor's position in one partition (docs/design.md,
 // "Fan-out cursors"). Its file, cursor.<name> in the partition directory,
-// holds a position in consumer.offset's format, written out on the
-// committer's cadence and at Close.
+// holds the position in two checksummed slots (wire.DecodeCursorFile),
+// written out on the committer's cadence and at Close (cursor_file.go).
 //
 // Invariants, under mu: written is the position the file holds (its last
-// write-out; -1 unknown); once dropped (the topic's incarnation deleted,
+// write-out; -1 unknown); unless replace is set, slot is the file's valid
+// slot holding sequence seq, the newest, and a write-out goes to the other
+// slot with seq+1 (replace: the file has no slot to trust, an older
+// format or damage, and is replaced whole); once dropped (the topic's incarnation deleted,
 // the cursor deleted, the partition installed anew, the node closed)
 // nothing is written for it again. A cursor's state lives in memory from
 // its first touch until then, whether its log is open or not; it holds no
@@ -78,6 +80,9 @@ type cursor struct {
 	mu      sync.Mutex
 	pos     int64
 	written int64
+	seq     uint64
+	slot    int
+	replace bool
 	dropped bool
 }
 
@@ -160,31 +165,6 @@ func (cs *cursors) close() []error {
 // drop marks c gone; the caller holds c.mu.
 func (c *cursor) drop() { c.dropped = true }
 
-// writeOut writes c's position to its file and fdatasyncs it, if it moved
-// since the last write-out; the caller holds c.mu.
-func (c *cursor) writeOut(files vfs.FS) error {
-	if c.dropped || c.pos == c.written {
-		return nil
-	}
-	content, err := wire.EncodeOffsetFile(c.pos)
-	if err != nil {
-		return err
-	}
-	f, err := files.OpenFile(c.path, os.O_WRONLY)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if _, err := f.WriteAt(content[:], 0); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	c.written = c.pos
-	return nil
-}
-
 // writeOutAll writes out every cursor whose position moved; a failure is
 // logged and retried at the next pass.
 func (cs *cursors) writeOutAll() {
@@ -253,11 +233,16 @@ func (n *Node) cursorOf(ctx context.Context, key supervisor.Key, name string, cr
 			dirName, _ := wire.PartitionDirName(key.Partition)
 			dir := filepath.Join(n.topicsDir, key.Topic, dirName)
 			c = &cursor{key: key, name: name, path: filepath.Join(dir, file), incarnation: rec.Incarnation}
-			b, err := vfs.ReadFile(n.cfg.FS, c.path, wire.OffsetFileSize+1)
-			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			b, err := vfs.ReadFile(n.cfg.FS, c.path, wire.CursorFileSize)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, vfs.ErrFileTooLarge) {
 				return fmt.Errorf("cursor %q of %s/%d: %w", name, key.Topic, key.Partition, err)
 			}
-			pos, present, derr := wire.DecodeOffsetFile(b)
+			var st wire.CursorState
+			derr := err // a file too large is damage
+			if err == nil {
+				st, derr = wire.DecodeCursorFile(b)
+			}
+			pos, present := st.Slot.Position, st.Present
 			hwm := l.HighWatermark()
 			switch {
 			case (errors.Is(err, fs.ErrNotExist) || (derr == nil && !present)) && create:
@@ -266,10 +251,10 @@ func (n *Node) cursorOf(ctx context.Context, key supervisor.Key, name string, cr
 				if start == CursorLatest {
 					c.pos = hwm
 				}
-				if err := n.createCursorFile(dir, c.path, c.pos); err != nil {
+				if err := n.createCursorFile(dir, c); err != nil {
 					return fmt.Errorf("cursor %q of %s/%d: %w", name, key.Topic, key.Partition, err)
 				}
-				c.written, created = c.pos, true
+				created = true
 			case errors.Is(err, fs.ErrNotExist):
 				return fmt.Errorf("%w: %q on %s/%d", ErrCursorNotFound, name, key.Topic, key.Partition)
 			default:
@@ -284,6 +269,9 @@ func (n *Node) cursorOf(ctx context.Context, key supervisor.Key, name string, cr
 				if present {
 					c.pos = pos
 				}
+				// An older-format, empty or damaged file is replaced whole
+				// at the next write-out; a valid one gets its other slot.
+				c.seq, c.slot, c.replace = st.Slot.Sequence, st.Index, !present || st.Legacy
 				c.written = -1 // written out at the next pass: the file may not hold pos
 			}
 			n.cursors.forget(func(x cursorKey) bool { return x == ck }) // another incarnation's
@@ -301,32 +289,6 @@ func (n *Node) cursorOf(ctx context.Context, key supervisor.Key, name string, cr
 		}
 	}
 	return nil, false, fmt.Errorf("%w: %s/%d kept closing under a cursor's load", partition.ErrLogClosed, key.Topic, key.Partition)
-}
-
-// createCursorFile writes a new cursor's position durably: the file
-// created, written and fdatasynced, then its directory synced (a crash
-// leaves no cursor, or an empty file read as the first record, or pos).
-func (n *Node) createCursorFile(dir, path string, pos int64) error {
-	content, err := wire.EncodeOffsetFile(pos)
-	if err != nil {
-		return err
-	}
-	f, err := n.cfg.FS.OpenFile(path, os.O_WRONLY|os.O_CREATE)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteAt(content[:], 0); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return n.cfg.FS.SyncDir(dir)
 }
 
 // CreateCursor makes a fan-out cursor on every partition of topic this
@@ -423,6 +385,7 @@ func (n *Node) DeleteCursor(ctx context.Context, topic, name string) error {
 		return err
 	}
 	file, _ := wire.CursorFileName(name)
+	tmp, _ := wire.CursorTempFileName(name)
 	found := false
 	for _, p := range owned {
 		key := supervisor.Key{Topic: topic, Partition: p}
@@ -433,6 +396,9 @@ func (n *Node) DeleteCursor(ctx context.Context, topic, name string) error {
 			n.cursors.forget(func(ck cursorKey) bool { return ck == cursorKey{key, name} })
 			dirName, _ := wire.PartitionDirName(p)
 			dir := filepath.Join(n.topicsDir, topic, dirName)
+			if err := n.cfg.FS.Remove(filepath.Join(dir, tmp)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err // a replace's leftover: removed with the cursor
+			}
 			err := n.cfg.FS.Remove(filepath.Join(dir, file))
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil
@@ -593,14 +559,14 @@ func (n *Node) listCursors(key supervisor.Key) ([]CursorFile, error) {
 				return nil, fmt.Errorf("cursor %q of %s/%d: %w", name, key.Topic, key.Partition, err)
 			}
 		}
-		b, err := vfs.ReadFile(n.cfg.FS, filepath.Join(dir, file), wire.OffsetFileSize+1)
-		if err != nil {
+		b, err := vfs.ReadFile(n.cfg.FS, filepath.Join(dir, file), wire.CursorFileSize)
+		if err != nil && !errors.Is(err, vfs.ErrFileTooLarge) {
 			return nil, err
 		}
-		pos, _, err := wire.DecodeOffsetFile(b)
-		if err != nil {
-			pos = 0 // damaged: the receiver's cursor starts again from the first record
-		}
+		var pos int64
+		if st, derr := wire.DecodeCursorFile(b); err == nil && derr == nil {
+			pos = st.Slot.Position
+		} // else damaged: the receiver's cursor starts again from the first record
 		out = append(out, CursorFile{Name: file, Position: pos})
 	}
 	return out, nil

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
 	"github.com/prometheus/client_golang/prometheus"
@@ -232,9 +233,9 @@ func TestCursor_AnUnsettledInstallIsSettledBeforeALoad(t *testing.T) {
 	}
 	n.cursors.writeOutAll()
 	b, _ := d.Contents(filepath.Join(partitionPath("orders", 0), "cursor.audit"))
-	onDisk, _, _ := wire.DecodeOffsetFile(b)
-	if got[0].Position != 7 || onDisk != 7 {
-		t.Fatalf("after the install rolled forward: cursor at %d in memory, %d on disk; want the installed 7", got[0].Position, onDisk)
+	st, err := wire.DecodeCursorFile(b)
+	if onDisk := st.Slot.Position; err != nil || got[0].Position != 7 || onDisk != 7 {
+		t.Fatalf("after the install rolled forward: cursor at %d in memory, %d on disk (%v); want the installed 7", got[0].Position, onDisk, err)
 	}
 }
 
@@ -254,13 +255,12 @@ func TestCursor_APositionPastTheHighWatermarkIsNotTrusted(t *testing.T) {
 	if err := n.Close(); err != nil { // position 5 written out
 		t.Fatal(err)
 	}
-	// One bit flips: 5 -> 5|16 = 21.
+	// One bit flips in a file of the older, unchecked 8-byte format:
+	// 5 -> 5|16 = 21.
 	path := filepath.Join(partitionPath("orders", 0), "cursor.audit")
-	b, _ := d.Contents(path)
-	v := binary.BigEndian.Uint64(b)
 	var flipped [8]byte
-	binary.BigEndian.PutUint64(flipped[:], v|16)
-	if err := d.Damage(path, 0, flipped[:]); err != nil {
+	binary.BigEndian.PutUint64(flipped[:], 5|16)
+	if err := vfs.WriteFileAtomic(d, path, flipped[:]); err != nil {
 		t.Fatal(err)
 	}
 	n = startNode(t, d, Config{})

@@ -22,6 +22,7 @@
 //	queue_leaseid.go           lease ids and consumer.lease
 //	queue_extend.go            lease extension (slow work keeps its records)
 //	cursor.go                  fan-out cursors
+//	cursor_file.go             a cursor's file: slot write-outs, replaces
 //	lag.go, metrics.go         consumer lag and per-topic metrics
 //
 // and, apart, what only a cluster's moves call (Moves, below):
@@ -373,16 +374,21 @@
 // for a damaged frame or records retention deleted, an ack without a
 // consumer (skipRange), persisted as every ack is.
 //
-// Fan-out cursors (cursor.go): a create writes cursor.<name> in each
-// owned partition's directory (create, write 8 bytes, fdatasync, close,
-// directory sync) under the topic's guard, with the log open and the
-// directory's marker the record's; a crash leaves no file, an empty one
-// (read as not made: the next create makes it) or the position. Reads
-// move the position in memory under the cursor's reading lock, then its
-// mu; the position is written out in place (8 bytes, fdatasync, no
-// create) by the cursor_writer loop every ConsumerOffsetCommitInterval
-// and at Close, so a crash steps a cursor back, never forward; a file
-// above the high watermark is damage and reads as the first record. A
+// Fan-out cursors (cursor.go, cursor_file.go): a create writes
+// cursor.<name> in each owned partition's directory (create, write slot
+// 0, fdatasync, close, directory sync) under the topic's guard, with the
+// log open and the directory's marker the record's; a crash leaves no
+// file, an empty one (read as not made: the next create makes it), a
+// damaged one (read as the first record) or the position. Reads move the
+// position in memory under the cursor's reading lock, then its mu; the
+// position is written out in place into the slot the newest position is
+// not in (one write, fdatasync, no create, no directory sync: a torn or
+// short write damages that slot alone) by the cursor_writer loop every
+// ConsumerOffsetCommitInterval and at Close, so a crash steps a cursor
+// back, never forward. A file of the older 8-byte format, or a damaged
+// one, is replaced whole at the next write-out (a temporary file
+// renamed over it, the directory synced). A file with no valid slot, or
+// above the high watermark, is damage and reads as the first record. A
 // delete removes each file and syncs the directory, under the guard,
 // after dropping the state in memory (nothing writes it again); a crash
 // partway leaves some partitions' files, removed by the next delete.

@@ -16,7 +16,8 @@ import (
 )
 
 // InstallFile is one file of a moved partition: a segment, the hwm file,
-// or a fan-out cursor's position file (wire.CursorFileName, 8 bytes).
+// or a fan-out cursor's position file (wire.CursorFileName; Data is the
+// position in 8 bytes, as consumer.offset, written as a cursor file).
 type InstallFile struct {
 	Name string
 	Data []byte

@@ -124,9 +124,9 @@ func (r *Receiver) record(ctx context.Context) (TopicRecord, error) {
 }
 
 // WriteFile writes one file of the partition, exactly size bytes read
-// from src, and syncs it: a segment, the hwm file, a cursor's 8-byte
-// position file (a cursor file whose position does not decode is
-// refused), or a queue consumer's progress file (checked when the
+// from src, and syncs it: a segment, the hwm file, a cursor's position
+// (8 bytes, as consumer.offset; one that does not decode is refused; the
+// file is written in the cursor file's format), or a queue consumer's progress file (checked when the
 // consumer recovers, as after a crash). A file of that name already written is an error.
 func (r *Receiver) WriteFile(name string, size int64, src io.Reader) (err error) {
 	if r.ended {
@@ -140,10 +140,15 @@ func (r *Receiver) WriteFile(name string, size int64, src io.Reader) (err error)
 		if _, err := io.ReadFull(src, b[:]); err != nil {
 			return fmt.Errorf("receive %s/%d: cursor file %q: %w", r.key.Topic, r.key.Partition, name, err)
 		}
-		if _, _, err := wire.DecodeOffsetFile(b[:]); err != nil {
+		pos, _, err := wire.DecodeOffsetFile(b[:])
+		if err != nil {
 			return fmt.Errorf("receive %s/%d: cursor file %q is not a position: %w", r.key.Topic, r.key.Partition, name, err)
 		}
-		src = bytes.NewReader(b[:])
+		content, err := wire.EncodeCursorFile(pos) // written in the cursor file's own format
+		if err != nil {
+			return err
+		}
+		src, size = bytes.NewReader(content), int64(len(content))
 	}
 	f, err := r.n.cfg.FS.OpenFile(filepath.Join(r.paths.installing, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL)
 	if err != nil {
