@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -269,9 +270,11 @@ func (n *Node) cursorOf(ctx context.Context, key supervisor.Key, name string, cr
 				if present {
 					c.pos = pos
 				}
-				// An older-format, empty or damaged file is replaced whole
-				// at the next write-out; a valid one gets its other slot.
-				c.seq, c.slot, c.replace = st.Slot.Sequence, st.Index, !present || st.Legacy
+				// An older-format, empty or damaged file, or one whose
+				// sequence has no next, is replaced whole at the next
+				// write-out; a valid one gets its other slot.
+				c.seq, c.slot = st.Slot.Sequence, st.Index
+				c.replace = !present || st.Legacy || c.seq == math.MaxUint64
 				c.written = -1 // written out at the next pass: the file may not hold pos
 			}
 			n.cursors.forget(func(x cursorKey) bool { return x == ck }) // another incarnation's

@@ -6,6 +6,7 @@ package runtime
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -295,6 +296,7 @@ func TestCursor_ADamagedFileStepsBackToTheFirstRecord(t *testing.T) {
 		{"a slot past the high watermark", twoSlots(slot(3, 255), slot(4, 5000)), 0},
 		{"the newer slot damaged", twoSlots(slot(3, 255), flipped), 255},
 		{"the older slot damaged", twoSlots(flipped, slot(10, 256)), 256},
+		{"a sequence with no next", twoSlots(slot(math.MaxUint64, 255), nil), 255},
 	} {
 		d, path := cursorAt255(t, false)
 		if err := vfs.WriteFileAtomic(d, path, c.file); err != nil {
