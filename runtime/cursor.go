@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -234,6 +233,9 @@ func (n *Node) cursorOf(ctx context.Context, key supervisor.Key, name string, cr
 			dirName, _ := wire.PartitionDirName(key.Partition)
 			dir := filepath.Join(n.topicsDir, key.Topic, dirName)
 			c = &cursor{key: key, name: name, path: filepath.Join(dir, file), incarnation: rec.Incarnation}
+			// Another incarnation's cursor goes first: a write-out of it
+			// in flight (it holds no guard) ends before the file is read.
+			n.cursors.forget(func(x cursorKey) bool { return x == ck })
 			b, err := vfs.ReadFile(n.cfg.FS, c.path, wire.CursorFileSize)
 			if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, vfs.ErrFileTooLarge) {
 				return fmt.Errorf("cursor %q of %s/%d: %w", name, key.Topic, key.Partition, err)
@@ -270,14 +272,14 @@ func (n *Node) cursorOf(ctx context.Context, key supervisor.Key, name string, cr
 				if present {
 					c.pos = pos
 				}
-				// An older-format, empty or damaged file, or one whose
-				// sequence has no next, is replaced whole at the next
-				// write-out; a valid one gets its other slot.
+				// An older-format, empty or damaged file is replaced
+				// whole at the next write-out (as one whose sequence has
+				// no next is, at its write-out); a valid one gets its
+				// other slot.
 				c.seq, c.slot = st.Slot.Sequence, st.Index
-				c.replace = !present || st.Legacy || c.seq == math.MaxUint64
+				c.replace = !present || st.Legacy
 				c.written = -1 // written out at the next pass: the file may not hold pos
 			}
-			n.cursors.forget(func(x cursorKey) bool { return x == ck }) // another incarnation's
 			n.cursors.mu.Lock()
 			n.cursors.by[ck] = c
 			n.cursors.mu.Unlock()

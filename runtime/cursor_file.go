@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 
@@ -33,7 +34,7 @@ func (c *cursor) writeOut(files vfs.FS) error {
 	if c.dropped || c.pos == c.written {
 		return nil
 	}
-	if c.replace {
+	if c.replace || c.seq == math.MaxUint64 { // no next sequence: the other slot would lose
 		return c.replaceFile(files)
 	}
 	next := 1 - c.slot
@@ -46,10 +47,16 @@ func (c *cursor) writeOut(files vfs.FS) error {
 		return err
 	}
 	defer f.Close()
+	// From here a failure may leave the write in the file (in the page
+	// cache, marked clean by a failed fdatasync): what the file holds is
+	// unknown until a write-out succeeds, wherever pos goes meanwhile, so
+	// a move back to the last position written out is written out too.
 	if _, err := f.WriteAt(slot[:], wire.CursorSlotOffset(next)); err != nil {
+		c.written = -1
 		return err
 	}
 	if err := f.Sync(); err != nil {
+		c.written = -1
 		return err
 	}
 	c.seq, c.slot, c.written = c.seq+1, next, c.pos
@@ -81,22 +88,37 @@ func (c *cursor) replaceFile(files vfs.FS) error {
 		return err
 	}
 	if err := files.SyncDir(dir); err != nil {
+		c.written = -1 // the rename may stand: the file holds c.pos, not durably
 		return err
 	}
 	c.seq, c.slot, c.replace, c.written = c.seq+1, 0, false, c.pos
 	return nil
 }
 
-// createCursorFile writes a new cursor's file holding c.pos durably: the
-// file created, written and fdatasynced, then its directory synced (a
-// crash leaves no cursor, or an empty file made again by the next create,
-// or a damaged one read as the first record, or c.pos).
+// createCursorFile writes a new cursor's file holding c.pos durably: a
+// temporary file (one a crash left removed first) written and
+// fdatasynced, renamed to the cursor's name, then the directory synced. A
+// crash leaves no cursor (made again by the next create, from where it
+// says) or the whole file: never a torn one, which would read as the
+// partition's first record, a position a cursor made from latest never
+// stood at.
 func (n *Node) createCursorFile(dir string, c *cursor) error {
 	content, err := wire.EncodeCursorFile(c.pos)
 	if err != nil {
 		return err
 	}
-	if err := writeSynced(n.cfg.FS, c.path, content); err != nil {
+	tmpName, err := wire.CursorTempFileName(c.name)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, tmpName)
+	if err := n.cfg.FS.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := writeSynced(n.cfg.FS, tmp, content); err != nil {
+		return err
+	}
+	if err := n.cfg.FS.Rename(tmp, c.path); err != nil {
 		return err
 	}
 	if err := n.cfg.FS.SyncDir(dir); err != nil {

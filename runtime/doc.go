@@ -375,11 +375,12 @@
 // consumer (skipRange), persisted as every ack is.
 //
 // Fan-out cursors (cursor.go, cursor_file.go): a create writes
-// cursor.<name> in each owned partition's directory (create, write slot
-// 0, fdatasync, close, directory sync) under the topic's guard, with the
-// log open and the directory's marker the record's; a crash leaves no
-// file, an empty one (read as not made: the next create makes it), a
-// damaged one (read as the first record) or the position. Reads move the
+// cursor.<name> in each owned partition's directory (cursor-new.<name>
+// created, slot 0 written, fdatasync, renamed to cursor.<name>, directory
+// sync) under the topic's guard, with the log open and the directory's
+// marker the record's; a crash leaves no file (the next create makes it)
+// or the whole one, never a torn one. A failed write-out counts the
+// cursor as not written out, whatever the file may hold. Reads move the
 // position in memory under the cursor's reading lock, then its mu; the
 // position is written out in place into the slot the newest position is
 // not in (one write, fdatasync, no create, no directory sync: a torn or
