@@ -19,6 +19,7 @@ import (
 // (after a restart or a crash, and at the end of the run).
 func (r *runner) checkAll(full bool) {
 	for _, t := range r.topics {
+		r.on(t)
 		infos := r.describe(t)
 		for pi, p := range t.parts {
 			info := infos[pi]
@@ -117,6 +118,7 @@ func (r *runner) checkConsumer(t *topicModel, pi int) {
 func (r *runner) checkConsumers() {
 	r.logf("check consumer state")
 	for _, t := range r.topics {
+		r.on(t)
 		for pi := range t.parts {
 			r.checkConsumer(t, pi)
 		}
@@ -133,6 +135,7 @@ func (r *runner) checkConsumers() {
 // offsets (a consumer.ahead slot keeps only its lowest).
 func (r *runner) afterCrash(at time.Time, ahead map[*partModel]int) {
 	for _, t := range r.topics {
+		r.on(t)
 		infos := r.describe(t)
 		for pi, p := range t.parts {
 			p.settled = max(p.settled, p.start)
@@ -175,6 +178,7 @@ func (r *runner) retentionApplied() {
 	r.forgetExpired()
 	now := time.Now()
 	for _, t := range r.topics {
+		r.on(t)
 		if t.retMs == 0 && t.retBytes == 0 {
 			continue
 		}

@@ -77,6 +77,7 @@ func (r *runner) checkCursors(t *topicModel) {
 // within cursorWindow before the crash.
 func (r *runner) cursorsAfterCrash(at time.Time) {
 	for _, t := range r.topics {
+		r.on(t)
 		for _, name := range cursorNames {
 			c := t.cursors.get(name)
 			if c == nil {

@@ -77,6 +77,19 @@
 // hashes a run's calls and images (Result.Trace), which the replay tests
 // compare across executions and processes.
 //
-// Several nodes, moves, installs and lost nodes are not covered yet;
-// docs/durability.md lists what else is left out.
+// One run in eight is a cluster run (cluster.go, cluster_meta.go,
+// ops_move.go): two or three nodes, each on a simulated disk of its own,
+// in the run's one bubble, sharing an in-memory metastore that says which
+// node owns each partition (a fake of the cluster's etcd), their topics of
+// one partition each, every operation on a topic made on its owner. Besides
+// the single-node operations (no faults, retention changes, deletes, long
+// polls, concurrent producers or the floor), a cluster run moves a
+// partition between nodes through the node's own move primitives (the
+// listing, the freeze, the receive and install, the drop) with the files
+// copied in memory, drains a node, marks one lost (its partitions given
+// to the others empty; it comes back and sets its copies aside, or a
+// fresh node joins), and restarts or crashes one node; the model checks
+// that a move carries every record, the boundary, every ack and every
+// cursor's position, and nothing of a lost node is served again.
+// docs/durability.md lists what is left out.
 package simulation

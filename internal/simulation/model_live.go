@@ -159,6 +159,10 @@ type LiveCounts struct {
 	GroupedBatches int // of them, queued behind a held commit
 	FloorRefusals  int // produces refused by the disk floor
 	FloorRetaken   int // refused batches taken again once retention freed space
+	ClusterRuns    int // runs of two or three members (cluster.go)
+	Moves          int // partitions moved between members (ops_move.go)
+	Lost           int // partitions given away empty with a member marked lost
+	SetAside       int // copies a lost member set aside when it came back
 }
 
 // Add adds o's counts to c's.
@@ -173,13 +177,18 @@ func (c *LiveCounts) Add(o LiveCounts) {
 	c.GroupedBatches += o.GroupedBatches
 	c.FloorRefusals += o.FloorRefusals
 	c.FloorRetaken += o.FloorRetaken
+	c.ClusterRuns += o.ClusterRuns
+	c.Moves += o.Moves
+	c.Lost += o.Lost
+	c.SetAside += o.SetAside
 }
 
 // String is the counts' summary line.
 func (c LiveCounts) String() string {
 	return fmt.Sprintf("cursor operations: %d (checked after %d crashes), long polls: %d (%d woken by a commit), "+
 		"waiting consumes: %d (%d woken), concurrent batches: %d (%d grouped behind a held commit), "+
-		"floor refusals: %d (%d taken again after retention)",
+		"floor refusals: %d (%d taken again after retention); cluster runs: %d, moves: %d, "+
+		"partitions given away by a lost member: %d (copies set aside: %d)",
 		c.CursorOps, c.CursorCrashes, c.LongPolls, c.PollsWoken, c.WaitConsumes, c.ConsumesWoken,
-		c.ConcBatches, c.GroupedBatches, c.FloorRefusals, c.FloorRetaken)
+		c.ConcBatches, c.GroupedBatches, c.FloorRefusals, c.FloorRetaken, c.ClusterRuns, c.Moves, c.Lost, c.SetAside)
 }

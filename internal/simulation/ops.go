@@ -12,6 +12,10 @@ import (
 
 // step draws one operation from the run's source and runs it.
 func (r *runner) step() {
+	if r.cl != nil {
+		r.clusterStep()
+		return
+	}
 	weights := []struct {
 		w int
 		f func()
@@ -56,8 +60,13 @@ func (r *runner) step() {
 // create creates a topic of 1 to 3 partitions, a new incarnation of name.
 func (r *runner) create(name string) *topicModel {
 	parts := 1 + r.rng.IntN(3)
-	if r.big {
-		parts = 1 // one partition takes every record: acked-ahead sets past a slot
+	if r.big || r.cl != nil {
+		parts = 1 // one partition takes every record: acked-ahead sets past a slot; or one member serves the topic
+	}
+	if r.cl != nil {
+		m := r.pickMember()
+		r.cl.meta.place = m.id
+		r.use(m)
 	}
 	r.gens[name]++
 	r.settle()

@@ -261,6 +261,7 @@ func (r *runner) cursorCheck() {
 	r.logf("check cursors")
 	r.res.Live.CursorOps++
 	for _, t := range r.topics {
+		r.on(t)
 		for _, name := range cursorNames {
 			r.checkCursor(t, name)
 		}

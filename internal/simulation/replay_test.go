@@ -17,11 +17,12 @@ import (
 // replayRuns are the runs the replay tests execute again and again: between
 // them crashes, clean restarts, a topic's delete and recreate, retention
 // changes, drains and evictions, cursors, long polls, waiting consumes,
-// concurrent producers and the disk floor (checked by replayed).
+// concurrent producers and the disk floor; and, in run 24 (a cluster
+// run), moves, a drain and a member marked lost (checked by replayed).
 var replayRuns = []struct {
 	seed uint64
 	run  int
-}{{1, 4}, {1, 7}, {1, 12}, {1, 20}}
+}{{1, 4}, {1, 7}, {1, 12}, {1, 20}, {1, 24}}
 
 var replayOut = flag.String("sim.replay-out", "", "TestReplay_AnotherProcess's child: write the runs' traces here")
 
@@ -41,7 +42,8 @@ func replayed(t *testing.T) []Result {
 		all += strings.Join(res.Log, "\n")
 	}
 	for _, want := range []string{"crash: {", "restart", "delete t", "retention t", "drain t",
-		"concurrent produce", "long poll of", "waiting consume", "cursor c", "disk floor"} {
+		"concurrent produce", "long poll of", "waiting consume", "cursor c", "disk floor",
+		"move t", "drain member", " lost: ", "comes back"} {
 		if !strings.Contains(all, want) {
 			t.Fatalf("no replay run has an operation %q", want)
 		}

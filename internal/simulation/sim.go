@@ -80,7 +80,8 @@ type runner struct {
 	res      Result
 	live     liveState
 	trace    *trace
-	feed     *feed // the current node's metastore's change notifications
+	feed     *feed    // the current node's metastore's change notifications
+	cl       *cluster // a cluster run's members (cluster.go); nil in a single-node run
 }
 
 // Run runs the workload of (seed, run) on a fresh simulated disk and
@@ -89,18 +90,21 @@ type runner struct {
 // (seed, run, opts) makes the same file calls every time (settle.go).
 func Run(seed uint64, run int, opts Options) (res Result) {
 	r := &runner{ctx: context.Background(), rng: rand.New(rand.NewPCG(seed, uint64(run))), gens: map[string]int{}, op: -1, trace: newTrace(opts.keepTrace)}
-	r.d = sim.NewDisk(r.rng.Uint64())
-	r.trace.attach(r.d)
+	clustered := clusterRun(seed, run)
+	if !clustered {
+		r.d = sim.NewDisk(r.rng.Uint64())
+		r.trace.attach(r.d)
+	}
 	r.maxOpen = 1 + r.rng.IntN(2)
 	r.segBytes = int64(1024 + r.rng.IntN(3072))
 	// One run in 12 is long and produce-heavy: acked-ahead sets past a
 	// consumer.ahead slot need thousands of records.
-	r.big = r.rng.IntN(12) == 0
+	r.big = r.rng.IntN(12) == 0 && !clustered
 	ops := 40 + r.rng.IntN(41)
 	if r.big {
 		ops = 400
 	}
-	r.logf("run: max open logs %d, segments of %d B, %d operations (long: %v)", r.maxOpen, r.segBytes, ops, r.big)
+	r.logf("run: max open logs %d, segments of %d B, %d operations (long: %v, cluster: %v)", r.maxOpen, r.segBytes, ops, r.big, clustered)
 	defer func() {
 		if p := recover(); p != nil {
 			v, ok := p.(violation)
@@ -109,15 +113,23 @@ func Run(seed uint64, run int, opts Options) (res Result) {
 			}
 			r.res.Violation, r.res.Check = v.msg, v.check
 		}
-		if r.n != nil {
-			r.n.Close()
+		if r.cl != nil {
+			r.closeMembers()
+		} else {
+			if r.n != nil {
+				r.n.Close()
+			}
+			r.d.SetHook(nil)
+			r.trace.disk(r.d)
 		}
-		r.d.SetHook(nil)
-		r.trace.disk(r.d)
 		r.res.Trace, r.res.Calls, r.res.Lines = r.trace.sum.Sum64(), r.trace.calls, r.trace.lines
 		res = r.res
 	}()
-	r.start()
+	if clustered {
+		r.newCluster()
+	} else {
+		r.start()
+	}
 	topics := 1 + r.rng.IntN(2)
 	if r.big {
 		topics = 1
@@ -191,14 +203,40 @@ func retryBusy(f func() error) error {
 
 // start starts a node on the disk, its incarnation ids drawn from the run.
 func (r *runner) start() {
-	ms, err := runtime.OpenLocalMetastore(r.d, dataDir)
-	r.must("open metastore", err)
-	var key [32]byte
-	binary.LittleEndian.PutUint64(key[:], r.rng.Uint64())
-	ms.SetIncarnationSource(rand.NewChaCha8(key))
-	r.feed = &feed{}
-	ms.SetFeedDelivery(r.feed.deliver)
-	n, err := runtime.New(runtime.Config{
+	if r.cl != nil {
+		r.n = r.startMember()
+	} else {
+		ms, err := runtime.OpenLocalMetastore(r.d, dataDir)
+		r.must("open metastore", err)
+		var key [32]byte
+		binary.LittleEndian.PutUint64(key[:], r.rng.Uint64())
+		ms.SetIncarnationSource(rand.NewChaCha8(key))
+		r.feed = &feed{}
+		ms.SetFeedDelivery(r.feed.deliver)
+		n, err := runtime.New(r.nodeConfig(ms))
+		r.must("new node", err)
+		if err := n.Start(r.ctx); err != nil {
+			n.Close()
+			r.must("start node", err)
+		}
+		r.n = n
+		r.live.ms = ms
+	}
+	r.pinLock()
+	r.live.api = nil
+	for _, t := range r.topics {
+		if r.cl != nil && r.cl.meta.ownerOf(t.name, 0) != r.cl.cur.id {
+			continue // another member's
+		}
+		for _, p := range t.parts {
+			p.leases = map[int64]leaseModel{} // leases live in memory only
+		}
+	}
+}
+
+// nodeConfig is every node's configuration, on the runner's disk.
+func (r *runner) nodeConfig(ms runtime.Metastore) runtime.Config {
+	return runtime.Config{
 		DataDir: dataDir, FS: r.d, Metastore: ms, SegmentMaxBytes: r.segBytes,
 		ReaperInterval: reaperEvery, ColdWalkInterval: coldWalkEvery,
 		IdleEvictAfter: idleEvictAfter, EvictInterval: evictEvery,
@@ -206,24 +244,16 @@ func (r *runner) start() {
 		ConsumerOffsetCommitInterval: writeOutEvery, MaxOpenLogs: r.maxOpen,
 		MinFreeBytes: floorBytes, MinFreeInodes: floorInodes,
 		Testing: &runtime.TestOptions{Serial: true}, // exact replay (settle.go)
-	})
-	r.must("new node", err)
-	if err := n.Start(r.ctx); err != nil {
-		n.Close()
-		r.must("start node", err)
-	}
-	r.n = n
-	r.pinLock()
-	r.live.ms, r.live.api = ms, nil
-	for _, t := range r.topics {
-		for _, p := range t.parts {
-			p.leases = map[int64]leaseModel{} // leases live in memory only
-		}
 	}
 }
 
-// pick returns one of the run's topics.
-func (r *runner) pick() *topicModel { return r.topics[r.rng.IntN(len(r.topics))] }
+// pick returns one of the run's topics, the calls that follow routed to
+// the owner of its partition in a cluster run.
+func (r *runner) pick() *topicModel {
+	t := r.topics[r.rng.IntN(len(r.topics))]
+	r.on(t)
+	return t
+}
 
 // odd is d plus a few odd microseconds, so no wake of the workload lands
 // on a background loop's tick.

@@ -1,0 +1,229 @@
+package simulation
+
+import (
+	"bytes"
+	"io"
+	"maps"
+	"slices"
+
+	"github.com/narad-io/storage/runtime"
+	"github.com/narad-io/storage/vfs/sim"
+	"github.com/narad-io/storage/wire"
+)
+
+// The moves of a cluster run (cluster.go), each made whole within one
+// operation, and checked after it against the model
+// (docs/scaling.md, "moves" and "lost nodes"):
+//
+//   - a move carries every acked record, the high watermark (the boundary
+//     the freeze wrote is the model's, and the new owner's is no lower),
+//     every ack (the freeze's close wrote the consumer's files out) and
+//     every cursor's position (written out for the listing) to the new
+//     owner; the leases stay behind, so the model forgets them and the new
+//     owner must deliver those records again; lease ids never repeat
+//     (consumer.lease moves too); the old owner keeps no copy;
+//   - a drain moves every partition of a member;
+//   - a member marked lost: its partitions go to the others empty, served
+//     from offset 0 (the records it held are those the contract lets go:
+//     the model starts the partition afresh, its records' bytes made
+//     different from the lost ones', its cursors gone); it comes back
+//     (sets its copies aside before it serves, as cluster.Participant's
+//     Join does) or a fresh member takes its place.
+
+// move moves one topic's partition to another live member.
+func (r *runner) move() {
+	if len(r.cl.members) < 2 {
+		return
+	}
+	t := r.pick()
+	src := r.cl.cur
+	r.moveTo(t, src, r.other(src))
+}
+
+// other draws a live member other than m.
+func (r *runner) other(m *member) *member {
+	others := slices.DeleteFunc(slices.Clone(r.cl.members), func(x *member) bool { return x == m })
+	return others[r.rng.IntN(len(others))]
+}
+
+// moveTo moves t's partition from src to dst as package cluster's pull
+// does: the sealed segments copied while src serves on (a produce may
+// land meanwhile), the partition frozen (no owner; src closes its log),
+// the rest copied (the active segment, the boundary, the consumer's
+// files, the cursors' positions), installed on dst, dst made the owner,
+// src's copy dropped.
+func (r *runner) moveTo(t *topicModel, src, dst *member) {
+	r.logf("move %s/0 from %s to %s", t.name, src.id, dst.id)
+	r.settle()
+	first, err := src.n.TransferListing(r.ctx, t.name, 0)
+	r.must("transfer listing", err)
+	rcv, err := dst.n.ReceivePartition(r.ctx, t.name, 0, first.Incarnation)
+	r.must("receive", err)
+	if rcv.AssignedAtStart() {
+		r.failf("move %s/0: the receive found %s assigned the partition already", t.name, dst.id)
+	}
+	written := map[string]int64{}
+	for i, s := range first.Segments {
+		if i < len(first.Segments)-1 {
+			r.copyFile(src, t, s.Name, s.Size, rcv)
+			written[s.Name] = s.Size
+		}
+	}
+	if r.rng.IntN(2) == 0 {
+		r.use(src) // the old owner serves on until the freeze
+		r.produceTo(t, 0, 1+r.rng.IntN(50))
+	}
+	r.cl.meta.setOwner(t.name, 0, "")
+	r.must("freeze", src.n.FreezePartition(r.ctx, t.name, 0))
+	final, err := src.n.TransferListing(r.ctx, t.name, 0)
+	r.must("final transfer listing", err)
+	p := t.parts[0]
+	if !final.Known || final.HighWatermark != p.committed {
+		r.failf("move %s/0: the frozen boundary is %d (known %v), want %d", t.name, final.HighWatermark, final.Known, p.committed)
+	}
+	keep := map[string]bool{}
+	for _, s := range final.Segments {
+		keep[s.Name] = true
+		if size, ok := written[s.Name]; ok {
+			if size != s.Size {
+				r.failf("move %s/0: sealed segment %s was %d B, now %d B", t.name, s.Name, size, s.Size)
+			}
+			continue
+		}
+		r.copyFile(src, t, s.Name, s.Size, rcv)
+	}
+	for _, name := range slices.Sorted(maps.Keys(written)) { // in order: exact replay
+		if !keep[name] {
+			r.must("remove "+name, rcv.Remove(name))
+		}
+	}
+	r.writeFile(rcv, wire.HWMFileName, final.HighWatermark)
+	for _, f := range final.Consumer {
+		r.copyFile(src, t, f.Name, f.Size, rcv)
+	}
+	for _, c := range final.Cursors {
+		r.writeFile(rcv, c.Name, c.Position)
+	}
+	r.must("install", rcv.Commit(r.ctx))
+	r.cl.meta.setOwner(t.name, 0, dst.id)
+	r.must("drop the old owner's copy", src.n.DropPartition(r.ctx, t.name, 0))
+	dirs, err := src.n.PartitionDirs(t.name)
+	r.must("partition dirs", err)
+	if slices.Contains(dirs, 0) {
+		r.failf("move %s/0: the old owner %s keeps its copy", t.name, src.id)
+	}
+	r.logf("moved %s/0 to %s: %d segments, high watermark %d, %d cursors, consumer files %d",
+		t.name, dst.id, len(final.Segments), final.HighWatermark, len(final.Cursors), len(final.Consumer))
+	p.leases = map[int64]leaseModel{} // leases do not move: their records are delivered again
+	r.res.Live.Moves++
+	r.checkTopic(t)
+}
+
+// copyFile copies one file of src's listing into the receive.
+func (r *runner) copyFile(src *member, t *topicModel, name string, size int64, rcv *runtime.Receiver) {
+	f, err := src.n.OpenTransferFile(r.ctx, t.name, 0, name)
+	r.must("open "+name, err)
+	defer f.Close()
+	r.must("receive "+name, rcv.WriteFile(name, size, io.NewSectionReader(f, 0, size)))
+}
+
+// writeFile writes an 8-byte position file (the hwm file, a cursor's)
+// into the receive.
+func (r *runner) writeFile(rcv *runtime.Receiver, name string, pos int64) {
+	b, err := wire.EncodeOffsetFile(pos)
+	r.must("encode "+name, err)
+	r.must("receive "+name, rcv.WriteFile(name, int64(len(b)), bytes.NewReader(b[:])))
+}
+
+// checkTopic checks every record, the consumer's progress and the
+// cursors of t on its owner.
+func (r *runner) checkTopic(t *topicModel) {
+	all := r.topics
+	r.topics = []*topicModel{t}
+	defer func() { r.topics = all }()
+	r.settle()
+	r.checkAll(true)
+}
+
+// drainMember moves every partition of one member to the others.
+func (r *runner) drainMember() {
+	if len(r.cl.members) < 2 {
+		return
+	}
+	m := r.pickMember()
+	r.logf("drain member %s", m.id)
+	for _, t := range r.owned(m) {
+		r.moveTo(t, m, r.other(m))
+	}
+	if got := r.owned(m); len(got) != 0 {
+		r.failf("drain %s: it still owns %d partitions", m.id, len(got))
+	}
+}
+
+// loseMember marks one member lost: its node stops as in a power loss,
+// its partitions go to the others empty. Then it comes back, setting
+// aside its copies of what it lost, or a fresh member takes its place.
+func (r *runner) loseMember() {
+	if len(r.cl.members) < 2 {
+		return
+	}
+	m := r.pickMember()
+	plan := sim.CrashPlan{Data: sim.DataLoss(r.rng.IntN(3)), Seed: r.rng.Uint64(), Garbage: r.rng.IntN(2) == 0, KeepNameOps: r.rng.IntN(6) - 1}
+	r.logf("member %s lost: %+v", m.id, plan)
+	r.settle()
+	img := m.d.Crash(plan)
+	r.trace.disk(img)
+	r.trace.attach(img)
+	m.d.SetHook(nil)
+	m.n.Close()
+	m.n, m.d = nil, img
+	r.res.Crashes++
+	lost := r.owned(m)
+	r.cl.members = slices.DeleteFunc(r.cl.members, func(x *member) bool { return x == m })
+	for _, t := range lost {
+		to := r.pickMember()
+		r.cl.meta.setOwner(t.name, 0, to.id)
+		r.gens[t.name]++
+		t.gen = r.gens[t.name] // records made from now on differ from the lost ones
+		t.parts[0] = newPart()
+		t.parts[0].unbounded = true
+		t.cursors = topicCursors{}
+		r.logf("%s/0 given to %s, empty", t.name, to.id)
+		r.res.Live.Lost++
+	}
+	if r.rng.IntN(2) == 0 {
+		r.comeBack(m, lost)
+	} else if len(r.cl.members) < 3 {
+		r.join(r.newMember())
+		r.logf("member %s joins", r.cl.cur.id)
+	}
+	if !slices.Contains(r.cl.members, m) {
+		r.cl.gone = append(r.cl.gone, m)
+	}
+	for _, t := range lost {
+		r.checkTopic(t)
+	}
+}
+
+// comeBack starts a lost member again on its disk and sets aside its
+// copies of the partitions given away before it serves (as
+// cluster.Participant's Join does), then checks it holds none of them.
+func (r *runner) comeBack(m *member, lost []*topicModel) {
+	r.logf("member %s comes back", m.id)
+	r.cl.members = append(r.cl.members, m)
+	r.use(m)
+	r.start()
+	for _, t := range lost {
+		dirs, err := m.n.PartitionDirs(t.name)
+		r.must("partition dirs", err)
+		for _, p := range dirs {
+			path, err := m.n.SetAsidePartition(r.ctx, t.name, p)
+			r.must("set aside", err)
+			r.logf("%s/%d set aside at %s", t.name, p, path)
+			r.res.Live.SetAside++
+		}
+		if dirs, err = m.n.PartitionDirs(t.name); err != nil || len(dirs) != 0 {
+			r.failf("member %s back: %s still holds partitions %v (%v)", m.id, t.name, dirs, err)
+		}
+	}
+}
