@@ -176,11 +176,11 @@ func (r *runner) clusterStep() {
 		w int
 		f func()
 	}{
-		{25, r.produce}, {10, r.read}, {14, r.consume}, {12, r.ack}, {5, r.nack},
+		{25, r.produce}, {10, r.read}, {14, r.consume}, {12, r.ack}, {5, r.nack}, {8, r.extend},
 		{8, r.pause}, {2, r.drain}, {4, r.checkConsumers},
 		{3, r.cursorCreate}, {5, r.cursorRead}, {3, r.cursorCommit}, {1, r.cursorDelete}, {2, r.cursorCheck},
 		{2, r.restartMember}, {2, r.crashMember},
-		{8, r.move}, {2, r.drainMember}, {2, r.loseMember},
+		{8, r.move}, {2, r.drainMember}, {2, r.loseMember}, {3, r.faultWriteOut},
 	}
 	total := 0
 	for _, w := range weights {

@@ -163,6 +163,7 @@ type LiveCounts struct {
 	Moves          int // partitions moved between members (ops_move.go)
 	Lost           int // partitions given away empty with a member marked lost
 	SetAside       int // copies a lost member set aside when it came back
+	Extends        int // lease extensions (ops_extend.go)
 }
 
 // Add adds o's counts to c's.
@@ -181,6 +182,7 @@ func (c *LiveCounts) Add(o LiveCounts) {
 	c.Moves += o.Moves
 	c.Lost += o.Lost
 	c.SetAside += o.SetAside
+	c.Extends += o.Extends
 }
 
 // String is the counts' summary line.
@@ -188,7 +190,7 @@ func (c LiveCounts) String() string {
 	return fmt.Sprintf("cursor operations: %d (checked after %d crashes), long polls: %d (%d woken by a commit), "+
 		"waiting consumes: %d (%d woken), concurrent batches: %d (%d grouped behind a held commit), "+
 		"floor refusals: %d (%d taken again after retention); cluster runs: %d, moves: %d, "+
-		"partitions given away by a lost member: %d (copies set aside: %d)",
+		"partitions given away by a lost member: %d (copies set aside: %d), lease extensions: %d",
 		c.CursorOps, c.CursorCrashes, c.LongPolls, c.PollsWoken, c.WaitConsumes, c.ConsumesWoken,
-		c.ConcBatches, c.GroupedBatches, c.FloorRefusals, c.FloorRetaken, c.ClusterRuns, c.Moves, c.Lost, c.SetAside)
+		c.ConcBatches, c.GroupedBatches, c.FloorRefusals, c.FloorRetaken, c.ClusterRuns, c.Moves, c.Lost, c.SetAside, c.Extends)
 }

@@ -36,6 +36,11 @@ func (r *runner) cursorName() string { return cursorNames[r.rng.IntN(len(cursorN
 func (r *runner) cursorCreate() {
 	r.atRest()
 	t, name := r.pick(), r.cursorName()
+	r.createCursor(t, name)
+}
+
+// createCursor creates cursor name of t as cursorCreate says.
+func (r *runner) createCursor(t *topicModel, name string) {
 	start, from := runtime.CursorEarliest, "earliest"
 	if r.rng.IntN(2) == 0 {
 		start, from = runtime.CursorLatest, "latest"

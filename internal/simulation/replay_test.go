@@ -17,12 +17,13 @@ import (
 // replayRuns are the runs the replay tests execute again and again: between
 // them crashes, clean restarts, a topic's delete and recreate, retention
 // changes, drains and evictions, cursors, long polls, waiting consumes,
-// concurrent producers and the disk floor; and, in run 24 (a cluster
-// run), moves, a drain and a member marked lost (checked by replayed).
+// concurrent producers and the disk floor; and, in runs 11 and 24 (cluster
+// runs), moves, a drain, members marked lost, lease extensions and
+// write-out faults, one followed by a crash (checked by replayed).
 var replayRuns = []struct {
 	seed uint64
 	run  int
-}{{1, 4}, {1, 7}, {1, 12}, {1, 20}, {1, 24}}
+}{{1, 4}, {1, 7}, {1, 11}, {1, 12}, {1, 20}, {1, 24}}
 
 var replayOut = flag.String("sim.replay-out", "", "TestReplay_AnotherProcess's child: write the runs' traces here")
 
@@ -43,7 +44,7 @@ func replayed(t *testing.T) []Result {
 	}
 	for _, want := range []string{"crash: {", "restart", "delete t", "retention t", "drain t",
 		"concurrent produce", "long poll of", "waiting consume", "cursor c", "disk floor",
-		"move t", "drain member", " lost: ", "comes back"} {
+		"move t", "drain member", " lost: ", "comes back", "extend t", "crash with the fault in force"} {
 		if !strings.Contains(all, want) {
 			t.Fatalf("no replay run has an operation %q", want)
 		}
