@@ -14,7 +14,7 @@ import (
 // (consumer.ahead's tick and write-out, consumer.offset's levelling), by
 // EIO or ENOSPC on every write, a short write of each, or EIO on every
 // fdatasync. With the fault in force it commits the topic's cursors or
-// leases and acks records, all in memory, and lets 1 to 3 s pass, so the
+// leases and acks records, all in memory, and lets 1 to 2 s pass, so the
 // write-outs meet the fault (no answer does: they are the node's own).
 // Then either:
 //
@@ -58,6 +58,13 @@ func (r *runner) faultWriteOut() {
 	default:
 		f = sim.Fault{Op: sim.OpSync, Path: pat, Err: syscall.EIO}
 	}
+	// The log open and its consumer and cursors loaded before the arm: a
+	// first touch meeting the fault is faultCall's, answered; this one's
+	// is the node's own background write-outs.
+	r.consumerState(t, pi)
+	for _, name := range cursorNames {
+		r.checkCursor(t, name)
+	}
 	r.settle()
 	armed := time.Now()
 	allowed := map[*cursorModel][]int64{} // by cursor of t: positions a crash may leave in pi
@@ -84,7 +91,9 @@ func (r *runner) faultWriteOut() {
 			r.leaseAndAck(t, pi)
 		}
 	}
-	d := r.odd(time.Duration(1000+r.rng.IntN(2000)) * time.Millisecond)
+	// Under the idle eviction's 3 s: a close meeting the fault is
+	// faultClose's.
+	d := r.odd(time.Duration(1000+r.rng.IntN(1000)) * time.Millisecond)
 	r.logf("sleep %v", d)
 	r.sleep(d)
 	r.forgetExpired()
@@ -103,7 +112,7 @@ func (r *runner) faultWriteOut() {
 		r.crashOwner()
 		return
 	}
-	r.crashOwnerThen(armed, ahead, func() { r.lift(in, met+", then a crash") }, t, pi, allowed)
+	r.crashOwnerThen(armed, ahead, func() { r.lift(in, met+", then a crash") }, t, pi, allowed, f.Short > 0)
 }
 
 // cursorCreateOn creates a cursor of t, as cursorCreate does.
@@ -142,7 +151,12 @@ func (r *runner) crashOwner() {
 // once the image is taken, and checks what the node holds as from a
 // crash at armed: t/pi's cursors each at a position of allowed, every
 // other partition as after any crash.
-func (r *runner) crashOwnerThen(armed time.Time, ahead map[*partModel]int, lift func(), t *topicModel, pi int, allowed map[*cursorModel][]int64) {
+//
+// torn: the fault was a short write of a position written in place (8
+// bytes, one sector), which tears what it overwrote: the crash may keep
+// the torn bytes, a damaged file, which docs/design.md ("Fan-out
+// cursors") has read as the partition's first record.
+func (r *runner) crashOwnerThen(armed time.Time, ahead map[*partModel]int, lift func(), t *topicModel, pi int, allowed map[*cursorModel][]int64, torn bool) {
 	crash := func() {
 		plan := sim.CrashPlan{Data: sim.DataLoss(r.rng.IntN(3)), Seed: r.rng.Uint64(), Garbage: r.rng.IntN(2) == 0,
 			KeepNameOps: r.rng.IntN(6) - 1}
@@ -157,6 +171,7 @@ func (r *runner) crashOwnerThen(armed time.Time, ahead map[*partModel]int, lift 
 		r.cursorsAfterCrash(at)
 		r.topics = all
 		r.on(t)
+		first := r.describe(t)[pi].StartOffset
 		for _, name := range cursorNames {
 			c := t.cursors.get(name)
 			if c == nil {
@@ -166,7 +181,7 @@ func (r *runner) crashOwnerThen(armed time.Time, ahead map[*partModel]int, lift 
 			r.res.Live.CursorCrashes++
 			got := r.cursorPositions(t, name)
 			for _, g := range got {
-				if g.Partition == pi && !slices.Contains(allowed[c], g.Position) {
+				if g.Partition == pi && !slices.Contains(allowed[c], g.Position) && !(torn && g.Position == first) {
 					r.failf("after a crash with cursor write-outs failing, cursor %s of %s/%d: position %d, not one it stood at within %v before the fault or since (%v)",
 						name, t.name, pi, g.Position, cursorWindow, allowed[c])
 				}

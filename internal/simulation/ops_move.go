@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"io"
 	"maps"
+	"path"
 	"slices"
+	"syscall"
 
 	"github.com/narad-io/storage/runtime"
 	"github.com/narad-io/storage/vfs/sim"
@@ -51,21 +53,62 @@ func (r *runner) other(m *member) *member {
 // land meanwhile), the partition frozen (no owner; src closes its log),
 // the rest copied (the active segment, the boundary, the consumer's
 // files, the cursors' positions), installed on dst, dst made the owner,
-// src's copy dropped.
-func (r *runner) moveTo(t *topicModel, src, dst *member) {
+// src's copy dropped. One move in four meets a fault on dst's install
+// (moveFault): the move fails, and is cancelled as the pull cancels it.
+func (r *runner) moveTo(t *topicModel, src, dst *member) bool {
 	r.logf("move %s/0 from %s to %s", t.name, src.id, dst.id)
+	var in *injected
+	if r.rng.IntN(4) == 0 {
+		in = r.moveFault(t, dst)
+	}
 	r.settle()
+	final, frozen, err := r.transfer(t, src, dst)
+	if in != nil {
+		fired := r.lift(in, "move")
+		if (fired > 0) != (err != nil) {
+			r.failf("move %s/0: the fault fired %d times, the move answered %v", t.name, fired, err)
+		}
+	}
+	if err != nil {
+		r.cancelMove(t, src, dst, frozen, err)
+		return false
+	}
+	r.cl.meta.setOwner(t.name, 0, dst.id)
+	r.must("drop the old owner's copy", src.n.DropPartition(r.ctx, t.name, 0))
+	r.noCopy(src, t)
+	r.logf("moved %s/0 to %s: %d segments, high watermark %d, %d cursors, consumer files %d",
+		t.name, dst.id, len(final.Segments), final.HighWatermark, len(final.Cursors), len(final.Consumer))
+	t.parts[0].leases = map[int64]leaseModel{} // leases do not move: their records are delivered again
+	r.res.Live.Moves++
+	r.checkTopic(t)
+	return true
+}
+
+// transfer copies t's partition from src into a receive on dst and
+// commits it; the first error stops it (the receive aborted), frozen
+// saying whether src had frozen the partition by then.
+func (r *runner) transfer(t *topicModel, src, dst *member) (final runtime.TransferListing, frozen bool, err error) {
 	first, err := src.n.TransferListing(r.ctx, t.name, 0)
 	r.must("transfer listing", err)
 	rcv, err := dst.n.ReceivePartition(r.ctx, t.name, 0, first.Incarnation)
-	r.must("receive", err)
+	if err != nil {
+		return final, false, err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			r.must("abort the receive", rcv.Abort())
+		}
+	}()
 	if rcv.AssignedAtStart() {
 		r.failf("move %s/0: the receive found %s assigned the partition already", t.name, dst.id)
 	}
 	written := map[string]int64{}
 	for i, s := range first.Segments {
 		if i < len(first.Segments)-1 {
-			r.copyFile(src, t, s.Name, s.Size, rcv)
+			if err := r.copyFile(src, t, s.Name, s.Size, rcv); err != nil {
+				return final, false, err
+			}
 			written[s.Name] = s.Size
 		}
 	}
@@ -75,7 +118,7 @@ func (r *runner) moveTo(t *topicModel, src, dst *member) {
 	}
 	r.cl.meta.setOwner(t.name, 0, "")
 	r.must("freeze", src.n.FreezePartition(r.ctx, t.name, 0))
-	final, err := src.n.TransferListing(r.ctx, t.name, 0)
+	final, err = src.n.TransferListing(r.ctx, t.name, 0)
 	r.must("final transfer listing", err)
 	p := t.parts[0]
 	if !final.Known || final.HighWatermark != p.committed {
@@ -90,49 +133,99 @@ func (r *runner) moveTo(t *topicModel, src, dst *member) {
 			}
 			continue
 		}
-		r.copyFile(src, t, s.Name, s.Size, rcv)
+		if err := r.copyFile(src, t, s.Name, s.Size, rcv); err != nil {
+			return final, true, err
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(written)) { // in order: exact replay
 		if !keep[name] {
-			r.must("remove "+name, rcv.Remove(name))
+			if err := rcv.Remove(name); err != nil {
+				return final, true, err
+			}
 		}
 	}
-	r.writeFile(rcv, wire.HWMFileName, final.HighWatermark)
+	if err := r.writeFile(rcv, wire.HWMFileName, final.HighWatermark); err != nil {
+		return final, true, err
+	}
 	for _, f := range final.Consumer {
-		r.copyFile(src, t, f.Name, f.Size, rcv)
+		if err := r.copyFile(src, t, f.Name, f.Size, rcv); err != nil {
+			return final, true, err
+		}
 	}
 	for _, c := range final.Cursors {
-		r.writeFile(rcv, c.Name, c.Position)
+		if err := r.writeFile(rcv, c.Name, c.Position); err != nil {
+			return final, true, err
+		}
 	}
-	r.must("install", rcv.Commit(r.ctx))
-	r.cl.meta.setOwner(t.name, 0, dst.id)
-	r.must("drop the old owner's copy", src.n.DropPartition(r.ctx, t.name, 0))
-	dirs, err := src.n.PartitionDirs(t.name)
-	r.must("partition dirs", err)
-	if slices.Contains(dirs, 0) {
-		r.failf("move %s/0: the old owner %s keeps its copy", t.name, src.id)
+	committed = true
+	return final, true, rcv.Commit(r.ctx)
+}
+
+// moveFault arms a fault on dst's install of t's partition: EIO on every
+// write or fdatasync of a file of the staging directory, or on the
+// install's renames or directory syncs, from the first such call or a
+// later one.
+func (r *runner) moveFault(t *topicModel, dst *member) *injected {
+	staging := partDir(t, 0) + wire.InstallingDirSuffix
+	var f sim.Fault
+	switch r.rng.IntN(4) {
+	case 0:
+		f = sim.Fault{Op: sim.OpWrite, Path: path.Join(staging, "*")}
+	case 1:
+		f = sim.Fault{Op: sim.OpSync, Path: path.Join(staging, "*")}
+	case 2:
+		f = sim.Fault{Op: sim.OpRename, Path: partDir(t, 0) + ".*"}
+	default:
+		f = sim.Fault{Op: sim.OpSyncDir, Path: path.Dir(partDir(t, 0))}
 	}
-	r.logf("moved %s/0 to %s: %d segments, high watermark %d, %d cursors, consumer files %d",
-		t.name, dst.id, len(final.Segments), final.HighWatermark, len(final.Cursors), len(final.Consumer))
-	p.leases = map[int64]leaseModel{} // leases do not move: their records are delivered again
-	r.res.Live.Moves++
+	f.Err, f.Nth, f.Sticky = syscall.EIO, 1+r.rng.IntN(3), true
+	d := r.d
+	r.d = dst.d
+	in := r.inject(f)
+	r.d = d
+	return in
+}
+
+// cancelMove ends a move that failed as package cluster's pull does:
+// after the freeze the old owner is the owner again and whatever was
+// installed on the new one is dropped; before it nothing changed. The
+// old owner must then serve the partition as before the move: every
+// record, ack and cursor position, its leases too (the freeze closed the
+// log; the queue outlives a close).
+func (r *runner) cancelMove(t *topicModel, src, dst *member, frozen bool, err error) {
+	r.logf("move %s/0 failed (frozen: %v): %v", t.name, frozen, err)
+	if frozen {
+		r.cl.meta.setOwner(t.name, 0, src.id)
+		r.must("drop what the failed move installed", dst.n.DropPartition(r.ctx, t.name, 0))
+	}
+	r.noCopy(dst, t)
+	r.res.Live.MovesFailed++
 	r.checkTopic(t)
 }
 
+// noCopy checks that m holds no directory of t's partition.
+func (r *runner) noCopy(m *member, t *topicModel) {
+	dirs, err := m.n.PartitionDirs(t.name)
+	r.must("partition dirs", err)
+	if slices.Contains(dirs, 0) {
+		r.failf("move %s/0: %s keeps a copy", t.name, m.id)
+	}
+}
+
 // copyFile copies one file of src's listing into the receive.
-func (r *runner) copyFile(src *member, t *topicModel, name string, size int64, rcv *runtime.Receiver) {
+func (r *runner) copyFile(src *member, t *topicModel, name string, size int64, rcv *runtime.Receiver) error {
 	f, err := src.n.OpenTransferFile(r.ctx, t.name, 0, name)
 	r.must("open "+name, err)
 	defer f.Close()
-	r.must("receive "+name, rcv.WriteFile(name, size, io.NewSectionReader(f, 0, size)))
+	return rcv.WriteFile(name, size, io.NewSectionReader(f, 0, size))
 }
 
 // writeFile writes an 8-byte position file (the hwm file, a cursor's)
 // into the receive.
-func (r *runner) writeFile(rcv *runtime.Receiver, name string, pos int64) {
+func (r *runner) writeFile(rcv *runtime.Receiver, name string, pos int64) error {
 	b, err := wire.EncodeOffsetFile(pos)
 	r.must("encode "+name, err)
-	r.must("receive "+name, rcv.WriteFile(name, int64(len(b)), bytes.NewReader(b[:])))
+	return rcv.WriteFile(name, int64(len(b)), bytes.NewReader(b[:]))
 }
 
 // checkTopic checks every record, the consumer's progress and the
@@ -152,11 +245,14 @@ func (r *runner) drainMember() {
 	}
 	m := r.pickMember()
 	r.logf("drain member %s", m.id)
+	kept := 0 // partitions whose move failed (a fault), cancelled
 	for _, t := range r.owned(m) {
-		r.moveTo(t, m, r.other(m))
+		if !r.moveTo(t, m, r.other(m)) {
+			kept++
+		}
 	}
-	if got := r.owned(m); len(got) != 0 {
-		r.failf("drain %s: it still owns %d partitions", m.id, len(got))
+	if got := r.owned(m); len(got) != kept {
+		r.failf("drain %s: it still owns %d partitions, %d of them not moved by a failed move", m.id, len(got), kept)
 	}
 }
 
