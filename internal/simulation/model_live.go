@@ -162,6 +162,7 @@ type LiveCounts struct {
 	ClusterRuns    int // runs of two or three members (cluster.go)
 	Moves          int // partitions moved between members (ops_move.go)
 	MovesFailed    int // moves a fault on the new owner's install failed, cancelled
+	InstallCrashes int // moves completed across a crash of the new owner during its install
 	Lost           int // partitions given away empty with a member marked lost
 	SetAside       int // copies a lost member set aside when it came back
 	Extends        int // lease extensions (ops_extend.go)
@@ -182,6 +183,7 @@ func (c *LiveCounts) Add(o LiveCounts) {
 	c.ClusterRuns += o.ClusterRuns
 	c.Moves += o.Moves
 	c.MovesFailed += o.MovesFailed
+	c.InstallCrashes += o.InstallCrashes
 	c.Lost += o.Lost
 	c.SetAside += o.SetAside
 	c.Extends += o.Extends
@@ -191,8 +193,8 @@ func (c *LiveCounts) Add(o LiveCounts) {
 func (c LiveCounts) String() string {
 	return fmt.Sprintf("cursor operations: %d (checked after %d crashes), long polls: %d (%d woken by a commit), "+
 		"waiting consumes: %d (%d woken), concurrent batches: %d (%d grouped behind a held commit), "+
-		"floor refusals: %d (%d taken again after retention); cluster runs: %d, moves: %d (%d failed by a fault, cancelled), "+
+		"floor refusals: %d (%d taken again after retention); cluster runs: %d, moves: %d (%d failed by a fault, cancelled; %d completed across a crash of the new owner), "+
 		"partitions given away by a lost member: %d (copies set aside: %d), lease extensions: %d",
 		c.CursorOps, c.CursorCrashes, c.LongPolls, c.PollsWoken, c.WaitConsumes, c.ConsumesWoken,
-		c.ConcBatches, c.GroupedBatches, c.FloorRefusals, c.FloorRetaken, c.ClusterRuns, c.Moves, c.MovesFailed, c.Lost, c.SetAside, c.Extends)
+		c.ConcBatches, c.GroupedBatches, c.FloorRefusals, c.FloorRetaken, c.ClusterRuns, c.Moves, c.MovesFailed, c.InstallCrashes, c.Lost, c.SetAside, c.Extends)
 }

@@ -54,15 +54,23 @@ func (r *runner) other(m *member) *member {
 // the rest copied (the active segment, the boundary, the consumer's
 // files, the cursors' positions), installed on dst, dst made the owner,
 // src's copy dropped. One move in four meets a fault on dst's install
-// (moveFault): the move fails, and is cancelled as the pull cancels it.
+// (moveFault): the move fails, and is cancelled as the pull cancels it;
+// one in eight a crash of dst during it (ops_movecrash.go).
 func (r *runner) moveTo(t *topicModel, src, dst *member) bool {
 	r.logf("move %s/0 from %s to %s", t.name, src.id, dst.id)
 	var in *injected
-	if r.rng.IntN(4) == 0 {
+	var ic *installCrash
+	switch r.rng.IntN(8) {
+	case 0, 1:
 		in = r.moveFault(t, dst)
+	case 2:
+		ic = r.armInstallCrash(t, dst)
 	}
 	r.settle()
 	final, frozen, err := r.transfer(t, src, dst)
+	if ic != nil {
+		return r.finishInstallCrash(t, src, dst, ic, err == nil)
+	}
 	if in != nil {
 		fired := r.lift(in, "move")
 		if (fired > 0) != (err != nil) {
