@@ -81,22 +81,23 @@
 // ops_move.go): two or three nodes, each on a simulated disk of its own,
 // in the run's one bubble, sharing an in-memory metastore that says which
 // node owns each partition (a fake of the cluster's etcd), their topics of
-// one partition each, every operation on a topic made on its owner. Besides
-// the single-node operations (but retention changes, deletes, long polls,
-// concurrent producers, the floor and the single-node faults), a cluster
-// run moves a partition between nodes through the node's own move
-// primitives (the listing, the freeze, the receive and install, the drop)
-// with the files copied in memory, one move in four failed by a fault on
-// the new owner's install and cancelled; drains a node; marks one lost
-// (its partitions given to the others empty; it comes back and sets its
-// copies aside, or a fresh node joins); restarts or crashes one node;
-// extends leases (ops_extend.go); and fails the background write-outs of
-// cursors or consumer progress, then crashes the node, with the fault
-// lifted a write-out before or still in force (ops_faultwriteout.go). The
-// model checks that a move carries every record, the boundary, every ack
-// and every cursor's position, that a cancelled one leaves the old owner
-// as it was, that nothing of a lost node is served again, the lease
-// rules of an extension, and what a crash after failed write-outs may
-// take back.
-// docs/durability.md lists what is left out.
+// one partition each, every operation on a topic made on its owner.
+// Besides the single-node operations (but retention changes, deletes,
+// long polls, concurrent producers, the floor and the single-node
+// faults), a cluster run moves a partition between nodes through the
+// node's own move primitives (the listing, the freeze, the receive and
+// install, the drop) with the files copied in memory, one move in four
+// failed by a fault on the new owner's install and cancelled, one in
+// eight with the new owner crashed during its install (ops_movecrash.go);
+// drains a node; marks one lost (its partitions given to the others
+// empty; it comes back and sets its copies aside, or a fresh node joins);
+// restarts or crashes one node; extends leases (ops_extend.go); and fails
+// the background write-outs of cursors or consumer progress, then crashes
+// the node, with the fault lifted a write-out before or still in force
+// (ops_faultwriteout.go). The model checks that a move carries every
+// record, the boundary, every ack and every cursor's position, that a
+// cancelled one leaves the old owner as it was, that a crash keeps an
+// install whole or not at all, that nothing of a lost node is served
+// again, the lease rules of an extension, and what a crash after failed
+// write-outs may take back. docs/durability.md lists what is left out.
 package simulation
