@@ -77,6 +77,9 @@ func (r *runner) moveTo(t *topicModel, src, dst *member) bool {
 			r.failf("move %s/0: the fault fired %d times, the move answered %v", t.name, fired, err)
 		}
 	}
+	if err != nil && in == nil {
+		r.failf("move %s/0: failed with no fault: %v", t.name, err)
+	}
 	if err != nil {
 		r.cancelMove(t, src, dst, frozen, err)
 		return false
