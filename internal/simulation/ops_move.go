@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"maps"
 	"path"
@@ -214,8 +215,13 @@ func (r *runner) cancelMove(t *topicModel, src, dst *member, frozen bool, err er
 	r.checkTopic(t)
 }
 
-// noCopy checks that m holds no directory of t's partition.
+// noCopy checks that m holds no directory of t's partition and does not
+// serve it: no partition is served by two members (a read on m, not its
+// owner, is ErrNotAssigned).
 func (r *runner) noCopy(m *member, t *topicModel) {
+	if _, err := m.n.Read(r.ctx, t.name, 0, 0, 1, 1<<10); !errors.Is(err, runtime.ErrNotAssigned) {
+		r.failf("move %s/0: %s, not its owner, answered a read: %v", t.name, m.id, err)
+	}
 	dirs, err := m.n.PartitionDirs(t.name)
 	r.must("partition dirs", err)
 	if slices.Contains(dirs, 0) {
