@@ -320,7 +320,8 @@ func (r *runner) loseMember() {
 
 // comeBack starts a lost member again on its disk and sets aside its
 // copies of the partitions given away before it serves (as
-// cluster.Participant's Join does), then checks it holds none of them.
+// cluster.Participant's Join does), then checks it holds none of them
+// and that each set-aside copy holds every file the copy held.
 func (r *runner) comeBack(m *member, lost []*topicModel) {
 	r.logf("member %s comes back", m.id)
 	r.cl.members = append(r.cl.members, m)
@@ -330,8 +331,12 @@ func (r *runner) comeBack(m *member, lost []*topicModel) {
 		dirs, err := m.n.PartitionDirs(t.name)
 		r.must("partition dirs", err)
 		for _, p := range dirs {
+			before := r.fileNames(m, partDir(t, p))
 			path, err := m.n.SetAsidePartition(r.ctx, t.name, p)
 			r.must("set aside", err)
+			if after := r.fileNames(m, path); !slices.Equal(before, after) {
+				r.failf("member %s back: %s/%d set aside at %q holds %v, the copy held %v", m.id, t.name, p, path, after, before)
+			}
 			r.logf("%s/%d set aside at %s", t.name, p, path)
 			r.res.Live.SetAside++
 		}
@@ -339,4 +344,16 @@ func (r *runner) comeBack(m *member, lost []*topicModel) {
 			r.failf("member %s back: %s still holds partitions %v (%v)", m.id, t.name, dirs, err)
 		}
 	}
+}
+
+// fileNames lists the names in m's directory dir, in order.
+func (r *runner) fileNames(m *member, dir string) []string {
+	es, err := m.d.ReadDir(dir)
+	r.must("list "+dir, err)
+	names := make([]string, 0, len(es))
+	for _, e := range es {
+		names = append(names, e.Name)
+	}
+	slices.Sort(names)
+	return names
 }
