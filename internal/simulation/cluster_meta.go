@@ -51,11 +51,16 @@ func (m *clusterMeta) ownerOf(topic string, p int) string {
 	return m.owner[partKey{topic, p}]
 }
 
-// setOwner gives the partition to member id ("": frozen by a move).
+// setOwner gives the partition to member id ("": frozen by a move) and
+// notifies every member's subscribers of the topic's change, as the
+// cluster's replica does at a change of an assignment (each node's
+// recheck then opens or closes what it now owns or not).
 func (m *clusterMeta) setOwner(topic string, p int, id string) {
 	m.mu.Lock()
 	m.owner[partKey{topic, p}] = id
+	notify := m.notifyLocked(topic)
 	m.mu.Unlock()
+	notify()
 }
 
 // notifyLocked returns what hands the change of topic to the feed, one
