@@ -181,6 +181,7 @@ func (r *runner) clusterStep() {
 		{3, r.cursorCreate}, {5, r.cursorRead}, {3, r.cursorCommit}, {1, r.cursorDelete}, {2, r.cursorCheck},
 		{2, r.restartMember}, {2, r.crashMember},
 		{8, r.move}, {2, r.drainMember}, {2, r.loseMember}, {3, r.faultWriteOut},
+		{1, r.bigAck}, // an acked set over a slot: consumer.acked, which a move carries
 	}
 	total := 0
 	for _, w := range weights {

@@ -12,7 +12,9 @@ import (
 // leases them half the time, acks every one of them but the frontier in
 // one call, then closes the log cleanly (the open-log budget, idle
 // eviction or a restart: a long run has one partition, so not the
-// budget). A clean close keeps every ack (docs/design.md,
+// budget; a cluster run not the budget either, whose close this does
+// not aim at the member's logs). A move after it carries the
+// consumer.acked the close wrote (cluster.go draws it). A clean close keeps every ack (docs/design.md,
 // "Consumer progress": consumer.acked holds a set over a slot), so the
 // progress is checked exactly after it, and a consume after an eviction
 // leases none of the acked records again.
@@ -44,11 +46,22 @@ func (r *runner) bigAck() {
 	}
 	r.must("ack", retryBusy(func() error { return r.ackOnce(t, pi, offsets) }))
 	way := r.drawClose()
+	if r.cl != nil { // the budget's close picks among every member's logs: not in a cluster run
+		way = []closeWay{byIdle, byRestart}[r.rng.IntN(2)]
+	}
+	if way == byRestart && r.cl != nil {
+		r.onMember(r.cl.cur, func() {
+			r.closeLog(t, pi, way, nil, nil)
+			r.checkAll(true)
+		})
+		return
+	}
 	r.closeLog(t, pi, way, nil, nil)
 	if way == byRestart {
 		r.checkAll(true)
 		return
 	}
+	r.on(t) // the pause's checks went to every topic's owner
 	r.checkConsumer(t, pi)
 	r.consumeWith(t, runtime.ConsumeOptions{Partition: pi, MaxRecords: 100, Lease: r.odd(time.Duration(1+r.rng.IntN(20)) * time.Second)})
 }
