@@ -134,10 +134,18 @@ func (r *runner) checkConsumers() {
 // above the frontier while the acked-ahead set held more than keptAhead
 // offsets (a consumer.ahead slot keeps only its lowest).
 func (r *runner) afterCrash(at time.Time, ahead map[*partModel]int) {
+	r.afterCrashOf(func(*partModel) time.Time { return at }, ahead)
+}
+
+// afterCrashOf is afterCrash with each partition's acks held to their age
+// at a time of its own (atOf): a partition whose write-outs failed before
+// the crash at the fault's arm, the others at the crash.
+func (r *runner) afterCrashOf(atOf func(*partModel) time.Time, ahead map[*partModel]int) {
 	for _, t := range r.topics {
 		r.on(t)
 		infos := r.describe(t)
 		for pi, p := range t.parts {
+			at := atOf(p)
 			p.settled = max(p.settled, p.start)
 			p.start = infos[pi].StartOffset // a crash may bring back segments a sweep had detached
 			st, nodeAcked := r.consumerState(t, pi)

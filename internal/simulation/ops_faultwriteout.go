@@ -149,8 +149,8 @@ func (r *runner) crashOwner() {
 
 // crashOwnerThen crashes the node with a fault in force, lifted (lift)
 // once the image is taken, and checks what the node holds as from a
-// crash at armed: t/pi's cursors each at a position of allowed, every
-// other partition as after any crash.
+// crash at armed: t/pi's acks and cursors (each at a position of
+// allowed), every other partition as after any crash.
 //
 // torn: the fault was a short write of a position written in place (8
 // bytes, one sector), which tears what it overwrote: the crash may keep
@@ -164,7 +164,13 @@ func (r *runner) crashOwnerThen(armed time.Time, ahead map[*partModel]int, lift 
 		at := time.Now()
 		r.crashNode(plan)
 		lift()
-		r.afterCrash(armed, ahead) // every ack older than the window before the arm kept
+		faulted := t.parts[pi]
+		r.afterCrashOf(func(q *partModel) time.Time { // t/pi: every ack older than the window before the arm kept
+			if q == faulted {
+				return armed
+			}
+			return at // every other partition as after any crash
+		}, ahead)
 		others := slices.DeleteFunc(slices.Clone(r.topics), func(o *topicModel) bool { return o == t })
 		all := r.topics
 		r.topics = others
