@@ -68,7 +68,7 @@ func (r *runner) moveTo(t *topicModel, src, dst *member) bool {
 		ic = r.armInstallCrash(t, dst)
 	}
 	r.settle()
-	final, frozen, err := r.transfer(t, src, dst)
+	final, frozen, err := r.transfer(t, src, dst, true)
 	if ic != nil {
 		return r.finishInstallCrash(t, src, dst, ic, err == nil)
 	}
@@ -98,8 +98,10 @@ func (r *runner) moveTo(t *topicModel, src, dst *member) bool {
 
 // transfer copies t's partition from src into a receive on dst and
 // commits it; the first error stops it (the receive aborted), frozen
-// saying whether src had frozen the partition by then.
-func (r *runner) transfer(t *topicModel, src, dst *member) (final runtime.TransferListing, frozen bool, err error) {
+// saying whether src had frozen the partition by then. serving: src
+// serves the partition until the freeze (a produce may land meanwhile);
+// not so in a pull made again after a crash, which finds it frozen.
+func (r *runner) transfer(t *topicModel, src, dst *member, serving bool) (final runtime.TransferListing, frozen bool, err error) {
 	first, err := src.n.TransferListing(r.ctx, t.name, 0)
 	r.must("transfer listing", err)
 	rcv, err := dst.n.ReceivePartition(r.ctx, t.name, 0, first.Incarnation)
@@ -124,7 +126,7 @@ func (r *runner) transfer(t *topicModel, src, dst *member) (final runtime.Transf
 			written[s.Name] = s.Size
 		}
 	}
-	if r.rng.IntN(2) == 0 {
+	if serving && r.rng.IntN(2) == 0 {
 		r.use(src) // the old owner serves on until the freeze
 		r.produceTo(t, 0, 1+r.rng.IntN(50))
 	}

@@ -16,13 +16,14 @@ import (
 //
 // Invariants: img is nil until the n-th call; renamed and synced say
 // whether the staging directory's rename to complete, and the topic
-// directory's sync after it, came before the image.
+// directory's sync after it, came before the image; whole, whether the
+// image was taken after the whole install (fewer calls than n).
 type installCrash struct {
-	n, seen         int
-	img             *sim.Disk
-	plan            sim.CrashPlan
-	at              time.Time
-	renamed, synced bool
+	n, seen                int
+	img                    *sim.Disk
+	plan                   sim.CrashPlan
+	at                     time.Time
+	renamed, synced, whole bool
 }
 
 // armInstallCrash makes dst's disk take the image at its n-th mutating
@@ -75,13 +76,22 @@ func (ic *installCrash) take(d *sim.Disk) {
 }
 
 // finishInstallCrash restarts dst on the image (the install done on the
-// old disk is lost with it) and settles the move as its crash left it:
-// an install whose staging directory was not yet complete is gone, and
-// the move is cancelled (the old owner owns the partition again); one
-// whose completion was synced is there whole, and the move completes
-// (dst the owner, the old owner's copy dropped); between the two, either.
-// Every other partition dst owns is checked as after any crash.
+// old disk is lost with it) and settles the move as package cluster's
+// pull does. An install whose staging directory was not yet complete is
+// gone; one whose completion was synced is there; between the two,
+// either. Taken during the install, the crash stopped the pull before it
+// handed the partition over: the pull is made again on the restarted
+// dst (the partition still frozen) and completes, or the move is
+// cancelled (the old owner owns the partition again, what dst installed
+// dropped), drawn at random; never is the pre-crash install handed over.
+// Taken after the whole install, the crash may have come after the
+// metastore's change of owner: the install there is handed over (dst the
+// owner, the old owner's copy dropped), and must hold everything. Every
+// other partition dst owns is checked as after any crash.
 func (r *runner) finishInstallCrash(t *topicModel, src, dst *member, ic *installCrash, moved bool) bool {
+	if ic.img == nil {
+		ic.whole = true
+	}
 	ic.take(dst.d) // fewer calls than n: after the whole install
 	r.logf("crash of %s after %d of its install's mutating calls (renamed %v, synced %v)", dst.id, min(ic.seen, ic.n), ic.renamed, ic.synced)
 	r.onMember(dst, func() {
@@ -107,12 +117,22 @@ func (r *runner) finishInstallCrash(t *topicModel, src, dst *member, ic *install
 		r.failf("move %s/0: the install is gone from %s after a crash once its completion was synced", t.name, dst.id)
 	case !moved:
 		r.failf("move %s/0: failed with no fault", t.name)
+	case !installed && ic.whole:
+		r.failf("move %s/0: the install is gone from %s after a crash past its whole install, which the pull took for done", t.name, dst.id)
 	}
-	if !installed {
-		r.logf("move %s/0 cancelled: the crash took the install", t.name)
-		r.cl.meta.setOwner(t.name, 0, src.id)
-		r.checkTopic(t)
-		return false
+	if !ic.whole || !installed {
+		if r.rng.IntN(2) == 0 {
+			r.logf("move %s/0 cancelled after the crash (installed %v)", t.name, installed)
+			r.cl.meta.setOwner(t.name, 0, src.id)
+			r.must("drop what the crashed move installed", dst.n.DropPartition(r.ctx, t.name, 0))
+			r.noCopy(dst, t)
+			r.checkTopic(t)
+			return false
+		}
+		r.logf("move %s/0 pulled again after the crash (installed %v)", t.name, installed)
+		if _, _, err := r.transfer(t, src, dst, false); err != nil {
+			r.failf("move %s/0: the pull made again after the crash failed with no fault: %v", t.name, err)
+		}
 	}
 	r.cl.meta.setOwner(t.name, 0, dst.id)
 	r.must("drop the old owner's copy", src.n.DropPartition(r.ctx, t.name, 0))
