@@ -22,6 +22,9 @@ const (
 	// Zstd stores the payload as one zstd frame (RFC 8878) that carries its
 	// content size.
 	Zstd ID = 1
+	// ZstdDict stores the payload as one zstd frame compressed with a
+	// dictionary the frame header names by id (see WithDictionary).
+	ZstdDict ID = 2
 )
 
 // String returns the codec's name, or "codec(N)" for an unknown id.
@@ -31,6 +34,8 @@ func (id ID) String() string {
 		return noneName
 	case Zstd:
 		return zstdName
+	case ZstdDict:
+		return zstdDictName
 	default:
 		return "codec(" + strconv.Itoa(int(id)) + ")"
 	}
@@ -57,7 +62,9 @@ type Codec interface {
 	// ID is the codec's id as stored in the frame flags.
 	ID() ID
 
-	// Name is the codec's name as configured: "none" or "zstd".
+	// Name is the codec's name as configured: "none" or "zstd"; "zstd-dict"
+	// is the name of frames a topic's dictionary compressed, never
+	// configured (ByName does not know it).
 	Name() string
 
 	// Encode appends the encoded form of src to dst and returns the extended
@@ -93,13 +100,17 @@ type Codec interface {
 }
 
 // ByID returns the codec stored as id in frame flags, or an error wrapping
-// ErrUnknownCodec.
+// ErrUnknownCodec. For ZstdDict it is a codec with no dictionaries: its
+// Decode fails with ErrDictionaryMissing, its Encode with ErrNoDictionary
+// (ForFrame and WithDictionary give it dictionaries).
 func ByID(id ID) (Codec, error) {
 	switch id {
 	case None:
 		return noneCodec{}, nil
 	case Zstd:
 		return zstdCodec{}, nil
+	case ZstdDict:
+		return zstdDictCodec{}, nil
 	default:
 		return nil, fmt.Errorf("%w: id %d", ErrUnknownCodec, uint8(id))
 	}

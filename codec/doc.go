@@ -1,7 +1,11 @@
 // Package codec owns the payload codecs of a frame: the Codec interface, the
-// codec ids stored in bits 0-2 of the frame flags (0 none, 1 zstd), and the
-// process-wide zstd encoder and decoder (github.com/klauspost/compress/zstd)
-// they run on. It imports nothing of ours; the frame layout around the
+// codec ids stored in bits 0-2 of the frame flags (0 none, 1 zstd, 2 zstd
+// with a dictionary), the process-wide zstd encoder and decoder
+// (github.com/klauspost/compress/zstd) they run on, and zstd dictionaries:
+// trained from sample payloads (github.com/klauspost/compress/dict), checked
+// when parsed, each with its own shared encoder and decoder, and gathered
+// by id in a DictionarySet that decodes a frame with the dictionary its
+// zstd frame header names. It imports nothing of ours; the frame layout around the
 // payload is package wire's, the choice of codec the partition's.
 //
 // # What a payload is
@@ -30,7 +34,9 @@
 // Decode allocates at most decodedSize plus a constant, whatever src says.
 // decodedSize outside [0, MaxDecodedBytes] is rejected first. For zstd, the
 // frame and block headers are then read without decoding: src must be
-// exactly one frame with no dictionary, whose header declares a content size
+// exactly one frame with no dictionary (codec zstd) or naming one the
+// codec was given (zstd-dict; a missing one is ErrDictionaryMissing, not
+// ErrCorrupt), whose header declares a content size
 // equal to decodedSize, whose blocks can produce that many bytes and none
 // more than the format allows, with nothing after it. Only then is a buffer
 // taken (dst, or a new one of decodedSize bytes).

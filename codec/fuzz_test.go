@@ -53,6 +53,53 @@ func FuzzZstdDecode(f *testing.F) {
 	})
 }
 
+// FuzzZstdDictDecode is FuzzZstdDecode for frames compressed with a
+// dictionary, decoded through a set that holds the test dictionary: arbitrary
+// bytes and sizes must fail with ErrCorrupt or ErrDictionaryMissing or give
+// exactly decodedSize bytes, within the same allocation bound.
+func FuzzZstdDictDecode(f *testing.F) {
+	d := dictionaryOrFatal(f)
+	var set DictionarySet
+	if err := set.Add(d); err != nil {
+		f.Fatal(err)
+	}
+	decoder, err := ForFrame(ZstdDict, &set)
+	if err != nil {
+		f.Fatal(err)
+	}
+	encoder := WithDictionary(d, nil)
+	generator := newEventGenerator(202)
+	for _, payload := range [][]byte{
+		{}, []byte("x"), generator.framePayload(1), generator.framePayload(5),
+		generator.framePayload(500), repetitiveBytes(130 << 10), randomBytes(103, 2000),
+	} {
+		encoded := encodeOrFatal(f, encoder, payload)
+		f.Add(encoded, uint32(len(payload)))
+		f.Add(encoded, uint32(max(len(payload)-1, 0)))
+		// Warm the dictionary's decoder: its first use builds its tables.
+		if _, err := decoder.Decode(nil, encoded, len(payload)); err != nil {
+			f.Fatal(err)
+		}
+	}
+	f.Fuzz(func(t *testing.T, src []byte, size uint32) {
+		decodedSize := int(size % (MaxDecodedBytes + 1))
+		original := bytes.Clone(src)
+		var decoded []byte
+		var err error
+		allocated := testmem.Allocated(func() {
+			decoded, err = decoder.Decode(nil, src, decodedSize)
+		})
+		checkDecodeOutcome(t, "zstd-dict Decode", decoded, err, decodedSize)
+		if limit := uint64(decodedSize) + fuzzAllocationSlack; allocated > limit {
+			t.Fatalf("Decode of %d src bytes with decodedSize %d allocated %d bytes (limit %d): %v",
+				len(src), decodedSize, allocated, limit, err)
+		}
+		if !bytes.Equal(src, original) {
+			t.Fatalf("Decode changed src")
+		}
+	})
+}
+
 // FuzzRoundTrip encodes and decodes arbitrary payloads with every codec.
 func FuzzRoundTrip(f *testing.F) {
 	for _, input := range roundTripInputs() {
@@ -67,9 +114,9 @@ func FuzzRoundTrip(f *testing.F) {
 			if err != nil {
 				t.Fatalf("%s: Encode(%d bytes): %v", codec.Name(), len(payload), err)
 			}
-			if codec.ID() == Zstd {
+			if codec.ID() == Zstd || codec.ID() == ZstdDict {
 				if _, err := inspectZstdFrame(encoded, len(payload)); err != nil {
-					t.Fatalf("zstd: our own frame fails the header checks: %v", err)
+					t.Fatalf("%s: our own frame fails the header checks: %v", codec.Name(), err)
 				}
 			}
 			decoded, err := codec.Decode(nil, encoded, len(payload))

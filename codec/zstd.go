@@ -41,7 +41,7 @@ func (zstdCodec) Name() string { return zstdName }
 //     and a pass over every payload.
 //   - Zero frames: an empty payload is still one frame, so Decode has a single
 //     shape to check.
-var sharedZstdEncoder = sync.OnceValues(newZstdEncoder)
+var sharedZstdEncoder = sync.OnceValues(func() (*zstd.Encoder, error) { return newZstdEncoder() })
 
 // zstdEncoderWindowBytes is how far back the encoder looks for matches: a
 // flusher drain is 1 MiB, and each frame is compressed on its own, so a longer
@@ -49,14 +49,16 @@ var sharedZstdEncoder = sync.OnceValues(newZstdEncoder)
 // block encoder: 16 MiB each at its default of 8 MiB).
 const zstdEncoderWindowBytes = 1 << 20
 
-func newZstdEncoder() (*zstd.Encoder, error) {
-	return zstd.NewWriter(nil,
+// newZstdEncoder makes an encoder with the options above, and extra (a
+// dictionary's).
+func newZstdEncoder(extra ...zstd.EOption) (*zstd.Encoder, error) {
+	return zstd.NewWriter(nil, append([]zstd.EOption{
 		zstd.WithEncoderLevel(zstd.SpeedDefault),
 		zstd.WithWindowSize(zstdEncoderWindowBytes),
 		zstd.WithSingleSegment(true),
 		zstd.WithEncoderCRC(false),
 		zstd.WithZeroFrames(true),
-	)
+	}, extra...)...)
 }
 
 // sharedZstdDecoder is the one decoder of the process, created on first use.
@@ -66,14 +68,16 @@ func newZstdEncoder() (*zstd.Encoder, error) {
 // Decode never streams). DecodeAll decodes into the buffer it is given and
 // keeps its window there, so the decoder's own memory is per block (about
 // 128 KiB per concurrent decode, kept for reuse), never per frame.
-var sharedZstdDecoder = sync.OnceValues(newZstdDecoder)
+var sharedZstdDecoder = sync.OnceValues(func() (*zstd.Decoder, error) { return newZstdDecoder() })
 
-func newZstdDecoder() (*zstd.Decoder, error) {
-	return zstd.NewReader(nil,
+// newZstdDecoder makes a decoder with the options above, and extra (a
+// dictionary's).
+func newZstdDecoder(extra ...zstd.DOption) (*zstd.Decoder, error) {
+	return zstd.NewReader(nil, append([]zstd.DOption{
 		zstd.WithDecoderConcurrency(0),
 		zstd.WithDecoderMaxMemory(MaxDecodedBytes),
 		zstd.WithDecoderLowmem(true),
-	)
+	}, extra...)...)
 }
 
 // zstdScratchBytes is the capacity of a scratch decode buffer: a 1 MiB frame
@@ -105,11 +109,19 @@ func (zstdCodec) Decode(dst, src []byte, decodedSize int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if layout.dictionaryID != 0 {
+		return nil, fmt.Errorf("%w: zstd frame needs dictionary %d, codec zstd uses none", ErrCorrupt, layout.dictionaryID)
+	}
 	decoder, err := sharedZstdDecoder()
 	if err != nil {
 		return nil, fmt.Errorf("codec: zstd: create decoder: %w", err)
 	}
+	return decodeZstd(decoder, layout, dst, src, decodedSize)
+}
 
+// decodeZstd decodes src, whose layout inspectZstdFrame returned, with
+// decoder, into dst or a buffer of its own (see Codec.Decode).
+func decodeZstd(decoder *zstd.Decoder, layout zstdFrameLayout, dst, src []byte, decodedSize int) ([]byte, error) {
 	// From here decodedSize is what the frame says and its blocks can reach,
 	// and the buffer handed to the decoder holds decodedSize + headroom, so
 	// nothing the frame does can make the decoder grow it.

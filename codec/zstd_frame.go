@@ -38,12 +38,17 @@ type zstdFrameLayout struct {
 	// the decoder write before it notices: at most one block. A decode buffer
 	// of content size + headroomBytes never has to grow.
 	headroomBytes int
+	// dictionaryID is the frame header's Dictionary_ID: 0 for none. The
+	// caller checks it against its codec.
+	dictionaryID uint32
 }
 
 // inspectZstdFrame checks that src is exactly one zstd frame that says it
 // decodes to decodedSize bytes and whose blocks can add up to that, and
 // returns the headroom its decode buffer needs. It reads only headers (3
 // bytes per block of up to 128 KiB) and allocates nothing unless it fails.
+// The dictionary the frame names is returned, not checked: that is the
+// codec's.
 //
 // Why headroom: the decoder checks the output against the frame's content size
 // after each block, so a corrupt frame can write up to one block past it
@@ -63,8 +68,6 @@ func inspectZstdFrame(src []byte, decodedSize int) (zstdFrameLayout, error) {
 	switch {
 	case header.Skippable:
 		return zstdFrameLayout{}, fmt.Errorf("%w: zstd skippable frame, expected a data frame", ErrCorrupt)
-	case header.DictionaryID != 0:
-		return zstdFrameLayout{}, fmt.Errorf("%w: zstd frame needs dictionary %d, we use none", ErrCorrupt, header.DictionaryID)
 	case !header.HasFCS:
 		return zstdFrameLayout{}, fmt.Errorf("%w: zstd frame header has no content size", ErrCorrupt)
 	case header.FrameContentSize != uint64(decodedSize):
@@ -144,5 +147,5 @@ func inspectZstdFrame(src []byte, decodedSize int) (zstdFrameLayout, error) {
 		return zstdFrameLayout{}, fmt.Errorf("%w: zstd blocks hold at most %d bytes, content size is %d",
 			ErrCorrupt, maxBytes, decodedSize)
 	}
-	return zstdFrameLayout{headroomBytes: int(min(maxBytes-int64(decodedSize), blockMax))}, nil
+	return zstdFrameLayout{headroomBytes: int(min(maxBytes-int64(decodedSize), blockMax)), dictionaryID: header.DictionaryID}, nil
 }

@@ -21,7 +21,7 @@
 //
 //	offset  size  field         rule
 //	0       2     magic         0xCA 0xFE (FrameMagic)
-//	2       1     flags         bits 0-2 codec id (0 none, 1 zstd); bits 3-7 zero
+//	2       1     flags         bits 0-2 codec id (0 none, 1 zstd, 2 zstd-dict); bits 3-7 zero
 //	3       4     recordCount   int32, >= 1, <= uncompressed/4
 //	7       8     baseOffset    int64, >= 0, offset of the first record;
 //	                            baseOffset+recordCount does not overflow

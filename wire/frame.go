@@ -23,8 +23,12 @@ const (
 	CodecNone = 0
 	// CodecZstd stores the payload zstd-compressed (flags bits 0-2 = 1).
 	CodecZstd = 1
+	// CodecZstdDict stores the payload as one zstd frame compressed with a
+	// topic's dictionary, which the zstd frame header names by id: inside
+	// the payload, under the CRC (flags bits 0-2 = 2).
+	CodecZstdDict = 2
 	// MaxCodecID is the largest codec id the three flag bits can hold. The
-	// frame format accepts ids 2 to 7; the codec package refuses the ones it
+	// frame format accepts ids 3 to 7; the codec package refuses the ones it
 	// does not know.
 	MaxCodecID = 7
 )
