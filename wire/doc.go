@@ -2,7 +2,7 @@
 // frame header and its payload framing, the keyed envelope, the names of
 // segment files and directories, the 8-byte hwm and consumer.offset files,
 // the consumer.ahead slots, a fan-out cursor's slots, the incarnation
-// marker and a sealed segment's time index.
+// marker, a topic's dictionary files and a sealed segment's time index.
 //
 // Everything here is a pure function over byte slices: no I/O, no state, no
 // dependency outside the standard library. Every length read from disk is
@@ -74,6 +74,7 @@
 //	topics/                                  TopicsDirName
 //	topics/<topic>/incarnation               IncarnationFileName
 //	topics/<topic>/incarnation.copy          IncarnationCopyFileName
+//	topics/<topic>/dictionary.<10 digits>    DictionaryFileName: a zstd dictionary, by id
 //	topics/<topic>/pNNNNN/                   PartitionDirName: "p" + 5 digits, 0..99999
 //	topics/<topic>/pNNNNN/<20 digits>.log    SegmentFileName: first offset, zero-padded
 //	topics/<topic>/pNNNNN/hwm                HWMFileName
@@ -203,4 +204,17 @@
 //	16      1     newline  "\n" (optional on read)
 //
 // The all-zero id is reserved: its 8 bytes mean "no id" in consumer.ahead.
+//
+// # Dictionary file
+//
+//	offset  size  field
+//	0       4     magic      "NZD1"
+//	4       4     id         big-endian, the zstd dictionary's id, not 0
+//	8       8     trainedAt  big-endian Unix ms, not negative
+//	16      4     length     big-endian, <= MaxDictionaryFileBytes (1 MiB)
+//	20      4     crc32c     Castagnoli over bytes [4, 20) and the dictionary
+//	24      n     dictionary zstd dictionary format, n = length, nothing after
+//
+// Written once (temporary file, fdatasync, rename, directory fsync) and
+// never changed. A short file is ErrTruncated, any other mismatch ErrCorrupt.
 package wire
