@@ -151,14 +151,53 @@ func (d *Dictionary) Equal(other *Dictionary) bool {
 }
 
 // DictionarySet is a topic's dictionaries by id: the ones its frames may
-// name. Safe for concurrent use. The zero value is empty and ready.
+// name, and the current one new frames are encoded with. Safe for
+// concurrent use. The zero value is empty and ready.
 //
 // INVARIANT: an id maps to one dictionary for the set's life (Add refuses a
 // different dictionary under a taken id), so a frame decodes the same way
-// every time it is read.
+// every time it is read; current, when set, is in byID, and currentCodec
+// encodes with it.
 type DictionarySet struct {
-	mu   sync.RWMutex
-	byID map[uint32]*Dictionary
+	mu           sync.RWMutex
+	byID         map[uint32]*Dictionary
+	current      *Dictionary
+	currentCodec Codec
+}
+
+// SetCurrent makes the set's dictionary id the one CurrentCodec encodes
+// with. An id the set does not hold is ErrDictionaryMissing.
+func (s *DictionarySet) SetCurrent(id uint32) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, ok := s.byID[id]
+	if !ok {
+		return fmt.Errorf("%w: dictionary %d is not in the set", ErrDictionaryMissing, id)
+	}
+	s.current, s.currentCodec = d, WithDictionary(d, s)
+	return nil
+}
+
+// Current is the dictionary new frames are encoded with, or nil.
+func (s *DictionarySet) Current() *Dictionary {
+	if s == nil {
+		return nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.current
+}
+
+// CurrentCodec is the codec that encodes with the current dictionary (and
+// decodes with any of the set's), or nil when there is none. It is made
+// once per SetCurrent, so asking for it allocates nothing.
+func (s *DictionarySet) CurrentCodec() Codec {
+	if s == nil {
+		return nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.currentCodec
 }
 
 // ErrDictionaryConflict is returned by Add for a dictionary whose id the set

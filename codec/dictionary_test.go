@@ -246,3 +246,32 @@ func TestDictionaryFrameVector(t *testing.T) {
 		t.Fatalf("vector frame decodes to %d bytes, %v", len(got), err)
 	}
 }
+
+func TestDictionarySetCurrentEncodesWithIt(t *testing.T) {
+	d := dictionaryOrFatal(t)
+	var set DictionarySet
+	if set.CurrentCodec() != nil || set.Current() != nil {
+		t.Fatal("an empty set has a current dictionary")
+	}
+	if err := set.SetCurrent(d.ID()); !errors.Is(err, ErrDictionaryMissing) {
+		t.Fatalf("SetCurrent of an absent id: %v", err)
+	}
+	if err := set.Add(d); err != nil {
+		t.Fatal(err)
+	}
+	if err := set.SetCurrent(d.ID()); err != nil {
+		t.Fatal(err)
+	}
+	c := set.CurrentCodec()
+	if c == nil || c.ID() != ZstdDict || set.Current() != d {
+		t.Fatalf("current codec %v, dictionary %v", c, set.Current())
+	}
+	payload := newEventGenerator(5).framePayload(1)
+	encoded := encodeOrFatal(t, c, payload)
+	if id, _ := FrameDictionary(encoded, len(payload)); id != d.ID() {
+		t.Fatalf("the current codec's frame names %d, want %d", id, d.ID())
+	}
+	if allocs := testing.AllocsPerRun(100, func() { _ = set.CurrentCodec() }); allocs != 0 {
+		t.Fatalf("CurrentCodec allocates %.0f times", allocs)
+	}
+}

@@ -93,6 +93,9 @@ func (s *state) drain() (*pendingFrame, error) {
 		size += wire.RecordLenSize + len(env)
 	}
 	c := s.log.opts.Codec
+	if withDict := s.log.opts.Dictionaries.CurrentCodec(); withDict != nil {
+		c = withDict // the topic's current dictionary, read once: this frame's codec
+	}
 	var frame []byte
 	var pooled *[]byte
 	payloadSize := size

@@ -102,7 +102,7 @@ func TestDecodeFrame_ACorruptCountDrivesNoAllocation(t *testing.T) {
 	frame := append(make([]byte, wire.FrameHeaderSize), payload...)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	f, err := decodeFrame(h, frame)
+	f, err := decodeFrame(nil, h, frame)
 	runtime.ReadMemStats(&after)
 	if !errors.Is(err, wire.ErrCorrupt) || f != nil {
 		t.Fatalf("%v, %v; want no frame and ErrCorrupt", f, err)

@@ -20,6 +20,12 @@ type Options struct {
 	// Codec encodes each new frame's payload (storage.codec); frames are
 	// read with the codec their flags name. Default: none.
 	Codec codec.Codec
+	// Dictionaries are the topic's zstd dictionaries: frames of codec
+	// zstd-dict are decoded with the one they name (a frame naming one the
+	// set lacks is damage, its reason codec.ErrDictionaryMissing), and
+	// while the set has a current dictionary, new frames are encoded with
+	// it whatever Codec says. Default: none.
+	Dictionaries *codec.DictionarySet
 	// Logger receives the log's warnings and errors. Default: zap.NewNop().
 	Logger *zap.Logger
 	// Metrics are shared by every log of a process (NewMetrics). Default:

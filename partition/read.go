@@ -282,7 +282,7 @@ func (l *Log) readFrames(v *view, rd *reader, lend, inParts bool) (proven *frame
 			more = false
 			if rd.err == nil && l.cache.mayCache(h) {
 				rd.frame, used = append(rd.frame[:0], r), max(used, 1)
-				if f := stoppedFrame(sc, pos, h, frame, rd.frame); f != nil {
+				if f := stoppedFrame(l.opts.Dictionaries, sc, pos, h, frame, rd.frame); f != nil {
 					l.cache.putStopped(f)
 				}
 			}
@@ -291,7 +291,7 @@ func (l *Log) readFrames(v *view, rd *reader, lend, inParts bool) (proven *frame
 		if lend {
 			arena = arena[:0] // the records lent from it are gone
 		}
-		payload, err := framePayload(h, frame, &arena)
+		payload, err := framePayload(l.opts.Dictionaries, h, frame, &arena)
 		if err != nil {
 			return false, err
 		}
@@ -311,7 +311,7 @@ func (l *Log) readFrames(v *view, rd *reader, lend, inParts bool) (proven *frame
 		if !takeRecords(rd, rd.frame[rd.next-h.BaseOffset:]) {
 			more = false
 			if rd.err == nil && l.cache.mayCache(h) {
-				if f := stoppedFrame(sc, pos, h, frame, rd.frame); f != nil {
+				if f := stoppedFrame(l.opts.Dictionaries, sc, pos, h, frame, rd.frame); f != nil {
 					l.cache.putStopped(f)
 				}
 			}
@@ -330,7 +330,7 @@ func (l *Log) readFrames(v *view, rd *reader, lend, inParts bool) (proven *frame
 // payload in place, a compressed one decoded into *arena, which grows by
 // fresh allocations, never by rewriting bytes a record points into. A
 // frame whose payload does not decode is damaged, CRC or not.
-func framePayload(h wire.FrameHeader, frame []byte, arena *[]byte) ([]byte, error) {
+func framePayload(dicts *codec.DictionarySet, h wire.FrameHeader, frame []byte, arena *[]byte) ([]byte, error) {
 	payload := h.Stored(frame)
 	if h.Codec == uint8(codec.None) {
 		if len(payload) != int(h.UncompressedSize) {
@@ -338,7 +338,7 @@ func framePayload(h wire.FrameHeader, frame []byte, arena *[]byte) ([]byte, erro
 		}
 		return payload, nil
 	}
-	c, err := codec.ByID(codec.ID(h.Codec))
+	c, err := codec.ForFrame(codec.ID(h.Codec), dicts)
 	if err != nil {
 		return nil, err
 	}
@@ -468,7 +468,7 @@ func (l *Log) frameAt(v *view, offset int64) (*cachedFrame, error) {
 	l.metrics.frameCacheMisses.Inc()
 	var found *cachedFrame
 	err := l.scanFrom(v, offset, true, nil, nil, func(_ *scanner, seg *segment, pos int64, h wire.FrameHeader, frame []byte) (bool, error) {
-		f, err := decodeFrame(h, frame)
+		f, err := decodeFrame(l.opts.Dictionaries, h, frame)
 		if err != nil {
 			return false, err
 		}
@@ -616,8 +616,8 @@ func (l *Log) explainReadFailure(offset int64, err error) error {
 // decodeFrame decodes a CRC-checked frame's payload into records, in a
 // private copy. A frame whose payload does not decode is damaged, CRC or
 // not.
-func decodeFrame(h wire.FrameHeader, frame []byte) (*cachedFrame, error) {
-	c, err := codec.ByID(codec.ID(h.Codec))
+func decodeFrame(dicts *codec.DictionarySet, h wire.FrameHeader, frame []byte) (*cachedFrame, error) {
+	c, err := codec.ForFrame(codec.ID(h.Codec), dicts)
 	if err != nil {
 		return nil, err
 	}
@@ -640,13 +640,13 @@ func decodeFrame(h wire.FrameHeader, frame []byte) (*cachedFrame, error) {
 // window, and so a frame a copy would keep among the log's frames does
 // not take the large frame's place for the buffer it sits in. records are
 // the frame's, checked.
-func stoppedFrame(sc *scanner, pos int64, h wire.FrameHeader, frame []byte, records []ReadRecord) *cachedFrame {
+func stoppedFrame(dicts *codec.DictionarySet, sc *scanner, pos int64, h wire.FrameHeader, frame []byte, records []ReadRecord) *cachedFrame {
 	if h.Codec != uint8(codec.None) {
-		return decodedCopy(h, frame)
+		return decodedCopy(dicts, h, frame)
 	}
 	capacity, ok := sc.inPlace(pos, int64(len(frame)))
 	if !ok || (decodedBytes(capacity, len(records)) > stoppedFrameBytes && decodedBytes(len(frame), len(records)) <= stoppedFrameBytes) {
-		return decodedCopy(h, frame)
+		return decodedCopy(dicts, h, frame)
 	}
 	pooled := sc.giveUpBuffer()
 	records = slices.Clone(records)
@@ -658,8 +658,8 @@ func stoppedFrame(sc *scanner, pos int64, h wire.FrameHeader, frame []byte, reco
 }
 
 // decodedCopy is a checked frame decoded into a private copy.
-func decodedCopy(h wire.FrameHeader, frame []byte) *cachedFrame {
-	f, err := decodeFrame(h, frame)
+func decodedCopy(dicts *codec.DictionarySet, h wire.FrameHeader, frame []byte) *cachedFrame {
+	f, err := decodeFrame(dicts, h, frame)
 	if err != nil { // it decoded once: never
 		return nil
 	}

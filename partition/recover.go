@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/narad-io/storage/codec"
 	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
 	"go.uber.org/zap"
@@ -156,7 +157,7 @@ func (rec *recovered) openActive(dir string, base int64, opts Options) error {
 		return err
 	}
 	spacing := timeIndexSpacing(opts.SegmentMaxBytes)
-	w, err := walkActive(f, base, spacing)
+	w, err := walkActive(f, base, spacing, opts.Dictionaries)
 	if err != nil {
 		return err
 	}
@@ -171,7 +172,7 @@ func (rec *recovered) openActive(dir string, base int64, opts Options) error {
 		if err := f.DropCache(); err != nil {
 			return fmt.Errorf("open %s: drop cached pages: %w", path, err)
 		}
-		if w, err = walkActive(f, base, spacing); err != nil {
+		if w, err = walkActive(f, base, spacing, opts.Dictionaries); err != nil {
 			return err
 		}
 		if w.tornAt < 0 && w.unwrittenAt < 0 {
@@ -216,7 +217,7 @@ func (rec *recovered) openActive(dir string, base int64, opts Options) error {
 	seg.file.index = w.index // not yet shared with anyone
 	seg.times = w.times
 	rec.active, rec.file, rec.tail, rec.hwm = seg, f, w.tail, w.tail
-	if rec.lastTime, rec.lastTimeKnown, err = lastRecordTime(f, w); err != nil {
+	if rec.lastTime, rec.lastTimeKnown, err = lastRecordTime(f, w, opts.Dictionaries); err != nil {
 		return fmt.Errorf("open %s: %w", path, err)
 	}
 	ok = true
@@ -226,7 +227,7 @@ func (rec *recovered) openActive(dir string, base int64, opts Options) error {
 // walkActive walks the active segment (WalkSegment) and collects what
 // recovery needs: the tail, the index, the time index, the gaps, where a
 // torn tail starts and where the last valid frame is.
-func walkActive(f vfs.File, base, timeSpacing int64) (walkResult, error) {
+func walkActive(f vfs.File, base, timeSpacing int64, dicts *codec.DictionarySet) (walkResult, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return walkResult{}, fmt.Errorf("open %s: stat: %w", f.Name(), err)
@@ -239,7 +240,7 @@ func walkActive(f vfs.File, base, timeSpacing int64) (walkResult, error) {
 			w.index = append(w.index, indexEntry{offset: h.BaseOffset, pos: pos})
 			lastIndexed = pos
 		}
-		times.noteFrame(pos, h, frame, timeSpacing)
+		times.noteFrame(dicts, pos, h, frame, timeSpacing)
 		w.lastPos, w.lastLen = pos, h.FrameLen()
 	}, func(d SegmentDamage) {
 		if !d.TornTail() {
@@ -258,7 +259,7 @@ func walkActive(f vfs.File, base, timeSpacing int64) (walkResult, error) {
 // lastRecordTime reads the commit time of the last record of the walk's
 // last valid frame; known is false when the segment has none, or the
 // frame no longer checks out (it is then a damaged frame for readers).
-func lastRecordTime(f vfs.File, w walkResult) (t int64, known bool, err error) {
+func lastRecordTime(f vfs.File, w walkResult, dicts *codec.DictionarySet) (t int64, known bool, err error) {
 	if w.lastPos < 0 {
 		return 0, false, nil
 	}
@@ -271,7 +272,7 @@ func lastRecordTime(f vfs.File, w walkResult) (t int64, known bool, err error) {
 		return 0, false, nil
 	}
 	var arena []byte
-	payload, err := framePayload(h, buf, &arena)
+	payload, err := framePayload(dicts, h, buf, &arena)
 	if err != nil {
 		return 0, false, nil
 	}

@@ -68,11 +68,11 @@ func (t *timeEntries) note(base, pos, firstTime, spacing int64) {
 // noteFrame adds a CRC-checked frame read from a file when it is due an
 // entry, decoding its first record's time only then; a frame that does not
 // decode, or whose time is below the last entry's, is left out.
-func (t *timeEntries) noteFrame(pos int64, h wire.FrameHeader, frame []byte, spacing int64) {
+func (t *timeEntries) noteFrame(dicts *codec.DictionarySet, pos int64, h wire.FrameHeader, frame []byte, spacing int64) {
 	if !t.due(pos, spacing) {
 		return
 	}
-	if ms, ok := firstRecordTime(h, frame); ok && (len(*t) == 0 || ms >= (*t)[len(*t)-1].TimeMs) {
+	if ms, ok := firstRecordTime(dicts, h, frame); ok && (len(*t) == 0 || ms >= (*t)[len(*t)-1].TimeMs) {
 		*t = append(*t, wire.TimeIndexEntry{Offset: h.BaseOffset, Pos: pos, TimeMs: ms})
 	}
 }
@@ -88,10 +88,10 @@ func (t *timeEntries) forgetFrom(pos int64) {
 
 // firstRecordTime is the commit time of a CRC-checked frame's first
 // record; ok is false when its payload does not decode.
-func firstRecordTime(h wire.FrameHeader, frame []byte) (t int64, ok bool) {
+func firstRecordTime(dicts *codec.DictionarySet, h wire.FrameHeader, frame []byte) (t int64, ok bool) {
 	payload := h.Stored(frame) // uncompressed: read in place
 	if h.Codec != uint8(codec.None) {
-		c, err := codec.ByID(codec.ID(h.Codec))
+		c, err := codec.ForFrame(codec.ID(h.Codec), dicts)
 		if err != nil {
 			return 0, false
 		}
@@ -272,7 +272,7 @@ func (l *Log) seedIfFrame(seg *segment, f vfs.File, e wire.TimeIndexEntry) bool 
 		return false
 	}
 	seg.file.addIndex(e.Offset, e.Pos)
-	if decoded, err := decodeFrame(h, frame); err == nil {
+	if decoded, err := decodeFrame(l.opts.Dictionaries, h, frame); err == nil {
 		l.cache.remember(seg, h.BaseOffset, h.EndOffset(), e.Pos, h.FrameLen())
 		l.cache.put(decoded)
 	}
@@ -286,7 +286,7 @@ func (l *Log) buildTimeIndex(seg *segment, f vfs.File) ([]wire.TimeIndexEntry, e
 	spacing := timeIndexSpacing(l.opts.SegmentMaxBytes)
 	var times timeEntries
 	_, err := WalkSegment(f, seg.sealedSize, seg.base, func(pos int64, h wire.FrameHeader, frame []byte) {
-		times.noteFrame(pos, h, frame, spacing)
+		times.noteFrame(l.opts.Dictionaries, pos, h, frame, spacing)
 	}, func(SegmentDamage) {})
 	if err != nil {
 		return nil, fmt.Errorf("build the time index of %s: %w", seg.path, err)
