@@ -65,6 +65,7 @@ func (n *Node) openAdmitted(key supervisor.Key, rec TopicRecord) (*partition.Log
 	l, err := partition.Open(filepath.Join(n.topicsDir, key.Topic, dir), partition.Options{
 		FS:                n.cfg.FS,
 		Codec:             n.cfg.Codec,
+		Dictionaries:      n.dictionariesLocked(rec),
 		Logger:            n.logger.With(zap.String("topic", key.Topic), zap.Int("partition", key.Partition)),
 		Metrics:           n.metrics,
 		SegmentMaxBytes:   n.cfg.SegmentMaxBytes,

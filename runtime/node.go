@@ -190,6 +190,7 @@ type Node struct {
 	consumerMetrics consumerMetrics
 	topicMetrics    topicMetrics
 	marks           *partitionMarks        // high watermarks for the per-partition gauge
+	dictionaries    topicDictionaries      // each topic's zstd dictionaries, loaded on first use
 	unregisterHWM   func()                 // takes the node out of its registerer's gauge
 	disk            *diskGuard             // the floor of free space produce keeps
 	cacheBudget     *partition.CacheBudget // shared by the open logs' frame caches; nil: none

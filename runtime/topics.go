@@ -155,6 +155,7 @@ func (n *Node) purgeLocked(t *supervisor.GuardedTopic, deleted TopicRecord) erro
 	n.marks.forgetTopic(deleted.Name)
 	n.topicMetrics.remove(deleted.Name)
 	n.dropConsumerState(deleted.Name, deleted.Incarnation)
+	n.dictionaries.forget(deleted.Name)
 	dir := filepath.Join(n.topicsDir, deleted.Name)
 	id := deleted.Incarnation
 	if id == "" {
