@@ -70,4 +70,5 @@ const (
 	CodeMoveNotFound              = "move_not_found"
 	CodeMoveChanged               = "move_changed"
 	CodeNotACluster               = "not_a_cluster"
+	CodeDictionaryRefused         = "dictionary_refused"
 )

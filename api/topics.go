@@ -40,3 +40,33 @@ type PartitionDescription struct {
 type TopicList struct {
 	Topics []TopicDescription `json:"topics"`
 }
+
+// DictionaryRequest is the body of a topic's dictionary POST: train a zstd
+// dictionary on the topic's newest records on this node. A field not given
+// takes its default.
+type DictionaryRequest struct {
+	// Samples is how many of the newest records to train on, spread over
+	// the partitions the node owns: 8 to 100,000, default 2,000.
+	Samples *int `json:"samples,omitempty"`
+	// MaxBytes bounds the dictionary: 1,024 to 1,048,576, default 65,536.
+	MaxBytes *int `json:"max_bytes,omitempty"`
+}
+
+// Dictionary describes one zstd dictionary of a topic on a node.
+type Dictionary struct {
+	// ID is the dictionary's id, as frames compressed with it name it.
+	ID          uint32 `json:"id"`
+	Bytes       int    `json:"bytes"`
+	TrainedAtMs int64  `json:"trained_at_ms"`
+	// Samples is the records it was trained on: in a training's answer
+	// only.
+	Samples int `json:"samples,omitempty"`
+	// Current: new frames of the topic on this node are compressed with it.
+	Current bool `json:"current"`
+}
+
+// DictionaryList is the answer of a topic's dictionaries GET: the current
+// one first.
+type DictionaryList struct {
+	Dictionaries []Dictionary `json:"dictionaries"`
+}

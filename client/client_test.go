@@ -228,7 +228,7 @@ func TestErrors_EveryCodeHasItsSentinel(t *testing.T) {
 		ErrUnauthorized, ErrNotFound, ErrTopicNotFound, ErrPartitionNotFound, ErrMethodNotAllowed, ErrTopicExists,
 		ErrOffsetDeleted, ErrRecordUnreadable, ErrBatchTooLarge, ErrOffsetBeyondHighWatermark, ErrCommitFailed,
 		ErrLogPoisoned, ErrMetastoreBroken, ErrUnavailable, ErrNotReady, ErrNoSpace, ErrInternal,
-		ErrNotOwner, ErrUnassigned, ErrOwnerUnavailable, ErrMoving, ErrMoveRefused, ErrMoveNotFound, ErrMoveChanged, ErrNotACluster}
+		ErrNotOwner, ErrUnassigned, ErrOwnerUnavailable, ErrMoving, ErrMoveRefused, ErrMoveNotFound, ErrMoveChanged, ErrNotACluster, ErrDictionaryRefused}
 	for _, want := range sentinels {
 		c := fakeClient(t, func(r *http.Request) *http.Response {
 			return answer(400, `{"error":{"code":"`+want.Code+`","message":"m"}}`)

@@ -82,4 +82,5 @@ var (
 	ErrMoveNotFound              = code(api.CodeMoveNotFound)
 	ErrMoveChanged               = code(api.CodeMoveChanged)
 	ErrNotACluster               = code(api.CodeNotACluster)
+	ErrDictionaryRefused         = code(api.CodeDictionaryRefused)
 )

@@ -102,6 +102,8 @@ func New(node *runtime.Node, ms runtime.Metastore, logger *zap.Logger, reg *prom
 	a.mux.HandleFunc("GET /v1/topics/{topic}", a.getTopic)
 	a.mux.HandleFunc("PATCH /v1/topics/{topic}", a.patchTopic)
 	a.mux.HandleFunc("DELETE /v1/topics/{topic}", a.deleteTopic)
+	a.mux.HandleFunc("POST /v1/topics/{topic}/dictionary", a.trainDictionary)
+	a.mux.HandleFunc("GET /v1/topics/{topic}/dictionaries", a.listDictionaries)
 	a.mux.HandleFunc("POST /v1/topics/{topic}/partitions/{p}/records", a.owned(a.produce))
 	a.mux.HandleFunc("GET /v1/topics/{topic}/partitions/{p}/records", a.owned(a.fetch))
 	a.mux.HandleFunc("GET /v1/topics/{topic}/partitions/{p}/offset", a.owned(a.offsetAt))

@@ -20,6 +20,8 @@ var topicCommands = []command{
 	{"describe", "describe a topic and its partitions", runTopicDescribe},
 	{"alter", "change a topic's retention", runTopicAlter},
 	{"delete", "delete a topic and its records", runTopicDelete},
+	{"train-dictionary", "train a zstd dictionary on a topic's newest records; new frames use it", runTopicTrainDictionary},
+	{"dictionaries", "list a topic's zstd dictionaries on the node", runTopicDictionaries},
 }
 
 // runTopic runs a topic subcommand: create, list, describe, alter or
@@ -50,9 +52,9 @@ func runTopic(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // subcommands themselves.
 func topicUsage() string {
 	var b strings.Builder
-	b.WriteString("usage: narad-storaged topic create|list|describe|alter|delete [flags]\n\n")
+	b.WriteString("usage: narad-storaged topic create|list|describe|alter|delete|train-dictionary|dictionaries [flags]\n\n")
 	for _, c := range topicCommands {
-		fmt.Fprintf(&b, "  %-9s %s\n", c.name, c.summary)
+		fmt.Fprintf(&b, "  %-16s %s\n", c.name, c.summary)
 	}
 	b.WriteString("\nflags (each subcommand takes those its -h lists):\n")
 	seen := map[string]bool{}
@@ -79,6 +81,7 @@ type topicFlags struct {
 	asJSON                  bool
 	partitions              int
 	retentionMs, retentionB string
+	samples, maxDictBytes   int
 }
 
 // newTopicFlags defines the flags subcommand name takes; the connection
@@ -107,6 +110,10 @@ func newTopicFlags(name string, stderr io.Writer) (*flag.FlagSet, *topicFlags) {
 	if name == "create" || name == "alter" {
 		fs.StringVar(&tf.retentionMs, "retention-ms", "", "keep records this long: milliseconds, or a duration such as 7d, 36h, 1h30m; 0 is no age bound")
 		fs.StringVar(&tf.retentionB, "retention-bytes", "", "keep at most this much per partition before the oldest sealed segments go: bytes, or 10GiB, 500MB; 0 is no size bound")
+	}
+	if name == "train-dictionary" {
+		fs.IntVar(&tf.samples, "samples", 0, "train on this many of the topic's newest records on the node, 8 to 100,000 (0: 2,000)")
+		fs.IntVar(&tf.maxDictBytes, "max-bytes", 0, "bound the dictionary to this many bytes, 1,024 to 1,048,576 (0: 65,536)")
 	}
 	return fs, &tf
 }
@@ -326,4 +333,49 @@ func printDescription(w io.Writer, t client.Topic) error {
 // printJSONDoc prints v as one JSON document on one line.
 func printJSONDoc(w io.Writer, v any) error {
 	return json.NewEncoder(w).Encode(v)
+}
+
+func runTopicTrainDictionary(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	tf, _, code, done := parseTopicCommand("train-dictionary", args, stderr, "train-dictionary --topic T [--samples N] [--max-bytes B] [--json]")
+	if done {
+		return code
+	}
+	return topicCall("train-dictionary", tf, stderr, func(ctx context.Context, c *client.Client) error {
+		d, err := c.TrainDictionary(ctx, tf.cf.topic, client.DictionaryTraining{Samples: tf.samples, MaxBytes: tf.maxDictBytes})
+		if err != nil {
+			return err
+		}
+		if tf.asJSON {
+			return printJSONDoc(stdout, d)
+		}
+		fmt.Fprintf(stdout, "topic %s: dictionary %d, %d bytes, trained on %d records; new frames use it\n", tf.cf.topic, d.ID, d.Bytes, d.Samples)
+		return nil
+	})
+}
+
+func runTopicDictionaries(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	tf, _, code, done := parseTopicCommand("dictionaries", args, stderr, "dictionaries --topic T [--json]")
+	if done {
+		return code
+	}
+	return topicCall("dictionaries", tf, stderr, func(ctx context.Context, c *client.Client) error {
+		dicts, err := c.Dictionaries(ctx, tf.cf.topic)
+		if err != nil {
+			return err
+		}
+		if tf.asJSON {
+			if dicts == nil {
+				dicts = []client.Dictionary{}
+			}
+			return printJSONDoc(stdout, struct {
+				Dictionaries []client.Dictionary `json:"dictionaries"`
+			}{dicts})
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tBYTES\tTRAINED\tCURRENT")
+		for _, d := range dicts {
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%v\n", d.ID, d.Bytes, time.UnixMilli(d.TrainedAtMs).UTC().Format(time.RFC3339), d.Current)
+		}
+		return tw.Flush()
+	})
 }

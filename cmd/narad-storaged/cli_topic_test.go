@@ -82,7 +82,7 @@ func TestCompletion_TopicSubcommands(t *testing.T) {
 	if got := complete("narad-storaged", "to"); got != "topic" {
 		t.Errorf("the command: %q", got)
 	}
-	if got := complete("narad-storaged", "topic", "d"); got != "describe delete" {
+	if got := complete("narad-storaged", "topic", "d"); got != "describe delete dictionaries" {
 		t.Errorf("topic's subcommands: %q", got)
 	}
 	if got := complete("narad-storaged", "topic", "create", "--p"); got != "--partitions" {
@@ -90,5 +90,8 @@ func TestCompletion_TopicSubcommands(t *testing.T) {
 	}
 	if got := complete("narad-storaged", "topic", "list", "--"); got != "--addr --auth-token-file --json --tls-ca" {
 		t.Errorf("topic list's flags: %q", got)
+	}
+	if got := complete("narad-storaged", "topic", "train-dictionary", "--m"); got != "--max-bytes" {
+		t.Errorf("topic train-dictionary's flags: %q", got)
 	}
 }

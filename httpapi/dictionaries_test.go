@@ -1,0 +1,73 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/narad-io/storage/api"
+	"github.com/narad-io/storage/partition"
+	"github.com/narad-io/storage/runtime"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// TestDictionary_TrainListAndRefusals: a POST trains a dictionary on the
+// topic's records and answers it (201), the GET lists it as current; an
+// empty topic, a bad body and an unknown topic answer their errors.
+func TestDictionary_TrainListAndRefusals(t *testing.T) {
+	var ms runtime.Metastore
+	node := startLocalNode(t, func(local *runtime.LocalMetastore) runtime.Metastore {
+		ms = local
+		return ms
+	})
+	a := New(node, ms, zap.NewNop(), prometheus.NewRegistry(), Options{MaxBody: 1 << 20})
+	serve := func(method, path, body string) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		a.ServeHTTP(w, httptest.NewRequest(method, path, strings.NewReader(body)))
+		return w
+	}
+	ctx := context.Background()
+	if _, _, err := node.CreateTopic(ctx, "t", 1, runtime.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	if w := serve(http.MethodPost, "/v1/topics/t/dictionary", `{}`); w.Code != http.StatusConflict || !strings.Contains(w.Body.String(), api.CodeDictionaryRefused) {
+		t.Fatalf("training an empty topic: %d %s", w.Code, w.Body)
+	}
+	for i := range 200 {
+		rec := partition.Record{Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, `{"id":%d,"status":"paid","currency":"EUR","total_cents":%d}`, i, 100+i%37)}
+		if _, err := node.Produce(ctx, "t", 0, []partition.Record{rec}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for body, want := range map[string]int{
+		`{"samples": 7}`:         http.StatusBadRequest,
+		`{"max_bytes": 100}`:     http.StatusBadRequest,
+		`{"sample": 100}`:        http.StatusBadRequest,
+		`{"samples": "many"}`:    http.StatusBadRequest,
+		`{"max_bytes": 2000000}`: http.StatusBadRequest,
+	} {
+		if w := serve(http.MethodPost, "/v1/topics/t/dictionary", body); w.Code != want {
+			t.Errorf("POST %s: %d %s, want %d", body, w.Code, w.Body, want)
+		}
+	}
+	if w := serve(http.MethodPost, "/v1/topics/nope/dictionary", `{}`); w.Code != http.StatusNotFound {
+		t.Fatalf("an unknown topic: %d %s", w.Code, w.Body)
+	}
+
+	w := serve(http.MethodPost, "/v1/topics/t/dictionary", `{"samples": 200, "max_bytes": 4096}`)
+	var trained api.Dictionary
+	if w.Code != http.StatusCreated || json.Unmarshal(w.Body.Bytes(), &trained) != nil || trained.ID == 0 || trained.Samples != 200 || !trained.Current {
+		t.Fatalf("training: %d %s", w.Code, w.Body)
+	}
+	w = serve(http.MethodGet, "/v1/topics/t/dictionaries", "")
+	var list api.DictionaryList
+	if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &list) != nil || len(list.Dictionaries) != 1 ||
+		list.Dictionaries[0].ID != trained.ID || !list.Dictionaries[0].Current || list.Dictionaries[0].Bytes != trained.Bytes {
+		t.Fatalf("listing: %d %s", w.Code, w.Body)
+	}
+}
