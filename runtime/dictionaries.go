@@ -1,20 +1,16 @@
 package runtime
 
 import (
-	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/narad-io/storage/codec"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/supervisor"
-	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
 	"go.uber.org/zap"
 )
@@ -90,7 +86,7 @@ func (n *Node) dictionariesLocked(rec TopicRecord) *codec.DictionarySet {
 	if ok && loaded.incarnation == rec.Incarnation {
 		return loaded.set
 	}
-	set, _ := loadDictionaryFiles(n.cfg.FS, filepath.Join(n.topicsDir, rec.Name), n.logger.With(zap.String("topic", rec.Name)))
+	set, _ := n.loadDictionaries(rec.Name)
 	td.mu.Lock()
 	defer td.mu.Unlock()
 	if td.topics == nil {
@@ -100,102 +96,18 @@ func (n *Node) dictionariesLocked(rec TopicRecord) *codec.DictionarySet {
 	return set
 }
 
-// loadDictionaryFiles reads every dictionary file of a topic directory into
-// a set whose current dictionary is the newest trained. A file that does
-// not check out (its CRC, its name against its id, the dictionary itself)
-// is logged and left out: the frames that name it read as damage, the
-// others are served. A missing directory holds none.
-func loadDictionaryFiles(files vfs.FS, dir string, logger *zap.Logger) (*codec.DictionarySet, []DictionaryInfo) {
-	set := &codec.DictionarySet{}
-	entries, err := files.ReadDir(dir)
+// loadDictionaries reads a topic's dictionary files (partition.
+// ReadDictionaryFiles), logging each left out: the frames that name it read
+// as damage, the others are served.
+func (n *Node) loadDictionaries(topic string) (*codec.DictionarySet, []partition.DictionaryFileInfo) {
+	set, infos, bad, err := partition.ReadDictionaryFiles(n.cfg.FS, filepath.Join(n.topicsDir, topic))
 	if err != nil {
-		if exists, _ := vfs.Exists(files, dir); exists {
-			logger.Error("listing the topic's dictionaries failed; frames that name one read as damage", zap.Error(err))
-		}
-		return set, nil
+		n.logger.Error("listing a topic's dictionaries failed; frames that name one read as damage", zap.String("topic", topic), zap.Error(err))
 	}
-	var infos []DictionaryInfo
-	for _, e := range entries {
-		id, err := wire.ParseDictionaryFileName(e.Name)
-		if err != nil || e.IsDir {
-			continue
-		}
-		info, d, err := readDictionaryFile(files, filepath.Join(dir, e.Name), id)
-		if err == nil {
-			err = set.Add(d)
-		}
-		if err != nil {
-			logger.Error("dictionary file unreadable; frames that name it read as damage",
-				zap.String("file", e.Name), zap.Error(err))
-			continue
-		}
-		infos = append(infos, info)
-	}
-	if newest, ok := newestDictionary(infos); ok {
-		set.SetCurrent(newest.ID) // in the set: added above
+	for _, b := range bad {
+		n.logger.Error("dictionary file unreadable; frames that name it read as damage", zap.String("topic", topic), zap.String("file", b.Name), zap.Error(b.Err))
 	}
 	return set, infos
-}
-
-// readDictionaryFile reads and checks one dictionary file whose name says id.
-func readDictionaryFile(files vfs.FS, path string, id uint32) (DictionaryInfo, *codec.Dictionary, error) {
-	b, err := vfs.ReadFile(files, path, wire.DictionaryFileHeaderSize+wire.MaxDictionaryFileBytes)
-	if err != nil {
-		return DictionaryInfo{}, nil, err
-	}
-	f, err := wire.DecodeDictionaryFile(b)
-	if err != nil {
-		return DictionaryInfo{}, nil, err
-	}
-	d, err := codec.ParseDictionary(f.Dictionary)
-	if err != nil {
-		return DictionaryInfo{}, nil, err
-	}
-	if f.ID != id || d.ID() != id {
-		return DictionaryInfo{}, nil, fmt.Errorf("%w: dictionary file named for id %d holds id %d (dictionary %d)", wire.ErrCorrupt, id, f.ID, d.ID())
-	}
-	return DictionaryInfo{ID: id, Bytes: len(f.Dictionary), TrainedAtMs: f.TrainedAtMs}, d, nil
-}
-
-// newestDictionary is the one trained last (ties: the higher id, so every
-// node that holds the same files picks the same one).
-func newestDictionary(infos []DictionaryInfo) (DictionaryInfo, bool) {
-	if len(infos) == 0 {
-		return DictionaryInfo{}, false
-	}
-	return slices.MaxFunc(infos, func(a, b DictionaryInfo) int {
-		return cmp.Or(cmp.Compare(a.TrainedAtMs, b.TrainedAtMs), cmp.Compare(a.ID, b.ID))
-	}), true
-}
-
-// storeDictionaryFile writes d into the topic directory durably (a
-// temporary file, fdatasync, rename, directory fsync): after it returns
-// the file survives a power loss, and a crash before leaves no file or the
-// whole one. A file already there with the same bytes is kept; one with
-// other bytes under the id is codec.ErrDictionaryConflict.
-func storeDictionaryFile(files vfs.FS, dir string, d *codec.Dictionary, trainedAtMs int64) error {
-	name, err := wire.DictionaryFileName(d.ID())
-	if err != nil {
-		return err
-	}
-	path := filepath.Join(dir, name)
-	if exists, err := vfs.Exists(files, path); err != nil {
-		return err
-	} else if exists {
-		_, have, err := readDictionaryFile(files, path, d.ID())
-		if err != nil {
-			return fmt.Errorf("dictionary %d: the file there is damaged: %w", d.ID(), err)
-		}
-		if !bytes.Equal(have.Bytes(), d.Bytes()) {
-			return fmt.Errorf("%w: dictionary %d", codec.ErrDictionaryConflict, d.ID())
-		}
-		return nil
-	}
-	b, err := wire.EncodeDictionaryFile(wire.DictionaryFile{ID: d.ID(), TrainedAtMs: trainedAtMs, Dictionary: d.Bytes()})
-	if err != nil {
-		return err
-	}
-	return vfs.WriteFileAtomic(files, path, b)
 }
 
 // TrainDictionary trains a zstd dictionary on the newest records of the
@@ -235,7 +147,7 @@ func (n *Node) TrainDictionary(ctx context.Context, topic string, opts Dictionar
 		if set.Lookup(d.ID()) == nil && len(set.IDs()) >= MaxTopicDictionaries {
 			return fmt.Errorf("%w: %s holds %d", ErrTooManyDictionaries, topic, MaxTopicDictionaries)
 		}
-		if err := storeDictionaryFile(n.cfg.FS, filepath.Join(n.topicsDir, topic), d, info.TrainedAtMs); err != nil {
+		if err := partition.StoreDictionaryFile(n.cfg.FS, filepath.Join(n.topicsDir, topic), d, info.TrainedAtMs); err != nil {
 			return fmt.Errorf("store dictionary %d of %s: %w", d.ID(), topic, err)
 		}
 		if err := set.Add(d); err != nil {
@@ -262,15 +174,13 @@ func (n *Node) Dictionaries(ctx context.Context, topic string) ([]DictionaryInfo
 		return nil, fmt.Errorf("%w: %s", ErrTopicNotFound, topic)
 	}
 	var infos []DictionaryInfo
-	err = n.withTopic(topic, func(*supervisor.GuardedTopic) error {
-		_, infos = loadDictionaryFiles(n.cfg.FS, filepath.Join(n.topicsDir, rec.Name), n.logger.With(zap.String("topic", topic)))
+	err = n.withTopic(rec.Name, func(*supervisor.GuardedTopic) error {
+		_, files := n.loadDictionaries(rec.Name) // newest first: the current one
+		for _, f := range files {
+			infos = append(infos, DictionaryInfo{ID: f.ID, Bytes: f.Bytes, TrainedAtMs: f.TrainedAtMs})
+		}
 		return nil
 	})
-	if newest, ok := newestDictionary(infos); ok {
-		slices.SortFunc(infos, func(a, b DictionaryInfo) int { return cmp.Compare(b.TrainedAtMs, a.TrainedAtMs) })
-		i := slices.IndexFunc(infos, func(x DictionaryInfo) bool { return x.ID == newest.ID })
-		infos[0], infos[i] = infos[i], infos[0]
-	}
 	return infos, err
 }
 

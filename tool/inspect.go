@@ -189,6 +189,14 @@ func (in *inspector) run(path string, out io.Writer, messages io.Writer) (proble
 	}
 
 	in.walker = newWalker()
+	if _, ok := dataDirOfSegment(path); ok {
+		// A segment of a data directory: its topic's dictionaries decode
+		// its zstd-dict frames.
+		for _, detail := range in.walker.useDictionaries(in.files, filepath.Dir(filepath.Dir(path))) {
+			problems++
+			fmt.Fprintf(messages, "inspect: %s\n", detail)
+		}
+	}
 	var frames, records int64
 	var writeErr error
 	emit := func(fr inspectFrame) {

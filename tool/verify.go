@@ -341,6 +341,9 @@ func (v *verifier) checkPartition(p partitionPlan) partitionReport {
 		return pr
 	}
 	pr.HWM = v.readHWM(p.dir, &pr)
+	for _, detail := range v.walker.useDictionaries(v.files, filepath.Dir(p.dir)) {
+		pr.Problems = append(pr.Problems, problem{Kind: problemUnreadable, Detail: detail})
+	}
 	if len(p.segments) > 0 {
 		pr.StartOffset = p.segments[0].base
 	}

@@ -55,6 +55,31 @@ type walkResult struct {
 // walker walks segment files one after another, reusing its decode buffer.
 type walker struct {
 	decodeBuf []byte // the largest decoded payload so far, reused
+	// dicts are the dictionaries of the topic whose segments are walked
+	// (useDictionaries), read from dictsDir; nil: none, so a frame of codec
+	// zstd-dict does not decode (codec.ErrDictionaryMissing).
+	dicts    *codec.DictionarySet
+	dictsDir string
+}
+
+// useDictionaries makes the walker decode with the dictionary files of
+// topicDir (partition.ReadDictionaryFiles), read once per directory; it
+// returns what could not be read: each file left out, and a failure to
+// list the directory.
+func (w *walker) useDictionaries(files vfs.FS, topicDir string) []string {
+	if w.dicts != nil && w.dictsDir == topicDir {
+		return nil
+	}
+	set, _, bad, err := partition.ReadDictionaryFiles(files, topicDir)
+	w.dicts, w.dictsDir = set, topicDir
+	var problems []string
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	for _, b := range bad {
+		problems = append(problems, "dictionary file "+b.Error()+": frames that name it do not decode")
+	}
+	return problems
 }
 
 func newWalker() *walker { return &walker{} }
@@ -82,7 +107,7 @@ func (w *walker) walk(file vfs.File, size, base int64, onFrame func(pos int64, h
 // CRC passes but whose payload does not decode is damage: the error says
 // why. The decoded payload lives in a buffer reused by the next call.
 func (w *walker) decodedRecords(h wire.FrameHeader, frame []byte, onRecord func(offset int64, env wire.Envelope)) error {
-	c, err := codec.ByID(codec.ID(h.Codec))
+	c, err := codec.ForFrame(codec.ID(h.Codec), w.dicts)
 	if err != nil {
 		return err
 	}
