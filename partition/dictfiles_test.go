@@ -100,4 +100,3 @@ func TestDictionaryFile_DamageIsLeftOutAndConflictsRefused(t *testing.T) {
 		t.Fatalf("a damaged file loaded: %+v", infos)
 	}
 }
-
