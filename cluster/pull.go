@@ -145,6 +145,11 @@ func (m *mover) copyPartition(ctx context.Context, mv Move, src Location, log *z
 			return frozen, err
 		}
 	}
+	for _, f := range final.Dictionaries { // the topic's dictionaries: the frames may name any of them
+		if err := m.fetchFile(ctx, src, frozen, f, r); err != nil {
+			return frozen, err
+		}
+	}
 	for _, f := range final.Consumer { // the queue consumer's progress: acks move with the partition
 		if err := m.fetchFile(ctx, src, frozen, f, r); err != nil {
 			return frozen, err

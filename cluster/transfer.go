@@ -32,7 +32,8 @@ type Transfer interface {
 // TransferListing is what a move's source lists of a partition: the move
 // (frozen, once the source froze it), its segment files in offset order
 // (the last one the active segment), its boundary, its fan-out cursors'
-// positions and its queue consumer's progress files, which move with it.
+// positions, its queue consumer's progress files and its topic's
+// dictionary files (which its frames may name), which move with it.
 type TransferListing struct {
 	Move          Move
 	Segments      []TransferFile
@@ -40,6 +41,7 @@ type TransferListing struct {
 	Known         bool // false: no boundary on disk (runtime.TransferListing)
 	Cursors       []TransferCursor
 	Consumer      []TransferFile
+	Dictionaries  []TransferFile
 }
 
 // TransferFile is one file of a listing: its name in the partition's

@@ -102,7 +102,10 @@ func (p *Participant) listing(ctx context.Context, mv Move) (TransferListing, er
 		return TransferListing{}, fmt.Errorf("%w: the topic is another incarnation than the move's", ErrMoveChanged)
 	}
 	out := TransferListing{Move: mv, HighWatermark: l.HighWatermark, Known: l.Known,
-		Segments: []TransferFile{}, Cursors: []TransferCursor{}, Consumer: []TransferFile{}}
+		Segments: []TransferFile{}, Cursors: []TransferCursor{}, Consumer: []TransferFile{}, Dictionaries: []TransferFile{}}
+	for _, f := range l.Dictionaries {
+		out.Dictionaries = append(out.Dictionaries, TransferFile{Name: f.Name, Size: f.Size})
+	}
 	for _, f := range l.Consumer {
 		out.Consumer = append(out.Consumer, TransferFile{Name: f.Name, Size: f.Size})
 	}

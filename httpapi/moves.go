@@ -199,6 +199,9 @@ type transferBody struct {
 	Known         bool          `json:"known"`
 	Cursors       []cursorBody  `json:"cursors"`
 	Consumer      []segmentBody `json:"consumer"`
+	// Dictionaries: the topic's dictionary files; absent from an old
+	// owner that has none to name.
+	Dictionaries []segmentBody `json:"dictionaries,omitempty"`
 }
 
 type segmentBody struct {
@@ -216,6 +219,9 @@ func newTransferBody(l cluster.TransferListing) transferBody {
 	for _, f := range l.Consumer {
 		out.Consumer = append(out.Consumer, segmentBody(f))
 	}
+	for _, f := range l.Dictionaries {
+		out.Dictionaries = append(out.Dictionaries, segmentBody(f))
+	}
 	for _, s := range l.Segments {
 		out.Segments = append(out.Segments, segmentBody(s))
 	}
@@ -230,6 +236,9 @@ func (b transferBody) listing() cluster.TransferListing {
 	out := cluster.TransferListing{Move: b.Move, HighWatermark: b.HighWatermark, Known: b.Known}
 	for _, f := range b.Consumer {
 		out.Consumer = append(out.Consumer, cluster.TransferFile(f))
+	}
+	for _, f := range b.Dictionaries {
+		out.Dictionaries = append(out.Dictionaries, cluster.TransferFile(f))
 	}
 	for _, s := range b.Segments {
 		out.Segments = append(out.Segments, cluster.TransferFile(s))

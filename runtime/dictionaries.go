@@ -1,9 +1,11 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"sync"
 	"time"
@@ -48,8 +50,9 @@ type topicDictionaries struct {
 }
 
 type loadedDictionaries struct {
-	incarnation wire.IncarnationID
-	set         *codec.DictionarySet
+	incarnation      wire.IncarnationID
+	set              *codec.DictionarySet
+	currentTrainedAt int64 // when the set's current dictionary was trained
 }
 
 // DictionaryInfo describes one dictionary of a topic.
@@ -65,6 +68,16 @@ type DictionaryInfo struct {
 type DictionaryTraining struct {
 	Samples  int // newest records to read, over the partitions this node owns
 	MaxBytes int // the dictionary's size bound (codec.DefaultDictionaryBytes)
+}
+
+// trained notes that the topic's current dictionary was trained at ms.
+func (td *topicDictionaries) trained(topic string, ms int64) {
+	td.mu.Lock()
+	defer td.mu.Unlock()
+	if loaded, ok := td.topics[topic]; ok {
+		loaded.currentTrainedAt = ms
+		td.topics[topic] = loaded
+	}
 }
 
 // forget drops a topic's set: its directory is going (a delete's purge).
@@ -86,13 +99,17 @@ func (n *Node) dictionariesLocked(rec TopicRecord) *codec.DictionarySet {
 	if ok && loaded.incarnation == rec.Incarnation {
 		return loaded.set
 	}
-	set, _ := n.loadDictionaries(rec.Name)
+	set, infos := n.loadDictionaries(rec.Name)
+	loaded = loadedDictionaries{incarnation: rec.Incarnation, set: set}
+	if len(infos) > 0 {
+		loaded.currentTrainedAt = infos[0].TrainedAtMs // newest first: the current one
+	}
 	td.mu.Lock()
 	defer td.mu.Unlock()
 	if td.topics == nil {
 		td.topics = make(map[string]loadedDictionaries)
 	}
-	td.topics[rec.Name] = loadedDictionaries{incarnation: rec.Incarnation, set: set}
+	td.topics[rec.Name] = loaded
 	return set
 }
 
@@ -153,6 +170,7 @@ func (n *Node) TrainDictionary(ctx context.Context, topic string, opts Dictionar
 		if err := set.Add(d); err != nil {
 			return err
 		}
+		n.dictionaries.trained(rec.Name, info.TrainedAtMs)
 		return set.SetCurrent(d.ID())
 	})
 	if err != nil {
@@ -237,4 +255,75 @@ func (n *Node) dictionarySamples(ctx context.Context, rec TopicRecord, want int)
 		}
 	}
 	return samples, nil
+}
+
+// listDictionaryFiles lists the topic directory's dictionary files for a
+// move's listing; the caller holds the topic's guard.
+func (n *Node) listDictionaryFiles(topic string) ([]SegmentFile, error) {
+	dir := filepath.Join(n.topicsDir, topic)
+	entries, err := n.cfg.FS.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list the dictionaries of %s: %w", topic, err)
+	}
+	var out []SegmentFile
+	for _, e := range entries {
+		if _, err := wire.ParseDictionaryFileName(e.Name); err != nil || e.IsDir {
+			continue
+		}
+		fi, err := n.cfg.FS.Stat(filepath.Join(dir, e.Name))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, SegmentFile{Name: e.Name, Size: fi.Size})
+	}
+	return out, nil
+}
+
+// receiveDictionary takes a dictionary file of a moved partition's topic:
+// checked whole (its CRC, its name against its id, the dictionary), then
+// stored in the topic directory durably before the receive may commit
+// (partition.StoreDictionaryFile: one already there with the same bytes is
+// kept, other bytes under the id refused) and added to the topic's set if
+// it is loaded, the newest trained becoming current as at a load. It runs
+// under the topic's guard, like a training.
+func (n *Node) receiveDictionary(topic string, incarnation wire.IncarnationID, id uint32, size int64, src io.Reader) error {
+	b := make([]byte, size) // bounded by checkInstallFile
+	if _, err := io.ReadFull(src, b); err != nil {
+		return fmt.Errorf("receive dictionary %d of %s: %w", id, topic, err)
+	}
+	f, err := wire.DecodeDictionaryFile(b)
+	if err != nil {
+		return fmt.Errorf("receive dictionary %d of %s: %w", id, topic, err)
+	}
+	d, err := codec.ParseDictionary(f.Dictionary)
+	if err != nil {
+		return fmt.Errorf("receive dictionary %d of %s: %w", id, topic, err)
+	}
+	if f.ID != id || d.ID() != id {
+		return fmt.Errorf("receive dictionary %d of %s: %w: it holds id %d (dictionary %d)", id, topic, wire.ErrCorrupt, f.ID, d.ID())
+	}
+	return n.withTopic(topic, func(*supervisor.GuardedTopic) error {
+		if err := partition.StoreDictionaryFile(n.cfg.FS, filepath.Join(n.topicsDir, topic), d, f.TrainedAtMs); err != nil {
+			return fmt.Errorf("receive dictionary %d of %s: %w", id, topic, err)
+		}
+		td := &n.dictionaries
+		td.mu.Lock()
+		defer td.mu.Unlock()
+		loaded, ok := td.topics[topic]
+		if !ok || loaded.incarnation != incarnation {
+			return nil // loaded from the files at the next open
+		}
+		if err := loaded.set.Add(d); err != nil {
+			return err
+		}
+		// The newest trained is current (ties: the higher id), as a load
+		// of the same files would choose.
+		cur := loaded.set.Current()
+		if cur == nil || cmp.Or(cmp.Compare(f.TrainedAtMs, loaded.currentTrainedAt), cmp.Compare(id, cur.ID())) > 0 {
+			loaded.currentTrainedAt = f.TrainedAtMs
+			td.topics[topic] = loaded
+			return loaded.set.SetCurrent(id)
+		}
+		return nil
+	})
 }

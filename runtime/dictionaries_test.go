@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -109,5 +110,98 @@ func TestTrainDictionary_NewFramesUseItOldOnesStayReadable(t *testing.T) {
 	}
 	if ok, err := vfs.Exists(restarted.disk, filepath.Join(dataDir, "topics", "orders", name)); ok || err != nil {
 		t.Fatalf("the dictionary outlived its topic's delete: %v, %v", ok, err)
+	}
+}
+
+// TestTransfer_CarriesTheTopicsDictionaries: a partition whose frames name
+// the topic's dictionary moves with the dictionary file (the listing names
+// it, the source opens it, the receive stores it durably in the topic
+// directory before the commit), and the new owner serves every record,
+// open topic set or not; a dictionary file that does not check out is
+// refused and nothing is stored.
+func TestTransfer_CarriesTheTopicsDictionaries(t *testing.T) {
+	src := startNode(t, nil, Config{SegmentMaxBytes: 1 << 20})
+	rec, _, _ := src.CreateTopic(bg, "orders", 2, Retention{})
+	produceOneByOne(t, src, "orders", 0, 100)
+	info, err := src.TrainDictionary(bg, "orders", DictionaryTraining{Samples: 100, MaxBytes: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	produceOneByOne(t, src, "orders", 100, 100)
+	want := readValues(t, src, "orders", 0)
+	if err := src.reg.CloseLive(key("orders", 0)); err != nil {
+		t.Fatal(err)
+	}
+	listing, err := src.TransferListing(bg, "orders", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, _ := wire.DictionaryFileName(info.ID)
+	if len(listing.Dictionaries) != 1 || listing.Dictionaries[0].Name != name {
+		t.Fatalf("listing's dictionaries %+v, want %s", listing.Dictionaries, name)
+	}
+
+	dst := startNode(t, nil, Config{SegmentMaxBytes: 1 << 20})
+	dst.ms.CreateTopic(bg, "orders", 2, Retention{})
+	dst.ms.mu.Lock()
+	r := dst.ms.topics["orders"]
+	r.Incarnation = rec.Incarnation
+	dst.ms.topics["orders"] = r
+	dst.ms.mu.Unlock()
+	// Partition 1 is open on the target: the topic's set is loaded before
+	// the dictionary arrives, and must learn it.
+	if _, err := dst.Produce(bg, "orders", 1, orderRecords(0, 1)); err != nil {
+		t.Fatal(err)
+	}
+
+	receive := func(files []SegmentFile) error {
+		t.Helper()
+		rcv, err := dst.ReceivePartition(bg, "orders", 0, rec.Incarnation)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			file, err := src.OpenTransferFile(bg, "orders", 0, f.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := make([]byte, f.Size)
+			if _, err := file.ReadAt(b, 0); err != nil {
+				t.Fatal(err)
+			}
+			file.Close()
+			if _, err := wire.ParseDictionaryFileName(f.Name); err == nil && len(files) == 1 {
+				b[len(b)-1] ^= 1 // the refused case: a flipped byte
+			}
+			if err := rcv.WriteFile(f.Name, f.Size, bytes.NewReader(b)); err != nil {
+				return errors.Join(err, rcv.Abort())
+			}
+		}
+		hwm, _ := wire.EncodeOffsetFile(listing.HighWatermark)
+		if err := rcv.WriteFile(wire.HWMFileName, int64(len(hwm)), bytes.NewReader(hwm[:])); err != nil {
+			t.Fatal(err)
+		}
+		return rcv.Commit(bg)
+	}
+	if err := receive(listing.Dictionaries); !errors.Is(err, wire.ErrCorrupt) {
+		t.Fatalf("a damaged dictionary file: %v, want ErrCorrupt", err)
+	}
+	if ok, _ := vfs.Exists(dst.disk, filepath.Join(dataDir, "topics", "orders", name)); ok {
+		t.Fatal("a damaged dictionary file was stored")
+	}
+	if err := receive(append(append([]SegmentFile{}, listing.Dictionaries...), listing.Segments...)); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := vfs.Exists(dst.disk, filepath.Join(dataDir, "topics", "orders", name)); !ok {
+		t.Fatal("the dictionary file did not move")
+	}
+	got := readValues(t, dst, "orders", 0)
+	if len(got) != len(want) || got[150] != want[150] {
+		t.Fatalf("the new owner serves %d records, want %d", len(got), len(want))
+	}
+	// The moved dictionary is the target's current one now (the newest),
+	// as a restart of the target would choose.
+	if cur := dst.dictionaries.topics["orders"].set.Current(); cur == nil || cur.ID() != info.ID {
+		t.Fatalf("the target's current dictionary: %v", cur)
 	}
 }

@@ -52,6 +52,12 @@ func (n *Node) InstallPartition(ctx context.Context, topic string, p int, incarn
 // a segment, the hwm file, a cursor's 8-byte position file, or a queue
 // consumer's progress file.
 func checkInstallFile(name string, size int64) error {
+	if _, err := wire.ParseDictionaryFileName(name); err == nil {
+		if size < wire.DictionaryFileHeaderSize || size > wire.DictionaryFileHeaderSize+wire.MaxDictionaryFileBytes {
+			return fmt.Errorf("dictionary file %q of %d bytes", name, size)
+		}
+		return nil
+	}
 	if _, ok := wire.ParseCursorFileName(name); ok {
 		if size != wire.OffsetFileSize {
 			return fmt.Errorf("cursor file %q is not an 8-byte position", name)

@@ -135,6 +135,9 @@ func (r *Receiver) WriteFile(name string, size int64, src io.Reader) (err error)
 	if err := checkInstallFile(name, size); err != nil {
 		return fmt.Errorf("receive %s/%d: %w", r.key.Topic, r.key.Partition, err)
 	}
+	if id, err := wire.ParseDictionaryFileName(name); err == nil {
+		return r.n.receiveDictionary(r.key.Topic, r.incarnation, id, size, src)
+	}
 	if _, ok := wire.ParseCursorFileName(name); ok {
 		var b [wire.OffsetFileSize]byte
 		if _, err := io.ReadFull(src, b[:]); err != nil {

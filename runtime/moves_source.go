@@ -45,6 +45,10 @@ type TransferListing struct {
 	// consumerFiles; Base unused): final once the partition's log is
 	// closed, which writes them out.
 	Consumer []SegmentFile
+	// Dictionaries are the topic's dictionary files (Base unused), which
+	// the partition's frames may name: every one the topic directory
+	// holds, each written once and never changed.
+	Dictionaries []SegmentFile
 }
 
 // consumerFiles are the queue consumer's progress files, which move with
@@ -117,7 +121,8 @@ func (n *Node) TransferListing(ctx context.Context, topic string, p int) (Transf
 			}
 			out.Consumer = append(out.Consumer, SegmentFile{Name: name, Size: fi.Size})
 		}
-		return nil
+		out.Dictionaries, err = n.listDictionaryFiles(topic)
+		return err
 	})
 	return out, err
 }
@@ -133,9 +138,10 @@ func (n *Node) OpenTransferFile(ctx context.Context, topic string, p int, name s
 	if err != nil {
 		return nil, err
 	}
-	if _, consumer := consumerFileLimit(name); !consumer {
+	_, dictErr := wire.ParseDictionaryFileName(name)
+	if _, consumer := consumerFileLimit(name); !consumer && dictErr != nil {
 		if _, err := wire.ParseSegmentFileName(name); err != nil {
-			return nil, fmt.Errorf("%w: %q is not a segment or consumer progress file", ErrPartitionNotFound, name)
+			return nil, fmt.Errorf("%w: %q is not a segment, consumer progress or dictionary file", ErrPartitionNotFound, name)
 		}
 	}
 	rec, ok, err := n.ms.Topic(ctx, topic)
@@ -158,6 +164,9 @@ func (n *Node) OpenTransferFile(ctx context.Context, topic string, p int, name s
 			return err
 		}
 		dir, _ := wire.PartitionDirName(p)
+		if dictErr == nil {
+			dir = "" // a dictionary is the topic's: beside the partitions
+		}
 		f, err = n.cfg.FS.OpenFile(filepath.Join(n.topicsDir, topic, dir, name), os.O_RDONLY)
 		return err
 	})
