@@ -275,3 +275,15 @@ func TestDictionarySetCurrentEncodesWithIt(t *testing.T) {
 		t.Fatalf("CurrentCodec allocates %.0f times", allocs)
 	}
 }
+
+// TestForFrameAllocatesNothing: a read looks a codec up for every frame.
+func TestForFrameAllocatesNothing(t *testing.T) {
+	set := &DictionarySet{}
+	for _, dicts := range []*DictionarySet{nil, set} {
+		for _, id := range []ID{None, Zstd, ZstdDict} {
+			if allocs := testing.AllocsPerRun(100, func() { _, _ = ForFrame(id, dicts) }); allocs != 0 {
+				t.Errorf("ForFrame(%s, %v) allocates %.0f times", id, dicts != nil, allocs)
+			}
+		}
+	}
+}

@@ -34,12 +34,20 @@ func WithDictionary(d *Dictionary, dicts *DictionarySet) Codec {
 // ForFrame returns the codec that decodes frames stored with id, finding
 // dictionaries in dicts (nil: none, so a frame of codec ZstdDict fails with
 // ErrDictionaryMissing). It is ByID with dictionaries.
+// It allocates nothing: a read decodes frame after frame through it.
 func ForFrame(id ID, dicts *DictionarySet) (Codec, error) {
-	if id == ZstdDict {
-		return zstdDictCodec{dicts: dicts}, nil
+	if id != ZstdDict {
+		return ByID(id)
 	}
-	return ByID(id)
+	if dicts == nil {
+		return noDictionaries, nil
+	}
+	return dicts.decodingCodec(), nil
 }
+
+// noDictionaries decodes zstd-dict frames with no dictionary at hand: each
+// fails with ErrDictionaryMissing.
+var noDictionaries Codec = zstdDictCodec{}
 
 func (zstdDictCodec) ID() ID       { return ZstdDict }
 func (zstdDictCodec) Name() string { return zstdDictName }
