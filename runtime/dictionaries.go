@@ -157,6 +157,12 @@ func (n *Node) TrainDictionary(ctx context.Context, topic string, opts Dictionar
 	}
 	info := DictionaryInfo{ID: d.ID(), Bytes: len(d.Bytes()), TrainedAtMs: time.Now().UnixMilli(), Samples: len(samples)}
 	err = n.withTopic(topic, func(t *supervisor.GuardedTopic) error {
+		// The record again, under the guard: a delete and recreate since
+		// the samples were read must neither get their dictionary nor
+		// have the old record judge the new directory's marker.
+		if err := n.sameIncarnation(ctx, rec); err != nil {
+			return err
+		}
 		if err := n.checkIncarnation(t, rec); err != nil {
 			return err
 		}
@@ -193,6 +199,9 @@ func (n *Node) Dictionaries(ctx context.Context, topic string) ([]DictionaryInfo
 	}
 	var infos []DictionaryInfo
 	err = n.withTopic(rec.Name, func(*supervisor.GuardedTopic) error {
+		if marker, err := n.readMarker(filepath.Join(n.topicsDir, rec.Name)); err != nil || marker != rec.Incarnation {
+			return nil // no directory of this incarnation yet (or a leftover of another): none
+		}
 		_, files := n.loadDictionaries(rec.Name) // newest first: the current one
 		for _, f := range files {
 			infos = append(infos, DictionaryInfo{ID: f.ID, Bytes: f.Bytes, TrainedAtMs: f.TrainedAtMs})
@@ -257,6 +266,19 @@ func (n *Node) dictionarySamples(ctx context.Context, rec TopicRecord, want int)
 	return samples, nil
 }
 
+// sameIncarnation fails with ErrTopicNotFound unless the metastore still
+// holds the topic as the incarnation rec names.
+func (n *Node) sameIncarnation(ctx context.Context, rec TopicRecord) error {
+	cur, ok, err := n.ms.Topic(ctx, rec.Name)
+	if err != nil {
+		return err
+	}
+	if !ok || cur.Incarnation != rec.Incarnation {
+		return fmt.Errorf("%w: %s (incarnation %s deleted)", ErrTopicNotFound, rec.Name, rec.Incarnation)
+	}
+	return nil
+}
+
 // listDictionaryFiles lists the topic directory's dictionary files for a
 // move's listing; the caller holds the topic's guard.
 func (n *Node) listDictionaryFiles(topic string) ([]SegmentFile, error) {
@@ -303,6 +325,9 @@ func (n *Node) receiveDictionary(topic string, incarnation wire.IncarnationID, i
 		return fmt.Errorf("receive dictionary %d of %s: %w: it holds id %d (dictionary %d)", id, topic, wire.ErrCorrupt, f.ID, d.ID())
 	}
 	return n.withTopic(topic, func(*supervisor.GuardedTopic) error {
+		if err := n.sameIncarnation(context.Background(), TopicRecord{Name: topic, Incarnation: incarnation}); err != nil {
+			return fmt.Errorf("receive dictionary %d of %s: %w", id, topic, err)
+		}
 		if err := partition.StoreDictionaryFile(n.cfg.FS, filepath.Join(n.topicsDir, topic), d, f.TrainedAtMs); err != nil {
 			return fmt.Errorf("receive dictionary %d of %s: %w", id, topic, err)
 		}

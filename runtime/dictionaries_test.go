@@ -2,9 +2,11 @@ package runtime
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/narad-io/storage/codec"
@@ -203,5 +205,55 @@ func TestTransfer_CarriesTheTopicsDictionaries(t *testing.T) {
 	// as a restart of the target would choose.
 	if cur := dst.dictionaries.topics["orders"].set.Current(); cur == nil || cur.ID() != info.ID {
 		t.Fatalf("the target's current dictionary: %v", cur)
+	}
+}
+
+// staleOnceMetastore answers the next Topic call, once armed, with an older
+// record of the topic: a read that raced a delete and recreate.
+type staleOnceMetastore struct {
+	*LocalMetastore
+	armed atomic.Bool
+	stale TopicRecord
+}
+
+func (m *staleOnceMetastore) Topic(ctx context.Context, name string) (TopicRecord, bool, error) {
+	if m.armed.CompareAndSwap(true, false) {
+		return m.stale, true, nil
+	}
+	return m.LocalMetastore.Topic(ctx, name)
+}
+
+// TestTrainDictionary_AStaleRecordNeverJudgesTheNewDirectory: a training
+// that read the topic's record before a delete and recreate stores
+// nothing and leaves the new incarnation's directory served, where the
+// old record would have taken the new marker for a leftover and set the
+// live directory aside.
+func TestTrainDictionary_AStaleRecordNeverJudgesTheNewDirectory(t *testing.T) {
+	var ms *staleOnceMetastore
+	n := startNodeWith(t, nil, Config{SegmentMaxBytes: 1 << 20}, func(local *LocalMetastore) Metastore {
+		ms = &staleOnceMetastore{LocalMetastore: local}
+		return ms
+	})
+	old, _, err := n.CreateTopic(bg, "orders", 1, Retention{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.DeleteTopic(bg, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	produceOneByOne(t, n, "orders", 0, 50)
+	ms.stale = old
+	ms.armed.Store(true)
+	if _, err := n.TrainDictionary(bg, "orders", DictionaryTraining{Samples: 50, MaxBytes: 4 << 10}); !errors.Is(err, ErrTopicNotFound) {
+		t.Fatalf("training on a stale record: %v, want ErrTopicNotFound", err)
+	}
+	if got := readValues(t, n, "orders", 0); len(got) != 50 {
+		t.Fatalf("the new incarnation serves %d records, want 50", len(got))
+	}
+	if infos, err := n.Dictionaries(bg, "orders"); err != nil || len(infos) != 0 {
+		t.Fatalf("dictionaries after the refused training: %+v, %v", infos, err)
 	}
 }
