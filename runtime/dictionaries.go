@@ -99,7 +99,10 @@ func (n *Node) dictionariesLocked(rec TopicRecord) *codec.DictionarySet {
 	if ok && loaded.incarnation == rec.Incarnation {
 		return loaded.set
 	}
-	set, infos := n.loadDictionaries(rec.Name)
+	set, infos, listed := n.loadDictionaries(rec.Name)
+	if !listed {
+		return set // not kept: the next open lists the directory again
+	}
 	loaded = loadedDictionaries{incarnation: rec.Incarnation, set: set}
 	if len(infos) > 0 {
 		loaded.currentTrainedAt = infos[0].TrainedAtMs // newest first: the current one
@@ -115,16 +118,17 @@ func (n *Node) dictionariesLocked(rec TopicRecord) *codec.DictionarySet {
 
 // loadDictionaries reads a topic's dictionary files (partition.
 // ReadDictionaryFiles), logging each left out: the frames that name it read
-// as damage, the others are served.
-func (n *Node) loadDictionaries(topic string) (*codec.DictionarySet, []partition.DictionaryFileInfo) {
+// as damage, the others are served. listed is false when the directory
+// could not be listed at all.
+func (n *Node) loadDictionaries(topic string) (set *codec.DictionarySet, infos []partition.DictionaryFileInfo, listed bool) {
 	set, infos, bad, err := partition.ReadDictionaryFiles(n.cfg.FS, filepath.Join(n.topicsDir, topic))
 	if err != nil {
-		n.logger.Error("listing a topic's dictionaries failed; frames that name one read as damage", zap.String("topic", topic), zap.Error(err))
+		n.logger.Error("listing a topic's dictionaries failed; frames that name one read as damage until it lists", zap.String("topic", topic), zap.Error(err))
 	}
 	for _, b := range bad {
 		n.logger.Error("dictionary file unreadable; frames that name it read as damage", zap.String("topic", topic), zap.String("file", b.Name), zap.Error(b.Err))
 	}
-	return set, infos
+	return set, infos, err == nil
 }
 
 // TrainDictionary trains a zstd dictionary on the newest records of the
@@ -202,7 +206,7 @@ func (n *Node) Dictionaries(ctx context.Context, topic string) ([]DictionaryInfo
 		if marker, err := n.readMarker(filepath.Join(n.topicsDir, rec.Name)); err != nil || marker != rec.Incarnation {
 			return nil // no directory of this incarnation yet (or a leftover of another): none
 		}
-		_, files := n.loadDictionaries(rec.Name) // newest first: the current one
+		_, files, _ := n.loadDictionaries(rec.Name) // newest first: the current one
 		for _, f := range files {
 			infos = append(infos, DictionaryInfo{ID: f.ID, Bytes: f.Bytes, TrainedAtMs: f.TrainedAtMs})
 		}

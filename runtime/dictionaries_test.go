@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/narad-io/storage/codec"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/vfs"
+	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
 )
 
@@ -255,5 +257,40 @@ func TestTrainDictionary_AStaleRecordNeverJudgesTheNewDirectory(t *testing.T) {
 	}
 	if infos, err := n.Dictionaries(bg, "orders"); err != nil || len(infos) != 0 {
 		t.Fatalf("dictionaries after the refused training: %+v, %v", infos, err)
+	}
+}
+
+// TestDictionaries_AFailedListingIsNotKept: a topic directory whose listing
+// fails at a log's open leaves that log without the dictionaries (their
+// frames unreadable, never served), and the next open lists it again and
+// serves them.
+func TestDictionaries_AFailedListingIsNotKept(t *testing.T) {
+	d := newTestDisk(t, 1)
+	n := startNode(t, d, Config{SegmentMaxBytes: 1 << 20})
+	if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	produceOneByOne(t, n, "orders", 0, 50)
+	if _, err := n.TrainDictionary(bg, "orders", DictionaryTraining{Samples: 50, MaxBytes: 4 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	produceOneByOne(t, n, "orders", 50, 10)
+
+	crashed := d.ProcessCrash()
+	// Every listing of the topic directory from the second on: startup's
+	// look for an unfinished install is the first, then the log's opens
+	// list the dictionaries.
+	eio := crashed.Inject(sim.Fault{Op: sim.OpReadDir, Path: filepath.Join(dataDir, "topics", "orders"), Nth: 2, Sticky: true, Err: syscall.EIO})
+	restarted := startNode(t, crashed, Config{SegmentMaxBytes: 1 << 20})
+	_, err := restarted.Read(bg, "orders", 0, 50, 10, 1<<20)
+	eio.Remove()
+	if !errors.Is(err, codec.ErrDictionaryMissing) || eio.Fired() == 0 {
+		t.Fatalf("a read with the listing failing: %v (the fault fired %d times)", err, eio.Fired())
+	}
+	if err := restarted.reg.CloseLive(key("orders", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if got := readValues(t, restarted, "orders", 0); len(got) != 60 {
+		t.Fatalf("after a reopen: %d records, want 60", len(got))
 	}
 }
