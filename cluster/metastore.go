@@ -237,6 +237,46 @@ func (m *EtcdMetastore) UpdateRetention(ctx context.Context, name string, change
 	}
 }
 
+// SetDictionaryAfter implements runtime.Metastore: read, change, and put
+// only if the record is still the one read, else again.
+func (m *EtcdMetastore) SetDictionaryAfter(ctx context.Context, name string, records int64) (runtime.TopicRecord, error) {
+	key := m.keys.topic(name)
+	for {
+		got, err := m.cli.Get(ctx, key)
+		if err != nil {
+			return runtime.TopicRecord{}, fmt.Errorf("cluster: read topic %s: %w", name, err)
+		}
+		if len(got.Kvs) == 0 {
+			return runtime.TopicRecord{}, fmt.Errorf("%w: %s", runtime.ErrTopicNotFound, name)
+		}
+		cur, err := decodeTopic(name, got.Kvs[0].Value, got.Kvs[0].ModRevision)
+		if err != nil {
+			return runtime.TopicRecord{}, err
+		}
+		next := cur
+		next.DictionaryAfter, next.Version = records, 0
+		val, err := json.Marshal(next)
+		if err != nil {
+			return runtime.TopicRecord{}, err
+		}
+		resp, err := m.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", got.Kvs[0].ModRevision)).
+			Then(clientv3.OpPut(key, string(val))).
+			Commit()
+		if err != nil {
+			return runtime.TopicRecord{}, fmt.Errorf("cluster: dictionary option of %s: %w", name, err)
+		}
+		if !resp.Succeeded {
+			continue // changed under us: read it again
+		}
+		if err := m.waitApplied(ctx, resp.Header.Revision); err != nil {
+			return runtime.TopicRecord{}, err
+		}
+		next.Version = uint64(resp.Header.Revision)
+		return next, nil
+	}
+}
+
 // DeleteTopic implements runtime.Metastore: the record and the topic's
 // assignment go in one transaction.
 func (m *EtcdMetastore) DeleteTopic(ctx context.Context, name string) error {

@@ -294,3 +294,58 @@ func TestDictionaries_AFailedListingIsNotKept(t *testing.T) {
 		t.Fatalf("after a reopen: %d records, want 60", len(got))
 	}
 }
+
+// TestDictionaryAfter_TrainsOnceEnoughRecordsAreSeen: a topic whose record
+// sets DictionaryAfter gets a dictionary by itself once that many records
+// were produced on the node, and its frames use it; a topic without the
+// option (the default) never does; out-of-bounds values are refused.
+func TestDictionaryAfter_TrainsOnceEnoughRecordsAreSeen(t *testing.T) {
+	n := startNode(t, nil, Config{SegmentMaxBytes: 4 << 20})
+	for _, topic := range []string{"orders", "plain"} {
+		if _, _, err := n.CreateTopic(bg, topic, 1, Retention{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, bad := range []int64{-1, 1, MinDictionaryAfter - 1, MaxDictionaryAfter + 1} {
+		if _, err := n.SetDictionaryAfter(bg, "orders", bad); !errors.Is(err, ErrBadDictionaryAfter) {
+			t.Fatalf("dictionary_after %d: %v", bad, err)
+		}
+	}
+	rec, err := n.SetDictionaryAfter(bg, "orders", MinDictionaryAfter)
+	if err != nil || rec.DictionaryAfter != MinDictionaryAfter {
+		t.Fatalf("SetDictionaryAfter: %+v, %v", rec, err)
+	}
+	produce := func(topic string, from, count int) {
+		for i := range count {
+			if _, err := n.Produce(bg, topic, 0, orderRecords(from+i, 1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce("orders", 0, MinDictionaryAfter-1)
+	produce("plain", 0, MinDictionaryAfter+autoCheckEvery)
+	n.background.Wait()
+	if infos, _ := n.Dictionaries(bg, "orders"); len(infos) != 0 {
+		t.Fatalf("a dictionary before enough records: %+v", infos)
+	}
+	produce("orders", MinDictionaryAfter-1, autoCheckEvery+1)
+	n.background.Wait() // the training started in the background
+	infos, err := n.Dictionaries(bg, "orders")
+	if err != nil || len(infos) != 1 {
+		t.Fatalf("after %d records: %+v, %v", MinDictionaryAfter+autoCheckEvery, infos, err)
+	}
+	if plain, _ := n.Dictionaries(bg, "plain"); len(plain) != 0 {
+		t.Fatalf("a topic without the option got %+v", plain)
+	}
+	produce("orders", MinDictionaryAfter+autoCheckEvery, 1)
+	res, err := n.Read(bg, "orders", 0, int64(MinDictionaryAfter+autoCheckEvery), 1, 1<<20)
+	if err != nil || len(res.Records) != 1 || string(res.Records[0].Value) != string(orderRecords(MinDictionaryAfter+autoCheckEvery, 1)[0].Value) {
+		t.Fatalf("the record after the training: %+v, %v", res.Records, err)
+	}
+	// Not trained again: the topic holds one.
+	produce("orders", MinDictionaryAfter+autoCheckEvery+1, 2*autoCheckEvery)
+	n.background.Wait()
+	if infos, _ := n.Dictionaries(bg, "orders"); len(infos) != 1 {
+		t.Fatalf("trained again: %+v", infos)
+	}
+}

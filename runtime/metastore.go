@@ -17,7 +17,11 @@ type TopicRecord struct {
 	Partitions     int                `json:"partitions"`
 	RetentionMs    int64              `json:"retention_ms"`              // 0: no age bound
 	RetentionBytes int64              `json:"retention_bytes,omitempty"` // per partition; 0: no size bound
-	Version        uint64             `json:"version"`                   // moves at every change
+	// DictionaryAfter: a node trains the topic a zstd dictionary by itself
+	// once this many records were produced to it there and it has none
+	// (docs/design.md, "Dictionaries"); 0, the default: never.
+	DictionaryAfter int64  `json:"dictionary_after,omitempty"`
+	Version         uint64 `json:"version"` // moves at every change
 }
 
 // Retention bounds what each partition of a topic keeps (docs/design.md,
@@ -67,6 +71,9 @@ type Metastore interface {
 	// be a pure function of its argument: it may run under the metastore's
 	// lock, and more than once (a metastore that compares and swaps).
 	UpdateRetention(ctx context.Context, name string, change func(Retention) (Retention, error)) (TopicRecord, error)
+	// SetDictionaryAfter sets a topic's DictionaryAfter, keeping the rest
+	// of its record.
+	SetDictionaryAfter(ctx context.Context, name string, records int64) (TopicRecord, error)
 	// DeleteTopic removes a topic's record.
 	DeleteTopic(ctx context.Context, name string) error
 	// Assigned reports whether this node owns the partition.

@@ -397,6 +397,30 @@ func (m *LocalMetastore) UpdateRetention(_ context.Context, name string, change 
 	return t, nil
 }
 
+// SetDictionaryAfter implements Metastore.
+func (m *LocalMetastore) SetDictionaryAfter(_ context.Context, name string, records int64) (TopicRecord, error) {
+	m.mu.Lock()
+	old, ok := m.topics[name]
+	if !ok {
+		m.mu.Unlock()
+		return TopicRecord{}, fmt.Errorf("%w: %s", ErrTopicNotFound, name)
+	}
+	m.version++
+	t := old
+	t.DictionaryAfter, t.Version = records, m.version
+	m.topics[name] = t
+	if err := m.saveLocked(); err != nil {
+		m.topics[name] = old
+		err = m.restoreLocked(err)
+		m.mu.Unlock()
+		return TopicRecord{}, fmt.Errorf("metastore: dictionary option of %s: %w", name, err)
+	}
+	feed := m.feedLocked(name)
+	m.mu.Unlock()
+	feed()
+	return t, nil
+}
+
 // DeleteTopic implements Metastore.
 func (m *LocalMetastore) DeleteTopic(_ context.Context, name string) error {
 	m.mu.Lock()

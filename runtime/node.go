@@ -191,6 +191,7 @@ type Node struct {
 	topicMetrics    topicMetrics
 	marks           *partitionMarks        // high watermarks for the per-partition gauge
 	dictionaries    topicDictionaries      // each topic's zstd dictionaries, loaded on first use
+	autoTrainings   autoTrainings          // each topic's records counted for its automatic dictionary
 	unregisterHWM   func()                 // takes the node out of its registerer's gauge
 	disk            *diskGuard             // the floor of free space produce keeps
 	cacheBudget     *partition.CacheBudget // shared by the open logs' frame caches; nil: none
@@ -499,6 +500,11 @@ func (n *Node) Produce(ctx context.Context, topic string, p int, records []parti
 	if err := n.metastoreBroken(); err != nil {
 		return 0, err
 	}
+	defer func() {
+		if err == nil {
+			n.countForDictionary(topic, len(records)) // after the gate's release
+		}
+	}()
 	gate := n.reg.Gate(key)
 	gate.LockShared()
 	defer gate.UnlockShared()
@@ -533,6 +539,11 @@ func (n *Node) AppendCommit(ctx context.Context, topic string, p int, records []
 	if err != nil {
 		return 0, err
 	}
+	defer func() {
+		if err == nil {
+			n.countForDictionary(topic, len(records)) // after the gate's release
+		}
+	}()
 	gate := n.reg.Gate(key)
 	gate.Lock()
 	defer gate.Unlock()

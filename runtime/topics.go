@@ -156,6 +156,7 @@ func (n *Node) purgeLocked(t *supervisor.GuardedTopic, deleted TopicRecord) erro
 	n.topicMetrics.remove(deleted.Name)
 	n.dropConsumerState(deleted.Name, deleted.Incarnation)
 	n.dictionaries.forget(deleted.Name)
+	n.autoTrainings.forget(deleted.Name)
 	dir := filepath.Join(n.topicsDir, deleted.Name)
 	id := deleted.Incarnation
 	if id == "" {

@@ -157,6 +157,23 @@ func (v memberMeta) UpdateRetention(_ context.Context, name string, change func(
 	return t, nil
 }
 
+// SetDictionaryAfter implements runtime.Metastore.
+func (v memberMeta) SetDictionaryAfter(_ context.Context, name string, records int64) (runtime.TopicRecord, error) {
+	v.m.mu.Lock()
+	t, ok := v.m.topics[name]
+	if !ok {
+		v.m.mu.Unlock()
+		return runtime.TopicRecord{}, fmt.Errorf("%w: %s", runtime.ErrTopicNotFound, name)
+	}
+	v.m.version++
+	t.DictionaryAfter, t.Version = records, v.m.version
+	v.m.topics[name] = t
+	notify := v.m.notifyLocked(name)
+	v.m.mu.Unlock()
+	notify()
+	return t, nil
+}
+
 // DeleteTopic implements runtime.Metastore.
 func (v memberMeta) DeleteTopic(_ context.Context, name string) error {
 	v.m.mu.Lock()
