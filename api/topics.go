@@ -7,6 +7,10 @@ type TopicRequest struct {
 	Partitions     *int   `json:"partitions,omitempty"`
 	RetentionMs    *int64 `json:"retention_ms,omitempty"`
 	RetentionBytes *int64 `json:"retention_bytes,omitempty"`
+	// DictionaryAfter: each node trains the topic a zstd dictionary by
+	// itself once this many records were produced there and it holds
+	// none; 0 is never (the default).
+	DictionaryAfter *int64 `json:"dictionary_after,omitempty"`
 }
 
 // TopicDescription describes a topic and its partitions: the answer of a
@@ -15,10 +19,12 @@ type TopicDescription struct {
 	Name string `json:"name"`
 	// Incarnation names this topic apart from any other of the same name
 	// before or after it (16 hex digits).
-	Incarnation    string                 `json:"incarnation"`
-	RetentionMs    int64                  `json:"retention_ms"`
-	RetentionBytes int64                  `json:"retention_bytes"`
-	Partitions     []PartitionDescription `json:"partitions"`
+	Incarnation    string `json:"incarnation"`
+	RetentionMs    int64  `json:"retention_ms"`
+	RetentionBytes int64  `json:"retention_bytes"`
+	// DictionaryAfter is the topic's automatic dictionary option (0: off).
+	DictionaryAfter int64                  `json:"dictionary_after,omitempty"`
+	Partitions      []PartitionDescription `json:"partitions"`
 }
 
 // PartitionDescription describes one partition of a topic.

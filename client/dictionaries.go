@@ -39,3 +39,11 @@ func (c *Client) Dictionaries(ctx context.Context, topic string) ([]Dictionary, 
 	var out api.DictionaryList
 	return out.Dictionaries, c.doJSON(ctx, http.MethodGet, topicPath(topic)+"/dictionaries", nil, &out)
 }
+
+// SetDictionaryAfter sets the topic's automatic dictionary option: each
+// node trains the topic a dictionary by itself once records records were
+// produced there and it holds none; 0 turns it off.
+func (c *Client) SetDictionaryAfter(ctx context.Context, topic string, records int64) (Topic, error) {
+	var t Topic
+	return t, c.doJSON(ctx, http.MethodPatch, topicPath(topic), api.TopicRequest{DictionaryAfter: &records}, &t)
+}

@@ -71,3 +71,39 @@ func TestDictionary_TrainListAndRefusals(t *testing.T) {
 		t.Fatalf("listing: %d %s", w.Code, w.Body)
 	}
 }
+
+// TestTopics_DictionaryAfterIsSetAndDescribed: dictionary_after is taken by
+// PUT and PATCH (alone or with retention), described, and refused out of
+// its bounds.
+func TestTopics_DictionaryAfterIsSetAndDescribed(t *testing.T) {
+	var ms runtime.Metastore
+	node := startLocalNode(t, func(local *runtime.LocalMetastore) runtime.Metastore {
+		ms = local
+		return ms
+	})
+	a := New(node, ms, zap.NewNop(), prometheus.NewRegistry(), Options{MaxBody: 1 << 20})
+	serve := func(method, path, body string) (int, api.TopicDescription) {
+		w := httptest.NewRecorder()
+		a.ServeHTTP(w, httptest.NewRequest(method, path, strings.NewReader(body)))
+		var d api.TopicDescription
+		json.Unmarshal(w.Body.Bytes(), &d)
+		return w.Code, d
+	}
+	if code, d := serve(http.MethodPut, "/v1/topics/t", `{"partitions": 1, "dictionary_after": 5000}`); code != http.StatusCreated || d.DictionaryAfter != 5000 {
+		t.Fatalf("PUT: %d %+v", code, d)
+	}
+	if code, d := serve(http.MethodPatch, "/v1/topics/t", `{"dictionary_after": 0}`); code != http.StatusOK || d.DictionaryAfter != 0 {
+		t.Fatalf("PATCH to 0: %d %+v", code, d)
+	}
+	if code, d := serve(http.MethodPatch, "/v1/topics/t", `{"dictionary_after": 2000, "retention_ms": 60000}`); code != http.StatusOK || d.DictionaryAfter != 2000 || d.RetentionMs != 60000 {
+		t.Fatalf("PATCH with retention: %d %+v", code, d)
+	}
+	for _, body := range []string{`{"dictionary_after": 5}`, `{"dictionary_after": -1}`, `{"dictionary_after": "soon"}`} {
+		if code, _ := serve(http.MethodPatch, "/v1/topics/t", body); code != http.StatusBadRequest {
+			t.Errorf("PATCH %s: %d", body, code)
+		}
+	}
+	if code, d := serve(http.MethodGet, "/v1/topics/t", ""); code != http.StatusOK || d.DictionaryAfter != 2000 {
+		t.Fatalf("GET: %d %+v", code, d)
+	}
+}

@@ -62,7 +62,14 @@ func (a *Handler) putTopic(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, api.CodeInvalidBody, fmt.Sprintf("partitions must be from 1 to %d, not %d", maxPartitions, *body.Partitions))
 		return
 	}
+	if msg := dictionaryAfterProblem(body.DictionaryAfter); msg != "" {
+		writeError(w, http.StatusBadRequest, api.CodeInvalidBody, msg)
+		return
+	}
 	_, created, err := a.node.CreateTopic(r.Context(), name, *body.Partitions, retention)
+	if err == nil && body.DictionaryAfter != nil {
+		_, err = a.node.SetDictionaryAfter(r.Context(), name, *body.DictionaryAfter)
+	}
 	if err != nil {
 		a.writeNodeError(w, r, err)
 		return
@@ -108,11 +115,25 @@ func (a *Handler) patchTopic(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case body.Partitions != nil:
-		writeError(w, http.StatusBadRequest, api.CodeInvalidBody, "partitions cannot change; PATCH takes retention_ms and retention_bytes")
+		writeError(w, http.StatusBadRequest, api.CodeInvalidBody, "partitions cannot change; PATCH takes retention_ms, retention_bytes and dictionary_after")
 		return
-	case body.RetentionMs == nil && body.RetentionBytes == nil:
-		writeError(w, http.StatusBadRequest, api.CodeInvalidBody, "give retention_ms, retention_bytes or both (0: no bound)")
+	case body.RetentionMs == nil && body.RetentionBytes == nil && body.DictionaryAfter == nil:
+		writeError(w, http.StatusBadRequest, api.CodeInvalidBody, "give retention_ms, retention_bytes (0: no bound), dictionary_after (0: never), or several")
 		return
+	}
+	if msg := dictionaryAfterProblem(body.DictionaryAfter); msg != "" {
+		writeError(w, http.StatusBadRequest, api.CodeInvalidBody, msg)
+		return
+	}
+	if body.DictionaryAfter != nil {
+		if _, err := a.node.SetDictionaryAfter(r.Context(), name, *body.DictionaryAfter); err != nil {
+			a.writeNodeError(w, r, err)
+			return
+		}
+		if body.RetentionMs == nil && body.RetentionBytes == nil {
+			a.describe(w, r, name, http.StatusOK)
+			return
+		}
 	}
 	given := runtime.Retention{Ms: deref(body.RetentionMs), Bytes: deref(body.RetentionBytes)}
 	if msg := retentionProblem(given); msg != "" {
@@ -167,7 +188,7 @@ func (a *Handler) description(r *http.Request, name string) (api.TopicDescriptio
 		return api.TopicDescription{}, err
 	}
 	d := api.TopicDescription{Name: rec.Name, Incarnation: string(rec.Incarnation), RetentionMs: rec.RetentionMs,
-		RetentionBytes: rec.RetentionBytes, Partitions: []api.PartitionDescription{}}
+		RetentionBytes: rec.RetentionBytes, DictionaryAfter: rec.DictionaryAfter, Partitions: []api.PartitionDescription{}}
 	for _, p := range infos {
 		var owner *api.Owner
 		if a.opts.Owners != nil {
@@ -211,6 +232,15 @@ func retentionProblem(r runtime.Retention) string {
 		return fmt.Sprintf("retention_bytes must be 0 (no size bound) or more, not %d", r.Bytes)
 	}
 	return ""
+}
+
+// dictionaryAfterProblem says what is wrong with a dictionary_after given,
+// or "".
+func dictionaryAfterProblem(v *int64) string {
+	if v == nil || *v == 0 || (*v >= runtime.MinDictionaryAfter && *v <= runtime.MaxDictionaryAfter) {
+		return ""
+	}
+	return fmt.Sprintf("dictionary_after must be 0 (never) or from %d to %d records, not %d", runtime.MinDictionaryAfter, int64(runtime.MaxDictionaryAfter), *v)
 }
 
 func deref(p *int64) int64 {

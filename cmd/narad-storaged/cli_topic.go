@@ -18,7 +18,7 @@ var topicCommands = []command{
 	{"create", "create a topic: --partitions, retention by age and size", runTopicCreate},
 	{"list", "list every topic", runTopicList},
 	{"describe", "describe a topic and its partitions", runTopicDescribe},
-	{"alter", "change a topic's retention", runTopicAlter},
+	{"alter", "change a topic's retention or automatic dictionary", runTopicAlter},
 	{"delete", "delete a topic and its records", runTopicDelete},
 	{"train-dictionary", "train a zstd dictionary on a topic's newest records; new frames use it", runTopicTrainDictionary},
 	{"dictionaries", "list a topic's zstd dictionaries on the node", runTopicDictionaries},
@@ -82,6 +82,7 @@ type topicFlags struct {
 	partitions              int
 	retentionMs, retentionB string
 	samples, maxDictBytes   int
+	dictionaryAfter         int64
 }
 
 // newTopicFlags defines the flags subcommand name takes; the connection
@@ -110,6 +111,9 @@ func newTopicFlags(name string, stderr io.Writer) (*flag.FlagSet, *topicFlags) {
 	if name == "create" || name == "alter" {
 		fs.StringVar(&tf.retentionMs, "retention-ms", "", "keep records this long: milliseconds, or a duration such as 7d, 36h, 1h30m; 0 is no age bound")
 		fs.StringVar(&tf.retentionB, "retention-bytes", "", "keep at most this much per partition before the oldest sealed segments go: bytes, or 10GiB, 500MB; 0 is no size bound")
+	}
+	if name == "alter" {
+		fs.Int64Var(&tf.dictionaryAfter, "dictionary-after", 0, "train the topic a zstd dictionary by itself once this many records were produced on a node that holds none (0: never)")
 	}
 	if name == "train-dictionary" {
 		fs.IntVar(&tf.samples, "samples", 0, "train on this many of the topic's newest records on the node, 8 to 100,000 (0: 2,000)")
@@ -258,7 +262,7 @@ func runTopicDescribe(args []string, _ io.Reader, stdout, stderr io.Writer) int 
 }
 
 func runTopicAlter(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	tf, set, code, done := parseTopicCommand("alter", args, stderr, "alter --topic T [--retention-ms D] [--retention-bytes B] [--json]")
+	tf, set, code, done := parseTopicCommand("alter", args, stderr, "alter --topic T [--retention-ms D] [--retention-bytes B] [--dictionary-after N] [--json]")
 	if done {
 		return code
 	}
@@ -267,19 +271,31 @@ func runTopicAlter(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "topic alter:", err)
 		return 2
 	}
-	if ms == nil && bytes == nil {
-		fmt.Fprintln(stderr, "topic alter: give --retention-ms, --retention-bytes or both (a topic's partitions cannot change)")
+	if ms == nil && bytes == nil && !set["dictionary-after"] {
+		fmt.Fprintln(stderr, "topic alter: give --retention-ms, --retention-bytes, --dictionary-after or several (a topic's partitions cannot change)")
 		return 2
 	}
 	return topicCall("alter", tf, stderr, func(ctx context.Context, c *client.Client) error {
-		t, err := c.UpdateRetention(ctx, tf.cf.topic, client.RetentionChange{Ms: ms, Bytes: bytes})
-		if err != nil {
-			return err
+		var t client.Topic
+		var err error
+		if set["dictionary-after"] {
+			if t, err = c.SetDictionaryAfter(ctx, tf.cf.topic, tf.dictionaryAfter); err != nil {
+				return err
+			}
+		}
+		if ms != nil || bytes != nil {
+			if t, err = c.UpdateRetention(ctx, tf.cf.topic, client.RetentionChange{Ms: ms, Bytes: bytes}); err != nil {
+				return err
+			}
 		}
 		if tf.asJSON {
 			return printJSONDoc(stdout, t)
 		}
-		fmt.Fprintf(stdout, "topic %s: retention %s, %s\n", t.Name, formatMillis(t.RetentionMs), formatBytes(t.RetentionBytes))
+		dictionary := ""
+		if t.DictionaryAfter > 0 {
+			dictionary = fmt.Sprintf("; a dictionary after %d records", t.DictionaryAfter)
+		}
+		fmt.Fprintf(stdout, "topic %s: retention %s, %s%s\n", t.Name, formatMillis(t.RetentionMs), formatBytes(t.RetentionBytes), dictionary)
 		return nil
 	})
 }

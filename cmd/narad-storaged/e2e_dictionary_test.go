@@ -51,6 +51,10 @@ func TestE2E_CLITopicDictionary(t *testing.T) {
 		t.Fatalf("dictionaries --json: exit %d, %q", code, out)
 	}
 	produce(100)
+	out, errOut, code = cli(t, "", "topic", "alter", "--addr", d.addr, "--topic", "orders", "--dictionary-after", "5000")
+	if code != 0 || out != "topic orders: retention none, none; a dictionary after 5000 records\n" {
+		t.Fatalf("alter --dictionary-after: exit %d, %q %q", code, out, errOut)
+	}
 	var fetched struct {
 		Records []struct {
 			Value string `json:"value"`
