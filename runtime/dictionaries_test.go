@@ -349,3 +349,42 @@ func TestDictionaryAfter_TrainsOnceEnoughRecordsAreSeen(t *testing.T) {
 		t.Fatalf("trained again: %+v", infos)
 	}
 }
+
+// TestDictionary_RetentionNeverTakesIt: retention deleting every sealed
+// segment, including all frames of a dictionary, leaves the dictionary
+// file (a frame may still name it: only the topic's delete removes it),
+// and what is left reads back.
+func TestDictionary_RetentionNeverTakesIt(t *testing.T) {
+	n := startNode(t, nil, Config{SegmentMaxBytes: 4 << 10})
+	if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	produceOneByOne(t, n, "orders", 0, 100)
+	info, err := n.TrainDictionary(bg, "orders", DictionaryTraining{Samples: 100, MaxBytes: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	produceOneByOne(t, n, "orders", 100, 200)
+	if _, err := n.SetRetention(bg, "orders", Retention{Bytes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := n.Log(bg, "orders", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Sweep(bg); err != nil { // what the reaper does next
+		t.Fatal(err)
+	}
+	start, err := n.Read(bg, "orders", 0, 0, 1, 1<<20)
+	if err == nil || !errors.Is(err, partition.ErrOffsetDeleted) {
+		t.Fatalf("offset 0 after retention: %v, %d records", err, len(start.Records))
+	}
+	name, _ := wire.DictionaryFileName(info.ID)
+	if ok, err := vfs.Exists(n.disk, filepath.Join(dataDir, "topics", "orders", name)); !ok || err != nil {
+		t.Fatalf("retention took the dictionary file: %v, %v", ok, err)
+	}
+	res, err := n.Read(bg, "orders", 0, 299, 1, 1<<20)
+	if err != nil || len(res.Records) != 1 || string(res.Records[0].Value) != string(orderRecords(299, 1)[0].Value) {
+		t.Fatalf("the newest record after retention: %+v, %v", res.Records, err)
+	}
+}
