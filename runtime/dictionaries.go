@@ -138,6 +138,13 @@ func (n *Node) loadDictionaries(topic string) (set *codec.DictionarySet, infos [
 // naming theirs, which stays. Too few records (codec.MinTrainingSamples)
 // or records nothing can be learnt from is codec.ErrBadDictionary.
 func (n *Node) TrainDictionary(ctx context.Context, topic string, opts DictionaryTraining) (DictionaryInfo, error) {
+	info, err := n.trainDictionary(ctx, topic, opts)
+	n.countTraining(trainingOnRequest, err)
+	return info, err
+}
+
+// trainDictionary is TrainDictionary, uncounted.
+func (n *Node) trainDictionary(ctx context.Context, topic string, opts DictionaryTraining) (DictionaryInfo, error) {
 	if opts.Samples == 0 {
 		opts.Samples = DefaultDictionarySamples
 	}

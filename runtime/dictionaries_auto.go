@@ -101,7 +101,8 @@ func (n *Node) countForDictionary(topic string, records int) {
 	go func() {
 		defer n.background.Done()
 		defer a.running.Store(false)
-		info, err := n.TrainDictionary(n.backgroundCtx, topic, DictionaryTraining{})
+		info, err := n.trainDictionary(n.backgroundCtx, topic, DictionaryTraining{})
+		n.countTraining(trainingAutomatic, err)
 		if err != nil {
 			a.nextTry.Store(2 * after) // not at every look: a training reads thousands of records
 			n.logger.Warn("automatic dictionary training failed; trying again later", zap.String("topic", topic),

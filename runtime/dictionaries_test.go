@@ -15,6 +15,7 @@ import (
 	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // orderRecords are small JSON records, one a produce: a trickle-fed topic.
@@ -300,7 +301,8 @@ func TestDictionaries_AFailedListingIsNotKept(t *testing.T) {
 // were produced on the node, and its frames use it; a topic without the
 // option (the default) never does; out-of-bounds values are refused.
 func TestDictionaryAfter_TrainsOnceEnoughRecordsAreSeen(t *testing.T) {
-	n := startNode(t, nil, Config{SegmentMaxBytes: 4 << 20})
+	reg := prometheus.NewRegistry()
+	n := startNode(t, nil, Config{SegmentMaxBytes: 4 << 20, Registerer: reg})
 	for _, topic := range []string{"orders", "plain"} {
 		if _, _, err := n.CreateTopic(bg, topic, 1, Retention{}); err != nil {
 			t.Fatal(err)
@@ -310,6 +312,9 @@ func TestDictionaryAfter_TrainsOnceEnoughRecordsAreSeen(t *testing.T) {
 		if _, err := n.SetDictionaryAfter(bg, "orders", bad); !errors.Is(err, ErrBadDictionaryAfter) {
 			t.Fatalf("dictionary_after %d: %v", bad, err)
 		}
+	}
+	if _, err := n.TrainDictionary(bg, "orders", DictionaryTraining{}); !errors.Is(err, codec.ErrBadDictionary) {
+		t.Fatalf("training an empty topic: %v", err)
 	}
 	rec, err := n.SetDictionaryAfter(bg, "orders", MinDictionaryAfter)
 	if err != nil || rec.DictionaryAfter != MinDictionaryAfter {
@@ -347,6 +352,9 @@ func TestDictionaryAfter_TrainsOnceEnoughRecordsAreSeen(t *testing.T) {
 	n.background.Wait()
 	if infos, _ := n.Dictionaries(bg, "orders"); len(infos) != 1 {
 		t.Fatalf("trained again: %+v", infos)
+	}
+	if got := series(t, reg, "narad_dictionary_trainings_total"); got != "result=refused trigger=request 1\nresult=trained trigger=automatic 1\n" {
+		t.Fatalf("narad_dictionary_trainings_total: %q", got)
 	}
 }
 

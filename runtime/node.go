@@ -182,22 +182,23 @@ type Node struct {
 	receiving sync.Map          // supervisor.Key -> *Receiver: the receive of a partition under way, one at a time
 	opens     openSignals       // waiters for a partition's log to open again
 
-	consumers       *consumers
-	watches         topicWatches // wake-ups of topic-wide waits (topic_wait.go)
-	queues          *queues      // leases of queue consumes, and the consumers parked
-	cursors         *cursors     // fan-out cursors' positions
-	committer       *committer
-	consumerMetrics consumerMetrics
-	topicMetrics    topicMetrics
-	marks           *partitionMarks        // high watermarks for the per-partition gauge
-	dictionaries    topicDictionaries      // each topic's zstd dictionaries, loaded on first use
-	autoTrainings   autoTrainings          // each topic's records counted for its automatic dictionary
-	unregisterHWM   func()                 // takes the node out of its registerer's gauge
-	disk            *diskGuard             // the floor of free space produce keeps
-	cacheBudget     *partition.CacheBudget // shared by the open logs' frame caches; nil: none
-	unregisterDisk  func()                 // takes the node out of its registerer's disk gauges
-	unregisterLimit func()                 // takes the node out of its registerer's budget metrics
-	unregisterLag   func()                 // takes the node out of its registerer's lag gauges
+	consumers         *consumers
+	watches           topicWatches // wake-ups of topic-wide waits (topic_wait.go)
+	queues            *queues      // leases of queue consumes, and the consumers parked
+	cursors           *cursors     // fan-out cursors' positions
+	committer         *committer
+	consumerMetrics   consumerMetrics
+	topicMetrics      topicMetrics
+	marks             *partitionMarks        // high watermarks for the per-partition gauge
+	dictionaries      topicDictionaries      // each topic's zstd dictionaries, loaded on first use
+	autoTrainings     autoTrainings          // each topic's records counted for its automatic dictionary
+	dictionaryMetrics dictionaryMetrics      // the trainings, counted
+	unregisterHWM     func()                 // takes the node out of its registerer's gauge
+	disk              *diskGuard             // the floor of free space produce keeps
+	cacheBudget       *partition.CacheBudget // shared by the open logs' frame caches; nil: none
+	unregisterDisk    func()                 // takes the node out of its registerer's disk gauges
+	unregisterLimit   func()                 // takes the node out of its registerer's budget metrics
+	unregisterLag     func()                 // takes the node out of its registerer's lag gauges
 
 	// dropConsumerState forgets a deleted incarnation's in-memory consumer
 	// state; it runs right after the quarantine rename (and in a purge),
