@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 
@@ -98,7 +99,8 @@ func readDictionaryFile(files vfs.FS, path string, id uint32) (DictionaryFileInf
 // StoreDictionaryFile writes d into the topic directory durably (a
 // temporary file, fdatasync, rename, directory fsync): after it returns
 // the file survives a power loss, and a crash before leaves no file or the
-// whole one. A file already there with the same dictionary is kept; one
+// whole one. A file already there with the same dictionary is kept, and
+// synced with its directory entry before the store returns; one
 // with other bytes under the id is codec.ErrDictionaryConflict, a damaged
 // one an error: neither is ever overwritten, frames may name it.
 func StoreDictionaryFile(files vfs.FS, topicDir string, d *codec.Dictionary, trainedAtMs int64) error {
@@ -117,11 +119,34 @@ func StoreDictionaryFile(files vfs.FS, topicDir string, d *codec.Dictionary, tra
 		if !bytes.Equal(have.Bytes(), d.Bytes()) {
 			return fmt.Errorf("%w: dictionary %d", codec.ErrDictionaryConflict, d.ID())
 		}
-		return nil
+		// An earlier store may have failed after its rename (its
+		// directory sync): the file is here but maybe not durable. Make
+		// it so before returning, since frames will name it.
+		return syncExisting(files, path)
 	}
 	b, err := wire.EncodeDictionaryFile(wire.DictionaryFile{ID: d.ID(), TrainedAtMs: trainedAtMs, Dictionary: d.Bytes()})
 	if err != nil {
 		return err
 	}
 	return vfs.WriteFileAtomic(files, path, b)
+}
+
+// syncExisting makes a file found in place durable: its content
+// (fdatasync) and its directory entry (the directory's fsync).
+func syncExisting(files vfs.FS, path string) error {
+	f, err := files.OpenFile(path, os.O_RDONLY)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	if err := files.SyncDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("sync the entry of %s: %w", path, err)
+	}
+	return nil
 }

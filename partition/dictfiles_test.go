@@ -100,3 +100,31 @@ func TestDictionaryFile_DamageIsLeftOutAndConflictsRefused(t *testing.T) {
 		t.Fatalf("a damaged file loaded: %+v", infos)
 	}
 }
+
+// TestDictionaryFile_StoreAfterAFailedDirectorySyncIsDurable: a store whose
+// directory sync failed left the file renamed in place but its entry
+// unsynced; a second store of the same dictionary (a training retried on
+// the same records, a move's pull retried) must not return nil until the
+// entry is durable, since frames will name the dictionary once it does.
+func TestDictionaryFile_StoreAfterAFailedDirectorySyncIsDurable(t *testing.T) {
+	dict := trainTestDictionary(t, 1)
+	const dir = "/data/topics/orders"
+	d := newDisk(t, 1)
+	d.SetHook(func(c sim.Call) error {
+		if c.Op == sim.OpSyncDir {
+			return errors.New("EIO")
+		}
+		return nil
+	})
+	if err := StoreDictionaryFile(d, dir, dict, 1); err == nil {
+		t.Fatal("the store succeeded with its directory sync failing")
+	}
+	d.SetHook(nil)
+	if err := StoreDictionaryFile(d, dir, dict, 1); err != nil {
+		t.Fatalf("storing again: %v", err)
+	}
+	crashed := d.Crash(sim.CrashPlan{Data: sim.DropUnsynced})
+	if _, infos, _, _ := ReadDictionaryFiles(crashed, dir); len(infos) != 1 {
+		t.Fatalf("the second store returned nil, and a power loss after it lost the dictionary (%d loaded)", len(infos))
+	}
+}
