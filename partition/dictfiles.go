@@ -41,8 +41,10 @@ func (e DictionaryFileError) Unwrap() error { return e.Err }
 // id, so every reader of the same files picks the same one). A file that
 // does not check out (its CRC, its name against its id, the dictionary
 // itself) is left out and returned in bad: frames naming it read as
-// damage, the others are served. A missing directory holds none; another
-// failure to list it is err, with an empty set.
+// damage, the others are served. A missing directory holds none. A failure
+// to list the directory or to read a file (the disk's error, not the
+// file's: isDictionaryDamage) is err, with an empty set: never taken for
+// a lost dictionary, whose frames readers would step over for good.
 func ReadDictionaryFiles(files vfs.FS, topicDir string) (set *codec.DictionarySet, infos []DictionaryFileInfo, bad []DictionaryFileError, err error) {
 	set = &codec.DictionarySet{}
 	entries, err := files.ReadDir(topicDir)
@@ -60,6 +62,9 @@ func ReadDictionaryFiles(files vfs.FS, topicDir string) (set *codec.DictionarySe
 		info, d, err := readDictionaryFile(files, filepath.Join(topicDir, e.Name), id)
 		if err == nil {
 			err = set.Add(d)
+		}
+		if err != nil && !isDictionaryDamage(err) {
+			return &codec.DictionarySet{}, nil, nil, fmt.Errorf("read dictionary file %s of %s: %w", e.Name, topicDir, err)
 		}
 		if err != nil {
 			bad = append(bad, DictionaryFileError{Name: e.Name, Err: err})
@@ -129,6 +134,15 @@ func StoreDictionaryFile(files vfs.FS, topicDir string, d *codec.Dictionary, tra
 		return err
 	}
 	return vfs.WriteFileAtomic(files, path, b)
+}
+
+// isDictionaryDamage tells a dictionary file whose bytes do not check out
+// (left out: its frames are damage) from a failure to read it (the disk's,
+// tried again at the next load).
+func isDictionaryDamage(err error) bool {
+	return errors.Is(err, wire.ErrCorrupt) || errors.Is(err, wire.ErrTruncated) ||
+		errors.Is(err, codec.ErrBadDictionary) || errors.Is(err, codec.ErrDictionaryConflict) ||
+		errors.Is(err, vfs.ErrFileTooLarge)
 }
 
 // syncExisting makes a file found in place durable: its content

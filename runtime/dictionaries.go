@@ -90,18 +90,21 @@ func (td *topicDictionaries) forget(topic string) {
 // dictionariesLocked returns the topic's dictionary set for the record's
 // incarnation, loading it from the topic directory when it is not loaded
 // yet; the caller holds the topic's guard, so no other load or training of
-// the topic runs.
-func (n *Node) dictionariesLocked(rec TopicRecord) *codec.DictionarySet {
+// the topic runs. A failure to read the directory or a file of it (the
+// disk's, not a damaged file's) is returned and nothing is kept: the
+// caller fails (an open is retried), and the next call reads again, so no
+// frame is taken for one whose dictionary is lost.
+func (n *Node) dictionariesLocked(rec TopicRecord) (*codec.DictionarySet, error) {
 	td := &n.dictionaries
 	td.mu.Lock()
 	loaded, ok := td.topics[rec.Name]
 	td.mu.Unlock()
 	if ok && loaded.incarnation == rec.Incarnation {
-		return loaded.set
+		return loaded.set, nil
 	}
-	set, infos, listed := n.loadDictionaries(rec.Name)
-	if !listed {
-		return set // not kept: the next open lists the directory again
+	set, infos, err := n.loadDictionaries(rec.Name)
+	if err != nil {
+		return nil, err
 	}
 	loaded = loadedDictionaries{incarnation: rec.Incarnation, set: set}
 	if len(infos) > 0 {
@@ -113,22 +116,22 @@ func (n *Node) dictionariesLocked(rec TopicRecord) *codec.DictionarySet {
 		td.topics = make(map[string]loadedDictionaries)
 	}
 	td.topics[rec.Name] = loaded
-	return set
+	return set, nil
 }
 
 // loadDictionaries reads a topic's dictionary files (partition.
-// ReadDictionaryFiles), logging each left out: the frames that name it read
-// as damage, the others are served. listed is false when the directory
-// could not be listed at all.
-func (n *Node) loadDictionaries(topic string) (set *codec.DictionarySet, infos []partition.DictionaryFileInfo, listed bool) {
+// ReadDictionaryFiles), logging each left out as damaged: the frames that
+// name it read as damage, the others are served. err is a failure to read
+// them at all (the disk's).
+func (n *Node) loadDictionaries(topic string) (*codec.DictionarySet, []partition.DictionaryFileInfo, error) {
 	set, infos, bad, err := partition.ReadDictionaryFiles(n.cfg.FS, filepath.Join(n.topicsDir, topic))
 	if err != nil {
-		n.logger.Error("listing a topic's dictionaries failed; frames that name one read as damage until it lists", zap.String("topic", topic), zap.Error(err))
+		return nil, nil, fmt.Errorf("dictionaries of %s: %w", topic, err)
 	}
 	for _, b := range bad {
-		n.logger.Error("dictionary file unreadable; frames that name it read as damage", zap.String("topic", topic), zap.String("file", b.Name), zap.Error(b.Err))
+		n.logger.Error("dictionary file damaged; frames that name it read as damage", zap.String("topic", topic), zap.String("file", b.Name), zap.Error(b.Err))
 	}
-	return set, infos, err == nil
+	return set, infos, nil
 }
 
 // TrainDictionary trains a zstd dictionary on the newest records of the
@@ -177,7 +180,10 @@ func (n *Node) trainDictionary(ctx context.Context, topic string, opts Dictionar
 		if err := n.checkIncarnation(t, rec); err != nil {
 			return err
 		}
-		set := n.dictionariesLocked(rec)
+		set, err := n.dictionariesLocked(rec)
+		if err != nil {
+			return err
+		}
 		if set.Lookup(d.ID()) == nil && len(set.IDs()) >= MaxTopicDictionaries {
 			return fmt.Errorf("%w: %s holds %d", ErrTooManyDictionaries, topic, MaxTopicDictionaries)
 		}
@@ -213,7 +219,10 @@ func (n *Node) Dictionaries(ctx context.Context, topic string) ([]DictionaryInfo
 		if marker, err := n.readMarker(filepath.Join(n.topicsDir, rec.Name)); err != nil || marker != rec.Incarnation {
 			return nil // no directory of this incarnation yet (or a leftover of another): none
 		}
-		_, files, _ := n.loadDictionaries(rec.Name) // newest first: the current one
+		_, files, err := n.loadDictionaries(rec.Name) // newest first: the current one
+		if err != nil {
+			return err
+		}
 		for _, f := range files {
 			infos = append(infos, DictionaryInfo{ID: f.ID, Bytes: f.Bytes, TrainedAtMs: f.TrainedAtMs})
 		}

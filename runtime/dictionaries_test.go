@@ -262,9 +262,9 @@ func TestTrainDictionary_AStaleRecordNeverJudgesTheNewDirectory(t *testing.T) {
 }
 
 // TestDictionaries_AFailedListingIsNotKept: a topic directory whose listing
-// fails at a log's open leaves that log without the dictionaries (their
-// frames unreadable, never served), and the next open lists it again and
-// serves them.
+// fails at a log's open fails the open (the disk's error, retried; no
+// frame read as damage), and the next open lists it again and serves
+// them.
 func TestDictionaries_AFailedListingIsNotKept(t *testing.T) {
 	d := newTestDisk(t, 1)
 	n := startNode(t, d, Config{SegmentMaxBytes: 1 << 20})
@@ -285,8 +285,8 @@ func TestDictionaries_AFailedListingIsNotKept(t *testing.T) {
 	restarted := startNode(t, crashed, Config{SegmentMaxBytes: 1 << 20})
 	_, err := restarted.Read(bg, "orders", 0, 50, 10, 1<<20)
 	eio.Remove()
-	if !errors.Is(err, codec.ErrDictionaryMissing) || eio.Fired() == 0 {
-		t.Fatalf("a read with the listing failing: %v (the fault fired %d times)", err, eio.Fired())
+	if err == nil || errors.Is(err, partition.ErrUnreadable) || !errors.Is(err, syscall.EIO) || eio.Fired() == 0 {
+		t.Fatalf("a read with the listing failing: %v, want the disk's error, not damage (the fault fired %d times)", err, eio.Fired())
 	}
 	if err := restarted.reg.CloseLive(key("orders", 0)); err != nil {
 		t.Fatal(err)
@@ -394,5 +394,46 @@ func TestDictionary_RetentionNeverTakesIt(t *testing.T) {
 	res, err := n.Read(bg, "orders", 0, 299, 1, 1<<20)
 	if err != nil || len(res.Records) != 1 || string(res.Records[0].Value) != string(orderRecords(299, 1)[0].Value) {
 		t.Fatalf("the newest record after retention: %+v, %v", res.Records, err)
+	}
+}
+
+// TestDictionaries_AFailedFileReadIsNotDamage: an I/O error reading one
+// dictionary file at a log's open is the disk's error, not a lost
+// dictionary: the frames that name it must not read as damage (which
+// consumers settle without delivering), and once the disk answers they
+// are served.
+func TestDictionaries_AFailedFileReadIsNotDamage(t *testing.T) {
+	d := newTestDisk(t, 1)
+	n := startNode(t, d, Config{SegmentMaxBytes: 1 << 20})
+	if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	produceOneByOne(t, n, "orders", 0, 50)
+	info, err := n.TrainDictionary(bg, "orders", DictionaryTraining{Samples: 50, MaxBytes: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	produceOneByOne(t, n, "orders", 50, 10)
+	name, _ := wire.DictionaryFileName(info.ID)
+
+	crashed := d.ProcessCrash()
+	eio := crashed.Inject(sim.Fault{Op: sim.OpRead, Path: filepath.Join(dataDir, "topics", "orders", name), Nth: 1, Err: syscall.EIO})
+	restarted := startNode(t, crashed, Config{SegmentMaxBytes: 1 << 20})
+	_, err = restarted.Read(bg, "orders", 0, 50, 10, 1<<20)
+	fired := eio.Fired()
+	eio.Remove()
+	if fired == 0 {
+		t.Fatal("the fault never fired")
+	}
+	// The fault may fire at startup's open or at this read's: either way
+	// the read is served or fails with the disk's error, never as damage.
+	if err != nil && (errors.Is(err, partition.ErrUnreadable) || !errors.Is(err, syscall.EIO)) {
+		t.Errorf("a read with the dictionary file's read failing once: %v, want the disk's error, not damage", err)
+	}
+	if err := restarted.reg.CloseLive(key("orders", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if got := readValues(t, restarted, "orders", 0); len(got) != 60 {
+		t.Fatalf("after the disk answers again and a reopen: %d records, want 60", len(got))
 	}
 }

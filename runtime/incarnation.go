@@ -61,11 +61,15 @@ func (n *Node) openAdmitted(key supervisor.Key, rec TopicRecord) (*partition.Log
 	if err := n.settleBeforeOpen(key); err != nil {
 		return nil, err
 	}
+	dicts, err := n.dictionariesLocked(rec)
+	if err != nil {
+		return nil, err // the disk's error: the open fails and is retried, no frame read as damage
+	}
 	dir, _ := wire.PartitionDirName(key.Partition)
 	l, err := partition.Open(filepath.Join(n.topicsDir, key.Topic, dir), partition.Options{
 		FS:                n.cfg.FS,
 		Codec:             n.cfg.Codec,
-		Dictionaries:      n.dictionariesLocked(rec),
+		Dictionaries:      dicts,
 		Logger:            n.logger.With(zap.String("topic", key.Topic), zap.Int("partition", key.Partition)),
 		Metrics:           n.metrics,
 		SegmentMaxBytes:   n.cfg.SegmentMaxBytes,
