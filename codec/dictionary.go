@@ -91,11 +91,14 @@ func ParseDictionary(raw []byte) (*Dictionary, error) {
 
 // TrainDictionary builds a dictionary of at most maxBytes (0:
 // DefaultDictionaryBytes) from samples: frame payloads as the codec is
-// given them. Its id is derived from the samples (a CRC-32C mapped into the
-// id range), so two nodes that train on different records get different
-// ids, and a node never needs to ask another which ids are taken; a
-// collision between different dictionaries is refused where they meet
-// (DictionarySet.Add). The samples are only read.
+// given them. Its id is derived from the trained dictionary's own content
+// (a CRC-32C of everything after the id, mapped into the id range): the
+// library's trainer does not give the same bytes twice for the same
+// samples, so an id of the samples would name two dictionaries after a
+// retry, while an id of the content names one, and a node never needs to
+// ask another which ids are taken; a collision between different
+// dictionaries is refused where they meet (DictionarySet.Add). The samples
+// are only read.
 func TrainDictionary(samples [][]byte, maxBytes int) (*Dictionary, error) {
 	if maxBytes == 0 {
 		maxBytes = DefaultDictionaryBytes
@@ -107,22 +110,20 @@ func TrainDictionary(samples [][]byte, maxBytes int) (*Dictionary, error) {
 		return nil, fmt.Errorf("%w: %d samples, at least %d", ErrBadDictionary, len(samples), MinTrainingSamples)
 	}
 	total := 0
-	sum := crc32.New(crc32.MakeTable(crc32.Castagnoli))
-	var length [4]byte
 	for _, sample := range samples {
 		total += len(sample)
 		if total > MaxTrainingBytes {
 			return nil, fmt.Errorf("%w: samples over %d bytes", ErrBadDictionary, MaxTrainingBytes)
 		}
-		binary.BigEndian.PutUint32(length[:], uint32(len(sample)))
-		sum.Write(length[:])
-		sum.Write(sample)
 	}
-	id := MinDictionaryID + sum.Sum32()%(MaxDictionaryID-MinDictionaryID+1)
-	raw, err := buildZstdDictionary(samples, maxBytes, id)
+	raw, err := buildZstdDictionary(samples, maxBytes, MinDictionaryID)
 	if err != nil {
 		return nil, err
 	}
+	// RFC 8878: the magic number, then the id (4 bytes, little-endian),
+	// then the entropy tables and content the id is taken from.
+	content := crc32.Checksum(raw[8:], crc32.MakeTable(crc32.Castagnoli))
+	binary.LittleEndian.PutUint32(raw[4:8], MinDictionaryID+content%(MaxDictionaryID-MinDictionaryID+1))
 	return ParseDictionary(raw)
 }
 
@@ -143,8 +144,8 @@ func buildZstdDictionary(samples [][]byte, maxBytes int, id uint32) (raw []byte,
 	if err != nil {
 		return nil, fmt.Errorf("%w: training: %w", ErrBadDictionary, err)
 	}
-	if len(raw) > MaxDictionaryBytes {
-		return nil, fmt.Errorf("%w: trained %d bytes, at most %d", ErrBadDictionary, len(raw), MaxDictionaryBytes)
+	if len(raw) > MaxDictionaryBytes || len(raw) < 8 {
+		return nil, fmt.Errorf("%w: trained %d bytes, at least 8 and at most %d", ErrBadDictionary, len(raw), MaxDictionaryBytes)
 	}
 	return raw, nil
 }

@@ -437,3 +437,26 @@ func TestDictionaries_AFailedFileReadIsNotDamage(t *testing.T) {
 		t.Fatalf("after the disk answers again and a reopen: %d records, want 60", len(got))
 	}
 }
+
+// TestTrainDictionary_AgainOnTheSameRecords: a second training on records
+// that did not change (an operator's retry, a retry after a failed store)
+// derives the same id from the same samples; the trainer's bytes must not
+// then be refused as a conflicting dictionary under that id.
+func TestTrainDictionary_AgainOnTheSameRecords(t *testing.T) {
+	n := startNode(t, nil, Config{SegmentMaxBytes: 1 << 20})
+	if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	produceOneByOne(t, n, "orders", 0, 50)
+	first, err := n.TrainDictionary(bg, "orders", DictionaryTraining{Samples: 50, MaxBytes: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := n.TrainDictionary(bg, "orders", DictionaryTraining{Samples: 50, MaxBytes: 4 << 10})
+	if err != nil {
+		t.Fatalf("training again on the same 50 records (first id %d): %v", first.ID, err)
+	}
+	if second.ID != first.ID {
+		t.Logf("ids %d and %d", first.ID, second.ID)
+	}
+}
