@@ -107,3 +107,38 @@ func TestTopics_DictionaryAfterIsSetAndDescribed(t *testing.T) {
 		t.Fatalf("GET: %d %+v", code, d)
 	}
 }
+
+// TestTopics_ARefusedPatchChangesNothing: a PATCH refused for its
+// retention (400) leaves dictionary_after as it was: bad input loses
+// nothing and changes nothing. Likewise a PUT of an existing topic that
+// conflicts changes nothing.
+func TestTopics_ARefusedPatchChangesNothing(t *testing.T) {
+	var ms runtime.Metastore
+	node := startLocalNode(t, func(local *runtime.LocalMetastore) runtime.Metastore {
+		ms = local
+		return ms
+	})
+	a := New(node, ms, zap.NewNop(), prometheus.NewRegistry(), Options{MaxBody: 1 << 20})
+	serve := func(method, path, body string) (int, api.TopicDescription) {
+		w := httptest.NewRecorder()
+		a.ServeHTTP(w, httptest.NewRequest(method, path, strings.NewReader(body)))
+		var d api.TopicDescription
+		json.Unmarshal(w.Body.Bytes(), &d)
+		return w.Code, d
+	}
+	if code, _ := serve(http.MethodPut, "/v1/topics/t", `{"partitions": 1}`); code != http.StatusCreated {
+		t.Fatalf("PUT: %d", code)
+	}
+	if code, _ := serve(http.MethodPatch, "/v1/topics/t", `{"dictionary_after": 5000, "retention_ms": -1}`); code != http.StatusBadRequest {
+		t.Fatalf("PATCH with a bad retention: %d, want 400", code)
+	}
+	if code, d := serve(http.MethodGet, "/v1/topics/t", ""); code != http.StatusOK || d.DictionaryAfter != 0 {
+		t.Fatalf("after a refused PATCH: dictionary_after %d, want 0 (unchanged)", d.DictionaryAfter)
+	}
+	if code, _ := serve(http.MethodPut, "/v1/topics/t", `{"partitions": 3, "dictionary_after": 5000}`); code < 400 {
+		t.Fatalf("PUT of another partition count: %d", code)
+	}
+	if code, d := serve(http.MethodGet, "/v1/topics/t", ""); code != http.StatusOK || d.DictionaryAfter != 0 {
+		t.Fatalf("after a refused PUT: dictionary_after %d, want 0 (unchanged)", d.DictionaryAfter)
+	}
+}

@@ -121,7 +121,14 @@ func (a *Handler) patchTopic(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, api.CodeInvalidBody, "give retention_ms, retention_bytes (0: no bound), dictionary_after (0: never), or several")
 		return
 	}
+	// Everything is checked before anything is written: a refused PATCH
+	// changes nothing.
 	if msg := dictionaryAfterProblem(body.DictionaryAfter); msg != "" {
+		writeError(w, http.StatusBadRequest, api.CodeInvalidBody, msg)
+		return
+	}
+	given := runtime.Retention{Ms: deref(body.RetentionMs), Bytes: deref(body.RetentionBytes)}
+	if msg := retentionProblem(given); msg != "" {
 		writeError(w, http.StatusBadRequest, api.CodeInvalidBody, msg)
 		return
 	}
@@ -134,11 +141,6 @@ func (a *Handler) patchTopic(w http.ResponseWriter, r *http.Request) {
 			a.describe(w, r, name, http.StatusOK)
 			return
 		}
-	}
-	given := runtime.Retention{Ms: deref(body.RetentionMs), Bytes: deref(body.RetentionBytes)}
-	if msg := retentionProblem(given); msg != "" {
-		writeError(w, http.StatusBadRequest, api.CodeInvalidBody, msg)
-		return
 	}
 	// A bound not given keeps its value; the merge happens in the
 	// metastore, so two PATCHes of different bounds at once both land.
