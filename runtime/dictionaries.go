@@ -234,6 +234,9 @@ func (n *Node) Dictionaries(ctx context.Context, topic string) ([]DictionaryInfo
 // dictionarySamples reads up to want of the topic's newest records, spread
 // over the partitions this node owns, each as the one-record payload a
 // frame of it holds ([len][envelope]): what the dictionary will compress.
+// It holds at most codec.MaxTrainingBytes of them (what a training takes),
+// and leaves out a record larger than a dictionary may be
+// (codec.MaxDictionaryBytes): a frame that large finds its own matches.
 func (n *Node) dictionarySamples(ctx context.Context, rec TopicRecord, want int) ([][]byte, error) {
 	owned, err := n.owned(ctx, rec)
 	if err != nil {
@@ -244,6 +247,7 @@ func (n *Node) dictionarySamples(ctx context.Context, rec TopicRecord, want int)
 	}
 	perPartition := max(want/len(owned), 1)
 	var samples [][]byte
+	held := 0 // bytes of samples
 	for _, p := range owned {
 		var start, hwm int64
 		if err := n.withLog(ctx, supervisor.Key{Topic: rec.Name, Partition: p}, func(l *partition.Log) error {
@@ -267,6 +271,9 @@ func (n *Node) dictionarySamples(ctx context.Context, rec TopicRecord, want int)
 				return nil, err
 			}
 			for _, r := range res.Records {
+				if len(r.Key)+len(r.Value) > codec.MaxDictionaryBytes {
+					continue // too large to learn from: not copied
+				}
 				env, err := wire.AppendEnvelope(nil, r.Key, r.CommittedAtUnixMs, r.Value)
 				if err != nil {
 					return nil, err
@@ -275,6 +282,13 @@ func (n *Node) dictionarySamples(ctx context.Context, rec TopicRecord, want int)
 				if err != nil {
 					return nil, err
 				}
+				if len(sample) > codec.MaxDictionaryBytes {
+					continue
+				}
+				if held+len(sample) > codec.MaxTrainingBytes {
+					return samples, nil // as much as a training takes
+				}
+				held += len(sample)
 				samples = append(samples, sample)
 			}
 			if res.Next <= offset {

@@ -460,3 +460,47 @@ func TestTrainDictionary_AgainOnTheSameRecords(t *testing.T) {
 		t.Logf("ids %d and %d", first.ID, second.ID)
 	}
 }
+
+// TestTrainDictionary_SamplesHeldAreBounded: a training never holds more
+// sample bytes than codec.TrainDictionary accepts (codec.MaxTrainingBytes),
+// nor a record larger than a dictionary may be (codec.MaxDictionaryBytes:
+// such a record finds its own matches), however large the topic's records
+// and however many are asked for.
+func TestTrainDictionary_SamplesHeldAreBounded(t *testing.T) {
+	d := newTestDisk(t, 1)
+	n := startNode(t, d, Config{SegmentMaxBytes: 64 << 20})
+	if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 4<<20)
+	for range 4 { // too large to learn from
+		if _, err := n.Produce(bg, "orders", 0, []partition.Record{{Value: big}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	near := make([]byte, codec.MaxDictionaryBytes-1<<10)
+	batch := []partition.Record{{Value: near}, {Value: near}, {Value: near}, {Value: near}, {Value: near}}
+	for range 14 { // 70 MiB of records a dictionary may learn from, over codec.MaxTrainingBytes
+		if _, err := n.Produce(bg, "orders", 0, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec, _, err := n.ms.Topic(bg, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples, err := n.dictionarySamples(bg, rec, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, s := range samples {
+		if len(s) > codec.MaxDictionaryBytes {
+			t.Fatalf("a sample of %d bytes, over the %d a dictionary may hold", len(s), codec.MaxDictionaryBytes)
+		}
+		total += len(s)
+	}
+	if total > codec.MaxTrainingBytes || len(samples) == 0 {
+		t.Fatalf("a training held %d samples of %d MiB, want some and at most the %d MiB it may train on", len(samples), total>>20, codec.MaxTrainingBytes>>20)
+	}
+}
