@@ -298,7 +298,11 @@
 // (supervisor.Registry.WithPartitionClosed): a drop renames pNNNNN to
 // pNNNNN.dropped, syncs the topic directory, removes it and syncs again (a
 // crash leaves .dropped, removed at the next start). A set-aside creates
-// lost/<topic>.<incarnation>/ durably, renames pNNNNN into it as
+// lost/<topic>.<incarnation>/ durably, stores there each of the topic's
+// dictionary files that checks out (partition.StoreDictionaryFile: synced
+// with its entry, so the copy's frames still decode once the topic is
+// deleted; before the rename, so no crash leaves a copy without the
+// dictionaries it names), renames pNNNNN into it as
 // pNNNNN.<unix ms> (a suffix when the name is taken), and syncs the topic
 // directory and the destination: the rename is atomic, so a crash leaves
 // the copy whole under one name or the other, never in both.

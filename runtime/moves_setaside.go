@@ -4,15 +4,19 @@ package runtime
 // and whose partitions an operator reassigned to other nodes while it was
 // away, may hold acked records the new owners never had: its copy is never
 // removed, only moved out of topics/ into <data dir>/lost/, which the node
-// never opens, sweeps or removes. What is there is the operator's.
+// never opens, sweeps or removes, with the topic's dictionary files beside
+// it. What is there is the operator's.
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/narad-io/storage/codec"
+	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/wire"
 	"go.uber.org/zap"
@@ -60,6 +64,9 @@ func (n *Node) SetAsidePartition(ctx context.Context, topic string, p int) (stri
 		if err := vfs.MkdirAllDurable(n.cfg.FS, parent); err != nil {
 			return err
 		}
+		if err := n.setAsideDictionaries(key.Topic, paths.topicDir, parent); err != nil {
+			return err
+		}
 		dest, err := n.freeSetAsideName(parent, filepath.Base(paths.final)+"."+strconv.FormatInt(time.Now().UnixMilli(), 10))
 		if err != nil {
 			return err
@@ -84,6 +91,34 @@ func (n *Node) SetAsidePartition(ctx context.Context, topic string, p int) (stri
 			zap.String("topic", topic), zap.Int("partition", p), zap.String("path", moved))
 	}
 	return moved, nil
+}
+
+// setAsideDictionaries stores in parent, durably, each of the topic's
+// dictionary files in topicDir that checks out, so the set-aside copy's
+// frames decode there (inspect reads a segment's dictionaries two
+// directories up) after the topic directory is gone. A damaged file is
+// logged and left (its frames were damage already); a file in parent with
+// other bytes under the id (a copy of another incarnation set aside as
+// "unknown") is logged and kept, never overwritten.
+func (n *Node) setAsideDictionaries(topic, topicDir, parent string) error {
+	set, infos, bad, err := partition.ReadDictionaryFiles(n.cfg.FS, topicDir)
+	if err != nil {
+		return err
+	}
+	for _, b := range bad {
+		n.logger.Error("dictionary file damaged; not set aside with the copy", zap.String("topic", topic), zap.String("file", b.Name), zap.Error(b.Err))
+	}
+	for _, info := range infos {
+		err := partition.StoreDictionaryFile(n.cfg.FS, parent, set.Lookup(info.ID), info.TrainedAtMs)
+		if errors.Is(err, codec.ErrDictionaryConflict) {
+			n.logger.Error("a set-aside place holds another dictionary under the id; the copy's is not set aside", zap.String("topic", topic), zap.String("dir", parent), zap.Uint32("id", info.ID))
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("set aside dictionary %d: %w", info.ID, err)
+		}
+	}
+	return nil
 }
 
 // freeSetAsideName returns the first path in parent, of base, then base-1,

@@ -5,12 +5,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 
 	"github.com/narad-io/storage/internal/crashtest"
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/supervisor"
+	"github.com/narad-io/storage/tool"
 	"github.com/narad-io/storage/vfs"
 	"github.com/narad-io/storage/vfs/sim"
 	"github.com/narad-io/storage/wire"
@@ -336,4 +338,52 @@ func TestSetAsidePartition_NeverOverwritesAnEarlierCopy(t *testing.T) {
 			t.Fatalf("lost/ holds %v, want the 3 copies", got)
 		}
 	})
+}
+
+// TestSetAsidePartition_TakesTheTopicsDictionaries: a set-aside copy whose
+// frames name a dictionary of the topic gets the topic's dictionary files
+// beside it (lost/<topic>.<incarnation>/dictionary.<id>), durably: after
+// the topic is deleted and a power loss, inspect still decodes every
+// zstd-dict frame of the copy.
+func TestSetAsidePartition_TakesTheTopicsDictionaries(t *testing.T) {
+	n, ms := setAsideNode(t, 1, Config{SegmentMaxBytes: 1 << 20})
+	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 50)); err != nil {
+		t.Fatal(err)
+	}
+	info, err := n.TrainDictionary(bg, "orders", DictionaryTraining{Samples: 50, MaxBytes: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 50+i, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lost := lostDirOf(t, n, "orders")
+	ms.set(func(m *testMetastore) { m.foreign[key("orders", 0)] = true })
+	moved, err := n.SetAsidePartition(bg, "orders", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.DeleteTopic(bg, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	afterPowerLoss := n.disk.Crash(sim.CrashPlan{Data: sim.DropUnsynced})
+	name, _ := wire.DictionaryFileName(info.ID)
+	if !slices.Contains(entryNames(t, afterPowerLoss, lost), name) {
+		t.Fatalf("%s holds %v after a power loss, want %s", lost, entryNames(t, afterPowerLoss, lost), name)
+	}
+	var out strings.Builder
+	for _, seg := range entryNames(t, afterPowerLoss, moved) {
+		if _, err := wire.ParseSegmentFileName(seg); err != nil {
+			continue
+		}
+		problems, err := tool.Inspect(&out, tool.InspectOptions{Segment: filepath.Join(moved, seg), Records: true, FS: afterPowerLoss})
+		if problems != 0 || err != nil {
+			t.Fatalf("inspect %s: %d problems, %v:\n%s", seg, problems, err, out.String())
+		}
+	}
+	if got := strings.Count(out.String(), " codec: zstd-dict "); got != 10 {
+		t.Fatalf("inspect decoded %d zstd-dict frames of the set-aside copy, want 10:\n%s", got, out.String())
+	}
 }

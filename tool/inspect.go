@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -82,6 +83,23 @@ func dataDirOfSegment(segment string) (string, bool) {
 		return "", false
 	}
 	return filepath.Dir(topicsDir), true
+}
+
+// dictionariesOfSegment is the directory whose dictionary files decode a
+// segment: its topic directory (DATA/topics/TOPIC/pNNNNN/SEGMENT.log), or
+// the place a set-aside copy lies in with its topic's dictionaries
+// (DATA/lost/TOPIC.INCARNATION/pNNNNN.MS/SEGMENT.log), if it lies in
+// either.
+func dictionariesOfSegment(segment string) (string, bool) {
+	partitionDir := filepath.Dir(filepath.Clean(segment))
+	if _, ok := dataDirOfSegment(segment); ok {
+		return filepath.Dir(partitionDir), true
+	}
+	name, _, _ := strings.Cut(filepath.Base(partitionDir), ".")
+	if _, err := wire.ParsePartitionDirName(name); err != nil || filepath.Base(filepath.Dir(filepath.Dir(partitionDir))) != wire.LostDirName {
+		return "", false
+	}
+	return filepath.Dir(partitionDir), true
 }
 
 // inspector dumps one file.
@@ -189,10 +207,11 @@ func (in *inspector) run(path string, out io.Writer, messages io.Writer) (proble
 	}
 
 	in.walker = newWalker()
-	if _, ok := dataDirOfSegment(path); ok {
-		// A segment of a data directory: its topic's dictionaries decode
-		// its zstd-dict frames.
-		for _, detail := range in.walker.useDictionaries(in.files, filepath.Dir(filepath.Dir(path))) {
+	if dictsDir, ok := dictionariesOfSegment(path); ok {
+		// A segment of a data directory's topic, or of a copy set aside
+		// under lost/: the dictionaries beside its partition decode its
+		// zstd-dict frames.
+		for _, detail := range in.walker.useDictionaries(in.files, dictsDir) {
 			problems++
 			fmt.Fprintf(messages, "inspect: %s\n", detail)
 		}
