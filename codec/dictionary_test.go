@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"sync"
 	"testing"
 
@@ -291,5 +292,32 @@ func TestForFrameAllocatesNothing(t *testing.T) {
 				t.Errorf("ForFrame(%s, %v) allocates %.0f times", id, dicts != nil, allocs)
 			}
 		}
+	}
+}
+
+// TestDictionaryEncoderMemoryIsBoundedWhatEverTheCores: a dictionary's
+// encoder lives as long as the dictionary (a node may hold 16 per topic),
+// so what it allocates must not grow with GOMAXPROCS: at 64 it must stay
+// near what it is at 2, not the library's one block encoder per core.
+func TestDictionaryEncoderMemoryIsBoundedWhatEverTheCores(t *testing.T) {
+	samples := trainingSamples(3, 300)
+	allocated := func(procs int) uint64 {
+		defer goruntime.GOMAXPROCS(goruntime.GOMAXPROCS(procs))
+		d, err := TrainDictionary(samples, 8<<10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var before, after goruntime.MemStats
+		goruntime.ReadMemStats(&before)
+		if _, err := WithDictionary(d, nil).Encode(nil, samples[0]); err != nil {
+			t.Fatal(err)
+		}
+		goruntime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	at2, at64 := allocated(2), allocated(64)
+	t.Logf("a dictionary's encoder and first frame: %.1f MiB at GOMAXPROCS 2, %.1f MiB at 64", float64(at2)/(1<<20), float64(at64)/(1<<20))
+	if at64 > 2*at2 {
+		t.Fatalf("at GOMAXPROCS 64 a dictionary's encoder took %d bytes, more than twice the %d at 2", at64, at2)
 	}
 }
