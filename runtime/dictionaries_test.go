@@ -3,6 +3,7 @@ package runtime
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -502,5 +503,77 @@ func TestTrainDictionary_SamplesHeldAreBounded(t *testing.T) {
 	}
 	if total > codec.MaxTrainingBytes || len(samples) == 0 {
 		t.Fatalf("a training held %d samples of %d MiB, want some and at most the %d MiB it may train on", len(samples), total>>20, codec.MaxTrainingBytes>>20)
+	}
+}
+
+// TestTrainDictionary_AFailedStoreNamesItInNoFrame: a training whose
+// dictionary file could not be stored durably never makes it current: the
+// records produced after it are acked in frames that name no dictionary a
+// power loss can take, and all read back after one.
+func TestTrainDictionary_AFailedStoreNamesItInNoFrame(t *testing.T) {
+	d := newTestDisk(t, 1)
+	n := startNode(t, d, Config{SegmentMaxBytes: 1 << 20})
+	if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	produceOneByOne(t, n, "orders", 0, 50)
+	eio := d.Inject(sim.Fault{Op: sim.OpSyncDir, Path: filepath.Join(dataDir, "topics", "orders"), Nth: 1, Err: syscall.EIO})
+	if _, err := n.TrainDictionary(bg, "orders", DictionaryTraining{Samples: 50, MaxBytes: 4 << 10}); err == nil || eio.Fired() == 0 {
+		t.Fatalf("a training whose directory sync failed: %v (fired %d)", err, eio.Fired())
+	}
+	eio.Remove()
+	produceOneByOne(t, n, "orders", 50, 10)
+
+	restarted := startNode(t, d.Crash(sim.CrashPlan{Data: sim.DropUnsynced}), Config{SegmentMaxBytes: 1 << 20})
+	if got := readValues(t, restarted, "orders", 0); len(got) != 60 {
+		t.Fatalf("after a power loss: %d records, want the 60 acked", len(got))
+	}
+}
+
+// TestDictionaries_ANewIncarnationNeverGetsTheOldSet: a topic recreated
+// elsewhere (a cluster's other node; here the record's incarnation changed
+// under the node) is met at the next open, which quarantines the old
+// directory: the new incarnation's logs must not encode with the old
+// incarnation's dictionary, whose file went with the old directory.
+func TestDictionaries_ANewIncarnationNeverGetsTheOldSet(t *testing.T) {
+	d := newTestDisk(t, 1)
+	n := startNode(t, d, Config{SegmentMaxBytes: 1 << 20})
+	if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	produceOneByOne(t, n, "orders", 0, 50)
+	if _, err := n.TrainDictionary(bg, "orders", DictionaryTraining{Samples: 50, MaxBytes: 4 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.reg.CloseLive(key("orders", 0)); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := wire.NewIncarnationID(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.ms.mu.Lock()
+	r := n.ms.topics["orders"]
+	r.Incarnation = fresh
+	n.ms.topics["orders"] = r
+	n.ms.mu.Unlock()
+	produceOneByOne(t, n, "orders", 0, 10) // opens the new incarnation's directory, quarantining the old
+
+	if err := n.reg.CloseLive(key("orders", 0)); err != nil {
+		t.Fatal(err)
+	}
+	// What a restart loads: the new directory's own dictionary files.
+	topicDir := filepath.Join(dataDir, "topics", "orders")
+	set, _, _, err := partition.ReadDictionaryFiles(d, topicDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := partition.Open(filepath.Join(topicDir, "p00000"), partition.Options{FS: d, Dictionaries: set})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if res, err := l.Read(0, 100, 1<<20); err != nil || len(res.Records) != 10 {
+		t.Fatalf("the new incarnation's records with its own directory's dictionaries: %v", err)
 	}
 }
