@@ -25,9 +25,12 @@ const (
 	DefaultDictionarySamples = 2000
 	// MaxDictionarySamples bounds the records one training reads.
 	MaxDictionarySamples = 100_000
-	// MaxTopicDictionaries bounds the dictionaries a topic keeps: a
-	// dictionary is kept as long as the topic (a frame may name it), so
-	// training past this is refused (ErrTooManyDictionaries).
+	// MaxTopicDictionaries bounds the dictionaries a node trains for a
+	// topic: a dictionary is kept as long as the topic (a frame may name
+	// it), so a training while the node holds this many is refused
+	// (ErrTooManyDictionaries). A move's dictionaries are never refused
+	// for the count (the moved frames may name any), so a node may hold
+	// more: at most this many for each node that trained for the topic.
 	MaxTopicDictionaries = 16
 	// dictionarySampleReadBytes bounds one read of training samples.
 	dictionarySampleReadBytes = 8 << 20
