@@ -577,3 +577,46 @@ func TestDictionaries_ANewIncarnationNeverGetsTheOldSet(t *testing.T) {
 		t.Fatalf("the new incarnation's records with its own directory's dictionaries: %v", err)
 	}
 }
+
+// TestDictionaries_AQuarantinedIncarnationsTrainingStateIsForgotten: a
+// topic recreated elsewhere, met at the next open (which quarantines the
+// old directory), starts its automatic training afresh: the old
+// incarnation's trained dictionary and its count are not the new one's,
+// so the new incarnation trains its own once it has seen enough records.
+func TestDictionaries_AQuarantinedIncarnationsTrainingStateIsForgotten(t *testing.T) {
+	n := startNode(t, newTestDisk(t, 1), Config{SegmentMaxBytes: 4 << 20})
+	if _, _, err := n.CreateTopic(bg, "orders", 1, Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.SetDictionaryAfter(bg, "orders", MinDictionaryAfter); err != nil {
+		t.Fatal(err)
+	}
+	produce := func(count int) {
+		for i := range count {
+			if _, err := n.Produce(bg, "orders", 0, orderRecords(i, 1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n.background.Wait() // a training started in the background
+	}
+	produce(MinDictionaryAfter + autoCheckEvery)
+	if infos, err := n.Dictionaries(bg, "orders"); err != nil || len(infos) != 1 {
+		t.Fatalf("the first incarnation's automatic training: %+v, %v", infos, err)
+	}
+	if err := n.reg.CloseLive(key("orders", 0)); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := wire.NewIncarnationID(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.ms.mu.Lock()
+	r := n.ms.topics["orders"]
+	r.Incarnation = fresh
+	n.ms.topics["orders"] = r
+	n.ms.mu.Unlock()
+	produce(MinDictionaryAfter + autoCheckEvery) // the first opens the new incarnation's directory, quarantining the old
+	if infos, err := n.Dictionaries(bg, "orders"); err != nil || len(infos) != 1 {
+		t.Fatalf("the new incarnation after %d records: %+v, %v; want its own automatic dictionary", MinDictionaryAfter+autoCheckEvery, infos, err)
+	}
+}

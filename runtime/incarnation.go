@@ -321,8 +321,9 @@ func (n *Node) stamp(dir string, id wire.IncarnationID) error {
 // quarantine retires a deleted incarnation's directory: the topic's open
 // logs are closed (no produce gate: nothing valid is left to protect), the
 // directory is renamed to <name>.stale-<oldid> and the rename made
-// durable, the old incarnation's consumer state is dropped before any
-// fresh directory exists, and both ids are logged at error.
+// durable, the old incarnation's consumer state, dictionaries and
+// automatic training state are dropped before any fresh directory exists,
+// and both ids are logged at error.
 func (n *Node) quarantine(t *supervisor.GuardedTopic, rec TopicRecord, old wire.IncarnationID) error {
 	if err := t.CloseAll(); err != nil {
 		n.logger.Warn("closing a stale incarnation's logs", zap.String("topic", rec.Name), zap.Error(err))
@@ -343,6 +344,10 @@ func (n *Node) quarantine(t *supervisor.GuardedTopic, rec TopicRecord, old wire.
 	}
 	n.dropConsumerState(rec.Name, old)
 	n.marks.forgetTopic(rec.Name) // the old incarnation's boundaries
+	// The old incarnation's dictionaries went with its directory, and its
+	// automatic training's count and outcome are not the new one's.
+	n.dictionaries.forget(rec.Name)
+	n.autoTrainings.forget(rec.Name)
 	n.logger.Error("topic directory belongs to a deleted incarnation: quarantined, never served",
 		zap.String("topic", rec.Name), zap.String("stale_incarnation", string(old)),
 		zap.String("current_incarnation", string(rec.Incarnation)), zap.String("moved_to", stale))
