@@ -77,3 +77,60 @@ func TestVerifyAndInspectReadDictionaryFrames(t *testing.T) {
 		t.Fatalf("inspect without the dictionary: exit %d:\n%s", code, stdout)
 	}
 }
+
+// TestVerifyGivesEachPartitionItsTopicsDictionaryProblems: a topic's
+// dictionary file that does not check out is listed in the report of
+// every partition of the topic whose frames it leaves undecodable, not
+// only the first one walked.
+func TestVerifyGivesEachPartitionItsTopicsDictionaryProblems(t *testing.T) {
+	dataDir := t.TempDir()
+	topicDir := filepath.Join(dataDir, wire.TopicsDirName, "orders")
+	var samples [][]byte
+	for i := range 200 {
+		samples = append(samples, fmt.Appendf(nil, `{"order_id":%d,"status":"paid","currency":"EUR"}`, i))
+	}
+	dict, err := codec.TrainDictionary(samples, 4<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(topicDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := partition.StoreDictionaryFile(vfs.OS{}, topicDir, dict, 1); err != nil {
+		t.Fatal(err)
+	}
+	set := &codec.DictionarySet{}
+	if err := set.Add(dict); err != nil {
+		t.Fatal(err)
+	}
+	if err := set.SetCurrent(dict.ID()); err != nil {
+		t.Fatal(err)
+	}
+	for p := range 2 {
+		dir := filepath.Join(topicDir, fmt.Sprintf("p%05d", p))
+		buildLogWith(t, dir, partition.Options{FS: vfs.OS{}, SegmentMaxBytes: 1 << 20, Dictionaries: set}, 5, func(offset int64) []partition.Record {
+			return []partition.Record{{Value: fmt.Appendf(nil, `{"order_id":%d,"status":"shipped","currency":"EUR"}`, offset)}}
+		})
+	}
+	name, _ := wire.DictionaryFileName(dict.ID())
+	path := filepath.Join(topicDir, name)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-1] ^= 0xff
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, report, _ := verifyJSON(t, dataDir)
+	for p := range 2 {
+		pr := findPartition(t, report, "orders", p)
+		listed := false
+		for _, problem := range pr.Problems {
+			listed = listed || strings.Contains(problem.Detail, "dictionary file "+name)
+		}
+		if !listed {
+			t.Errorf("partition %d's report does not list the damaged dictionary file: %+v", p, pr.Problems)
+		}
+	}
+}

@@ -58,20 +58,21 @@ type walker struct {
 	// dicts are the dictionaries of the topic whose segments are walked
 	// (useDictionaries), read from dictsDir; nil: none, so a frame of codec
 	// zstd-dict does not decode (codec.ErrDictionaryMissing).
-	dicts    *codec.DictionarySet
-	dictsDir string
+	dicts         *codec.DictionarySet
+	dictsDir      string
+	dictsProblems []string // what could not be read of dictsDir's files
 }
 
 // useDictionaries makes the walker decode with the dictionary files of
 // topicDir (partition.ReadDictionaryFiles), read once per directory; it
-// returns what could not be read: each file left out, and a failure to
-// list the directory.
+// returns what could not be read (each file left out, and a failure to
+// read them), at every call for the directory: each partition of a topic
+// walked with them has them in its report.
 func (w *walker) useDictionaries(files vfs.FS, topicDir string) []string {
 	if w.dicts != nil && w.dictsDir == topicDir {
-		return nil
+		return w.dictsProblems
 	}
 	set, _, bad, err := partition.ReadDictionaryFiles(files, topicDir)
-	w.dicts, w.dictsDir = set, topicDir
 	var problems []string
 	if err != nil {
 		problems = append(problems, err.Error())
@@ -79,6 +80,7 @@ func (w *walker) useDictionaries(files vfs.FS, topicDir string) []string {
 	for _, b := range bad {
 		problems = append(problems, "dictionary file "+b.Error()+": frames that name it do not decode")
 	}
+	w.dicts, w.dictsDir, w.dictsProblems = set, topicDir, problems
 	return problems
 }
 
