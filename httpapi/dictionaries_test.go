@@ -142,3 +142,39 @@ func TestTopics_ARefusedPatchChangesNothing(t *testing.T) {
 		t.Fatalf("after a refused PUT: dictionary_after %d, want 0 (unchanged)", d.DictionaryAfter)
 	}
 }
+
+// TestTopics_APatchRefusedForAStoredRetentionChangesNothing: a topic whose
+// stored retention_ms is past runtime.MaxRetentionMs (a record written
+// before the bound was checked) refuses a PATCH of retention_bytes at the
+// merge (400); the dictionary_after of the same PATCH must not land.
+func TestTopics_APatchRefusedForAStoredRetentionChangesNothing(t *testing.T) {
+	var ms runtime.Metastore
+	node := startLocalNode(t, func(local *runtime.LocalMetastore) runtime.Metastore {
+		ms = local
+		return ms
+	})
+	a := New(node, ms, zap.NewNop(), prometheus.NewRegistry(), Options{MaxBody: 1 << 20})
+	serve := func(method, path, body string) (int, api.TopicDescription) {
+		w := httptest.NewRecorder()
+		a.ServeHTTP(w, httptest.NewRequest(method, path, strings.NewReader(body)))
+		var d api.TopicDescription
+		json.Unmarshal(w.Body.Bytes(), &d)
+		return w.Code, d
+	}
+	if code, _ := serve(http.MethodPut, "/v1/topics/t", `{"partitions": 1}`); code != http.StatusCreated {
+		t.Fatalf("PUT: %d", code)
+	}
+	if _, err := ms.UpdateRetention(context.Background(), "t", func(r runtime.Retention) (runtime.Retention, error) {
+		r.Ms = runtime.MaxRetentionMs + 1 // as an old record may hold
+		return r, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	code, _ := serve(http.MethodPatch, "/v1/topics/t", `{"dictionary_after": 5000, "retention_bytes": 100}`)
+	if code < 400 {
+		t.Fatalf("PATCH merged into an out-of-range retention: %d", code)
+	}
+	if code2, d := serve(http.MethodGet, "/v1/topics/t", ""); code2 != http.StatusOK || d.DictionaryAfter != 0 {
+		t.Fatalf("the PATCH was refused (%d) and still set dictionary_after to %d", code, d.DictionaryAfter)
+	}
+}

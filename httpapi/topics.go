@@ -132,30 +132,31 @@ func (a *Handler) patchTopic(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, api.CodeInvalidBody, msg)
 		return
 	}
+	// The retention first: its merge with the stored bounds is checked
+	// under the metastore's lock, so a refusal there comes before
+	// dictionary_after is written.
+	if body.RetentionMs != nil || body.RetentionBytes != nil {
+		// A bound not given keeps its value; the merge happens in the
+		// metastore, so two PATCHes of different bounds at once both land.
+		_, err := a.node.UpdateRetention(r.Context(), name, func(cur runtime.Retention) (runtime.Retention, error) {
+			if body.RetentionMs != nil {
+				cur.Ms = given.Ms
+			}
+			if body.RetentionBytes != nil {
+				cur.Bytes = given.Bytes
+			}
+			return cur, nil
+		})
+		if err != nil {
+			a.writeNodeError(w, r, err)
+			return
+		}
+	}
 	if body.DictionaryAfter != nil {
 		if _, err := a.node.SetDictionaryAfter(r.Context(), name, *body.DictionaryAfter); err != nil {
 			a.writeNodeError(w, r, err)
 			return
 		}
-		if body.RetentionMs == nil && body.RetentionBytes == nil {
-			a.describe(w, r, name, http.StatusOK)
-			return
-		}
-	}
-	// A bound not given keeps its value; the merge happens in the
-	// metastore, so two PATCHes of different bounds at once both land.
-	_, err := a.node.UpdateRetention(r.Context(), name, func(cur runtime.Retention) (runtime.Retention, error) {
-		if body.RetentionMs != nil {
-			cur.Ms = given.Ms
-		}
-		if body.RetentionBytes != nil {
-			cur.Bytes = given.Bytes
-		}
-		return cur, nil
-	})
-	if err != nil {
-		a.writeNodeError(w, r, err)
-		return
 	}
 	a.describe(w, r, name, http.StatusOK)
 }

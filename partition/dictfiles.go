@@ -118,8 +118,11 @@ func StoreDictionaryFile(files vfs.FS, topicDir string, d *codec.Dictionary, tra
 		return err
 	} else if exists {
 		_, have, err := readDictionaryFile(files, path, d.ID())
+		if err != nil && isDictionaryDamage(err) {
+			return fmt.Errorf("%w: dictionary %d: %w", ErrDictionaryFileDamaged, d.ID(), err)
+		}
 		if err != nil {
-			return fmt.Errorf("dictionary %d: the file there does not check out: %w", d.ID(), err)
+			return fmt.Errorf("dictionary %d: read the file there: %w", d.ID(), err)
 		}
 		if !bytes.Equal(have.Bytes(), d.Bytes()) {
 			return fmt.Errorf("%w: dictionary %d", codec.ErrDictionaryConflict, d.ID())
@@ -135,6 +138,10 @@ func StoreDictionaryFile(files vfs.FS, topicDir string, d *codec.Dictionary, tra
 	}
 	return vfs.WriteFileAtomic(files, path, b)
 }
+
+// ErrDictionaryFileDamaged: StoreDictionaryFile found a file under the
+// id that does not check out, and left it.
+var ErrDictionaryFileDamaged = errors.New("partition: the dictionary file there does not check out")
 
 // isDictionaryDamage tells a dictionary file whose bytes do not check out
 // (left out: its frames are damage) from a failure to read it (the disk's,

@@ -110,8 +110,10 @@ func (n *Node) setAsideDictionaries(topic, topicDir, parent string) error {
 	}
 	for _, info := range infos {
 		err := partition.StoreDictionaryFile(n.cfg.FS, parent, set.Lookup(info.ID), info.TrainedAtMs)
-		if errors.Is(err, codec.ErrDictionaryConflict) {
-			n.logger.Error("a set-aside place holds another dictionary under the id; the copy's is not set aside", zap.String("topic", topic), zap.String("dir", parent), zap.Uint32("id", info.ID))
+		if errors.Is(err, codec.ErrDictionaryConflict) || errors.Is(err, partition.ErrDictionaryFileDamaged) {
+			// lost/ is the operator's: what is there never blocks moving
+			// the copy out of the served tree.
+			n.logger.Error("a set-aside place holds another or a damaged dictionary under the id; the copy's is not set aside", zap.String("topic", topic), zap.String("dir", parent), zap.Uint32("id", info.ID), zap.Error(err))
 			continue
 		}
 		if err != nil {

@@ -387,3 +387,97 @@ func TestSetAsidePartition_TakesTheTopicsDictionaries(t *testing.T) {
 		t.Fatalf("inspect decoded %d zstd-dict frames of the set-aside copy, want 10:\n%s", got, out.String())
 	}
 }
+
+// TestSetAsidePartition_DictionariesAtEveryCrash: at every crash point of
+// a set-aside of a partition whose frames name a dictionary, the copy is
+// whole in one place and every zstd-dict frame of it decodes there: in
+// topics/ with the topic's files, in lost/ with the ones set aside beside
+// it (never a copy in lost/ without its dictionary).
+func TestSetAsidePartition_DictionariesAtEveryCrash(t *testing.T) {
+	n, ms := setAsideNode(t, 1, Config{SegmentMaxBytes: 1 << 20})
+	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 50)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.TrainDictionary(bg, "orders", DictionaryTraining{Samples: 50, MaxBytes: 4 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 50+i, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lost := lostDirOf(t, n, "orders")
+	ms.set(func(m *testMetastore) { m.foreign[key("orders", 0)] = true })
+	explore := crashtest.NewExplorer(n.disk, func() struct{} { return struct{}{} })
+	explore.Run(func() {
+		if _, err := n.SetAsidePartition(bg, "orders", 0); err != nil {
+			t.Fatal(err)
+		}
+	})
+	final := partitionPath("orders", 0)
+	inLost := 0
+	for _, img := range explore.Images() {
+		var places []string
+		for _, name := range entryNames(t, img.Disk, lost) {
+			if p, _, _ := strings.Cut(name, "."); p == "p00000" {
+				places = append(places, filepath.Join(lost, name))
+			}
+		}
+		if ok, _ := vfs.Exists(img.Disk, final); ok {
+			places = append(places, final)
+		}
+		if len(places) != 1 {
+			t.Fatalf("%s: the copy is in %d places: %v", img.Label, len(places), places)
+		}
+		if places[0] == final {
+			continue
+		}
+		inLost++
+		var out strings.Builder
+		for _, seg := range entryNames(t, img.Disk, places[0]) {
+			if _, err := wire.ParseSegmentFileName(seg); err != nil {
+				continue
+			}
+			problems, err := tool.Inspect(&out, tool.InspectOptions{Segment: filepath.Join(places[0], seg), Records: true, FS: img.Disk})
+			if problems != 0 || err != nil {
+				t.Fatalf("%s: inspect %s: %d problems, %v:\n%s", img.Label, seg, problems, err, out.String())
+			}
+		}
+		if got := strings.Count(out.String(), " codec: zstd-dict "); got != 10 {
+			t.Fatalf("%s: %d zstd-dict frames of the copy in lost/ decoded, want 10", img.Label, got)
+		}
+	}
+	if inLost == 0 {
+		t.Fatal("no crash image holds the copy in lost/")
+	}
+	t.Logf("crash states: %d, %d with the copy in lost/", len(explore.Images()), inLost)
+}
+
+// TestSetAsidePartition_ADamagedDictionaryInLostNeverBlocksIt: lost/ is
+// the operator's and never scrubbed; a dictionary file there under one of
+// the topic's ids that no longer checks out must not keep the copy in
+// topics/ (a node marked lost would then fail to clear its mark and
+// rejoin): the set-aside goes through.
+func TestSetAsidePartition_ADamagedDictionaryInLostNeverBlocksIt(t *testing.T) {
+	n, ms := setAsideNode(t, 1, Config{SegmentMaxBytes: 1 << 20})
+	if _, err := n.Produce(bg, "orders", 0, recs("orders", 0, 0, 50)); err != nil {
+		t.Fatal(err)
+	}
+	info, err := n.TrainDictionary(bg, "orders", DictionaryTraining{Samples: 50, MaxBytes: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := lostDirOf(t, n, "orders")
+	if err := vfs.MkdirAllDurable(n.disk, lost); err != nil {
+		t.Fatal(err)
+	}
+	name, _ := wire.DictionaryFileName(info.ID)
+	if err := vfs.WriteFileAtomic(n.disk, filepath.Join(lost, name), []byte("rotten")); err != nil {
+		t.Fatal(err)
+	}
+	ms.set(func(m *testMetastore) { m.foreign[key("orders", 0)] = true })
+	moved, err := n.SetAsidePartition(bg, "orders", 0)
+	if err != nil || moved == "" {
+		t.Fatalf("set-aside with a damaged dictionary file in lost/: %q, %v", moved, err)
+	}
+}
