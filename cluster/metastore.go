@@ -189,57 +189,32 @@ func (m *EtcdMetastore) CreateTopic(ctx context.Context, name string, partitions
 	return existing, false, m.waitApplied(ctx, kvs[0].ModRevision)
 }
 
-// UpdateRetention implements runtime.Metastore: read, change, and put only
-// if the record is still the one read (a compare on its mod revision),
-// else again. change may run more than once.
+// UpdateRetention implements runtime.Metastore (changeTopic). change may
+// run more than once.
 func (m *EtcdMetastore) UpdateRetention(ctx context.Context, name string, change func(runtime.Retention) (runtime.Retention, error)) (runtime.TopicRecord, error) {
-	key := m.keys.topic(name)
-	for {
-		got, err := m.cli.Get(ctx, key)
+	return m.changeTopic(ctx, name, "retention", func(next *runtime.TopicRecord) error {
+		retention, err := change(next.Retention())
 		if err != nil {
-			return runtime.TopicRecord{}, fmt.Errorf("cluster: read topic %s: %w", name, err)
+			return err
 		}
-		if len(got.Kvs) == 0 {
-			return runtime.TopicRecord{}, fmt.Errorf("%w: %s", runtime.ErrTopicNotFound, name)
-		}
-		cur, err := decodeTopic(name, got.Kvs[0].Value, got.Kvs[0].ModRevision)
-		if err != nil {
-			return runtime.TopicRecord{}, err
-		}
-		retention, err := change(cur.Retention())
-		if err != nil {
-			return runtime.TopicRecord{}, err
-		}
-		next := cur
-		next.RetentionMs, next.RetentionBytes, next.Version = retention.Ms, retention.Bytes, 0
-		if err := servable(next); err != nil {
-			return runtime.TopicRecord{}, err
-		}
-		val, err := json.Marshal(next)
-		if err != nil {
-			return runtime.TopicRecord{}, err
-		}
-		resp, err := m.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(key), "=", got.Kvs[0].ModRevision)).
-			Then(clientv3.OpPut(key, string(val))).
-			Commit()
-		if err != nil {
-			return runtime.TopicRecord{}, fmt.Errorf("cluster: retention of %s: %w", name, err)
-		}
-		if !resp.Succeeded {
-			continue // changed under us: read it again
-		}
-		if err := m.waitApplied(ctx, resp.Header.Revision); err != nil {
-			return runtime.TopicRecord{}, err
-		}
-		next.Version = uint64(resp.Header.Revision)
-		return next, nil
-	}
+		next.RetentionMs, next.RetentionBytes = retention.Ms, retention.Bytes
+		return servable(*next)
+	})
 }
 
-// SetDictionaryAfter implements runtime.Metastore: read, change, and put
-// only if the record is still the one read, else again.
+// SetDictionaryAfter implements runtime.Metastore (changeTopic).
 func (m *EtcdMetastore) SetDictionaryAfter(ctx context.Context, name string, records int64) (runtime.TopicRecord, error) {
+	return m.changeTopic(ctx, name, "dictionary option", func(next *runtime.TopicRecord) error {
+		next.DictionaryAfter = records
+		return nil
+	})
+}
+
+// changeTopic reads a topic's record, changes it (change may run more
+// than once, and refuse), and puts it only if the record is still the one
+// read (a compare on its mod revision), else again; what names the change
+// in an error.
+func (m *EtcdMetastore) changeTopic(ctx context.Context, name, what string, change func(next *runtime.TopicRecord) error) (runtime.TopicRecord, error) {
 	key := m.keys.topic(name)
 	for {
 		got, err := m.cli.Get(ctx, key)
@@ -249,12 +224,14 @@ func (m *EtcdMetastore) SetDictionaryAfter(ctx context.Context, name string, rec
 		if len(got.Kvs) == 0 {
 			return runtime.TopicRecord{}, fmt.Errorf("%w: %s", runtime.ErrTopicNotFound, name)
 		}
-		cur, err := decodeTopic(name, got.Kvs[0].Value, got.Kvs[0].ModRevision)
+		next, err := decodeTopic(name, got.Kvs[0].Value, got.Kvs[0].ModRevision)
 		if err != nil {
 			return runtime.TopicRecord{}, err
 		}
-		next := cur
-		next.DictionaryAfter, next.Version = records, 0
+		if err := change(&next); err != nil {
+			return runtime.TopicRecord{}, err
+		}
+		next.Version = 0
 		val, err := json.Marshal(next)
 		if err != nil {
 			return runtime.TopicRecord{}, err
@@ -264,7 +241,7 @@ func (m *EtcdMetastore) SetDictionaryAfter(ctx context.Context, name string, rec
 			Then(clientv3.OpPut(key, string(val))).
 			Commit()
 		if err != nil {
-			return runtime.TopicRecord{}, fmt.Errorf("cluster: dictionary option of %s: %w", name, err)
+			return runtime.TopicRecord{}, fmt.Errorf("cluster: %s of %s: %w", what, name, err)
 		}
 		if !resp.Succeeded {
 			continue // changed under us: read it again
