@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -222,5 +223,27 @@ func TestMedianRead_TakesTheLowerMiddleRound(t *testing.T) {
 	}
 	if got := medianRead(rs[:3]); got.MBPerS != 3 {
 		t.Fatalf("median of 4, 1, 3: got %v, want 3", got.MBPerS)
+	}
+}
+
+func TestQuantileOfDelta(t *testing.T) {
+	inf := math.Inf(1)
+	before := map[float64]float64{0.001: 10, 0.002: 10, 0.004: 10, inf: 10}
+	// 100 observations since: 50 up to 1 ms, 40 in (1, 2] ms, 9 in (2, 4]
+	// ms, 1 past 4 ms.
+	after := map[float64]float64{0.001: 60, 0.002: 100, 0.004: 109, inf: 110}
+	for _, c := range []struct{ q, want float64 }{
+		{0.5, 0.001},   // the 50th: the top of the first bucket
+		{0.7, 0.0015},  // the 70th: half way through (1, 2] ms
+		{0.99, 0.004},  // the 99th: the top of (2, 4] ms
+		{0.999, 0.004}, // past the last finite bound: that bound
+		{0.25, 0.0005}, // a quarter of the way: half the first bucket
+	} {
+		if got := quantileOfDelta(before, after, c.q); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("quantile %v: %v, want %v", c.q, got, c.want)
+		}
+	}
+	if got := quantileOfDelta(after, after, 0.99); got != 0 {
+		t.Errorf("no observations: %v, want 0", got)
 	}
 }

@@ -22,11 +22,12 @@ import (
 	"github.com/narad-io/storage/partition"
 	"github.com/narad-io/storage/runtime"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 )
 
 // HTTPResult is one http suite workload's figures.
 type HTTPResult struct {
-	Workload    string  `json:"workload"` // "produce, closed loop", "produce, open loop", "produce to fetch", and the topic workloads (topicWorkloads)
+	Workload    string  `json:"workload"` // "produce, closed loop", "produce, open loop at 50%" and "at 80%", "produce to fetch", and the topic workloads (topicWorkloads)
 	Producers   int     `json:"producers"`
 	Partitions  int     `json:"partitions"`
 	Batch       int     `json:"batch"`
@@ -43,6 +44,15 @@ type HTTPResult struct {
 	P99Ms  float64 `json:"p99_ms"`
 	P999Ms float64 `json:"p999_ms"`
 	MaxMs  float64 `json:"max_ms"`
+	// Open loop: its p99 over the closed loop's in the same run, and the
+	// most batches one producer had in flight at once.
+	P99VsClosed float64 `json:"p99_vs_closed,omitempty"`
+	MaxInFlight int     `json:"max_in_flight,omitempty"`
+	// SendLateP99Ms: open loop, the p99 of how late a send began after
+	// its scheduled time (the generator's own delay).
+	SendLateP99Ms float64 `json:"send_late_p99_ms,omitempty"`
+	// Server is the daemon's p99s over the produce workloads (ServerP99).
+	Server *ServerP99 `json:"server,omitempty"`
 	// VsEngine is a topic workload's records/s over runtime.Node.Produce's
 	// in the same run, the same records in the same batches.
 	VsEngine float64 `json:"vs_engine,omitempty"`
@@ -190,19 +200,40 @@ func RunHTTP(addr, topic string, load HTTPLoad) ([]HTTPResult, error) {
 	}
 
 	produced := make([]atomic.Int64, load.Partitions) // records sent to each partition
-	closed, hist, err := produceLoad(ctx, c, topic, load, batches, 0, produced)
-	if err != nil {
-		return nil, err
-	}
-	r := base
-	r.Workload = "produce, closed loop"
-	fill(&r, closed, hist, load)
-	out := []HTTPResult{r}
-
-	rate := 0.8 * closed / float64(load.Batch)
-	open, hist, err := produceLoad(ctx, c, topic, load, batches, rate, produced)
-	if err != nil {
-		return nil, err
+	var closedRate, closedP99, rate float64
+	var out []HTTPResult
+	for _, share := range []float64{0, 0.5, 0.8} { // the closed loop, then open loops at shares of its rate
+		before, err := scrapeHistograms(addr, false)
+		if err != nil {
+			return nil, err
+		}
+		rate = share * closedRate / float64(load.Batch)
+		ph, err := produceLoad(ctx, c, topic, load, batches, rate, produced)
+		if err != nil {
+			return nil, err
+		}
+		after, err := scrapeHistograms(addr, true)
+		if err != nil {
+			return nil, err
+		}
+		r := base
+		r.Workload = "produce, closed loop"
+		if share > 0 {
+			r.Workload, r.TargetRate = fmt.Sprintf("produce, open loop at %.0f%%", 100*share), rate
+		}
+		fill(&r, ph.recordsPerS, ph.latency, load)
+		server := after.p99Since(before)
+		r.Server = &server
+		if share == 0 {
+			closedRate, closedP99 = ph.recordsPerS, r.P99Ms
+		} else {
+			r.MaxInFlight = ph.maxInFlight
+			r.SendLateP99Ms = float64(ph.late.ValueAtQuantile(99)) / 1000
+			if closedP99 > 0 {
+				r.P99VsClosed = r.P99Ms / closedP99
+			}
+		}
+		out = append(out, r)
 	}
 	// Every record acknowledged is there: each partition's high watermark
 	// is what was sent to it.
@@ -215,10 +246,6 @@ func RunHTTP(addr, topic string, load HTTPLoad) ([]HTTPResult, error) {
 			return nil, fmt.Errorf("partition %d: high watermark %d after %d records were acknowledged", p, f.HighWatermark, produced[p].Load())
 		}
 	}
-	r = base
-	r.Workload, r.TargetRate = "produce, open loop", rate
-	fill(&r, open, hist, load)
-	out = append(out, r)
 
 	e2e, err := produceToFetch(ctx, c, topic, load, rate/2)
 	if err != nil {
@@ -243,48 +270,101 @@ func fill(r *HTTPResult, recordsPerS float64, h *hdrhistogram.Histogram, load HT
 }
 
 // produceLoad runs the producers for load.Duration. rate 0 is a closed
-// loop, latency from each send; otherwise the producers share a schedule
-// of rate batches a second, latency from each batch's scheduled time.
-func produceLoad(ctx context.Context, c *client.Client, topic string, load HTTPLoad, batches [][]client.Record, rate float64, produced []atomic.Int64) (float64, *hdrhistogram.Histogram, error) {
-	hist := hdrhistogram.New(1, histMaxMicros, 3)
+// loop: each producer sends its next batch when the last is answered,
+// latency from each send. Otherwise it is an open loop: the producers
+// share a schedule of rate batches a second, and each batch is sent at
+// its time whether or not the producer's earlier ones were answered (a
+// goroutine a send, up to openInFlight a producer), latency from its
+// scheduled time, so a stall counts against every batch it delayed. It
+// returns what it measured (producePhase).
+//
+// An open loop that waited for each answer before the next send (as
+// this one did before) is a closed loop with a timetable: at 80 % of the
+// closed loop's rate each producer is a queue of one server at 80 %
+// utilization, and its tail is that queue's, not the node's (a batch
+// behind one slow fsync waits for it, and the next behind that one);
+// the node, given the batches at once, commits them together.
+func produceLoad(ctx context.Context, c *client.Client, topic string, load HTTPLoad, batches [][]client.Record, rate float64, produced []atomic.Int64) (producePhase, error) {
+	ph := producePhase{latency: hdrhistogram.New(1, histMaxMicros, 3), late: hdrhistogram.New(1, histMaxMicros, 3)}
 	var mu sync.Mutex
-	var records atomic.Int64
+	var records, maxInFlight atomic.Int64
 	start := time.Now()
 	end := start.Add(load.Duration)
 	err := forEach(load.Producers, load.Producers, func(p int) error {
-		local := hdrhistogram.New(1, histMaxMicros, 3)
+		latency, late := hdrhistogram.New(1, histMaxMicros, 3), hdrhistogram.New(1, histMaxMicros, 3)
+		var localMu sync.Mutex
 		defer func() {
 			mu.Lock()
-			hist.Merge(local)
+			ph.latency.Merge(latency)
+			ph.late.Merge(late)
 			mu.Unlock()
 		}()
-		interval := time.Duration(0)
-		if rate > 0 {
-			interval = time.Duration(float64(time.Second) * float64(load.Producers) / rate)
-		}
-		for k := 0; ; k++ {
-			sent := time.Now()
-			if interval > 0 {
-				// The schedule, staggered across producers.
-				sent = start.Add(time.Duration(k)*interval + time.Duration(p)*interval/time.Duration(load.Producers))
-				if wait := time.Until(sent); wait > 0 {
-					time.Sleep(wait)
-				}
-			}
-			if sent.After(end) {
-				return nil
-			}
+		send := func(k int, sent time.Time) error {
 			batch := batches[(k*load.Producers+p)%len(batches)]
 			if _, err := c.Produce(ctx, topic, p%load.Partitions, batch); err != nil {
 				return err
 			}
-			_ = local.RecordValue(min(max(time.Since(sent).Microseconds(), 1), histMaxMicros))
+			localMu.Lock()
+			_ = latency.RecordValue(min(max(time.Since(sent).Microseconds(), 1), histMaxMicros))
+			localMu.Unlock()
 			records.Add(int64(len(batch)))
 			produced[p%load.Partitions].Add(int64(len(batch)))
+			return nil
 		}
+		if rate <= 0 {
+			for k := 0; time.Now().Before(end); k++ {
+				if err := send(k, time.Now()); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		interval := time.Duration(float64(time.Second) * float64(load.Producers) / rate)
+		var sends errgroup.Group
+		sends.SetLimit(openInFlight)
+		var inFlight atomic.Int64
+		for k := 0; ; k++ {
+			// The schedule, staggered across producers.
+			sent := start.Add(time.Duration(k)*interval + time.Duration(p)*interval/time.Duration(load.Producers))
+			if sent.After(end) {
+				break
+			}
+			if wait := time.Until(sent); wait > 0 {
+				time.Sleep(wait)
+			}
+			sends.Go(func() error {
+				localMu.Lock()
+				_ = late.RecordValue(min(max(time.Since(sent).Microseconds(), 1), histMaxMicros))
+				localMu.Unlock()
+				now := inFlight.Add(1)
+				defer inFlight.Add(-1)
+				for seen := maxInFlight.Load(); now > seen && !maxInFlight.CompareAndSwap(seen, now); seen = maxInFlight.Load() {
+				}
+				return send(k, sent)
+			})
+		}
+		return sends.Wait()
 	})
-	return float64(records.Load()) / time.Since(start).Seconds(), hist, err
+	ph.recordsPerS = float64(records.Load()) / time.Since(start).Seconds()
+	ph.maxInFlight = int(maxInFlight.Load())
+	return ph, err
 }
+
+// producePhase is what produceLoad measured: records a second, each
+// batch's latency, and, in an open loop, how late each send began after
+// its scheduled time (the generator's own delay: a schedule slept past,
+// or openInFlight reached) and the most sends one producer had in
+// flight.
+type producePhase struct {
+	recordsPerS   float64
+	latency, late *hdrhistogram.Histogram
+	maxInFlight   int
+}
+
+// openInFlight bounds an open-loop producer's sends in flight: past it
+// the schedule waits (and every batch it delays counts its wait), so a
+// node that falls behind is measured, not buried under connections.
+const openInFlight = 256
 
 // produceToFetch has a reader long-poll each partition from its current
 // end while the producers send batches of records stamped with their send
@@ -405,6 +485,9 @@ func produceToFetch(ctx context.Context, c *client.Client, topic string, load HT
 func (h HTTPResult) label() string {
 	if h.VsEngine > 0 {
 		return fmt.Sprintf("%s (%.2fx runtime.Node.Produce)", h.Workload, h.VsEngine)
+	}
+	if h.P99VsClosed > 0 {
+		return fmt.Sprintf("%s (p99 %.1fx the closed loop's, up to %d in flight a producer)", h.Workload, h.P99VsClosed, h.MaxInFlight)
 	}
 	return h.Workload
 }

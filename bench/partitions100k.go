@@ -91,7 +91,7 @@ type MetastoreFigures struct {
 // and read back, then the stop, the starts after a clean stop and after a
 // crash, and the resident set at past partitions with budgets of 16 and
 // the default. Every record read back is checked.
-func RunManyPartitions(bin, base string, inside, past, clients int) (ManyPartitionsResult, error) {
+func RunManyPartitions(bin, base string, inside, past, clients int, flags ...string) (ManyPartitionsResult, error) {
 	var res ManyPartitionsResult
 	ctx := context.Background()
 
@@ -101,7 +101,7 @@ func RunManyPartitions(bin, base string, inside, past, clients int) (ManyPartiti
 		return res, err
 	}
 	defer os.RemoveAll(dirIn)
-	d, err := StartDaemon(bin, dirIn)
+	d, err := StartDaemon(bin, dirIn, flags...)
 	if err != nil {
 		return res, err
 	}
@@ -134,7 +134,7 @@ func RunManyPartitions(bin, base string, inside, past, clients int) (ManyPartiti
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	if d, err = StartDaemon(bin, dir); err != nil {
+	if d, err = StartDaemon(bin, dir, flags...); err != nil {
 		return res, err
 	}
 	if res.Memory.EmptyBytes, err = daemonRSS(d); err != nil {
@@ -162,7 +162,7 @@ func RunManyPartitions(bin, base string, inside, past, clients int) (ManyPartiti
 	// Ready after the clean stop; the default budget's resident set; then
 	// a record more to the budget's worth of partitions and a SIGKILL.
 	t0 = time.Now()
-	if d, err = StartDaemon(bin, dir); err != nil {
+	if d, err = StartDaemon(bin, dir, flags...); err != nil {
 		return res, err
 	}
 	res.Startup.ReadyCleanSecs = time.Since(t0).Seconds()
@@ -189,7 +189,7 @@ func RunManyPartitions(bin, base string, inside, past, clients int) (ManyPartiti
 		return res, fmt.Errorf("the daemon was to die of the SIGKILL; it ended with %v", err)
 	}
 	t0 = time.Now()
-	if d, err = StartDaemon(bin, dir); err != nil {
+	if d, err = StartDaemon(bin, dir, flags...); err != nil {
 		return res, err
 	}
 	res.Startup.ReadyCrashSecs = time.Since(t0).Seconds()
@@ -210,7 +210,7 @@ func RunManyPartitions(bin, base string, inside, past, clients int) (ManyPartiti
 	}
 
 	// Nearly every partition closed: a budget of 16.
-	if d, err = StartDaemon(bin, dir, "--max-open-logs", "16"); err != nil {
+	if d, err = StartDaemon(bin, dir, append(slices.Clip(flags), "--max-open-logs", "16")...); err != nil {
 		return res, err
 	}
 	if res.Memory.Budget16Bytes, err = daemonRSS(d); err != nil {
@@ -223,6 +223,15 @@ func RunManyPartitions(bin, base string, inside, past, clients int) (ManyPartiti
 	res.Memory.PerOpenPartition = float64(res.Memory.BudgetBytes-res.Memory.Budget16Bytes) / float64(open)
 	res.Memory.PerClosedPartition = (float64(res.Memory.Budget16Bytes-res.Memory.EmptyBytes) - 16*res.Memory.PerOpenPartition) / float64(past-16)
 	return res, nil
+}
+
+// summary is the cell's ratios, starts, memory and metastore in a line.
+func (m ManyPartitionsResult) summary() string {
+	return fmt.Sprintf("Past the budget against inside it: produce %.2fx, read %.2fx. Stop %.2f s; ready %.2f s after a clean stop, %.2f s after a crash. "+
+		"Resident memory %.0f B a closed partition, %.0f B an open one. Metastore %d B at %d partitions, a change %.1f ms (%d B and %.1f ms at %d).",
+		m.Ratios.Produce, m.Ratios.Read, m.Startup.StopSecs, m.Startup.ReadyCleanSecs, m.Startup.ReadyCrashSecs,
+		m.Memory.PerClosedPartition, m.Memory.PerOpenPartition, m.Meta.PastBytes, m.Past.Partitions, m.Meta.PastWriteMs,
+		m.Meta.InsideBytes, m.Meta.InsideWriteMs, m.Inside.Partitions)
 }
 
 // onePerPartition creates topic with n partitions, produces one record to

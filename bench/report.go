@@ -22,8 +22,11 @@ type Run struct {
 	Read       []ReadResult       `json:"read,omitempty"`
 	Open       []OpenResult       `json:"open,omitempty"`
 	Partitions []PartitionsResult `json:"partitions,omitempty"`
-	HTTP       []HTTPResult       `json:"http,omitempty"`
-	CLIProduce []CLIProduceResult `json:"cli_produce,omitempty"` // the cli suite
+	// ManyPartitions is the partitions suite's daemon cell: a topic
+	// inside the open-log budget and one far past it (RunManyPartitions).
+	ManyPartitions []ManyPartitionsResult `json:"many_partitions,omitempty"`
+	HTTP           []HTTPResult           `json:"http,omitempty"`
+	CLIProduce     []CLIProduceResult     `json:"cli_produce,omitempty"` // the cli suite
 }
 
 // WriteFiles writes results.json, report.md and the charts into dir.
@@ -188,6 +191,19 @@ func (r *Run) tablesOfOtherSuites(w io.Writer) {
 		}
 		tw.Flush()
 	}
+	for _, m := range r.ManyPartitions {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "narad-storaged, one topic	partitions	produces/s	p99 ms	reads/s	p99 ms	")
+		for _, o := range []struct {
+			name string
+			c    OnePerPartition
+		}{{fmt.Sprintf("inside a budget of %d", m.Budget), m.Inside}, {"past it", m.Past}} {
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.1f\t%.0f\t%.1f\t\n", o.name, o.c.Partitions, o.c.ProducesPerS, o.c.ProduceP99Ms, o.c.ReadsPerS, o.c.ReadP99Ms)
+		}
+		tw.Flush()
+		fmt.Fprintln(w, m.summary())
+	}
 	if len(r.HTTP) > 0 {
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
@@ -197,6 +213,7 @@ func (r *Run) tablesOfOtherSuites(w io.Writer) {
 				h.RecordsPerS, h.MBPerS, h.P50Ms, h.P99Ms, h.P999Ms, h.MaxMs)
 		}
 		tw.Flush()
+		r.tailOfProduces(w)
 	}
 }
 
@@ -218,13 +235,25 @@ func (r *Run) markdownOfOtherSuites(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
+	for _, m := range r.ManyPartitions {
+		fmt.Fprintf(w, "## Partitions past the open-log budget (narad-storaged, one topic, %d clients)\n\n| | partitions | produces/s | produce p99 ms | reads/s | read p99 ms |\n|---|---|---|---|---|---|\n", m.Inside.Clients)
+		fmt.Fprintf(w, "| inside a budget of %d | %d | %.0f | %.1f | %.0f | %.1f |\n", m.Budget, m.Inside.Partitions, m.Inside.ProducesPerS, m.Inside.ProduceP99Ms, m.Inside.ReadsPerS, m.Inside.ReadP99Ms)
+		fmt.Fprintf(w, "| past it | %d | %.0f | %.1f | %.0f | %.1f |\n\n%s\n\n", m.Past.Partitions, m.Past.ProducesPerS, m.Past.ProduceP99Ms, m.Past.ReadsPerS, m.Past.ReadP99Ms, m.summary())
+	}
 	if len(r.HTTP) > 0 {
 		fmt.Fprint(w, "## Over HTTP (narad-storaged, the Go client, loopback)\n\n| workload | producers x partitions x batch | records/s | MB/s | p50 ms | p99 ms | p99.9 ms | max ms |\n|---|---|---|---|---|---|---|---|\n")
 		for _, h := range r.HTTP {
 			fmt.Fprintf(w, "| %s | %d x %d x %d | %.0f | %.1f | %.2f | %.2f | %.2f | %.2f |\n", h.label(), h.Producers, h.Partitions, h.Batch,
 				h.RecordsPerS, h.MBPerS, h.P50Ms, h.P99Ms, h.P999Ms, h.MaxMs)
 		}
-		fmt.Fprint(w, "\nOpen-loop latency is measured from each batch's scheduled send time (corrected for coordinated omission); produce to fetch, from the send to the record reaching a long-polling fetch. The topic workloads (no latency figures) move the same records: runtime.Node.Produce in the harness's process, in the batches the Producer's defaults make, a goroutine a partition; a client.Producer, one Produce a record; a client.Consumer reading the topic; a client.QueueConsumer leasing and acking it; each beside the Node's records/s in the same run.\n\n")
+		fmt.Fprint(w, "\n| produce workload | producers x partitions x batch | client p99 ms | sends late p99 ms | node request p99 ms | commit p99 ms | fsync p99 ms |\n|---|---|---|---|---|---|---|\n")
+		for _, h := range r.HTTP {
+			if h.Server != nil {
+				fmt.Fprintf(w, "| %s | %d x %d x %d | %.2f | %s | %.2f | %.2f | %.2f |\n", h.Workload, h.Producers, h.Partitions, h.Batch,
+					h.P99Ms, h.sendsLate(), h.Server.RequestMs, h.Server.CommitMs, h.Server.FsyncMs)
+			}
+		}
+		fmt.Fprint(w, "\nOpen-loop latency is measured from each batch's scheduled send time (corrected for coordinated omission), each batch sent at its time whether or not the producer's earlier ones were answered; the node's p99s are its own histograms' over the workload (its produce requests' time to answer, its commits, its fdatasyncs), and sends late is how long after its scheduled time the generator began a send; produce to fetch, from the send to the record reaching a long-polling fetch. The topic workloads (no latency figures) move the same records: runtime.Node.Produce in the harness's process, in the batches the Producer's defaults make, a goroutine a partition; a client.Producer, one Produce a record; a client.Consumer reading the topic; a client.QueueConsumer leasing and acking it; each beside the Node's records/s in the same run.\n\n")
 	}
 	r.markdownOfCLIProduce(w)
 }
@@ -248,4 +277,29 @@ func ratioText(r float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", r)
+}
+
+// tailOfProduces writes, for each produce workload of the http suite,
+// its p99 as the client saw it beside the daemon's own (ServerP99) and,
+// open, how late the generator began its sends: where the tail was spent.
+func (r *Run) tailOfProduces(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\nproduce workload\tproducers x partitions x batch\tclient p99 ms\tsends late p99 ms\tnode request p99 ms\tcommit p99 ms\tfsync p99 ms\t")
+	for _, h := range r.HTTP {
+		if h.Server == nil {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d x %d x %d\t%.2f\t%s\t%.2f\t%.2f\t%.2f\t\n", h.Workload, h.Producers, h.Partitions, h.Batch,
+			h.P99Ms, h.sendsLate(), h.Server.RequestMs, h.Server.CommitMs, h.Server.FsyncMs)
+	}
+	tw.Flush()
+}
+
+// sendsLate is an open loop's p99 of sends begun late, "-" for a closed
+// loop, which has no schedule.
+func (h HTTPResult) sendsLate() string {
+	if h.TargetRate == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", h.SendLateP99Ms)
 }

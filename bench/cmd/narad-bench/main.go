@@ -117,6 +117,18 @@ func run(args []string) error {
 // runSuites runs the suites named, in order, into r.
 func runSuites(r *bench.Run, work string, suites []string, only, inCells *regexp.Regexp, reps int, budget bench.Budget,
 	readBytes int64, sizes suiteSizes, daemon, httpAddr string) error {
+	// The daemon the partitions, http and cli suites run: --daemon, or
+	// built from this repository once, when the first of them needs it.
+	daemonBin := func() (string, error) {
+		if daemon == "" {
+			built, err := bench.BuildDaemon(work)
+			if err != nil {
+				return "", err
+			}
+			daemon = built
+		}
+		return daemon, nil
+	}
 	for _, suite := range suites {
 		switch suite {
 		case "engine":
@@ -136,15 +148,15 @@ func runSuites(r *bench.Run, work string, suites []string, only, inCells *regexp
 				return err
 			}
 		case "partitions":
-			if err := partitionsSuite(r, work, sizes); err != nil {
+			if err := partitionsSuite(r, work, sizes, daemonBin); err != nil {
 				return err
 			}
 		case "http":
-			if err := httpSuite(r, work, sizes, daemon, httpAddr); err != nil {
+			if err := httpSuite(r, work, sizes, daemonBin, httpAddr); err != nil {
 				return err
 			}
 		case "cli":
-			if err := cliSuite(r, work, sizes, reps, daemon); err != nil {
+			if err := cliSuite(r, work, sizes, reps, daemonBin); err != nil {
 				return err
 			}
 		default:
@@ -274,8 +286,18 @@ type suiteSizes struct {
 	// once, for produceFor.
 	partitionProducers int
 	produceFor         time.Duration
-	http               []bench.HTTPLoad
-	cli                bench.CLIProduceShape
+	// many is the partitions suite's daemon cell (bench.RunManyPartitions).
+	many manyShape
+	http []bench.HTTPLoad
+	cli  bench.CLIProduceShape
+}
+
+// manyShape is a bench.RunManyPartitions: partitions of one topic inside
+// the daemon's open-log budget and past it, clients at once, the daemon
+// run with Flags (a budget of its own, for the quick sizes).
+type manyShape struct {
+	Inside, Past, Clients int
+	Flags                 []string
 }
 
 var fullSizes = suiteSizes{
@@ -287,6 +309,7 @@ var fullSizes = suiteSizes{
 		{History: 1 << 30, Active: 32 << 20}, {History: 4 << 30, Active: 32 << 20}},
 	openReps:   5,
 	partitions: []int{1000, 10000}, idle: 30 * time.Second, partitionProducers: 64, produceFor: 10 * time.Second,
+	many: manyShape{Inside: 2000, Past: 100000, Clients: 32},
 	http: []bench.HTTPLoad{
 		{Producers: 8, Partitions: 8, Batch: 1, RecordBytes: 256, Duration: 10 * time.Second},
 		{Producers: 8, Partitions: 16, Batch: 256, RecordBytes: 256, Duration: 10 * time.Second, TopicRecords: 1_000_000},
@@ -299,6 +322,7 @@ var quickSizes = suiteSizes{
 	producerCounts: []int{1, 4},
 	openShapes:     []bench.OpenShape{{}, {Active: 4 << 20}, {History: 64 << 20, Active: 4 << 20}}, openReps: 3,
 	partitions: []int{200}, idle: time.Second, partitionProducers: 8, produceFor: 500 * time.Millisecond,
+	many: manyShape{Inside: 50, Past: 400, Clients: 8, Flags: []string{"--max-open-logs", "100"}},
 	http: []bench.HTTPLoad{{Producers: 2, Partitions: 4, Batch: 16, RecordBytes: 256, Duration: 500 * time.Millisecond, TopicRecords: 50_000}},
 	cli:  bench.CLIProduceShape{Lines: 20_000, LineBytes: 100, Partitions: 4, Reps: 1},
 }
@@ -317,7 +341,7 @@ func openSuite(r *bench.Run, work string, sizes suiteSizes) error {
 	return nil
 }
 
-func partitionsSuite(r *bench.Run, work string, sizes suiteSizes) error {
+func partitionsSuite(r *bench.Run, work string, sizes suiteSizes, daemonBin func() (string, error)) error {
 	for _, n := range sizes.partitions {
 		fmt.Printf("partitions suite: %d partitions\n", n)
 		res, err := bench.RunPartitions(work, n, sizes.idle, min(sizes.partitionProducers, n), sizes.produceFor)
@@ -328,17 +352,28 @@ func partitionsSuite(r *bench.Run, work string, sizes suiteSizes) error {
 			res.IdleCPUPercent, res.RSSPerPartition, res.FDsPerPartition, res.Producers, res.CommitsPerSec)
 		r.Partitions = append(r.Partitions, res)
 	}
+	m := sizes.many
+	bin, err := daemonBin()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("partitions suite: narad-storaged, %d clients, %d partitions inside its open-log budget, %d past it\n", m.Clients, m.Inside, m.Past)
+	many, err := bench.RunManyPartitions(bin, work, m.Inside, m.Past, m.Clients, m.Flags...)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  budget %d: produce %.2fx, read %.2fx of inside; ready %.2f s after a clean stop, %.2f s after a crash; %.0f B a closed partition, %.0f B an open one\n",
+		many.Budget, many.Ratios.Produce, many.Ratios.Read, many.Startup.ReadyCleanSecs, many.Startup.ReadyCrashSecs,
+		many.Memory.PerClosedPartition, many.Memory.PerOpenPartition)
+	r.ManyPartitions = append(r.ManyPartitions, many)
 	return nil
 }
 
-func httpSuite(r *bench.Run, work string, sizes suiteSizes, bin, addr string) error {
+func httpSuite(r *bench.Run, work string, sizes suiteSizes, daemonBin func() (string, error), addr string) error {
 	if addr == "" {
-		if bin == "" {
-			built, err := bench.BuildDaemon(work)
-			if err != nil {
-				return err
-			}
-			bin = built
+		bin, err := daemonBin()
+		if err != nil {
+			return err
 		}
 		dataDir := filepath.Join(work, "http-data")
 		d, err := bench.StartDaemon(bin, dataDir)
@@ -369,13 +404,10 @@ func httpSuite(r *bench.Run, work string, sizes suiteSizes, bin, addr string) er
 
 // cliSuite runs the produce command beside runtime.Node.Produce
 // (bench.RunCLIProduce).
-func cliSuite(r *bench.Run, work string, sizes suiteSizes, reps int, bin string) error {
-	if bin == "" {
-		built, err := bench.BuildDaemon(work)
-		if err != nil {
-			return err
-		}
-		bin = built
+func cliSuite(r *bench.Run, work string, sizes suiteSizes, reps int, daemonBin func() (string, error)) error {
+	bin, err := daemonBin()
+	if err != nil {
+		return err
 	}
 	shape := sizes.cli
 	shape.Reps = max(shape.Reps, reps) // --reps, when more
