@@ -17,7 +17,7 @@ const (
 	frameCacheBytes  = 2 << 20
 	frameCacheFrames = 8
 	// stoppedFrameBytes: a frame a read stopped inside that keeps more
-	// than this is cached only as the large frame, under a node's budget,
+	// than this is cached only as the large frame, under the log's budget (Options.CacheBudget),
 	// which the log's own bounds never evict (the budget, when over, drops
 	// it first) and whose pooled buffer is recycled (a frame just over a
 	// window sits in a buffer twice its size).
@@ -71,6 +71,15 @@ type CacheBudget struct {
 	used  atomic.Int64
 }
 
+// DefaultCacheBudgetBytes bounds, together, the decoded frames cached by
+// the logs of a process opened without a CacheBudget of their own
+// (Options.CacheBudget).
+const DefaultCacheBudgetBytes = 256 << 20
+
+// processCacheBudget is the budget of DefaultCacheBudgetBytes the logs
+// opened without one share.
+var processCacheBudget = NewCacheBudget(DefaultCacheBudgetBytes)
+
 // NewCacheBudget returns a budget of limit bytes.
 func NewCacheBudget(limit int64) *CacheBudget { return &CacheBudget{limit: limit} }
 
@@ -96,7 +105,7 @@ func (b *CacheBudget) over() bool { return b != nil && b.used.Load() > b.limit }
 // Besides frames, one frame of any size may be cached as large: the one
 // a read of records stopped inside when it keeps over stoppedFrameBytes, so a
 // frame larger than a reader's max bytes is read and checked once, not
-// once per part (it still counts against the node's budget).
+// once per part (it still counts against the budget).
 //
 // It also holds the proofs of large frames (frameProof), which let a
 // lending read stream a large frame a part at a time.
@@ -109,7 +118,7 @@ func (b *CacheBudget) over() bool { return b != nil && b.used.Load() > b.limit }
 // nProofs is len(proofs); once closed, frames, large and proofs stay
 // empty.
 type frameCache struct {
-	budget *CacheBudget // shared with the node's other logs; nil: none
+	budget *CacheBudget // shared with the node's other logs (Options.CacheBudget); nil only in tests of the cache alone
 
 	mu     sync.Mutex
 	frames []*cachedFrame // oldest first
@@ -173,7 +182,7 @@ func (c *frameCache) recycleLocked(f *cachedFrame) {
 
 // putStopped caches the frame a read of records stopped inside: in frames
 // when it is small enough, else as the large frame, replacing the one
-// before, unless the node's budget cannot take it or the frames hold it
+// before, unless the budget cannot take it or the frames hold it
 // already (a written frame keeps up to 2 MiB there, a stopped one in
 // place up to twice that: it would be counted twice and never served).
 func (c *frameCache) putStopped(f *cachedFrame) {
@@ -326,7 +335,7 @@ func (c *frameCache) position(seg *segment, offset int64) (int64, bool) {
 }
 
 // putProof keeps p, replacing a proof of the same frame and dropping the
-// oldest past proofEntries, unless the node's budget cannot take it.
+// oldest past proofEntries, unless the budget cannot take it.
 func (c *frameCache) putProof(p *frameProof) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -45,13 +45,15 @@ type Options struct {
 	// first write that finds its oldest record older. 0 follows
 	// RetentionMaxAge (and with no retention, never rolls on age).
 	MaxSegmentAge time.Duration
-	// CacheBudget, if set, bounds the decoded frames cached by every log
-	// sharing it (a node's), besides each log's own bound of 8 frames and
-	// 2 MiB, and lets each log keep one frame of any size that a read
-	// stopped inside, so a frame larger than a reader's max bytes is read
-	// and checked once, not once per part. Default: no shared bound, and
-	// no frame a read stopped inside that keeps over 1 MiB is kept
-	// (nothing would bound what a hundred thousand logs pin).
+	// CacheBudget bounds the decoded frames cached by every log sharing
+	// it (a node's), besides each log's own bound of 8 frames and 2 MiB,
+	// and lets each log keep one frame of any size that a read stopped
+	// inside, so a frame larger than a reader's max bytes is read and
+	// checked once, not once per part. Default: one budget of
+	// DefaultCacheBudgetBytes shared by every log of the process opened
+	// without one of its own, so a log embedded alone reads large frames
+	// as a node's do, and a hundred thousand such logs pin no more than
+	// it.
 	CacheBudget *CacheBudget
 	// Space, if set, keeps a floor of free space (space.go): a batch whose
 	// commit would take the file system under it is refused with the
@@ -107,6 +109,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.flush == (flushPolicy{}) {
 		o.flush = defaultFlushPolicy
+	}
+	if o.CacheBudget == nil {
+		o.CacheBudget = processCacheBudget
 	}
 	return o, nil
 }

@@ -53,29 +53,44 @@ func readFuncCell(b *testing.B, dir string, history int64, size int) {
 		}
 	})
 	b.Run("log", func(b *testing.B) {
-		l, err := Open(dir, Options{FS: vfs.OS{}, CacheBudget: NewCacheBudget(512 << 20)}) // a runtime.Node's
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer l.Close()
-		var sum uint32
-		lend := func(r ReadRecord) error {
-			sum += crc32.Checksum(r.Value, castagnoli)
-			return nil
-		}
-		b.SetBytes(history)
-		b.ReportAllocs()
-		for b.Loop() {
-			l.cache.forgetFrom(0)
-			for next := int64(0); next < l.HighWatermark(); {
-				res, err := l.ReadFunc(next, 1<<16, 8<<20, lend)
-				if err != nil {
-					b.Fatal(err)
-				}
-				next = res.Next
-			}
-		}
+		readFuncLog(b, dir, history, Options{FS: vfs.OS{}, CacheBudget: NewCacheBudget(512 << 20)}, 8<<20) // a runtime.Node's
 	})
+	// A log opened with default Options (an embedder of the log alone)
+	// beside one with a node's budget, both reading in 1 MiB parts: a
+	// frame larger than a part is read and checked once either way.
+	b.Run("log-1MiB-reads-default-options", func(b *testing.B) {
+		readFuncLog(b, dir, history, Options{FS: vfs.OS{}}, 1<<20)
+	})
+	b.Run("log-1MiB-reads-node-budget", func(b *testing.B) {
+		readFuncLog(b, dir, history, Options{FS: vfs.OS{}, CacheBudget: NewCacheBudget(512 << 20)}, 1<<20)
+	})
+}
+
+// readFuncLog times a log opened on dir with opts lending every record of
+// the history in reads of at most maxBytes, its frame cache emptied first.
+func readFuncLog(b *testing.B, dir string, history int64, opts Options, maxBytes int) {
+	l, err := Open(dir, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	var sum uint32
+	lend := func(r ReadRecord) error {
+		sum += crc32.Checksum(r.Value, castagnoli)
+		return nil
+	}
+	b.SetBytes(history)
+	b.ReportAllocs()
+	for b.Loop() {
+		l.cache.forgetFrom(0)
+		for next := int64(0); next < l.HighWatermark(); {
+			res, err := l.ReadFunc(next, 1<<16, maxBytes, lend)
+			if err != nil {
+				b.Fatal(err)
+			}
+			next = res.Next
+		}
+	}
 }
 
 // castagnoli is the checksum a benchmark's consumer takes of each record.

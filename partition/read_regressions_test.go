@@ -47,32 +47,53 @@ func TestRead_AOneRecordReadHoldsOnlyItsRecords(t *testing.T) {
 	}
 }
 
-// TestRead_WithoutANodeBudgetTheLogBoundHolds: with no node budget (Options'
-// default; runtime.Config.FrameCacheBytes < 0) a log caches at most 8
-// frames and 2 MiB: the large frame a read stops inside is cached only
-// under a node's budget.
-func TestRead_WithoutANodeBudgetTheLogBoundHolds(t *testing.T) {
+// TestRead_ALogOpenedWithDefaultOptionsReadsALargeFrameOnce: a log given
+// no CacheBudget (an embedder of the log alone) shares the process's
+// budget, so a 16 MiB frame read in 1 MiB parts is read from the disk
+// about once, where it used to be read and checked again for every part
+// (16 times); what it keeps counts against the process's budget and goes
+// back at its close.
+func TestRead_ALogOpenedWithDefaultOptionsReadsALargeFrameOnce(t *testing.T) {
 	d := newDisk(t, 1)
 	opts := Options{FS: d, SegmentMaxBytes: 64 << 20} // no CacheBudget
 	l := openLog(t, opts)
-	big := make([]Record, 4096)
+	const records, size = 4096, 4096
+	big := make([]Record, records)
 	for i := range big {
-		big[i] = Record{Value: make([]byte, 4096)}
+		big[i] = Record{Value: make([]byte, size)}
 	}
 	if _, err := l.Produce(bg, big); err != nil { // one 16 MiB frame
 		t.Fatal(err)
 	}
 	closeLog(t, l)
+	before := processCacheBudget.Used()
 	l = openLog(t, opts)
-	defer closeLog(t, l)
-	if _, err := l.Read(0, 1, 1); err != nil {
-		t.Fatal(err)
+	if l.cache.budget != processCacheBudget {
+		t.Fatal("a log opened without a CacheBudget does not share the process's")
 	}
-	l.cache.mu.Lock()
-	held := l.cache.bytes
-	l.cache.mu.Unlock()
-	if held > frameCacheBytes {
-		t.Fatalf("with no node budget the log caches %d bytes, over its own bound of %d", held, frameCacheBytes)
+	got := 0
+	_, readBytes := countReadBytes(d, func() {
+		for next := int64(0); next < records; {
+			res, err := l.Read(next, records, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += len(res.Records)
+			next = res.Next
+		}
+	})
+	if got != records {
+		t.Fatalf("read %d records, want %d", got, records)
+	}
+	if frame := int64(records * size); readBytes > 3*frame {
+		t.Fatalf("reading a %d-byte frame in 1 MiB parts read %d bytes from the disk (%.1f times the frame)", frame, readBytes, float64(readBytes)/float64(frame))
+	}
+	if processCacheBudget.Used() <= before {
+		t.Fatalf("the large frame is not counted against the process's budget (used %d, %d before the open)", processCacheBudget.Used(), before)
+	}
+	closeLog(t, l)
+	if used := processCacheBudget.Used(); used != before {
+		t.Fatalf("the process's budget holds %d bytes after the close, %d before the open", used, before)
 	}
 }
 

@@ -95,7 +95,9 @@ type Config struct {
 	// frames and 2 MiB, besides one larger frame a read stopped inside):
 	// a log over it drops its own oldest frames, and a
 	// closed log gives its bytes back. Default (0): DefaultFrameCacheBytes;
-	// negative: no bound but each log's.
+	// negative: no bound of the node's own: its logs share the partition
+	// package's process-wide one (partition.DefaultCacheBudgetBytes) with
+	// every log of the process opened without a budget.
 	FrameCacheBytes int64
 	// MinFreeBytes and MinFreeInodes are the floor of free space the data
 	// directory's file system keeps: a produce or append whose commit
@@ -195,7 +197,7 @@ type Node struct {
 	dictionaryMetrics dictionaryMetrics      // the trainings, counted
 	unregisterHWM     func()                 // takes the node out of its registerer's gauge
 	disk              *diskGuard             // the floor of free space produce keeps
-	cacheBudget       *partition.CacheBudget // shared by the open logs' frame caches; nil: none
+	cacheBudget       *partition.CacheBudget // shared by the open logs' frame caches; nil: the partition package's process-wide one
 	unregisterDisk    func()                 // takes the node out of its registerer's disk gauges
 	unregisterLimit   func()                 // takes the node out of its registerer's budget metrics
 	unregisterLag     func()                 // takes the node out of its registerer's lag gauges
