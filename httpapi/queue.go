@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"time"
 
@@ -13,7 +14,9 @@ import (
 	"github.com/narad-io/storage/runtime"
 )
 
-// consume leases records of a topic (docs/http-api.md, "Queue consume").
+// consume leases records of a topic (docs/http-api.md, "Queue consume"),
+// answered in JSON, or in the binary consume encoding with Accept:
+// api.BatchMediaType (writeConsumeBatch); an error is JSON either way.
 // Shutdown ends a long poll with an empty answer, as a fetch's.
 func (a *Handler) consume(w http.ResponseWriter, r *http.Request) {
 	topic, ok := topicOf(w, r)
@@ -28,6 +31,8 @@ func (a *Handler) consume(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	accept, _, _ := mime.ParseMediaType(r.Header.Get("Accept"))
+	batch := accept == api.BatchMediaType
 	var body api.ConsumeRequest
 	if r.ContentLength != 0 {
 		if err := decodeJSON(r, &body); err != nil {
@@ -128,6 +133,10 @@ func (a *Handler) consume(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		a.writeNodeError(w, r, err)
+		return
+	}
+	if batch {
+		writeConsumeBatch(w, recs)
 		return
 	}
 	s := newRecordStream(w, false, b64, opts.MaxBytes)
