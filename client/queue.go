@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"fmt"
+	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"time"
@@ -35,7 +37,8 @@ type LeasedRecord struct {
 }
 
 // Consume leases records of a topic (docs/http-api.md, "Queue consume"):
-// each record is leased to one caller at a time. ErrTooManyLeased says
+// each record is leased to one caller at a time. It asks for the binary
+// answer (a daemon older than it answers JSON, read as well). ErrTooManyLeased says
 // every partition it may lease from holds as many leased records as the
 // node allows.
 func (c *Client) Consume(ctx context.Context, topic string, opts ConsumeOptions) ([]LeasedRecord, error) {
@@ -68,11 +71,20 @@ func (c *Client) consume(ctx context.Context, node *url.URL, topic string, opts 
 		return nil, err
 	}
 	resp, err := c.do(ctx, request{method: http.MethodPost, path: topicPath(topic) + "/consume",
-		query: url.Values{"encoding": {"base64"}}, body: b, contentType: "application/json", node: node})
+		query: url.Values{"encoding": {"base64"}}, body: b, contentType: "application/json", accept: api.BatchMediaType, node: node})
 	if err != nil {
 		return nil, err
 	}
 	defer drain(resp)
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == api.BatchMediaType {
+		return decodeConsumed(resp.Body)
+	}
+	// A daemon older than the binary answer answers JSON, base64 as asked.
+	return decodeConsumedJSON(resp)
+}
+
+// decodeConsumedJSON reads a JSON consume answer, its records in base64.
+func decodeConsumedJSON(resp *http.Response) ([]LeasedRecord, error) {
 	var out api.ConsumeAnswer
 	if err := decodeJSON(resp, &out); err != nil {
 		return nil, err
@@ -87,6 +99,26 @@ func (c *Client) consume(ctx context.Context, node *url.URL, topic string, opts 
 			CommittedAt: fr.CommittedAt, LeaseDeadline: time.UnixMilli(r.LeaseDeadlineMs), LeaseID: r.LeaseID}
 	}
 	return recs, nil
+}
+
+// decodeConsumed reads a binary consume answer (api.ConsumeBatchReader),
+// small keys and values packed as a fetch's: a key or value is empty, never
+// nil, when it is.
+func decodeConsumed(body io.Reader) ([]LeasedRecord, error) {
+	cr := api.NewConsumeBatchReader(body, maxField)
+	cr.PackSmall()
+	var out []LeasedRecord
+	for {
+		g, r, err := cr.Next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("narad: consume answer: %w", err)
+		}
+		out = append(out, LeasedRecord{Partition: g.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value,
+			CommittedAt: time.UnixMilli(r.CommittedAtMs), LeaseDeadline: time.UnixMilli(g.LeaseDeadlineMs), LeaseID: g.LeaseID})
+	}
 }
 
 // Nack gives records of a partition leased under leaseID back for

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -27,6 +28,7 @@ type queueNode struct {
 	changed     chan struct{} // closed at each append, nack or ack, then made again
 	nextLease   uint64
 	consumes    int
+	jsonAnswers int // consumes answered in JSON: asked without Accept: api.BatchMediaType
 	extends     int
 	expired     int            // deliveries of a record whose earlier lease ran out
 	failExtends int            // answer the next extensions 500, this many
@@ -221,7 +223,7 @@ func (n *queueNode) consume(r *http.Request) *http.Response {
 		}
 		if len(out.Records) > 0 || waitMs == 0 {
 			n.mu.Unlock()
-			return jsonAnswer(200, out)
+			return n.consumed(r, out)
 		}
 		changed := n.changed
 		n.mu.Unlock()
@@ -241,6 +243,32 @@ func (n *queueNode) consume(r *http.Request) *http.Response {
 		}
 		n.mu.Lock()
 	}
+}
+
+// consumed answers a consume's leases as a node does: in the binary
+// consume encoding when the request asks for it (Accept), else in JSON.
+func (n *queueNode) consumed(r *http.Request, out api.ConsumeAnswer) *http.Response {
+	if r.Header.Get("Accept") != api.BatchMediaType {
+		n.mu.Lock()
+		n.jsonAnswers++
+		n.mu.Unlock()
+		return jsonAnswer(200, out)
+	}
+	var b bytes.Buffer
+	cw := api.NewConsumeBatchWriter(&b)
+	for start := 0; start < len(out.Records); {
+		first, end := out.Records[start], start+1
+		for end < len(out.Records) && out.Records[end].Partition == first.Partition {
+			end++
+		}
+		cw.Group(api.ConsumeGroup{Partition: first.Partition, LeaseID: first.LeaseID, LeaseDeadlineMs: first.LeaseDeadlineMs, Records: end - start})
+		for _, rec := range out.Records[start:end] {
+			value, _ := base64.StdEncoding.DecodeString(rec.Value)
+			cw.Record(api.BatchRecord{Offset: rec.Offset, CommittedAtMs: rec.CommittedAtMs, Key: []byte{}, Value: value})
+		}
+		start = end
+	}
+	return answer(200, b.String(), "Content-Type", api.BatchMediaType)
 }
 
 // deliveries lists how many times each record was leased, "p/o:n" for
