@@ -83,7 +83,11 @@
 // back (nacks) every record not settled, received or not, so others get
 // them at once rather than at their lease's end; what a nack did not
 // reach, and what a consume in flight had leased, comes back when its
-// lease runs out.
+// lease runs out. With UntilEmpty, Receive answers io.EOF once nothing
+// is left to lease: every record it returned is settled or lost, and the
+// last consume answered by each owner of the topic's partitions leased
+// nothing (Drained), so a one-time drain of a topic ends; an owner whose
+// consumes fail keeps it waiting.
 //
 // It sends topic-wide consumes that long-poll (Wait, 10 s, a third of
 // Lease at most, so that a record leased at the end of a poll is in time

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"time"
@@ -43,6 +44,14 @@ type QueueConsumerOptions struct {
 	// leased; then its lease runs out and the record is delivered again
 	// (LeaseLost says so). Default 1 h.
 	MaxHold time.Duration
+	// UntilEmpty makes Receive return io.EOF once nothing is left to
+	// lease: nothing is ready or in work (every record Receive returned
+	// is settled or lost), and the last consume answered by every node
+	// that owns partitions of the topic leased nothing (Drained). Records
+	// leased to other consumers then, committed later, or given back
+	// later are not waited for. A node whose consumes fail is not
+	// answered, so the consumer is not drained while one does.
+	UntilEmpty bool
 }
 
 // ErrQueueConsumerClosed is a QueueConsumer's error after Close.
@@ -226,7 +235,8 @@ func (q *QueueConsumer) fail(err error) {
 }
 
 // Receive returns the records leased and not returned yet, at most
-// MaxRecords, waiting for some as long as ctx allows. Records of
+// MaxRecords, waiting for some as long as ctx allows (with UntilEmpty,
+// io.EOF once nothing is left to lease). Records of
 // different partitions come in no set order, and a record nacked, or
 // whose lease ran out, comes again. An error no consume can mend (the
 // topic deleted, or deleted and made again) ends the consumer: Receive
@@ -253,6 +263,10 @@ func (q *QueueConsumer) Receive(ctx context.Context) ([]*Message, error) {
 			q.mu.Unlock()
 			return nil, err
 		}
+		if q.opts.UntilEmpty && len(q.work) == 0 && q.drained() {
+			q.mu.Unlock()
+			return nil, io.EOF
+		}
 		changed := q.changed
 		q.mu.Unlock()
 		select {
@@ -261,6 +275,30 @@ func (q *QueueConsumer) Receive(ctx context.Context) ([]*Message, error) {
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// Drained reports that the last consume answered by every node that owns
+// partitions of the topic (as the consumer last read the owners) leased
+// nothing, and no record is ready for Receive: a round over every owner
+// found nothing free to lease. A node whose last consume failed, or that
+// has answered none yet, is not drained.
+func (q *QueueConsumer) Drained() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.drained()
+}
+
+// drained is Drained; q.mu is held.
+func (q *QueueConsumer) drained() bool {
+	if len(q.ready) > 0 || len(q.loops) == 0 {
+		return false
+	}
+	for _, l := range q.loops {
+		if !l.stop && (!l.sent || l.busy || l.failed) {
+			return false
+		}
+	}
+	return true
 }
 
 // took takes what a consume sent at sent leased into work and ready;

@@ -42,6 +42,8 @@ type ownerLoop struct {
 	stop bool     // under q.mu: the node owns none of the topic's partitions now
 	sent bool     // under q.mu: a consume of it was answered
 	busy bool     // under q.mu: the last consume of it answered leased records
+	// failed, under q.mu: its last consume failed (it is not drained).
+	failed bool
 }
 
 // ownersOf lists the nodes a description names as owners.
@@ -176,6 +178,7 @@ func (q *QueueConsumer) consumeFrom(l *ownerLoop) {
 		cancel()
 		q.mu.Lock()
 		q.reserved -= room
+		l.failed = err != nil
 		if err == nil {
 			q.took(recs, sent) // even when closing: Close gives them back
 			l.sent, l.busy = true, len(recs) > 0
