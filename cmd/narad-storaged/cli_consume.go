@@ -25,8 +25,9 @@ import (
 // frame stops it (exit 1, naming the partition and offsets), or with
 // --skip-damaged is stepped over with a warning on stderr; records
 // retention deleted are skipped to the start, with a warning. With
-// --queue it is a queue consumer instead (runQueueConsume; with
-// --follow of the whole topic, runQueueFollow).
+// --queue it is a queue consumer instead: of the whole topic across its
+// owners (runQueueTopic), of one partition (runQueueConsume), or a peek
+// (--no-ack, runQueueConsume).
 func runConsume(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("consume", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -39,8 +40,8 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, `print JSON lines: {"partition","offset","key","value","committed_at_ms"}, key and value base64 with "encoding":"base64" when not UTF-8`)
 	format := fs.String("format", "", "print each record as FMT (default '"+defaultFormat+"'): "+formatVerbs)
 	skipDamaged := fs.Bool("skip-damaged", false, "step over the records of a damaged frame (saying so on stderr) instead of stopping there")
-	queue := fs.Bool("queue", false, "be a queue consumer: lease records (of any partition unless --partition is given), print them, ack them")
-	noAck := fs.Bool("no-ack", false, "with --queue: give the records back (nack) instead of acking them: a peek")
+	queue := fs.Bool("queue", false, "be a queue consumer: lease records of every partition on every node that owns some (of --partition's owner alone with it), print them, ack them; without --follow, until the last consume answered by every owner leased nothing")
+	noAck := fs.Bool("no-ack", false, "with --queue: a peek: print one consume's records of the node asked (or of --partition) and give them back (nack)")
 	lease := fs.Duration("lease", 30*time.Second, "with --queue: how long a record stays leased")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: narad-storaged consume --topic T [--partition P] [--from WHERE] [--follow] [--json | --format FMT]\n"+
@@ -88,8 +89,8 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	out := bufio.NewWriterSize(stdout, 64<<10)
-	if *queue && *follow && !set["partition"] {
-		return runQueueFollow(ctx, c, cf.topic, *lease, printer, out, stderr)
+	if *queue && !set["partition"] && !*noAck {
+		return runQueueTopic(ctx, c, cf.topic, *lease, *follow, printer, out, stderr)
 	}
 	if *queue {
 		opts := client.ConsumeOptions{OnlyPartition: set["partition"], Partition: cf.partition, MaxRecords: 1000, Lease: *lease}

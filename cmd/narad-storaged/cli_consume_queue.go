@@ -11,12 +11,14 @@ import (
 	"github.com/narad-io/storage/client"
 )
 
-// runQueueConsume leases records, prints them and acks them (nacks them
-// with noAck), until a consume finds nothing free or, with follow, until
-// interrupted. Without a partition a consume leases from any of the
-// topic's partitions (those the node asked owns, in a cluster). A record
-// is acked only once printed: a consumer killed in between leaves it to
-// be leased again when its lease runs out.
+// runQueueConsume leases records of one partition (--partition: from
+// its owner, the node asked following a 421 to it), prints them and acks
+// them, until a consume finds nothing free or, with follow, until
+// interrupted; or, with noAck and no partition, peeks: prints one
+// consume's records of the node asked (the partitions it owns, in a
+// cluster) and gives them back. A record is acked only once printed: a
+// consumer killed in between leaves it to be leased again when its lease
+// runs out.
 func runQueueConsume(ctx context.Context, c *client.Client, topic string, opts client.ConsumeOptions, follow, noAck bool,
 	printer *recordPrinter, out *bufio.Writer, stderr io.Writer) int {
 	if follow {
@@ -70,15 +72,26 @@ func runQueueConsume(ctx context.Context, c *client.Client, topic string, opts c
 	}
 }
 
-// runQueueFollow is consume --queue --follow of a whole topic, through a
+// runQueueTopic is consume --queue of a whole topic, through a
 // client.QueueConsumer: it consumes from every node that owns partitions
 // of the topic (in a cluster, not only the node asked) and renews the
-// leases of the records it holds until they are printed and acked. An
-// interrupt ends it, exit 0, giving back (nacking) what it had leased and
-// not acked.
-func runQueueFollow(ctx context.Context, c *client.Client, topic string, lease time.Duration,
+// leases of the records it holds until they are printed and acked. With
+// follow it runs until interrupted; without, until nothing is left to
+// lease (client.QueueConsumerOptions.UntilEmpty): every record it leased
+// is printed and acked, and the last consume answered by every owner
+// leased nothing. Records leased to other consumers then, or committed
+// later, are not waited for; an owner whose consumes fail keeps it
+// retrying until interrupted. An interrupt ends it, exit 0, giving back
+// (nacking) what it had leased and not acked.
+func runQueueTopic(ctx context.Context, c *client.Client, topic string, lease time.Duration, follow bool,
 	printer *recordPrinter, out *bufio.Writer, stderr io.Writer) int {
-	q, err := c.NewQueueConsumer(ctx, topic, client.QueueConsumerOptions{MaxRecords: 1000, Lease: lease})
+	opts := client.QueueConsumerOptions{MaxRecords: 1000, Lease: lease}
+	if !follow {
+		// An owner with nothing free answers after a short poll, not a
+		// long one: how long the last round takes.
+		opts.UntilEmpty, opts.Wait = true, drainWait
+	}
+	q, err := c.NewQueueConsumer(ctx, topic, opts)
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0
@@ -90,7 +103,7 @@ func runQueueFollow(ctx context.Context, c *client.Client, topic string, lease t
 		for {
 			msgs, err := q.Receive(ctx)
 			switch {
-			case ctx.Err() != nil:
+			case ctx.Err() != nil || errors.Is(err, io.EOF):
 				return 0
 			case err != nil:
 				fmt.Fprintln(stderr, "consume:", err)
@@ -118,3 +131,7 @@ func runQueueFollow(ctx context.Context, c *client.Client, topic string, lease t
 	}
 	return code
 }
+
+// drainWait is each consume's long poll in consume --queue without
+// --follow.
+const drainWait = 50 * time.Millisecond
