@@ -21,7 +21,9 @@
 //     of a fetch answer: one writer (BatchWriter) and one reader
 //     (BatchReader), which bounds every length before it allocates and is
 //     fuzzed, and the headers a binary answer carries (HeaderNextOffset,
-//     ...).
+//     ...); and the binary queue consume answer, records grouped by the
+//     partition and lease they were leased under (ConsumeBatchWriter,
+//     ConsumeBatchReader, consume_batch.go), in the same media type.
 //
 // An answer's fields stand in the order the server writes them. A records
 // answer (a fetch's, a cursor read's, a queue consume's) is streamed by

@@ -15,7 +15,8 @@
 //
 // Files: handler.go (routing, authentication, readiness, the error
 // body), one file a resource (topics.go, records.go, consumer.go,
-// queue.go, cursors.go, moves.go), owner.go (421 routing), stream.go
+// queue.go, cursors.go, moves.go), queue_batch.go (a queue consume's
+// binary answer), owner.go (421 routing), stream.go
 // (records answers streamed from lending reads), body.go (metered
 // produce bodies), input.go (exact input: query parameters and JSON
 // fields), errors.go (engine errors to answers), metrics.go, conns.go,
