@@ -66,9 +66,16 @@ type navEntry struct {
 // logs) keeps cached, in bytes. A log over it drops its own oldest frames,
 // down to caching nothing; a log gives its frames back when it drops them
 // and when it closes.
+//
+// At most half of it holds large frames (the one frame a log keeps that
+// a read stopped inside, frameCache.large): nothing drops one log's large
+// frame for another's tail frames, so without that bound logs left idle
+// with a large frame each (nothing closes the idle logs of an embedder
+// without a node) would keep every other log's tail cache empty.
 type CacheBudget struct {
 	limit int64
 	used  atomic.Int64
+	large atomic.Int64 // the part of used that large frames keep
 }
 
 // DefaultCacheBudgetBytes bounds, together, the decoded frames cached by
@@ -79,6 +86,10 @@ const DefaultCacheBudgetBytes = 256 << 20
 // processCacheBudget is the budget of DefaultCacheBudgetBytes the logs
 // opened without one share.
 var processCacheBudget = NewCacheBudget(DefaultCacheBudgetBytes)
+
+// ProcessCacheBudget is the budget of DefaultCacheBudgetBytes that every
+// log of the process opened without one of its own shares.
+func ProcessCacheBudget() *CacheBudget { return processCacheBudget }
 
 // NewCacheBudget returns a budget of limit bytes.
 func NewCacheBudget(limit int64) *CacheBudget { return &CacheBudget{limit: limit} }
@@ -97,6 +108,31 @@ func (b *CacheBudget) take(n int) {
 
 func (b *CacheBudget) over() bool { return b != nil && b.used.Load() > b.limit }
 
+// takeLarge counts n bytes of a large frame against the half of the
+// budget large frames may keep, and reports whether they fit (the caller
+// still takes them from the whole budget).
+func (b *CacheBudget) takeLarge(n int) bool {
+	if b == nil {
+		return false
+	}
+	for {
+		held := b.large.Load()
+		if held+int64(n) > b.limit/2 {
+			return false
+		}
+		if b.large.CompareAndSwap(held, held+int64(n)) {
+			return true
+		}
+	}
+}
+
+// giveLarge gives back n bytes takeLarge counted.
+func (b *CacheBudget) giveLarge(n int) {
+	if b != nil {
+		b.large.Add(-int64(n))
+	}
+}
+
 // frameCache holds a log's decoded frames (docs/design.md, "Flusher
 // pipeline": frameCache) and frame positions (navCache), shared by readers
 // and the actor. Both are invalidated on a failed commit's truncate
@@ -114,7 +150,8 @@ func (b *CacheBudget) over() bool { return b != nil && b.used.Load() > b.limit }
 // an offset that is not in the log, or whose bytes differ from what is in
 // the log; no frame is both among frames and large (it would be counted
 // twice); bytes, the sum of frames' and large's bytes, and the proofs'
-// memory are together exactly what the log holds of budget;
+// memory are together exactly what the log holds of budget, and large's
+// bytes what it holds of the budget's share for large frames;
 // nProofs is len(proofs); once closed, frames, large and proofs stay
 // empty.
 type frameCache struct {
@@ -197,9 +234,14 @@ func (c *frameCache) putStopped(f *cachedFrame) {
 		return
 	}
 	c.dropLargeLocked()
+	if !c.budget.takeLarge(f.bytes) {
+		c.dropLocked(f)
+		return
+	}
 	c.budget.take(f.bytes)
 	if c.budget.over() {
 		c.budget.take(-f.bytes)
+		c.budget.giveLarge(f.bytes)
 		c.dropLocked(f)
 		return
 	}
@@ -211,6 +253,7 @@ func (c *frameCache) dropLargeLocked() {
 	if c.large != nil {
 		c.bytes -= c.large.bytes
 		c.budget.take(-c.large.bytes)
+		c.budget.giveLarge(c.large.bytes)
 		c.dropLocked(c.large)
 		c.large = nil
 	}
@@ -256,7 +299,8 @@ func (c *frameCache) put(f *cachedFrame) (held bool) {
 // in place).
 func (c *frameCache) mayCache(h wire.FrameHeader) bool {
 	bytes := decodedBytes(int(h.UncompressedSize), int(h.RecordCount))
-	return bytes <= stoppedFrameBytes || (c.budget != nil && c.budget.used.Load()+int64(bytes) <= c.budget.limit)
+	return bytes <= stoppedFrameBytes || (c.budget != nil && c.budget.used.Load()+int64(bytes) <= c.budget.limit &&
+		c.budget.large.Load()+int64(bytes) <= c.budget.limit/2)
 }
 
 // decodedBytes is the memory a cached frame keeps and the cache counts:
@@ -443,6 +487,7 @@ func (c *frameCache) close() {
 	c.bytes = 0
 	clear(c.frames)
 	if c.large != nil {
+		c.budget.giveLarge(c.large.bytes)
 		c.dropLocked(c.large)
 	}
 	c.removeProofsLocked(func(*frameProof) bool { return true })
@@ -464,6 +509,7 @@ func (c *frameCache) forget(drop func(base, end int64) bool) {
 	clear(c.frames[len(frames):])
 	c.frames = frames
 	if c.large != nil && drop(c.large.base, c.large.end) {
+		c.budget.giveLarge(c.large.bytes)
 		c.dropLocked(c.large)
 		c.large = nil
 	}

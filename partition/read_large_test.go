@@ -158,3 +158,42 @@ func TestFrameCache_TheLargeFrameIsNotCachedAgainAmongTheFrames(t *testing.T) {
 		t.Fatalf("frames %d, counted %d (budget %d); want only the large frame's %d, served", len(c.frames), c.bytes, c.budget.Used(), stopped.bytes)
 	}
 }
+
+// TestFrameCache_IdleLargeFramesLeaveHalfTheBudgetToTailFrames: large
+// frames keep at most half of a budget. Nothing drops one log's large
+// frame for another's tail frames, so logs left idle with one each (an
+// embedder's bare logs, which nothing closes for idleness) would
+// otherwise fill the budget and keep every other log's tail cache empty;
+// a large frame given back frees its share for the next.
+func TestFrameCache_IdleLargeFramesLeaveHalfTheBudgetToTailFrames(t *testing.T) {
+	const limit, large = 64 << 20, 4 << 20
+	budget := NewCacheBudget(limit)
+	var idle []*frameCache
+	for range limit / large {
+		c := &frameCache{budget: budget}
+		f := &cachedFrame{base: 0, end: 1, records: []ReadRecord{{}}, bytes: large}
+		c.putStopped(f)
+		if c.large != nil {
+			idle = append(idle, c)
+		}
+	}
+	if want := limit / 2 / large; len(idle) != want {
+		t.Fatalf("%d large frames of %d bytes cached under a budget of %d; want %d (half the budget)", len(idle), large, limit, want)
+	}
+	tail := &frameCache{budget: budget}
+	if !tail.put(&cachedFrame{base: 0, end: 1, records: []ReadRecord{{}}, bytes: 4 << 10}) {
+		t.Fatalf("a tail frame was refused with the budget's large frames holding %d of %d", budget.Used(), budget.Limit())
+	}
+	idle[0].close()
+	late := &frameCache{budget: budget}
+	late.putStopped(&cachedFrame{base: 0, end: 1, records: []ReadRecord{{}}, bytes: large})
+	if late.large == nil {
+		t.Fatal("a large frame given back at a close did not free its share for the next")
+	}
+	for _, c := range append(idle[1:], tail, late) {
+		c.close()
+	}
+	if budget.Used() != 0 || budget.large.Load() != 0 {
+		t.Fatalf("after every close the budget holds %d bytes, %d of them large frames'", budget.Used(), budget.large.Load())
+	}
+}

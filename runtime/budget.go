@@ -198,10 +198,12 @@ func (c *budgetCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
 	var limit, evictions, cached, cacheLimit float64
+	counted := map[*partition.CacheBudget]bool{} // nodes with no budget of their own share the process's
 	for _, n := range c.sorted() {
 		limit += float64(n.reg.MaxOpen())
 		evictions += float64(n.reg.Evictions())
-		if b := n.cacheBudget; b != nil {
+		if b := n.cacheBudget; !counted[b] {
+			counted[b] = true
 			cached += float64(b.Used())
 			cacheLimit += float64(b.Limit())
 		}

@@ -370,3 +370,17 @@ func TestBudget_AnIdleVictimWhoseBoundaryIsOnDiskClosesWithoutAnFsync(t *testing
 		t.Fatalf("the eviction of a log committed to made %v on its hwm file; want a write, then an fsync", onHWM)
 	}
 }
+
+// TestBudget_NodesWithoutAFrameCacheBoundReportTheProcesssOnce: with
+// FrameCacheBytes < 0 a node's logs share the partition package's
+// process-wide budget; the cache gauges report that budget, counted once
+// however many such nodes share a registerer.
+func TestBudget_NodesWithoutAFrameCacheBoundReportTheProcesssOnce(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	for i := range 2 {
+		startNode(t, newTestDisk(t, uint64(i+1)), Config{FrameCacheBytes: -1, Registerer: reg})
+	}
+	if got, want := series(t, reg, "narad_storage_frame_cache_limit_bytes"), fmt.Sprintf("%d\n", partition.DefaultCacheBudgetBytes); got != want {
+		t.Fatalf("narad_storage_frame_cache_limit_bytes: %q, want %q", got, want)
+	}
+}

@@ -197,7 +197,7 @@ type Node struct {
 	dictionaryMetrics dictionaryMetrics      // the trainings, counted
 	unregisterHWM     func()                 // takes the node out of its registerer's gauge
 	disk              *diskGuard             // the floor of free space produce keeps
-	cacheBudget       *partition.CacheBudget // shared by the open logs' frame caches; nil: the partition package's process-wide one
+	cacheBudget       *partition.CacheBudget // shared by the open logs' frame caches: the node's own, or the process's (partition.ProcessCacheBudget)
 	unregisterDisk    func()                 // takes the node out of its registerer's disk gauges
 	unregisterLimit   func()                 // takes the node out of its registerer's budget metrics
 	unregisterLag     func()                 // takes the node out of its registerer's lag gauges
@@ -284,6 +284,7 @@ func New(cfg Config) (n *Node, err error) {
 		promReg:         reg,
 	}
 	n.backgroundCtx, n.endBackground = context.WithCancel(context.Background())
+	n.cacheBudget = partition.ProcessCacheBudget()
 	if cfg.FrameCacheBytes > 0 {
 		n.cacheBudget = partition.NewCacheBudget(cfg.FrameCacheBytes)
 	}
