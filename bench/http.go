@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -199,6 +200,16 @@ func RunHTTP(addr, topic string, load HTTPLoad) ([]HTTPResult, error) {
 		}
 	}
 
+	// The produce workloads' client keeps a connection idle for every
+	// send an open loop may have in flight, so a burst after a stall does
+	// not dial new ones (their cost would land in the client's tail).
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = load.Producers * openInFlight
+	lc, err := client.New(addr, client.Options{HTTPClient: &http.Client{Transport: tr}})
+	if err != nil {
+		return nil, err
+	}
+	defer tr.CloseIdleConnections()
 	produced := make([]atomic.Int64, load.Partitions) // records sent to each partition
 	var closedRate, closedP99, rate float64
 	var out []HTTPResult
@@ -208,7 +219,7 @@ func RunHTTP(addr, topic string, load HTTPLoad) ([]HTTPResult, error) {
 			return nil, err
 		}
 		rate = share * closedRate / float64(load.Batch)
-		ph, err := produceLoad(ctx, c, topic, load, batches, rate, produced)
+		ph, err := produceLoad(ctx, lc, topic, load, batches, rate, produced)
 		if err != nil {
 			return nil, err
 		}

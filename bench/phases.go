@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ServerP99 is the daemon's own view of a workload's tail, from the
@@ -43,7 +44,7 @@ type histograms map[string]map[float64]float64
 // histograms. A histogram not observed yet has no series; after
 // produces, each must have them (present), or the names here are wrong.
 func scrapeHistograms(addr string, present bool) (histograms, error) {
-	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}
 	resp, err := hc.Get(addr + "/metrics")
 	if err != nil {
 		return nil, err
