@@ -84,10 +84,16 @@
 // them at once rather than at their lease's end; what a nack did not
 // reach, and what a consume in flight had leased, comes back when its
 // lease runs out. With UntilEmpty, Receive answers io.EOF once nothing
-// is left to lease: every record it returned is settled or lost, and the
-// last consume answered by each owner of the topic's partitions leased
-// nothing (Drained), so a one-time drain of a topic ends; an owner whose
-// consumes fail keeps it waiting.
+// is left to lease: every record it returned is settled or lost, each
+// owner of the topic's partitions answered a consume that leased
+// nothing, confirmed by a read of the owners begun after those answers
+// that found no partition moved, and what a consume that failed after
+// it was sent may have leased is free again (Drained); so a one-time
+// drain of a topic ends. io.EOF is final: the consumer leases nothing
+// more and Receive answers io.EOF again. An owner whose consumes fail
+// keeps it waiting, up to MaxConsumeFailures in a row: then Receive
+// returns the last failure, naming the owner. OnConsumeError is told
+// each failed consume that is retried, with or without UntilEmpty.
 //
 // It sends topic-wide consumes that long-poll (Wait, 10 s, a third of
 // Lease at most, so that a record leased at the end of a poll is in time

@@ -46,12 +46,35 @@ type QueueConsumerOptions struct {
 	MaxHold time.Duration
 	// UntilEmpty makes Receive return io.EOF once nothing is left to
 	// lease: nothing is ready or in work (every record Receive returned
-	// is settled or lost), and the last consume answered by every node
-	// that owns partitions of the topic leased nothing (Drained). Records
-	// leased to other consumers then, committed later, or given back
-	// later are not waited for. A node whose consumes fail is not
-	// answered, so the consumer is not drained while one does.
+	// is settled or lost), and every node that owns partitions of the
+	// topic answered a consume that leased nothing (Drained), confirmed
+	// by an owners read begun after those answers that found no
+	// partition moved since they were sent (a partition that moved may
+	// have been under neither owner's consume). A consume that failed
+	// after it was sent (no answer, an answer cut or unreadable) may have
+	// leased records the client never got: they are free again when
+	// their lease runs out, and only the answers of consumes sent after
+	// that count. io.EOF is final: the consumer leases nothing more
+	// (what a consume in flight then leased is given back at once), and
+	// every later Receive returns io.EOF; Close it still. Records leased
+	// to other consumers then, committed later, or given back later are
+	// not waited for. A node whose consumes fail is not drained: after
+	// MaxConsumeFailures of its consumes failed in a row, Receive
+	// returns the last failure, naming the node.
 	UntilEmpty bool
+	// MaxConsumeFailures bounds, with UntilEmpty, the consumes of one
+	// node that may fail in a row before the consumer ends with the last
+	// failure (the drain cannot tell whether that node has records):
+	// default 10, about 10 s of the retry schedule when each fails at
+	// once. Without UntilEmpty a node's failing consumes are retried
+	// while the consumer lives.
+	MaxConsumeFailures int
+	// OnConsumeError, when set, is told each failed consume of a node
+	// (its address) that will be sent again after a backoff: the
+	// consumer retries quietly otherwise. It is called from the
+	// consumer's goroutines, one per node, possibly at once, outside its
+	// lock; it must not block long (that node's consumes wait for it).
+	OnConsumeError func(node string, err error)
 }
 
 // ErrQueueConsumerClosed is a QueueConsumer's error after Close.
@@ -129,7 +152,8 @@ func (m *Message) LeaseLost() bool {
 //   - waiters holds each loop that wants room and has not reserved it,
 //     once, in the order they asked: only the first may reserve, and a
 //     loop that ends leaves it;
-//   - once err is set, or closed, no consume is sent.
+//   - once err is set, eof, or closed, no consume is sent;
+//   - once eof, ready and work are empty and stay so.
 type QueueConsumer struct {
 	c           *Client
 	topic       string
@@ -155,6 +179,12 @@ type QueueConsumer struct {
 	renewing  map[string]chan struct{} // by node, as in loops: a slot of each extension in flight to it (buffered, renewSlots)
 	owners    map[int]string           // partition -> its owner, as in loops, as the last description named it
 	parts     uint64                   // the last part a short extension's records were split into (renewKey)
+
+	// What UntilEmpty's io.EOF rests on (ownerLoop.emptyAt):
+	seq          uint64 // orders empty answers and owners reads
+	ownersGen    uint64 // bumped when a read finds a partition's owner changed (or a new partition)
+	ownersReadAt uint64 // the q.seq the last successful owners read began at
+	eof          bool   // Receive returned io.EOF: nothing is leased any more
 }
 
 // recordKey names a record of the topic.
@@ -183,6 +213,9 @@ func (c *Client) NewQueueConsumer(ctx context.Context, topic string, opts QueueC
 	if opts.MaxHold == 0 {
 		opts.MaxHold = time.Hour
 	}
+	if opts.MaxConsumeFailures == 0 {
+		opts.MaxConsumeFailures = 10
+	}
 	switch {
 	case opts.MaxRecords < 0 || opts.MaxRecords > api.MaxConsumeRecords:
 		return nil, fmt.Errorf("narad: queue consumer: MaxRecords %d: want 1 to %d", opts.MaxRecords, api.MaxConsumeRecords)
@@ -196,6 +229,8 @@ func (c *Client) NewQueueConsumer(ctx context.Context, topic string, opts QueueC
 		return nil, fmt.Errorf("narad: queue consumer: MaxInWork %d is negative", opts.MaxInWork)
 	case opts.MaxHold < 0:
 		return nil, fmt.Errorf("narad: queue consumer: MaxHold %v is negative", opts.MaxHold)
+	case opts.MaxConsumeFailures < 0:
+		return nil, fmt.Errorf("narad: queue consumer: MaxConsumeFailures %d is negative", opts.MaxConsumeFailures)
 	}
 	desc, err := c.Topic(ctx, topic)
 	if err != nil {
@@ -236,7 +271,7 @@ func (q *QueueConsumer) fail(err error) {
 
 // Receive returns the records leased and not returned yet, at most
 // MaxRecords, waiting for some as long as ctx allows (with UntilEmpty,
-// io.EOF once nothing is left to lease). Records of
+// io.EOF once nothing is left to lease, and after it always). Records of
 // different partitions come in no set order, and a record nacked, or
 // whose lease ran out, comes again. An error no consume can mend (the
 // topic deleted, or deleted and made again) ends the consumer: Receive
@@ -248,6 +283,10 @@ func (q *QueueConsumer) Receive(ctx context.Context) ([]*Message, error) {
 		if q.closed {
 			q.mu.Unlock()
 			return nil, ErrQueueConsumerClosed
+		}
+		if q.eof {
+			q.mu.Unlock()
+			return nil, io.EOF
 		}
 		if n := min(len(q.ready), q.opts.MaxRecords); n > 0 {
 			out := q.ready[:n:n]
@@ -264,6 +303,8 @@ func (q *QueueConsumer) Receive(ctx context.Context) ([]*Message, error) {
 			return nil, err
 		}
 		if q.opts.UntilEmpty && len(q.work) == 0 && q.drained() {
+			q.eof = true
+			q.notify() // the loops end
 			q.mu.Unlock()
 			return nil, io.EOF
 		}
@@ -277,11 +318,16 @@ func (q *QueueConsumer) Receive(ctx context.Context) ([]*Message, error) {
 	}
 }
 
-// Drained reports that the last consume answered by every node that owns
-// partitions of the topic (as the consumer last read the owners) leased
-// nothing, and no record is ready for Receive: a round over every owner
-// found nothing free to lease. A node whose last consume failed, or that
-// has answered none yet, is not drained.
+// Drained reports that every node that owns partitions of the topic (as
+// the consumer last read the owners) answered a consume that leased
+// nothing, not since contradicted, and no record is ready for Receive: a
+// round over every owner found nothing free to lease. Such a round counts
+// once an owners read begun after it found no partition moved since its
+// consumes were sent (UntilEmpty asks for that read at once; otherwise it
+// comes within ownersEvery), and only from consumes sent after a failed
+// one's records, if it leased any, are free again. A node whose last
+// consume leased records or failed, or that has answered none yet, is not
+// drained.
 func (q *QueueConsumer) Drained() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -294,7 +340,7 @@ func (q *QueueConsumer) drained() bool {
 		return false
 	}
 	for _, l := range q.loops {
-		if !l.stop && (!l.sent || l.busy || l.failed) {
+		if !l.stop && (!l.emptyRun(q.ownersGen) || q.ownersReadAt < l.emptyAt) {
 			return false
 		}
 	}

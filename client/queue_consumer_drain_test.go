@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"sync/atomic"
@@ -30,7 +31,7 @@ func TestQueueConsumer_UntilEmptyEndsWhenEveryOwnerLeasedNothing(t *testing.T) {
 		cluster := queueCluster{"127.0.0.1:7480": a, "10.0.0.2:7480": b}
 		transport := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			if r.URL.Host == "10.0.0.2:7480" && bDown.Load() {
-				return nil, errors.New("connection refused")
+				return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
 			}
 			return cluster.RoundTrip(r)
 		})

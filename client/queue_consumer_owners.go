@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -42,8 +43,31 @@ type ownerLoop struct {
 	stop bool     // under q.mu: the node owns none of the topic's partitions now
 	sent bool     // under q.mu: a consume of it was answered
 	busy bool     // under q.mu: the last consume of it answered leased records
-	// failed, under q.mu: its last consume failed (it is not drained).
-	failed bool
+	// Under q.mu, what UntilEmpty's io.EOF rests on (drained): the
+	// node's answers have leased nothing since the consume answered at
+	// emptyAt (a q.seq; 0: its last consume leased records or failed, or
+	// none was answered), sent at emptySent under owners generation
+	// emptyGen. Such a run counts only under the current generation (no
+	// partition moved since it began) and when it began after doubtUntil:
+	// a failed consume may have leased records the client never got,
+	// which are free again when their lease runs out.
+	emptyAt, emptyGen uint64
+	emptySent         time.Time
+	doubtUntil        time.Time
+}
+
+// emptyRun reports that l's answers have leased nothing since a consume
+// that counts for UntilEmpty under owners generation gen; q.mu is held.
+func (l *ownerLoop) emptyRun(gen uint64) bool {
+	return l.emptyAt != 0 && l.emptyGen == gen && !l.emptySent.Before(l.doubtUntil)
+}
+
+// name is the node's address, for errors.
+func (q *QueueConsumer) name(l *ownerLoop) string {
+	if l.url == nil {
+		return q.c.base.Host
+	}
+	return l.url.Host
 }
 
 // ownersOf lists the nodes a description names as owners.
@@ -73,6 +97,9 @@ func (q *QueueConsumer) startLoops(desc Topic) error {
 	}
 	nodes := ownersOf(desc)
 	for _, d := range desc.Partitions {
+		if o, ok := q.owners[d.Partition]; !ok || o != ownerOf(d) {
+			q.ownersGen++ // a partition moved (or is new): an empty round before counts no more
+		}
 		q.owners[d.Partition] = ownerOf(d)
 	}
 	for node := range nodes {
@@ -119,6 +146,10 @@ func (q *QueueConsumer) watchOwners() {
 		case <-t.C:
 		case <-q.refresh:
 		}
+		q.mu.Lock()
+		q.seq++
+		readAt := q.seq
+		q.mu.Unlock()
 		desc, err := q.c.Topic(q.ctx, q.topic)
 		next := ownersEvery
 		q.mu.Lock()
@@ -131,11 +162,12 @@ func (q *QueueConsumer) watchOwners() {
 			failures++
 		default:
 			failures = 0
+			q.ownersReadAt = readAt
 			if err := q.startLoops(desc); err != nil {
 				q.fail(err)
 			}
 		}
-		done := q.err != nil || q.ctx.Err() != nil
+		done := q.err != nil || q.eof || q.ctx.Err() != nil
 		q.mu.Unlock()
 		if done {
 			return
@@ -156,8 +188,10 @@ func (q *QueueConsumer) askOwners() {
 // topic, as many records as there is room for in work, each consume a
 // long poll of pollWait (1 ms for an idle loop's turn while a busy one
 // waits: room). A failed consume has the owners read again and is
-// sent again after a backoff (the client's retry schedule); an answer
-// that says the options are invalid ends the consumer.
+// sent again after a backoff (the client's retry schedule), and is told
+// to OnConsumeError; an answer that says the options are invalid ends
+// the consumer, as do MaxConsumeFailures in a row with UntilEmpty. What
+// a consume leased after io.EOF is given back at once.
 func (q *QueueConsumer) consumeFrom(l *ownerLoop) {
 	defer q.wg.Done()
 	defer func() { // a loop that ends waits for no room: the next may have it
@@ -173,21 +207,48 @@ func (q *QueueConsumer) consumeFrom(l *ownerLoop) {
 		}
 		ctx, cancel := context.WithTimeout(q.ctx, wait+consumeMargin)
 		sent := time.Now()
+		q.mu.Lock()
+		gen := q.ownersGen
+		q.mu.Unlock()
 		recs, err := q.c.consume(ctx, l.url, q.topic, ConsumeOptions{MaxRecords: room,
 			MaxBytes: q.opts.MaxBytes, Lease: q.opts.Lease, Wait: wait})
 		cancel()
 		q.mu.Lock()
 		q.reserved -= room
-		l.failed = err != nil
-		if err == nil {
+		eof := q.eof
+		switch {
+		case err == nil && eof: // given back below: Receive hands out nothing more
+		case err == nil:
 			q.took(recs, sent) // even when closing: Close gives them back
 			l.sent, l.busy = true, len(recs) > 0
+			if l.busy {
+				l.emptyAt = 0
+			} else if !l.emptyRun(q.ownersGen) {
+				// A run that counts begins, or may: it counts once an owners
+				// read that began after this answer finds no partition moved.
+				q.seq++
+				l.emptyAt, l.emptyGen, l.emptySent = q.seq, gen, sent
+				if q.opts.UntilEmpty && l.emptyRun(q.ownersGen) {
+					q.askOwners()
+				}
+			}
+		default:
+			l.emptyAt = 0
+			if mayHaveLeased(err) {
+				// What it leased is free again a Lease after the node leased
+				// it: before the failure came back.
+				l.doubtUntil = time.Now().Add(q.opts.Lease)
+			}
 			if !slices.Contains(q.waiters, l) {
 				q.waiters = append(q.waiters, l) // it asks for room next: its turn is from now
 			}
 		}
 		q.notify() // the room not taken is free again
 		q.mu.Unlock()
+		if err == nil && eof {
+			q.giveBack(recs)
+			continue // room says it ends
+		}
 		if err == nil {
 			failures = 0
 			q.wakeRenewer()
@@ -196,18 +257,47 @@ func (q *QueueConsumer) consumeFrom(l *ownerLoop) {
 		if q.ctx.Err() != nil {
 			return
 		}
-		var e *Error
-		if errors.As(err, &e) && strings.HasPrefix(e.Code, "invalid_") {
-			q.mu.Lock()
-			q.fail(fmt.Errorf("narad: queue consumer of %s: %w", q.topic, err))
-			q.mu.Unlock()
-			return
-		}
-		q.askOwners()
-		if backoff(q.ctx, failures, err) != nil {
-			return
-		}
 		failures++
+		var e *Error
+		switch {
+		case errors.As(err, &e) && strings.HasPrefix(e.Code, "invalid_"):
+			err = fmt.Errorf("narad: queue consumer of %s: %w", q.topic, err)
+		case q.opts.UntilEmpty && failures >= q.opts.MaxConsumeFailures:
+			err = fmt.Errorf("narad: queue consumer of %s: node %s: %d consumes failed in a row, the last: %w", q.topic, q.name(l), failures, err)
+		default:
+			if q.opts.OnConsumeError != nil {
+				q.opts.OnConsumeError(q.name(l), err)
+			}
+			q.askOwners()
+			if backoff(q.ctx, failures-1, err) != nil {
+				return
+			}
+			continue
+		}
+		q.mu.Lock()
+		q.fail(err)
+		q.mu.Unlock()
+		return
+	}
+}
+
+// giveBack nacks what a consume leased after io.EOF, bounded by
+// consumeMargin (Close waits for it): what it does not reach comes back
+// when its lease runs out.
+func (q *QueueConsumer) giveBack(recs []LeasedRecord) {
+	type group struct {
+		p     int
+		lease uint64
+	}
+	groups := map[group][]int64{}
+	for _, r := range recs {
+		g := group{r.Partition, r.LeaseID}
+		groups[g] = append(groups[g], r.Offset)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(q.ctx), consumeMargin)
+	defer cancel()
+	for g, offsets := range groups {
+		q.c.Nack(ctx, q.topic, g.p, g.lease, offsets...)
 	}
 }
 
@@ -229,7 +319,8 @@ func (q *QueueConsumer) pollWait() time.Duration {
 // any when no record is ready for Receive: it returns how many records
 // it may lease, reserved (the caller gives back what the consume did not
 // take), and the consume's long poll, or false when l is to end (its
-// node owns nothing of the topic now, the consumer is closed or failed).
+// node owns nothing of the topic now, the consumer is closed or failed,
+// or Receive returned io.EOF).
 //
 // Loops that wait for room are granted it first come, first served
 // (q.waiters): a loop back from an empty poll does not take the room
@@ -245,7 +336,7 @@ func (q *QueueConsumer) room(l *ownerLoop) (int, time.Duration, bool) {
 	defer q.mu.Unlock()
 	for {
 		switch {
-		case q.closed || q.err != nil || q.ctx.Err() != nil:
+		case q.closed || q.err != nil || q.eof || q.ctx.Err() != nil:
 			q.unwait(l)
 			return 0, 0, false
 		case l.stop:
@@ -295,4 +386,13 @@ func (q *QueueConsumer) unwait(l *ownerLoop) {
 	if i == 0 && len(q.waiters) > 0 {
 		q.notify()
 	}
+}
+
+// mayHaveLeased reports that a failed consume may have leased records on
+// its node: it was sent, and not answered with an error (a node answers
+// an error before any record).
+func mayHaveLeased(err error) bool {
+	var e *Error
+	var op *net.OpError
+	return !errors.As(err, &e) && !(errors.As(err, &op) && op.Op == "dial")
 }
