@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/narad-io/storage/client"
@@ -80,12 +81,17 @@ func runQueueConsume(ctx context.Context, c *client.Client, topic string, opts c
 // lease (client.QueueConsumerOptions.UntilEmpty): every record it leased
 // is printed and acked, and the last consume answered by every owner
 // leased nothing. Records leased to other consumers then, or committed
-// later, are not waited for; an owner whose consumes fail keeps it
-// retrying until interrupted. An interrupt ends it, exit 0, giving back
-// (nacking) what it had leased and not acked.
+// later, are not waited for. A failed consume of an owner is said on
+// stderr and retried; without follow, an owner whose consumes failed
+// drainFailures times in a row ends it, exit 1. An interrupt ends it,
+// exit 0, giving back (nacking) what it had leased and not acked.
 func runQueueTopic(ctx context.Context, c *client.Client, topic string, lease time.Duration, follow bool,
 	printer *recordPrinter, out *bufio.Writer, stderr io.Writer) int {
-	opts := client.QueueConsumerOptions{MaxRecords: 1000, Lease: lease}
+	stderr = &lockedWriter{w: stderr} // the consumer's goroutines say its failed consumes
+	opts := client.QueueConsumerOptions{MaxRecords: 1000, Lease: lease, MaxConsumeFailures: drainFailures,
+		OnConsumeError: func(node string, err error) {
+			fmt.Fprintf(stderr, "consume: node %s: %v (retrying)\n", node, err)
+		}}
 	if !follow {
 		// An owner with nothing free answers after a short poll, not a
 		// long one: how long the last round takes.
@@ -135,3 +141,20 @@ func runQueueTopic(ctx context.Context, c *client.Client, topic string, lease ti
 // drainWait is each consume's long poll in consume --queue without
 // --follow.
 const drainWait = 50 * time.Millisecond
+
+// drainFailures is how many consumes of one owner may fail in a row in
+// consume --queue without --follow before it exits 1: about 10 s of the
+// client's retry schedule. A variable for the tests.
+var drainFailures = 10
+
+// lockedWriter serializes the writes to w of several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

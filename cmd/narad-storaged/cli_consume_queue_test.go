@@ -30,6 +30,9 @@ type fakeQueueCluster struct {
 	acked    [3][]bool
 	consumes [2]map[int]int
 	lease    uint64
+	// refuse, when set, answers a node's consume in its place (an
+	// error) when it returns true; f.mu is held.
+	refuse func(node int, w http.ResponseWriter) bool
 }
 
 func newFakeQueueCluster(t *testing.T) *fakeQueueCluster {
@@ -72,6 +75,9 @@ func (f *fakeQueueCluster) serve(node int, w http.ResponseWriter, r *http.Reques
 		}
 		json.NewEncoder(w).Encode(d)
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/topics/q/consume":
+		if f.refuse != nil && f.refuse(node, w) {
+			return
+		}
 		var body api.ConsumeRequest
 		json.NewDecoder(r.Body).Decode(&body)
 		named := -1
