@@ -19,7 +19,13 @@ import (
 //	        then that many records as a fetch answer's
 //
 // An answer that leased nothing is empty. Its records number at most
-// MaxConsumeRecords in all.
+// MaxConsumeRecords in all, and the HeaderRecords header says how many:
+// the body has no end marker, so an answer cut between two groups reads
+// as whole but for that count.
+
+// HeaderRecords is the binary consume answer's header that says how
+// many records its body holds (a daemon older than it sends none).
+const HeaderRecords = "Narad-Records"
 
 // consumeGroupHeadSize is a group's fixed head: partition, lease id,
 // deadline and record count.

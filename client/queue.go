@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/narad-io/storage/api"
@@ -77,7 +78,7 @@ func (c *Client) consume(ctx context.Context, node *url.URL, topic string, opts 
 	}
 	defer drain(resp)
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == api.BatchMediaType {
-		return decodeConsumed(resp.Body)
+		return decodeConsumed(resp.Body, resp.Header.Get(api.HeaderRecords))
 	}
 	// A daemon older than the binary answer answers JSON, base64 as asked.
 	return decodeConsumedJSON(resp)
@@ -103,14 +104,28 @@ func decodeConsumedJSON(resp *http.Response) ([]LeasedRecord, error) {
 
 // decodeConsumed reads a binary consume answer (api.ConsumeBatchReader),
 // small keys and values packed as a fetch's: a key or value is empty, never
-// nil, when it is.
-func decodeConsumed(body io.Reader) ([]LeasedRecord, error) {
+// nil, when it is. count is the answer's Narad-Records header: the body
+// must hold that many records (a body cut between two groups reads as
+// whole otherwise); empty, from a daemon older than the header, the body
+// is taken as it reads.
+func decodeConsumed(body io.Reader, count string) ([]LeasedRecord, error) {
+	want := -1
+	if count != "" {
+		n, err := strconv.Atoi(count)
+		if err != nil || n < 0 || n > api.MaxConsumeRecords {
+			return nil, fmt.Errorf("narad: consume answer: %s %q: want 0 to %d", api.HeaderRecords, count, api.MaxConsumeRecords)
+		}
+		want = n
+	}
 	cr := api.NewConsumeBatchReader(body, maxField)
 	cr.PackSmall()
 	var out []LeasedRecord
 	for {
 		g, r, err := cr.Next()
 		if err == io.EOF {
+			if want >= 0 && len(out) != want {
+				return nil, fmt.Errorf("narad: consume answer: the body ends after %d records, %s says %d", len(out), api.HeaderRecords, want)
+			}
 			return out, nil
 		}
 		if err != nil {

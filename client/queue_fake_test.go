@@ -268,7 +268,7 @@ func (n *queueNode) consumed(r *http.Request, out api.ConsumeAnswer) *http.Respo
 		}
 		start = end
 	}
-	return answer(200, b.String(), "Content-Type", api.BatchMediaType)
+	return answer(200, b.String(), "Content-Type", api.BatchMediaType, api.HeaderRecords, strconv.Itoa(len(out.Records)))
 }
 
 // deliveries lists how many times each record was leased, "p/o:n" for

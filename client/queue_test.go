@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +82,39 @@ func TestConsume_RefusesACutBinaryAnswer(t *testing.T) {
 	}
 }
 
+// TestConsume_RefusesABinaryAnswerCutBetweenGroups: an answer cut right
+// after a group's last record reads as whole but for its Narad-Records
+// header, which says how many records the node sent: short of it, the
+// answer is an error. Before, the records read were taken as the answer.
+// From a daemon older than the header, the body is taken as it reads.
+func TestConsume_RefusesABinaryAnswerCutBetweenGroups(t *testing.T) {
+	whole := consumeAnswerBinary(2, 3)
+	cut := whole[:len(consumeAnswerBinary(1, 3))]
+	for _, tc := range []struct {
+		name, header string
+		recs         int
+		err          string
+	}{
+		{"with the header", "6", 0, "the body ends after 3 records, Narad-Records says 6"},
+		{"from an older daemon", "", 3, ""},
+		{"a bad header", "-1", 0, `Narad-Records "-1"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fakeClient(t, func(r *http.Request) *http.Response {
+				resp := answer(200, string(cut), "Content-Type", api.BatchMediaType)
+				if tc.header != "" {
+					resp.Header.Set(api.HeaderRecords, tc.header)
+				}
+				return resp
+			}, Options{})
+			recs, err := c.Consume(context.Background(), "t", ConsumeOptions{})
+			if len(recs) != tc.recs || (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("%d records, %v; want %d, %q", len(recs), err, tc.recs, tc.err)
+			}
+		})
+	}
+}
+
 // consumeAnswerBinary is a binary consume answer of groups of n records
 // of 100-byte values, a partition each.
 func consumeAnswerBinary(groups, n int) []byte {
@@ -125,7 +159,9 @@ func BenchmarkConsumeAnswer_Decode(b *testing.B) {
 		{"json", consumeAnswerJSON(groups, n), func(r io.Reader) ([]LeasedRecord, error) {
 			return decodeConsumedJSON(&http.Response{Body: io.NopCloser(r)})
 		}},
-		{"binary", consumeAnswerBinary(groups, n), decodeConsumed},
+		{"binary", consumeAnswerBinary(groups, n), func(r io.Reader) ([]LeasedRecord, error) {
+			return decodeConsumed(r, strconv.Itoa(groups*n))
+		}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.SetBytes(int64(len(tc.body)))

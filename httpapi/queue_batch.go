@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bufio"
 	"net/http"
+	"strconv"
 
 	"github.com/narad-io/storage/api"
 	"github.com/narad-io/storage/runtime"
@@ -14,7 +15,10 @@ import (
 // it goes out whole, a larger one as the buffer fills. A group is a run
 // of records under one partition, lease id and deadline: the node leases
 // from a partition once a consume, so a partition's records make one
-// group. Nothing leased is an empty answer.
+// group. Nothing leased is an empty answer. The Narad-Records header says
+// how many records the body holds: the records are all leased before a
+// byte is written, and a body cut between two groups is told from a
+// whole one only by that count.
 //
 // The records are leased already: a client gone while they are written
 // cuts the answer (its leases run out), as a JSON answer's.
@@ -27,6 +31,7 @@ func writeConsumeBatch(w http.ResponseWriter, recs []runtime.LeasedRecord) {
 		answerWriters.Put(bw)
 	}()
 	w.Header().Set("Content-Type", api.BatchMediaType)
+	w.Header().Set(api.HeaderRecords, strconv.Itoa(len(recs))) // the body has no end marker
 	cw := api.NewConsumeBatchWriter(bw)
 	for start := 0; start < len(recs); {
 		first := recs[start]

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -59,6 +60,9 @@ func TestConsume_AnswersBinaryWhenAskedAndJSONOtherwise(t *testing.T) {
 		if w.Code != 200 || w.Header().Get("Content-Type") != api.BatchMediaType {
 			t.Fatalf("binary consume: %d %s: %.200s", w.Code, w.Header().Get("Content-Type"), w.Body)
 		}
+		if want := len(produced[0]) + len(produced[1]) + len(produced[2]); w.Header().Get(api.HeaderRecords) != strconv.Itoa(want) {
+			t.Fatalf("binary consume of %d records: %s %q", want, api.HeaderRecords, w.Header().Get(api.HeaderRecords))
+		}
 		deadline := time.Now().Add(5 * time.Second).UnixMilli()
 		cr := api.NewConsumeBatchReader(bytes.NewReader(w.Body.Bytes()), 64<<20)
 		groups := map[int]api.ConsumeGroup{}
@@ -104,7 +108,7 @@ func TestConsume_AnswersBinaryWhenAskedAndJSONOtherwise(t *testing.T) {
 		}
 
 		w = consumeAs(a, "m", `{}`, true)
-		if w.Code != 200 || w.Header().Get("Content-Type") != api.BatchMediaType || w.Body.Len() != 0 {
+		if w.Code != 200 || w.Header().Get("Content-Type") != api.BatchMediaType || w.Body.Len() != 0 || w.Header().Get(api.HeaderRecords) != "0" {
 			t.Fatalf("binary consume of nothing: %d %s, %d bytes", w.Code, w.Header().Get("Content-Type"), w.Body.Len())
 		}
 	})
