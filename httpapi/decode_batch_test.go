@@ -2,9 +2,12 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,8 +27,9 @@ func TestDecodeBatch_ATinyBodyTakesATinyBuffer(t *testing.T) {
 		var n int
 		var err error
 		got := testmem.Allocated(func() {
-			recs, e := decodeBatch(bytes.NewReader(body), size)
+			recs, release, e := decodeBatch(bytes.NewReader(body), size)
 			n, err = len(recs), e
+			release()
 		})
 		if err != nil || n != 1 {
 			t.Fatalf("Content-Length %d: %d records, %v", size, n, err)
@@ -47,23 +51,90 @@ func batchOf(n int) []byte {
 }
 
 // TestDecodeBatch_TheRecordListIsExactAndInOrder: whatever the number of
-// records (inside the first list, at its end, at a chunk's end, past
-// several), the list holds them in order, its capacity their number.
+// records, the list holds them in order, exactly their number, also in a
+// list and a buffer given back by a larger body before.
 func TestDecodeBatch_TheRecordListIsExactAndInOrder(t *testing.T) {
-	for _, n := range []int{1, headRecords, headRecords + 1, headRecords + chunkRecords, headRecords + chunkRecords + 1, 10000} {
+	for _, n := range []int{10000, 1, 64, 65, 1088, 1089, 10000} {
 		body := batchOf(n)
-		recs, err := decodeBatch(bytes.NewReader(body), int64(len(body)))
+		recs, release, err := decodeBatch(bytes.NewReader(body), int64(len(body)))
 		if err != nil || len(recs) != n {
 			t.Fatalf("%d records: %d decoded, %v", n, len(recs), err)
-		}
-		if n > headRecords && cap(recs) != n {
-			t.Fatalf("%d records in a list of capacity %d", n, cap(recs))
 		}
 		for i, r := range recs {
 			if string(r.Key) != "k1" || !bytes.Equal(r.Value, fmt.Appendf(nil, "%098d", i)) {
 				t.Fatalf("%d records: record %d is %q %q", n, i, r.Key, r.Value)
 			}
 		}
+		release()
+	}
+}
+
+// TestDecodeBatch_RecordsAreTheBodysUntilReleased: a body's records are
+// slices of its pooled buffer, valid until released: the tests poison a
+// buffer given back, so a record read after its release (or a buffer
+// given back twice, or to another body while in use) shows.
+func TestDecodeBatch_RecordsAreTheBodysUntilReleased(t *testing.T) {
+	body := batchOf(100)
+	recs, release, err := decodeBatch(bytes.NewReader(body), int64(len(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := recs[7].Value
+	if !bytes.Equal(value, fmt.Appendf(nil, "%098d", 7)) {
+		t.Fatalf("record 7 is %q", value)
+	}
+	release()
+	if bytes.Equal(value, fmt.Appendf(nil, "%098d", 7)) {
+		t.Fatal("a record read after its body was released still reads as it was: the tests' poison is off")
+	}
+}
+
+// TestProduce_TheCommitHasTheBodysBytes: concurrent binary produces, each
+// body released (and poisoned) once answered, commit their own bytes:
+// the handler keeps a body until the node has copied its records.
+func TestProduce_TheCommitHasTheBodysBytes(t *testing.T) {
+	node, a := reviewNode(t, Options{})
+	srv := httptest.NewServer(a)
+	defer srv.Close()
+	const requests, each = 8, 500
+	var wg sync.WaitGroup
+	for i := range requests {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var body []byte
+			for j := range each {
+				body = api.AppendRecord(body, nil, fmt.Appendf(nil, "request %d record %d", i, j))
+			}
+			resp, err := http.Post(srv.URL+"/v1/topics/t/partitions/0/records", api.BatchMediaType, bytes.NewReader(body))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Errorf("request %d: status %d", i, resp.StatusCode)
+			}
+		}()
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for offset := int64(0); offset < requests*each; {
+		res, err := node.Read(context.Background(), "t", 0, offset, 10000, 64<<20)
+		if err != nil || len(res.Records) == 0 {
+			t.Fatalf("read at %d: %d records, %v", offset, len(res.Records), err)
+		}
+		for _, r := range res.Records {
+			var i, j int
+			if _, err := fmt.Sscanf(string(r.Value), "request %d record %d", &i, &j); err != nil || seen[string(r.Value)] {
+				t.Fatalf("offset %d holds %q", r.Offset, r.Value)
+			}
+			seen[string(r.Value)] = true
+		}
+		offset = res.Records[len(res.Records)-1].Offset + 1
+	}
+	if len(seen) != requests*each {
+		t.Fatalf("%d distinct records of %d", len(seen), requests*each)
 	}
 }
 
@@ -79,9 +150,12 @@ func TestDecodeBatch_ADeclaredLengthAllocatesNothingAhead(t *testing.T) {
 		r.ContentLength = 64 << 20
 		m := a.meterBody(httptest.NewRecorder(), r)
 		got := testmem.Allocated(func() {
-			if recs, err := decodeBatch(m, r.ContentLength); err != nil || len(recs) != 1 {
+			recs, release, err := decodeBatch(m, r.ContentLength)
+			if err != nil || len(recs) != 1 {
 				t.Errorf("budget %d: %d records, %v", budget, len(recs), err)
+				return
 			}
+			release()
 		})
 		if got > 256<<10 || m.held != int64(len(body)) {
 			t.Fatalf("budget %d: a 3-byte body declared as 64 MiB allocated %d bytes and held %d of the budget", budget, got, m.held)
@@ -100,9 +174,11 @@ func TestDecodeBatch_ABodyThatFitsTheBudgetAloneIsTaken(t *testing.T) {
 	r := httptest.NewRequest("POST", "/v1/topics/t/partitions/0/records", bytes.NewReader(body))
 	m := a.meterBody(httptest.NewRecorder(), r)
 	defer m.release()
-	if recs, err := decodeBatch(m, r.ContentLength); err != nil || len(recs) != 10000 {
+	recs, release, err := decodeBatch(m, r.ContentLength)
+	if err != nil || len(recs) != 10000 {
 		t.Fatalf("a %d-byte body alone under a budget of %d: %d records, %v (held %d)", len(body), 1<<20, len(recs), err, m.held)
 	}
+	release()
 }
 
 // TestDecodeBatch_AStalledBodyHoldsOnlyWhatItSent: a body that declares
@@ -116,7 +192,7 @@ func TestDecodeBatch_AStalledBodyHoldsOnlyWhatItSent(t *testing.T) {
 	stalled := a.meterBody(httptest.NewRecorder(), hr)
 	done := make(chan error, 1)
 	go func() {
-		_, err := decodeBatch(stalled, hr.ContentLength)
+		_, _, err := decodeBatch(stalled, hr.ContentLength)
 		done <- err
 	}()
 	<-stall.stalled // its first record read, the decoder waits for more
@@ -161,8 +237,10 @@ func BenchmarkDecodeBatch(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		if _, err := decodeBatch(bytes.NewReader(body), int64(len(body))); err != nil {
+		_, release, err := decodeBatch(bytes.NewReader(body), int64(len(body)))
+		if err != nil {
 			b.Fatal(err)
 		}
+		release()
 	}
 }
