@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"go/parser"
 	"go/token"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"testing/synctest"
 	"time"
 
@@ -239,5 +241,31 @@ func TestErrors_EveryCodeHasItsSentinel(t *testing.T) {
 				t.Fatalf("code %s: errors.Is(err, %s) = %v", want.Code, other.Code, errors.Is(err, other))
 			}
 		}
+	}
+}
+
+// TestDecodeFetched_OneBufferExactList: an answer of a known length or
+// not (a streamed one), read a few bytes at a time, gives its records in
+// order in a list of exactly their number, each key and value with no
+// room past its end.
+func TestDecodeFetched_OneBufferExactList(t *testing.T) {
+	var answer bytes.Buffer
+	bw := api.NewBatchWriter(&answer)
+	for i := range 3000 {
+		bw.Fetched(api.BatchRecord{Offset: int64(i), CommittedAtMs: 7, Key: []byte("k"), Value: fmt.Appendf(nil, "value %d", i)})
+	}
+	for _, size := range []int64{int64(answer.Len()), -1} {
+		recs, err := decodeFetched(iotest.HalfReader(bytes.NewReader(answer.Bytes())), size)
+		if err != nil || len(recs) != 3000 || cap(recs) != 3000 {
+			t.Fatalf("size %d: %d records (capacity %d), %v", size, len(recs), cap(recs), err)
+		}
+		for i, r := range recs {
+			if r.Offset != int64(i) || string(r.Key) != "k" || string(r.Value) != fmt.Sprintf("value %d", i) || r.CommittedAt.UnixMilli() != 7 || cap(r.Value) != len(r.Value) {
+				t.Fatalf("size %d: record %d is %+v", size, i, r)
+			}
+		}
+	}
+	if recs, err := decodeFetched(bytes.NewReader(nil), 0); err != nil || recs != nil {
+		t.Fatalf("an empty answer: %v, %v", recs, err)
 	}
 }

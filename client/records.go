@@ -22,11 +22,12 @@ type Record struct {
 	Key, Value []byte
 }
 
-// FetchedRecord is a committed record. The small keys and values of one
-// binary fetch answer (up to 1 KiB each) share blocks of up to 64 KiB, one
-// allocation for many records: a record kept after its neighbours are
-// dropped keeps its block in memory; copy its Key and Value to keep them
-// alone. Appending to a Key or Value copies it.
+// FetchedRecord is a committed record. The keys and values of one binary
+// fetch answer are slices of the answer, read whole into one buffer (as
+// large as the answer, up to the fetch's MaxBytes but for a first record
+// larger than that): a record kept after its neighbours are dropped keeps
+// that buffer in memory; copy its Key and Value to keep them alone.
+// Appending to a Key or Value copies it.
 type FetchedRecord struct {
 	Offset      int64
 	Key, Value  []byte
@@ -180,7 +181,7 @@ func (c *Client) Fetch(ctx context.Context, topic string, p int, offset int64, o
 	}
 	defer drain(resp)
 	out := Fetched{Incarnation: resp.Header.Get(api.HeaderIncarnation)}
-	if out.Records, err = decodeFetched(resp.Body); err != nil {
+	if out.Records, err = decodeFetched(resp.Body, resp.ContentLength); err != nil {
 		return out, err
 	}
 	// A large answer, streamed, gives its boundary after its records: in
@@ -211,22 +212,40 @@ func boundary(resp *http.Response, name string) (int64, error) {
 // without bound.
 const maxField = 64 << 20
 
-// decodeFetched reads a binary fetch answer (api.BatchReader).
-func decodeFetched(body io.Reader) ([]FetchedRecord, error) {
-	br := api.NewBatchReader(body, maxField)
-	br.PackSmall()
-	var out []FetchedRecord
-	for {
-		r, err := br.Fetched()
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("narad: fetch answer: %w", err)
-		}
-		out = append(out, FetchedRecord{Offset: r.Offset, Key: r.Key, Value: r.Value, CommittedAt: time.UnixMilli(r.CommittedAtMs)})
+// decodeFetched reads a binary fetch answer of size bytes (-1: not
+// known) whole into one buffer (api.ReadBody: it grows as the bytes come,
+// never ahead of them), then takes its records from it (api.BatchSlice),
+// their keys and values slices of it, in a list of exactly their number:
+// for a large answer of small records an allocation or two rather than
+// one a block of records, and no copy of each record out of a read buffer.
+func decodeFetched(body io.Reader, size int64) ([]FetchedRecord, error) {
+	var buf []byte
+	if size < 0 {
+		buf = make([]byte, 0, fetchBufferStart) // answers are mostly larger than api.ReadBody's start
 	}
+	buf, err := api.ReadBody(body, buf, size)
+	if err != nil {
+		return nil, fmt.Errorf("narad: fetch answer: %w", err)
+	}
+	bs := api.NewBatchSlice(buf, maxField)
+	n, err := bs.Count(true)
+	if err != nil {
+		return nil, fmt.Errorf("narad: fetch answer: %w", err)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	out := make([]FetchedRecord, n)
+	for i := range out {
+		r, _ := bs.Fetched() // Count read them all without an error
+		out[i] = FetchedRecord{Offset: r.Offset, Key: r.Key, Value: r.Value, CommittedAt: time.UnixMilli(r.CommittedAtMs)}
+	}
+	return out, nil
 }
+
+// fetchBufferStart is the first buffer of a fetch answer of a length not
+// known (a streamed one, larger than the daemon's write buffer).
+const fetchBufferStart = 64 << 10
 
 // Ack settles offsets of a partition for its consumer and returns the
 // frontier: the lowest offset not yet acked.
