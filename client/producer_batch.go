@@ -39,7 +39,8 @@ func newBatch(id uint64, partition int, body []byte, records int) *batch {
 
 // bodies gives batches their bodies: one as large as the partition's
 // last batch (a body grown record by record was copied a dozen times on
-// its way to 1 MiB), or one a settled batch gave back, so a producer's
+// its way to 1 MiB), or for a partition's first batch of keyless records
+// the last keyless batch's, or one a settled batch gave back, so a producer's
 // steady state allocates little. Only bodies no link can still be
 // writing go back: a pipelined link writes a request whole before its
 // answer can come; the caller's transport may go on reading a body
