@@ -96,6 +96,7 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 		opts := client.ConsumeOptions{OnlyPartition: set["partition"], Partition: cf.partition, MaxRecords: 1000, Lease: *lease}
 		return runQueueConsume(ctx, c, cf.topic, opts, *follow, *noAck, printer, out, stderr)
 	}
+	cliGC(consumeHeapLimit)
 	opts := client.ConsumerOptions{Start: start, Cursor: *cursorName, Follow: *follow, SkipDamaged: *skipDamaged}
 	if set["partition"] {
 		opts.Partitions = []int{cf.partition}
@@ -111,6 +112,11 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 	defer k.Close()
 	return readTopic(ctx, k, *cursorName != "", printer, out, stderr)
 }
+
+// consumeHeapLimit is the consume command's soft memory limit (cliGC):
+// far above its 16 answers of at most 1 MiB in flight and what it prints
+// of one.
+const consumeHeapLimit = 256 << 20
 
 // checkConsumeFlags refuses flags that do not go together: -1 when they
 // do, else the exit status (2).
