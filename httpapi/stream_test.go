@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -58,6 +60,45 @@ func TestRecordStream_AnswersAreTheAPITypes(t *testing.T) {
 		}
 		if again.String() != w.Body.String() {
 			t.Errorf("%s %s: streamed\n%s\nthe API's type encodes as\n%s", tc.method, tc.target, w.Body, again.String())
+		}
+	}
+}
+
+// TestFetch_ALargeMaxBytesTakesTheLargeBuffer: a binary fetch of about
+// 118 KB of records with max_bytes of 256 KiB or more (the default 1 MiB)
+// goes out whole from the large buffer, its length (Content-Length) and
+// boundary in its headers; with a smaller max_bytes the same records
+// stream from the 64 KiB buffer, their boundary in the trailer.
+func TestFetch_ALargeMaxBytesTakesTheLargeBuffer(t *testing.T) {
+	node, a := reviewNode(t, Options{})
+	recs := make([]partition.Record, 1000)
+	for i := range recs {
+		recs[i].Value = bytes.Repeat([]byte{'v'}, 100)
+	}
+	if _, err := node.Produce(context.Background(), "t", 0, recs); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a)
+	defer srv.Close()
+	for _, c := range []struct {
+		query string
+		whole bool
+	}{{"", true}, {"&max_bytes=262144", true}, {"&max_bytes=262143", false}} {
+		req, _ := http.NewRequest("GET", srv.URL+"/v1/topics/t/partitions/0/records?offset=0"+c.query, nil)
+		req.Header.Set("Accept", api.BatchMediaType)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || len(body) != 1000*api.FetchedSize(0, 100) {
+			t.Fatalf("%q: status %d, %d bytes, %v", c.query, resp.StatusCode, len(body), err)
+		}
+		whole := resp.ContentLength == int64(len(body)) && resp.Header.Get(api.HeaderNextOffset) == "1000"
+		streamed := resp.ContentLength == -1 && resp.Trailer.Get(api.HeaderNextOffset) == "1000"
+		if whole != c.whole || whole == streamed {
+			t.Fatalf("%q: Content-Length %d, header %q, trailer %q; want whole %v", c.query, resp.ContentLength, resp.Header.Get(api.HeaderNextOffset), resp.Trailer.Get(api.HeaderNextOffset), c.whole)
 		}
 	}
 }
