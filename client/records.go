@@ -220,8 +220,11 @@ const maxField = 64 << 20
 // one a block of records, and no copy of each record out of a read buffer.
 func decodeFetched(body io.Reader, size int64) ([]FetchedRecord, error) {
 	var buf []byte
-	if size < 0 {
+	switch {
+	case size < 0:
 		buf = make([]byte, 0, fetchBufferStart) // answers are mostly larger than api.ReadBody's start
+	case size <= maxTrustedLength:
+		buf = make([]byte, 0, size) // the node's, for an answer the fetch asked for: read in one buffer
 	}
 	buf, err := api.ReadBody(body, buf, size)
 	if err != nil {
@@ -244,8 +247,13 @@ func decodeFetched(body io.Reader, size int64) ([]FetchedRecord, error) {
 }
 
 // fetchBufferStart is the first buffer of a fetch answer of a length not
-// known (a streamed one, larger than the daemon's write buffer).
-const fetchBufferStart = 64 << 10
+// known (a streamed one, larger than the daemon's write buffer);
+// maxTrustedLength the largest Content-Length taken at its word, a buffer
+// of it made before its bytes come (a larger one grows with them).
+const (
+	fetchBufferStart = 64 << 10
+	maxTrustedLength = 4 << 20
+)
 
 // Ack settles offsets of a partition for its consumer and returns the
 // frontier: the lowest offset not yet acked.
