@@ -55,11 +55,16 @@ func (bs *BatchSlice) Fetched() (BatchRecord, error) {
 // Count is the number of records the rest of the body holds (produce
 // records, or a fetch answer's when fetched), or the error reading them
 // would meet; the reader's place does not move. A caller sizes its list
-// of records with it, exactly, before reading them.
-func (bs *BatchSlice) Count(fetched bool) (int, error) {
+// of records with it, exactly, before reading them. It stops at limit+1
+// records, so a body of millions of tiny records past the caller's bound
+// costs the bound's scan, not the body's.
+func (bs *BatchSlice) Count(fetched bool, limit int) (int, error) {
 	saved := *bs
 	defer func() { *bs = saved }()
 	for n := 0; ; n++ {
+		if n > limit {
+			return n, nil
+		}
 		var err error
 		if fetched {
 			_, err = bs.Fetched()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"io"
+	"math"
 	"slices"
 	"testing"
 	"testing/iotest"
@@ -13,7 +14,7 @@ import (
 
 func sliceRecords(body []byte) ([]pair, int, error) {
 	bs := NewBatchSlice(body, maxLen)
-	count, cerr := bs.Count(false)
+	count, cerr := bs.Count(false, math.MaxInt)
 	var out []pair
 	for {
 		key, value, err := bs.Record()
@@ -29,7 +30,7 @@ func sliceRecords(body []byte) ([]pair, int, error) {
 
 func sliceFetched(answer []byte) ([]BatchRecord, int, error) {
 	bs := NewBatchSlice(answer, maxLen)
-	count, cerr := bs.Count(true)
+	count, cerr := bs.Count(true, math.MaxInt)
 	var out []BatchRecord
 	for {
 		r, err := bs.Fetched()
@@ -136,5 +137,20 @@ func TestReadBody_GrowsAsTheBytesCome(t *testing.T) {
 	cut := iotest.DataErrReader(iotest.TimeoutReader(bytes.NewReader(body)))
 	if _, err := ReadBody(cut, nil, -1); err != iotest.ErrTimeout {
 		t.Fatalf("a failing reader: %v", err)
+	}
+}
+
+// TestBatchSlice_CountStopsPastItsLimit: a body of tens of millions of
+// empty records is counted to the caller's bound and one past, not to
+// its end (a produce body over 100,000 records is refused after that
+// much of a scan: counting a 64 MiB body of them took 368 ms of CPU).
+func TestBatchSlice_CountStopsPastItsLimit(t *testing.T) {
+	body := make([]byte, 1<<20) // 524,288 produce records of an empty key and value
+	bs := NewBatchSlice(body, 1<<20)
+	if n, err := bs.Count(false, MaxProduceRecords); n != MaxProduceRecords+1 || err != nil {
+		t.Fatalf("Count with a limit of %d: %d, %v; want %d", MaxProduceRecords, n, err, MaxProduceRecords+1)
+	}
+	if n, err := bs.Count(false, math.MaxInt); n != len(body)/2 || err != nil {
+		t.Fatalf("Count with no limit: %d, %v; want %d", n, err, len(body)/2)
 	}
 }

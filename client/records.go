@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -231,7 +232,7 @@ func decodeFetched(body io.Reader, size int64) ([]FetchedRecord, error) {
 		return nil, fmt.Errorf("narad: fetch answer: %w", err)
 	}
 	bs := api.NewBatchSlice(buf, maxField)
-	n, err := bs.Count(true)
+	n, err := bs.Count(true, math.MaxInt)
 	if err != nil {
 		return nil, fmt.Errorf("narad: fetch answer: %w", err)
 	}

@@ -334,7 +334,7 @@ func decodeBatch(body io.Reader, size int64) (records []partition.Record, releas
 		return nil, nil, err
 	}
 	bs := api.NewBatchSlice(*buf, wire.MaxRecordBytes)
-	n, countErr := bs.Count(false)
+	n, countErr := bs.Count(false, api.MaxProduceRecords)
 	list := getRecordList(min(n, api.MaxProduceRecords))
 	fail := func(err error) ([]partition.Record, func(), error) {
 		putRecordList(list)

@@ -96,7 +96,6 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 		opts := client.ConsumeOptions{OnlyPartition: set["partition"], Partition: cf.partition, MaxRecords: 1000, Lease: *lease}
 		return runQueueConsume(ctx, c, cf.topic, opts, *follow, *noAck, printer, out, stderr)
 	}
-	cliGC(consumeHeapLimit)
 	opts := client.ConsumerOptions{Start: start, Cursor: *cursorName, Follow: *follow, SkipDamaged: *skipDamaged}
 	if set["partition"] {
 		opts.Partitions = []int{cf.partition}
@@ -114,9 +113,10 @@ func runConsume(args []string, stdout, stderr io.Writer) int {
 }
 
 // consumeHeapLimit is the consume command's soft memory limit (cliGC):
-// far above its 16 answers of at most 1 MiB in flight and what it prints
+// above its 16 answers in flight, each at most its 1 MiB of max_bytes
+// or a first record of up to 64 MiB that goes alone, and what it prints
 // of one.
-const consumeHeapLimit = 256 << 20
+const consumeHeapLimit = 16*64<<20 + 256<<20
 
 // checkConsumeFlags refuses flags that do not go together: -1 when they
 // do, else the exit status (2).

@@ -24,3 +24,19 @@ func cliGC(limit int64) {
 	debug.SetGCPercent(cliGCPercent)
 	debug.SetMemoryLimit(limit)
 }
+
+// collectorFor sets the collector for the client command the process
+// runs (cliGC): main calls it, so a test that runs a command in its own
+// process keeps the test binary's settings.
+func collectorFor(command string) {
+	switch command {
+	case "produce":
+		cliGC(produceHeapLimit)
+	case "consume":
+		cliGC(consumeHeapLimit)
+	}
+}
+
+// produceHeapLimit is the produce command's soft memory limit: the lines
+// it holds and what its requests in flight copy of them.
+const produceHeapLimit = 2*produceBufferBytes + 64<<20

@@ -126,7 +126,6 @@ const produceBufferBytes = 2 * maxBatchBytes
 // closes the producer (sending what was read) until closing ends, and
 // prints the summary; it returns the exit status.
 func produceLines(reading, closing context.Context, c *client.Client, topic string, o produceOptions, stdin io.Reader, stdout io.Writer, rep *produceReport, verbose bool) int {
-	cliGC(2*produceBufferBytes + 64<<20)
 	linger := o.linger
 	if linger == 0 {
 		linger = -1 // none (the producer's 0 is its default)

@@ -23,6 +23,9 @@ import (
 var version = ""
 
 func main() {
+	if len(os.Args) > 1 {
+		collectorFor(os.Args[1])
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
