@@ -88,7 +88,8 @@
 // owner of the topic's partitions answered a consume that leased
 // nothing, confirmed by a read of the owners begun after those answers
 // that found no partition moved, and what a consume that failed after
-// it was sent may have leased is free again (Drained); so a one-time
+// it was sent may have leased, or a record nacked or lost, was free
+// again before those consumes were sent (Drained); so a one-time
 // drain of a topic ends. io.EOF is final: the consumer leases nothing
 // more and Receive answers io.EOF again. An owner whose consumes fail
 // keeps it waiting, up to MaxConsumeFailures in a row: then Receive

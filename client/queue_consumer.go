@@ -54,7 +54,9 @@ type QueueConsumerOptions struct {
 	// after it was sent (no answer, an answer cut or unreadable) may have
 	// leased records the client never got: they are free again when
 	// their lease runs out, and only the answers of consumes sent after
-	// that count. io.EOF is final: the consumer leases nothing more
+	// that count; so with a record this consumer nacked, or whose lease
+	// it lost (it is free again on its node), only answers of consumes
+	// sent after it was freed count. io.EOF is final: the consumer leases nothing more
 	// (what a consume in flight then leased is given back at once), and
 	// every later Receive returns io.EOF; Close it still. Records leased
 	// to other consumers then, committed later, or given back later are
@@ -94,6 +96,7 @@ type Message struct {
 	// Under q.mu:
 	deadline  time.Time // its lease's end as the client can be sure of: sent + lease
 	leasedAt  time.Time // when the consume that leased it was sent
+	freeBy    time.Time // its lease's end on its node at the latest: answer + lease
 	renewAt   time.Time // when the renewer extends it next (zero: not again)
 	settled   bool      // acked or nacked (or given back by Close)
 	lost      bool      // its lease ran out, or was not extended: it may be another consumer's
@@ -325,7 +328,8 @@ func (q *QueueConsumer) Receive(ctx context.Context) ([]*Message, error) {
 // once an owners read begun after it found no partition moved since its
 // consumes were sent (UntilEmpty asks for that read at once; otherwise it
 // comes within ownersEvery), and only from consumes sent after a failed
-// one's records, if it leased any, are free again. A node whose last
+// one's records, if it leased any, and the records nacked or lost since,
+// are free again. A node whose last
 // consume leased records or failed, or that has answered none yet, is not
 // drained.
 func (q *QueueConsumer) Drained() bool {
@@ -354,7 +358,7 @@ func (q *QueueConsumer) drained() bool {
 func (q *QueueConsumer) took(recs []LeasedRecord, sent time.Time) {
 	for _, r := range recs {
 		m := &Message{Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, CommittedAt: r.CommittedAt,
-			LeaseID: r.LeaseID, q: q, deadline: sent.Add(q.opts.Lease), leasedAt: sent}
+			LeaseID: r.LeaseID, q: q, deadline: sent.Add(q.opts.Lease), leasedAt: sent, freeBy: time.Now().Add(q.opts.Lease)}
 		m.renewAt = q.renewTime(m)
 		k := recordKey{r.Partition, r.Offset}
 		if old := q.work[k]; old != nil {
@@ -382,6 +386,18 @@ func (q *QueueConsumer) lose(m *Message) {
 	q.notify()
 }
 
+// freed says a record of the topic is free to lease again by until at
+// the latest (given back, or its lease lost): no empty run of a loop
+// counts whose consumes were sent before (ownerLoop.doubtUntil); q.mu is
+// held.
+func (q *QueueConsumer) freed(until time.Time) {
+	for _, l := range q.loops {
+		if until.After(l.doubtUntil) {
+			l.doubtUntil = until
+		}
+	}
+}
+
 // settle takes m out of work, and says whether it was there (the
 // caller then notifies); q.mu is held.
 func (q *QueueConsumer) settle(m *Message) bool {
@@ -401,7 +417,7 @@ func (q *QueueConsumer) Ack(ctx context.Context, msgs ...*Message) error {
 	return q.settleAll(ctx, msgs, func(p int, _ uint64, offsets []int64) error {
 		_, err := q.c.Ack(ctx, q.topic, p, offsets...)
 		return err
-	}, func(*Message) uint64 { return 0 })
+	}, func(*Message) uint64 { return 0 }, false)
 }
 
 // Nack gives msgs back for redelivery now, one request per partition
@@ -412,7 +428,7 @@ func (q *QueueConsumer) Nack(ctx context.Context, msgs ...*Message) error {
 	return q.settleAll(ctx, msgs, func(p int, lease uint64, offsets []int64) error {
 		_, err := q.c.Nack(ctx, q.topic, p, lease, offsets...)
 		return err
-	}, func(m *Message) uint64 { return m.LeaseID })
+	}, func(m *Message) uint64 { return m.LeaseID }, true)
 }
 
 // settleAll sends msgs, grouped by partition and by what lease says
@@ -420,7 +436,7 @@ func (q *QueueConsumer) Nack(ctx context.Context, msgs ...*Message) error {
 // settles each group that succeeded. msgs are all checked to be q's
 // before any is sent; while its call is in flight a message is renewed
 // apart from the others of its lease (settling).
-func (q *QueueConsumer) settleAll(ctx context.Context, msgs []*Message, send func(p int, lease uint64, offsets []int64) error, lease func(*Message) uint64) error {
+func (q *QueueConsumer) settleAll(ctx context.Context, msgs []*Message, send func(p int, lease uint64, offsets []int64) error, lease func(*Message) uint64, frees bool) error {
 	type group struct {
 		p     int
 		lease uint64
@@ -464,6 +480,9 @@ func (q *QueueConsumer) settleAll(ctx context.Context, msgs []*Message, send fun
 			if err == nil {
 				freed = q.settle(m) || freed
 			}
+		}
+		if err == nil && frees {
+			q.freed(time.Now()) // given back: free before the answer came
 		}
 		if freed {
 			q.notify()

@@ -50,7 +50,8 @@ type ownerLoop struct {
 	// emptyGen. Such a run counts only under the current generation (no
 	// partition moved since it began) and when it began after doubtUntil:
 	// a failed consume may have leased records the client never got,
-	// which are free again when their lease runs out.
+	// which are free again when their lease runs out, and a record
+	// nacked or lost is free again (QueueConsumer.freed).
 	emptyAt, emptyGen uint64
 	emptySent         time.Time
 	doubtUntil        time.Time

@@ -108,6 +108,7 @@ func (q *QueueConsumer) dueRenewals(now time.Time) (due map[renewKey]*renewal, n
 		case m.lost || m.extending:
 		case !now.Before(m.deadline):
 			q.lose(m)
+			q.freed(m.freeBy)
 		case !m.renewAt.IsZero() && !now.Before(m.renewAt):
 			k := renewKey{m.Partition, m.LeaseID, m.part, m.settling > 0}
 			g := due[k]
@@ -177,12 +178,13 @@ func (q *QueueConsumer) extend(g *renewal) {
 		case m.settled || m.lost || q.ctx.Err() != nil: // closing: Close gives it back
 		case errors.Is(err, ErrTopicNotFound) || errors.Is(err, ErrPartitionNotFound):
 			q.lose(m) // no lease of it is left to extend
+			q.freed(time.Now())
 		case err != nil:
 			m.renewAt = time.Now().Add(retryWait(m.fails, err))
 			m.fails++
 		case n == len(g.msgs):
 			m.fails, m.part = 0, 0
-			m.deadline = sent.Add(q.opts.Lease)
+			m.deadline, m.freeBy = sent.Add(q.opts.Lease), time.Now().Add(q.opts.Lease)
 			m.renewAt = q.renewTime(m)
 		case m.settling > 0 && (len(g.msgs) == 1 || n == 0):
 			// Its ack or nack may have landed first: it is not lost for
@@ -192,6 +194,7 @@ func (q *QueueConsumer) extend(g *renewal) {
 			m.fails++
 		case len(g.msgs) == 1 || n == 0:
 			q.lose(m)
+			q.freed(time.Now()) // the node knows no lease of it: free now
 		default:
 			short = append(short, m)
 		}
