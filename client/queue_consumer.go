@@ -499,7 +499,8 @@ func (q *QueueConsumer) settleAll(ctx context.Context, msgs []*Message, send fun
 // Close ends the consumes in flight and the renewals, then gives back
 // (nacks) every record not settled, those Receive returned too, as far as
 // ctx allows: a record a nack did not reach comes back when its lease
-// runs out. After Close, Receive, Ack and Nack return
+// runs out. A record whose Ack or Nack is in flight is left to it. After
+// Close, Receive, Ack and Nack return
 // ErrQueueConsumerClosed. Close may be called from any goroutine; a
 // second call returns nil at once.
 func (q *QueueConsumer) Close(ctx context.Context) error {
@@ -521,7 +522,7 @@ func (q *QueueConsumer) Close(ctx context.Context) error {
 	q.mu.Lock()
 	groups := map[group][]int64{}
 	for _, m := range q.work {
-		if !m.lost {
+		if !m.lost && m.settling == 0 { // one being acked or nacked is that call's
 			g := group{m.Partition, m.LeaseID}
 			groups[g] = append(groups[g], m.Offset)
 		}
