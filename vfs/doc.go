@@ -7,7 +7,8 @@
 // injection, hooks that trace, delay or block any call.
 //
 // OS is the real implementation: package os plus golang.org/x/sys/unix
-// (Fdatasync, Fsync of a directory, Fadvise). Files are created 0600 and
+// (opens, whose blocking descriptors stay out of Go's network poller;
+// Fdatasync, Fsync of a directory, Fadvise). Files are created 0600 and
 // directories 0700 exactly, whatever the umask, and only when this call
 // created them.
 //

@@ -13,7 +13,8 @@ import (
 )
 
 // OS is the real file system: package os for the calls it does well, and
-// golang.org/x/sys/unix for fdatasync, directory fsync and fadvise.
+// golang.org/x/sys/unix for opens (blocking descriptors, kept out of Go's
+// network poller), fdatasync, directory fsync and fadvise.
 type OS struct{}
 
 var _ FS = OS{}
@@ -23,28 +24,40 @@ var _ FS = OS{}
 // existing file keeps the mode it was created with.
 func (OS) OpenFile(name string, flag int) (File, error) {
 	if flag&os.O_CREATE == 0 {
-		f, err := os.OpenFile(name, flag, 0)
-		if err != nil {
-			return nil, err
-		}
-		return &osFile{f}, nil
+		return openBlocking(name, flag, 0)
 	}
-	f, err := os.OpenFile(name, flag|os.O_EXCL, FileMode)
+	f, err := openBlocking(name, flag|os.O_EXCL, FileMode)
 	if err == nil {
-		if err := f.Chmod(FileMode); err != nil {
+		if err := f.f.Chmod(FileMode); err != nil {
 			f.Close()
 			return nil, err
 		}
-		return &osFile{f}, nil
+		return f, nil
 	}
 	if flag&os.O_EXCL != 0 || !errors.Is(err, fs.ErrExist) {
 		return nil, err
 	}
-	f, err = os.OpenFile(name, flag&^os.O_CREATE, 0)
+	return openBlocking(name, flag&^os.O_CREATE, 0)
+}
+
+// openBlocking opens name as os.OpenFile would (close-on-exec, errors an
+// *fs.PathError of op "open"), but leaves the descriptor out of Go's
+// network poller: os.OpenFile puts every descriptor it opens in
+// non-blocking mode and offers it to epoll, which refuses regular files
+// and directories, and puts it back, five system calls an open for
+// nothing (a log's open past the open-log budget opens four files). The
+// engine sets no deadline on a file, the only thing the poller would give
+// it; os.NewFile of a blocking descriptor registers nothing.
+func openBlocking(name string, flag int, perm os.FileMode) (*osFile, error) {
+	var fd int
+	err := retryEINTR(func() (err error) {
+		fd, err = unix.Open(name, flag|unix.O_CLOEXEC, uint32(perm.Perm()))
+		return err
+	})
 	if err != nil {
-		return nil, err
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
-	return &osFile{f}, nil
+	return &osFile{os.NewFile(uintptr(fd), name)}, nil
 }
 
 // Mkdir implements FS.
@@ -114,13 +127,17 @@ func (OS) Stat(name string) (FileInfo, error) {
 
 // SyncDir implements FS.
 func (OS) SyncDir(name string) error {
-	d, err := os.Open(name)
-	if err != nil {
+	var fd int
+	err := retryEINTR(func() (err error) {
+		fd, err = unix.Open(name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		return err
+	})
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: name, Err: err}
 	}
-	err = unix.Fsync(int(d.Fd()))
-	if cerr := d.Close(); err == nil {
-		err = cerr
+	err = unix.Fsync(fd)
+	if cerr := unix.Close(fd); err == nil && cerr != nil {
+		return &fs.PathError{Op: "close", Path: name, Err: cerr}
 	}
 	if err != nil {
 		return &fs.PathError{Op: "fsync", Path: name, Err: err}
@@ -172,13 +189,13 @@ func (o OS) Lock(name string) (File, error) {
 // LockHeld implements FS with fcntl F_OFD_GETLK, which asks without
 // taking the lock.
 func (OS) LockHeld(name string) (bool, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY, 0)
+	f, err := openBlocking(name, os.O_RDONLY, 0)
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
 	lock := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 0}
-	if err := retryEINTR(func() error { return unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, &lock) }); err != nil {
+	if err := retryEINTR(func() error { return unix.FcntlFlock(f.f.Fd(), unix.F_OFD_GETLK, &lock) }); err != nil {
 		return false, &fs.PathError{Op: "lock query", Path: name, Err: err}
 	}
 	return lock.Type != unix.F_UNLCK, nil
