@@ -1,7 +1,9 @@
 package partition
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -41,16 +43,28 @@ type walkResult struct {
 	times       []wire.TimeIndexEntry
 	lastPos     int64 // where the last valid frame starts; -1 if none
 	lastLen     int64
+	// lastTime is the last valid frame's last commit time (lastTimeKnown
+	// when its payload decodes), when the walk read it (lastTimeRead): the
+	// frame ended the file.
+	lastTime      int64
+	lastTimeKnown bool
+	lastTimeRead  bool
 }
 
 // recoverLog opens the segments of dir (docs/design.md, "Recovery";
 // partition/doc.go has the argument).
 func recoverLog(dir string, opts Options) (*recovered, error) {
 	files := opts.FS
-	if err := vfs.MkdirAllDurable(files, dir); err != nil {
-		return nil, fmt.Errorf("open %s: %w", dir, err)
-	}
 	entries, err := files.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Only a missing directory is created (MkdirAllDurable leaves an
+		// existing one as it is), so the listing comes first: an open of
+		// an existing log costs no stat for it.
+		if err := vfs.MkdirAllDurable(files, dir); err != nil {
+			return nil, fmt.Errorf("open %s: %w", dir, err)
+		}
+		entries, err = files.ReadDir(dir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s: list: %w", dir, err)
 	}
@@ -157,7 +171,10 @@ func (rec *recovered) openActive(dir string, base int64, opts Options) error {
 		return err
 	}
 	spacing := timeIndexSpacing(opts.SegmentMaxBytes)
-	w, err := walkActive(f, base, spacing, opts.Dictionaries)
+	// Nothing writes the file between this stat and the walks below (the
+	// directory's lock keeps other processes out, and recovery's truncates
+	// come after them), so its size is the one both walks cover.
+	w, err := walkActive(f, fi.Size, base, spacing, opts.Dictionaries)
 	if err != nil {
 		return err
 	}
@@ -172,7 +189,7 @@ func (rec *recovered) openActive(dir string, base int64, opts Options) error {
 		if err := f.DropCache(); err != nil {
 			return fmt.Errorf("open %s: drop cached pages: %w", path, err)
 		}
-		if w, err = walkActive(f, base, spacing, opts.Dictionaries); err != nil {
+		if w, err = walkActive(f, fi.Size, base, spacing, opts.Dictionaries); err != nil {
 			return err
 		}
 		if w.tornAt < 0 && w.unwrittenAt < 0 {
@@ -224,24 +241,27 @@ func (rec *recovered) openActive(dir string, base int64, opts Options) error {
 	return nil
 }
 
-// walkActive walks the active segment (WalkSegment) and collects what
-// recovery needs: the tail, the index, the time index, the gaps, where a
-// torn tail starts and where the last valid frame is.
-func walkActive(f vfs.File, base, timeSpacing int64, dicts *codec.DictionarySet) (walkResult, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return walkResult{}, fmt.Errorf("open %s: stat: %w", f.Name(), err)
-	}
+// walkActive walks the active segment's size bytes (WalkSegment) and
+// collects what recovery needs: the tail, the index, the time index, the
+// gaps, where a torn tail starts and where the last valid frame is, and
+// that frame's last commit time when the frame ends the file (the usual
+// case: no torn tail, no space allocated ahead), while its bytes are in
+// hand.
+func walkActive(f vfs.File, size, base, timeSpacing int64, dicts *codec.DictionarySet) (walkResult, error) {
 	w := walkResult{lastPos: -1}
 	var times timeEntries
 	lastIndexed := int64(-indexSpacing)
-	res, err := WalkSegment(f, fi.Size, base, func(pos int64, h wire.FrameHeader, frame []byte) {
+	res, err := WalkSegment(f, size, base, func(pos int64, h wire.FrameHeader, frame []byte) {
 		if pos-lastIndexed >= indexSpacing {
 			w.index = append(w.index, indexEntry{offset: h.BaseOffset, pos: pos})
 			lastIndexed = pos
 		}
 		times.noteFrame(dicts, pos, h, frame, timeSpacing)
 		w.lastPos, w.lastLen = pos, h.FrameLen()
+		if pos+h.FrameLen() == size { // no frame can follow it
+			w.lastTime, w.lastTimeKnown = frameLastTime(h, frame, dicts)
+			w.lastTimeRead = true
+		}
 	}, func(d SegmentDamage) {
 		if !d.TornTail() {
 			w.gaps = append(w.gaps, gap{from: d.Expect, to: d.ResumeBase})
@@ -263,6 +283,9 @@ func lastRecordTime(f vfs.File, w walkResult, dicts *codec.DictionarySet) (t int
 	if w.lastPos < 0 {
 		return 0, false, nil
 	}
+	if w.lastTimeRead {
+		return w.lastTime, w.lastTimeKnown, nil
+	}
 	buf := make([]byte, w.lastLen)
 	if _, err := f.ReadAt(buf, w.lastPos); err != nil {
 		return 0, false, fmt.Errorf("read the last frame at byte %d: %w", w.lastPos, err)
@@ -271,14 +294,21 @@ func lastRecordTime(f vfs.File, w walkResult, dicts *codec.DictionarySet) (t int
 	if err != nil {
 		return 0, false, nil
 	}
+	t, known = frameLastTime(h, buf, dicts)
+	return t, known, nil
+}
+
+// frameLastTime is the commit time of a CRC-checked frame's last record;
+// known is false when its payload does not decode.
+func frameLastTime(h wire.FrameHeader, frame []byte, dicts *codec.DictionarySet) (t int64, known bool) {
 	var arena []byte
-	payload, err := framePayload(dicts, h, buf, &arena)
+	payload, err := framePayload(dicts, h, frame, &arena)
 	if err != nil {
-		return 0, false, nil
+		return 0, false
 	}
 	records, err := frameEnvelopes(h, payload, nil)
 	if err != nil || len(records) == 0 {
-		return 0, false, nil
+		return 0, false
 	}
-	return records[len(records)-1].CommittedAtUnixMs, true, nil
+	return records[len(records)-1].CommittedAtUnixMs, true
 }
