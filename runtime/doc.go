@@ -8,6 +8,7 @@
 //	startup_settle.go          Start's check and recovery of every boundary
 //	startup_boundary.go        a closed partition's boundary, read from its directory
 //	incarnation.go             the incarnation check, quarantine and its sweep
+//	incarnation_vouched.go     a check's match, remembered while the topic has a log open
 //	topics.go                  create, delete and purge, describes, Partitions
 //	metastore.go               the Metastore contract: its records, errors and interface
 //	metastore_local.go         LocalMetastore, the embedded single-node metastore
@@ -48,9 +49,11 @@
 //     written again); with neither decoding the directory is taken as
 //     the record's and stamped again, unless a partition's consumer
 //     progress names another incarnation (then it is refused,
-//     ErrIncarnationMarkerDamaged, neither served nor quarantined). An
-//     open log is checked again whenever the topic's metadata version
-//     moves (the metastore's change feed).
+//     ErrIncarnationMarkerDamaged, neither served nor quarantined). A
+//     match is remembered while the topic has a log open, and forgotten
+//     when its last log closes and before any marker write, quarantine or
+//     purge (vouchedTopics). An open log is checked again whenever the
+//     topic's metadata version moves (the metastore's change feed).
 //   - Writes: Produce holds the partition's produce gate shared, so waiting
 //     produces coalesce into one group commit; AppendCommit holds it
 //     exclusive for the design's Append + CommitDurable pair; every close

@@ -97,7 +97,9 @@ func (n *Node) openAdmitted(key supervisor.Key, rec TopicRecord) (*partition.Log
 // marker is a deleted incarnation's leftover, quarantined. The marker has
 // a copy (wire.IncarnationCopyFileName): when one is missing or damaged,
 // the other decides, and when neither decodes the directory is refused
-// (ErrIncarnationMarkerDamaged). It runs under the topic's guard.
+// (ErrIncarnationMarkerDamaged). It runs under the topic's guard. While
+// the topic has a log open, a match found before is remembered and the
+// markers are not read again (vouchedTopics has when it is forgotten).
 func (n *Node) checkIncarnation(t *supervisor.GuardedTopic, rec TopicRecord) error {
 	dir := filepath.Join(n.topicsDir, rec.Name)
 	if rec.Incarnation == "" {
@@ -106,12 +108,16 @@ func (n *Node) checkIncarnation(t *supervisor.GuardedTopic, rec TopicRecord) err
 		// before anything acked can live in it.
 		return vfs.MkdirAllDurable(n.cfg.FS, dir)
 	}
+	if n.vouched.vouches(rec.Name, rec.Incarnation) {
+		return nil
+	}
 	marker, copied := readMarkerFile(n.cfg.FS, dir, wire.IncarnationFileName), readMarkerFile(n.cfg.FS, dir, wire.IncarnationCopyFileName)
 	verdict, old, err := judgeMarkers(rec.Incarnation, marker, copied)
 	switch verdict {
 	case markersUnreadable:
 		return fmt.Errorf("incarnation marker of %s: %w", rec.Name, err)
 	case markersVouch:
+		n.vouched.remember(rec.Name, rec.Incarnation)
 		return nil
 	case markersOneVouches:
 		// One of the two is missing (a crash between their writes, or a
@@ -285,7 +291,10 @@ func readMarker(files vfs.FS, dir string) (wire.IncarnationID, error) {
 	return "", marker.err
 }
 
+// writeMarker writes a topic directory's marker, then its copy; the
+// caller holds the topic's guard.
 func (n *Node) writeMarker(dir string, id wire.IncarnationID) error {
+	n.vouched.forget(filepath.Base(dir))
 	b, err := wire.EncodeIncarnationMarker(id)
 	if err != nil {
 		return err
@@ -325,6 +334,7 @@ func (n *Node) stamp(dir string, id wire.IncarnationID) error {
 // automatic training state are dropped before any fresh directory exists,
 // and both ids are logged at error.
 func (n *Node) quarantine(t *supervisor.GuardedTopic, rec TopicRecord, old wire.IncarnationID) error {
+	n.vouched.forget(rec.Name)
 	if err := t.CloseAll(); err != nil {
 		n.logger.Warn("closing a stale incarnation's logs", zap.String("topic", rec.Name), zap.Error(err))
 	}

@@ -183,6 +183,7 @@ type Node struct {
 	installs  unsettledInstalls // installs to settle before their partition opens
 	receiving sync.Map          // supervisor.Key -> *Receiver: the receive of a partition under way, one at a time
 	opens     openSignals       // waiters for a partition's log to open again
+	vouched   vouchedTopics     // incarnation checks remembered while a topic has a log open
 
 	consumers         *consumers
 	watches           topicWatches // wake-ups of topic-wide waits (topic_wait.go)
@@ -304,7 +305,7 @@ func New(cfg Config) (n *Node, err error) {
 		CheckLockOrder: cfg.Testing != nil && cfg.Testing.CheckLockOrder,
 		OnClose:        n.onClose,
 		OnEvict:        n.onEvict,
-		OnOpen:         n.opens.opened,
+		OnOpen:         n.onOpen,
 		Evictable:      n.evictable,
 		MaxOpen:        max(cfg.MaxOpenLogs, 0),
 	})
@@ -384,6 +385,14 @@ func (n *Node) closeAllLive() []error {
 func (n *Node) onClose(key supervisor.Key, l *partition.Log) {
 	n.consumers.settle(key)
 	n.marks.close(key, l)
+	n.vouched.closed(key.Topic)
+}
+
+// onOpen runs after the registry installed a log, under its topic's
+// guard: its waiters are woken, and the topic's open logs counted.
+func (n *Node) onOpen(key supervisor.Key, l *partition.Log) {
+	n.vouched.opened(key.Topic)
+	n.opens.opened(key, l)
 }
 
 // Ready reports whether Start has finished: every owned partition's

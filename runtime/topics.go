@@ -149,6 +149,7 @@ func (n *Node) purge(deleted TopicRecord) error {
 // no valid commit left), drops its consumer state and removes its
 // directory durably; the caller holds the topic's guard.
 func (n *Node) purgeLocked(t *supervisor.GuardedTopic, deleted TopicRecord) error {
+	n.vouched.forget(deleted.Name)
 	if err := t.CloseAll(); err != nil {
 		n.logger.Warn("closing a deleted topic's logs: " + err.Error())
 	}
