@@ -171,9 +171,9 @@ func (rec *recovered) openActive(dir string, base int64, opts Options) error {
 		return err
 	}
 	spacing := timeIndexSpacing(opts.SegmentMaxBytes)
-	// Nothing writes the file between this stat and the walks below (the
+	// Nothing writes the file between this stat and the walk below (the
 	// directory's lock keeps other processes out, and recovery's truncates
-	// come after them), so its size is the one both walks cover.
+	// come after it), so its size is the one the walk covers.
 	w, err := walkActive(f, fi.Size, base, spacing, opts.Dictionaries)
 	if err != nil {
 		return err
@@ -189,7 +189,14 @@ func (rec *recovered) openActive(dir string, base int64, opts Options) error {
 		if err := f.DropCache(); err != nil {
 			return fmt.Errorf("open %s: drop cached pages: %w", path, err)
 		}
-		if w, err = walkActive(f, fi.Size, base, spacing, opts.Dictionaries); err != nil {
+		// The cache dropped, the file is what the media holds, whose size
+		// may differ from the one read before (a failed fdatasync's pages
+		// are gone): stat it again.
+		now, err := f.Stat()
+		if err != nil {
+			return fmt.Errorf("open %s: stat: %w", path, err)
+		}
+		if w, err = walkActive(f, now.Size, base, spacing, opts.Dictionaries); err != nil {
 			return err
 		}
 		if w.tornAt < 0 && w.unwrittenAt < 0 {
