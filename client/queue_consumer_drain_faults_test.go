@@ -51,20 +51,7 @@ func TestQueueConsumer_UntilEmptyFollowsAMoveBeforeEnding(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer q.Close(ctx)
-		var got []*Message
-		for {
-			msgs, err := q.Receive(ctx)
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := q.Ack(ctx, msgs...); err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, msgs...)
-		}
+		got := ackUntilEOF(t, ctx, q)
 		if names := names(got); !slices.Equal(names, []string{"1/0=b0", "1/1=b1"}) || b.unacked() != 0 {
 			t.Fatalf("io.EOF after receiving %v, %d records of the moved partition left on its new owner", names, b.unacked())
 		}
@@ -123,20 +110,7 @@ func TestQueueConsumer_UntilEmptyFollowsAMoveBetweenOwners(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer q.Close(ctx)
-		var got []*Message
-		for {
-			msgs, err := q.Receive(ctx)
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := q.Ack(ctx, msgs...); err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, msgs...)
-		}
+		got := ackUntilEOF(t, ctx, q)
 		if names := names(got); !slices.Equal(names, []string{"1/0=m0"}) || a.unacked() != 0 {
 			t.Fatalf("io.EOF after receiving %v, %d records of the moved partition left on its new owner", names, a.unacked())
 		}
@@ -211,20 +185,7 @@ func TestQueueConsumer_UntilEmptyWaitsForWhatACutAnswerLeased(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer q.Close(ctx)
-		var got []*Message
-		for {
-			msgs, err := q.Receive(ctx)
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := q.Ack(ctx, msgs...); err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, msgs...)
-		}
+		got := ackUntilEOF(t, ctx, q)
 		if names := names(got); !slices.Equal(names, []string{"0/0=a", "0/1=b", "0/2=c"}) {
 			t.Fatalf("io.EOF after receiving %v; %d records not acked (leased by the cut consume)", names, n.unacked())
 		}
@@ -330,4 +291,24 @@ func TestQueueConsumer_UntilEmptyEndsWithAnOwnerThatKeepsFailing(t *testing.T) {
 			t.Errorf("received %v before the error", names)
 		}
 	})
+}
+
+// ackUntilEOF receives and acks until Receive says io.EOF, and returns
+// what it received.
+func ackUntilEOF(t *testing.T, ctx context.Context, q *QueueConsumer) []*Message {
+	t.Helper()
+	var got []*Message
+	for {
+		msgs, err := q.Receive(ctx)
+		if err == io.EOF {
+			return got
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Ack(ctx, msgs...); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, msgs...)
+	}
 }
