@@ -347,3 +347,50 @@ func TestRead_AFrameWhoseRecordsDoNotParseAfterAGoodOneIsDamaged(t *testing.T) {
 		}
 	}
 }
+
+// TestRead_BareLogsGiveTheProcessBudgetBack: logs opened without a
+// CacheBudget share the process's; whatever they cache (large frames a
+// read stopped inside, their proofs, tail frames) goes back to it when
+// retention drops it and when the log closes, with readers still reading
+// at the close, so a process that opens and closes bare logs for a long
+// time never finds its budget shrunk by the logs it closed. Found worth
+// keeping by the review of the shared budget.
+func TestRead_BareLogsGiveTheProcessBudgetBack(t *testing.T) {
+	before := processCacheBudget.Used()
+	beforeLarge := processCacheBudget.large.Load()
+	for round := range 4 {
+		d := newDisk(t, uint64(round+1))
+		l := openLog(t, Options{FS: d, SegmentMaxBytes: 4 << 20, RetentionMaxBytes: 12 << 20})
+		batch := make([]Record, 400+100*round)
+		for i := range batch {
+			batch[i] = Record{Value: make([]byte, 4096)}
+		}
+		for range 6 { // frames of 1.6 to 2.8 MiB, segments of 4 MiB: sealed ones for the sweep
+			if _, err := l.Produce(bg, batch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		read := func(maxBytes int) {
+			for next := l.StartOffset(); next < l.HighWatermark(); {
+				res, err := l.Read(next, 1<<16, maxBytes)
+				if err != nil {
+					return // the close below: ErrLogClosed
+				}
+				next = res.Next
+			}
+		}
+		read(1 << 20) // large frames a read stopped inside, cached
+		if _, err := l.Sweep(bg); err != nil {
+			t.Fatal(err)
+		}
+		var readers sync.WaitGroup
+		for _, maxBytes := range []int{1 << 20, 256 << 10} {
+			readers.Go(func() { read(maxBytes) })
+		}
+		closeLog(t, l) // readers may still be reading
+		readers.Wait()
+		if used, large := processCacheBudget.Used(), processCacheBudget.large.Load(); used != before || large != beforeLarge {
+			t.Fatalf("round %d: the process's budget holds %d bytes (%d of large frames) after the close; %d (%d) before", round, used, large, before, beforeLarge)
+		}
+	}
+}
